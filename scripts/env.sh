@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Create (or refresh) the project environment in .venv, idempotently.
+# Reinstalls only when requirements.txt or pyproject.toml changed since the last install.
+# Needs no network beyond the Python package index.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.contrastlab-installed
+want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
+  # torch first and pinned: an unpinned torch would pull CUDA wheels.
+  .venv/bin/python -m pip install --quiet "$(grep -E '^torch==' requirements.txt)"
+  .venv/bin/python -m pip install --quiet -r requirements.txt
+  .venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
+  echo "$want" > "$stamp"
+fi

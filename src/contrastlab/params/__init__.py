@@ -1,0 +1,113 @@
+"""``params.yaml`` schema and loader (pydantic).
+
+Every knob of the pipeline lives in ``params.yaml`` under one top-level section per track
+(``graph``, ``code``, ``multilabel``) plus ``report``. Each section's schema is in its own
+module here. Loading validates the whole file: an unknown key, a wrong type or an
+out-of-range value raises :class:`ParamsError` naming the file and the dotted key.
+
+Example::
+
+    from contrastlab.params import load_params
+    p = load_params("params.yaml")
+    p.graph.epochs
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .code import CodeParams
+from .graph import GraphParams
+from .multilabel import MultilabelParams
+from .report import ReportParams
+
+__all__ = ["Params", "ParamsError", "load_params", "flatten", "params_hash"]
+
+
+class ParamsError(ValueError):
+    """A params file that cannot be read or does not match the schema."""
+
+
+class Params(BaseModel):
+    """Root of ``params.yaml``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    graph: GraphParams = GraphParams()
+    code: CodeParams = CodeParams()
+    multilabel: MultilabelParams = MultilabelParams()
+    report: ReportParams = ReportParams()
+
+
+def _format_errors(path: Path, err: ValidationError) -> str:
+    lines = [f"{path}: invalid parameters ({err.error_count()} problem(s)):"]
+    for e in err.errors():
+        key = ".".join(str(x) for x in e["loc"]) or "<root>"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key (not in the schema; check the spelling)"
+        got = e.get("input")
+        got_s = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        lines.append(f"  - {key}: {msg}{got_s}")
+    return "\n".join(lines)
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """Read and validate a params file.
+
+    Args:
+        path: YAML file with the sections of :class:`Params`.
+
+    Returns:
+        The validated :class:`Params`.
+
+    Raises:
+        ParamsError: the file is missing, is not valid YAML, is not a mapping, or fails the
+            schema; the message names the file and every offending dotted key.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ParamsError(f"{path}: params file not found")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise ParamsError(f"{path}: not valid YAML: {e}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{path}: top level must be a mapping, got {type(raw).__name__}")
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as e:
+        raise ParamsError(_format_errors(path, e)) from None
+
+
+def flatten(obj: Any, prefix: str = "", sep: str = ".") -> dict[str, Any]:
+    """Flatten nested dicts/lists/pydantic models to ``{"a.b.c": value}`` (for MLflow params)."""
+    if isinstance(obj, BaseModel):
+        obj = obj.model_dump(mode="json")
+    out: dict[str, Any] = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}{sep}{k}" if prefix else str(k), sep))
+    elif isinstance(obj, list) and any(isinstance(v, (dict, list)) for v in obj):
+        for i, v in enumerate(obj):
+            out.update(flatten(v, f"{prefix}{sep}{i}" if prefix else str(i), sep))
+    else:
+        out[prefix] = obj
+    return out
+
+
+def params_hash(obj: Any) -> str:
+    """Short stable hash (12 hex digits) of a params section, for tags and report captions."""
+    import hashlib
+    import json
+
+    if isinstance(obj, BaseModel):
+        obj = obj.model_dump(mode="json")
+    blob = json.dumps(obj, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]

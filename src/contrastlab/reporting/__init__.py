@@ -1,0 +1,105 @@
+"""Comparison report: each track contributes a :class:`Section` of tables and figures.
+
+A track module ``contrastlab.reporting.<track>`` exposes
+``build_section(root: Path, figures_dir: Path) -> Section | None`` that reads that track's
+metrics under ``reports/metrics/<track>/`` (returning ``None`` when the track has not run)
+and may write PNG figures into ``figures_dir``. The report stage renders all sections to
+``reports/comparison.md`` (and ``reports/index.html``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+TRACKS: list[str] = ["graph", "code", "multilabel"]
+
+
+@dataclass
+class Table:
+    """A table: ``columns`` names and ``rows`` of already formatted cells (str or number)."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+    note: str = ""
+
+
+@dataclass
+class Figure:
+    """A PNG written by the track's section builder."""
+
+    title: str
+    path: Path
+    caption: str = ""
+
+
+@dataclass
+class Section:
+    track: str
+    title: str
+    tables: list[Table] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def fmt_mean_std(mean: float | None, std: float | None, digits: int = 3) -> str:
+    """``0.812 ± 0.004`` (``-`` for a missing value; no ``±`` when std is missing)."""
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "-"
+    if std is None or (isinstance(std, float) and math.isnan(std)):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def markdown_table(table: Table) -> str:
+    """Render a :class:`Table` as a GitHub-flavoured Markdown table."""
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    head = "| " + " | ".join(cell(c) for c in table.columns) + " |"
+    sep = "|" + "|".join("---" for _ in table.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.rows]
+    out = [f"### {table.title}", "", head, sep, *body]
+    if table.note:
+        out += ["", table.note]
+    return "\n".join(out)
+
+
+def collect_sections(root: Path, figures_dir: Path, tracks: Sequence[str] = TRACKS) -> list[Section]:
+    """Build every available track's section (tracks whose module or metrics are missing are skipped)."""
+    sections = []
+    for t in tracks:
+        try:
+            mod = importlib.import_module(f"contrastlab.reporting.{t}")
+        except ModuleNotFoundError as e:
+            if e.name == f"contrastlab.reporting.{t}":
+                continue
+            raise
+        s = mod.build_section(root, figures_dir)
+        if s is not None:
+            sections.append(s)
+    return sections
+
+
+def render_markdown(sections: Sequence[Section], header: str = "") -> str:
+    """The whole ``comparison.md``: header, then each section's notes, tables and figures."""
+    parts = ["# contrastlab: loss comparison", ""]
+    if header:
+        parts += [header, ""]
+    for s in sections:
+        parts += [f"## {s.title}", ""]
+        for n in s.notes:
+            parts += [n, ""]
+        for t in s.tables:
+            parts += [markdown_table(t), ""]
+        for f in s.figures:
+            parts += [f"![{f.title}]({f.path.as_posix()})", ""]
+            if f.caption:
+                parts += [f"*{f.caption}*", ""]
+    return "\n".join(parts).rstrip() + "\n"
