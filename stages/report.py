@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from contrastlab.cli import run_stage
 from contrastlab.io import write_text
 from contrastlab.params import load_params, params_hash
 from contrastlab.reporting import collect_sections, render_markdown
@@ -35,4 +36,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_stage(main))

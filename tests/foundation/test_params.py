@@ -63,3 +63,19 @@ def test_flatten_and_hash():
     assert flat == {"a.b": 1, "a.c": [1, 2], "d.0.e": 3}
     assert params_hash({"x": 1}) == params_hash({"x": 1})
     assert params_hash({"x": 1}) != params_hash({"x": 2})
+
+
+def test_stage_with_bad_params_exits_with_clear_error(tmp_path):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "params.yaml"
+    bad.write_text("report:\n  digits: 99\n")
+    r = subprocess.run([sys.executable, str(ROOT / "stages" / "report.py"), "--params", str(bad),
+                        "--out-dir", str(tmp_path / "reports")],
+                       capture_output=True, text=True, cwd=tmp_path,
+                       env={**__import__("os").environ, "CONTRASTLAB_MLFLOW": "0"})
+    assert r.returncode == 2
+    assert "report.digits" in r.stderr and str(bad) in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "reports" / "comparison.md").exists()
