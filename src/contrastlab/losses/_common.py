@@ -1,0 +1,195 @@
+"""Shared machinery of the contrastive losses: shape checks, the fused weighted
+log-softmax kernel, view flattening and reductions. Private: use the loss functions.
+
+Every supervised loss of this package (SupCon, ALL, ANY, MulSupCon, Sim-Dis) has, for an
+anchor row ``i`` against contrast rows ``j`` (``j != i``, the anchor's own row is never in
+its denominator), the form
+
+    l_i = c_i * lse_i - sum_j W_ij s_ij + k_i,    s_ij = z_i . z_j / tau,
+    lse_i = log sum_{j != i} exp(s_ij),           c_i = sum_j W_ij,
+
+with a non-negative weight matrix ``W`` (0 on the anchor's own column) and a constant
+``k_i`` (Sim-Dis only). SupCon: ``W_ij = 1/|P(i)|`` on positives. MulSupCon:
+``W_ij = sum_l y_il y_jl / |P_l(i)|``. :class:`WeightedLogSoftmax` computes ``l`` with one
+``n x M`` logits buffer that becomes the softmax in place, and a backward that needs one more
+``n x M`` buffer: ``dl_i/ds_ij = c_i softmax_ij - W_ij``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+class LossStats(NamedTuple):
+    """What a loss averaged over (returned with ``return_stats=True``).
+
+    Attributes:
+        n_terms: 0-dim long tensor, the denominator of ``reduction="mean"`` (anchors; for
+            MulSupCon with ``reduction="pairs"`` the (anchor, label) pairs).
+        n_anchors: 0-dim long tensor, anchors that contributed (had at least one positive).
+        n_excluded: 0-dim long tensor, anchor rows left out: no positive in the batch, or an
+            empty label set (never an anchor).
+    """
+
+    n_terms: Tensor
+    n_anchors: Tensor
+    n_excluded: Tensor
+
+
+def check_2d(name: str, x: Tensor) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor, got {x.dtype}")
+
+
+def reduce_terms(
+    per: Tensor,
+    valid: Tensor | None,
+    reduction: str,
+    return_stats: bool,
+    n_terms: Tensor | None = None,
+):
+    """Reduce per-anchor losses ``per`` (0 on invalid rows) to the requested reduction."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    if valid is None:
+        n_anchors = torch.tensor(per.shape[0], device=per.device)
+    else:
+        n_anchors = valid.sum()
+    if n_terms is None:
+        n_terms = n_anchors
+    if reduction == "mean":
+        # per is 0 on excluded rows and stays connected to the graph: no positive -> 0 with grad
+        out = per.sum() / n_terms.clamp_min(1).to(per.dtype)
+    elif reduction == "sum":
+        out = per.sum()
+    else:
+        out = per
+    if return_stats:
+        return out, LossStats(n_terms, n_anchors, per.shape[0] - n_anchors)
+    return out
+
+
+class WeightedLogSoftmax(torch.autograd.Function):
+    """Per-anchor ``l_i = c_i * lse_i - sum_j W_ij s_ij`` with ``s = inv_tau * A C^T``.
+
+    Inputs: ``anchors [n, D]``, ``contrast [M, D]``, ``weight [n, M]`` (no grad, 0 on the
+    anchor's own column), ``self_index [n]`` long (the anchor's own column, excluded from the
+    log-sum-exp) or None, ``inv_tau`` float. Output ``[n]``. Numerically stable (max
+    subtraction); a row with no contrast at all gives a finite ``lse`` and no gradient.
+    """
+
+    @staticmethod
+    def forward(ctx, anchors: Tensor, contrast: Tensor, weight: Tensor, self_index: Tensor | None, inv_tau: float):
+        s = anchors @ contrast.T
+        s.mul_(inv_tau)
+        c = weight.sum(1)
+        ws = torch.bmm(weight.unsqueeze(1), s.unsqueeze(2)).view(-1)
+        if self_index is not None:
+            s.scatter_(1, self_index.view(-1, 1), float("-inf"))
+        m = s.amax(1, keepdim=True)
+        m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+        s.sub_(m).exp_()
+        z = s.sum(1, keepdim=True).clamp_min_(torch.finfo(s.dtype).tiny)
+        s.div_(z)  # s is now the softmax over j != i
+        lse = (m + z.log()).view(-1)
+        ctx.save_for_backward(anchors, contrast, weight, s, c)
+        ctx.inv_tau = inv_tau
+        return c * lse - ws
+
+    @staticmethod
+    def backward(ctx, g: Tensor):
+        anchors, contrast, weight, p, c = ctx.saved_tensors
+        g = g.contiguous()
+        grad = p * (g * c * ctx.inv_tau).unsqueeze(1)
+        grad.addcmul_(weight, (g * ctx.inv_tau).unsqueeze(1), value=-1.0)
+        da = grad @ contrast if ctx.needs_input_grad[0] else None
+        dc = grad.T @ anchors if ctx.needs_input_grad[1] else None
+        return da, dc, None, None, None
+
+
+def weighted_log_softmax(anchors: Tensor, contrast: Tensor, weight: Tensor, self_index: Tensor | None, temperature: float) -> Tensor:
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    return WeightedLogSoftmax.apply(anchors, contrast, weight.to(anchors.dtype), self_index, 1.0 / float(temperature))
+
+
+class Rows(NamedTuple):
+    """Anchor and contrast rows after flattening views (sample-major: row = sample*V + view)."""
+
+    anchors: Tensor  # [n, D]
+    contrast: Tensor  # [M, D]
+    self_index: Tensor  # [n] column of each anchor's own row in ``contrast``
+    anchor_sample: Tensor  # [n] local sample index of each anchor row
+    n_views: int
+    anchor_views: int  # views per sample used as anchors (V for "all", 1 for "one")
+
+
+def flatten_views(
+    features: Tensor,
+    contrast_features: Tensor | None,
+    anchor_offset: int,
+    contrast_mode: str,
+) -> Rows:
+    """Flatten ``[N, D]`` / ``[N, V, D]`` features into anchor and contrast rows."""
+    if not isinstance(features, Tensor) or not features.is_floating_point():
+        raise ValueError("features must be a floating-point tensor [N, D] or [N, n_views, D]")
+    if features.dim() == 2:
+        features = features.unsqueeze(1)
+    if features.dim() != 3:
+        raise ValueError(f"features must be [N, D] or [N, n_views, D], got shape {tuple(features.shape)}")
+    n, v, d = features.shape
+    if contrast_features is None:
+        if anchor_offset != 0:
+            raise ValueError("anchor_offset needs contrast_features")
+        cf = features
+    else:
+        cf = contrast_features.unsqueeze(1) if contrast_features.dim() == 2 else contrast_features
+        if cf.dim() != 3 or cf.shape[1:] != (v, d):
+            raise ValueError(
+                f"contrast_features must be [M, n_views={v}, D={d}] like features, got {tuple(contrast_features.shape)}"
+            )
+        if anchor_offset < 0 or anchor_offset + n > cf.shape[0]:
+            raise ValueError(f"anchor rows offset {anchor_offset}..{anchor_offset + n} outside contrast_features ({cf.shape[0]})")
+    contrast = cf.reshape(-1, d)
+    dev = features.device
+    if contrast_mode == "all":
+        anchors = features.reshape(-1, d) if contrast_features is not None else contrast
+        self_index = torch.arange(n * v, device=dev) + anchor_offset * v
+        anchor_sample = torch.arange(n, device=dev).repeat_interleave(v)
+        av = v
+    elif contrast_mode == "one":
+        anchors = features[:, 0]
+        self_index = (torch.arange(n, device=dev) + anchor_offset) * v
+        anchor_sample = torch.arange(n, device=dev)
+        av = 1
+    else:
+        raise ValueError(f"contrast_mode must be 'all' or 'one', got {contrast_mode!r}")
+    return Rows(anchors, contrast, self_index, anchor_sample, v, av)
+
+
+def scale_factor(temperature: float, base_temperature: float | None) -> float:
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if base_temperature is None:
+        return 1.0
+    if not base_temperature > 0:
+        raise ValueError(f"base_temperature must be > 0, got {base_temperature}")
+    return float(temperature) / float(base_temperature)
+
+
+def positives_to_weight(pos: Tensor, self_index: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """Bool positives ``[n, M]`` -> (``W = pos / |P(i)|`` with self removed, ``|P(i)|``). Modifies ``pos``."""
+    pos.scatter_(1, self_index.view(-1, 1), False)
+    cnt = pos.sum(1)
+    w = pos.to(dtype)
+    w.div_(cnt.clamp_min(1).to(dtype).unsqueeze(1))
+    return w, cnt

@@ -1,0 +1,55 @@
+"""Regression baselines for retrieval: predict the target vector itself (seed 001, Exp 1.3).
+
+No negatives: each prediction is compared with its own target only.
+"""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = ["smoothl1_loss", "cosine_loss"]
+
+
+def _check_pair(pred: Tensor, target: Tensor) -> None:
+    if pred.dim() != 2 or pred.shape != target.shape:
+        raise ValueError(f"pred and target must both be [B, D] of the same shape, got {tuple(pred.shape)} and {tuple(target.shape)}")
+
+
+def smoothl1_loss(pred: Tensor, target: Tensor, *, beta: float = 1.0, reduction: str = "mean", normalize: bool = False, **_: object) -> Tensor:
+    """Smooth-L1 (Huber with threshold ``beta``) between prediction and target (seed 001, Exp 1.3).
+
+    Args:
+        pred, target: ``[B, D]`` float tensors (not normalised unless ``normalize=True``).
+        beta: switch point between the quadratic and linear parts (``F.smooth_l1_loss``).
+        reduction: ``"mean"`` over all B*D elements (as ``nn.SmoothL1Loss``), ``"sum"``, ``"none"``.
+        **_: ignored (so that a trainer can pass e.g. ``temperature`` uniformly).
+
+    Raises:
+        ValueError: shapes differ or are not 2-D.
+    """
+    _check_pair(pred, target)
+    if normalize:
+        pred, target = F.normalize(pred, dim=-1), F.normalize(target, dim=-1)
+    return F.smooth_l1_loss(pred, target, beta=beta, reduction=reduction)
+
+
+def cosine_loss(pred: Tensor, target: Tensor, *, reduction: str = "mean", eps: float = 1e-8, **_: object) -> Tensor:
+    """``1 - cos(pred_i, target_i)`` (seed 001, Exp 1.3's cosine objective); scale-invariant.
+
+    Args:
+        pred, target: ``[B, D]`` float tensors (any norm; the cosine normalises).
+        reduction: ``"mean"`` over B (default), ``"sum"`` or ``"none"`` (``[B]``).
+
+    Raises:
+        ValueError: shapes differ or are not 2-D, unknown reduction.
+    """
+    _check_pair(pred, target)
+    per = 1.0 - F.cosine_similarity(pred, target, dim=-1, eps=eps)
+    if reduction == "mean":
+        return per.mean()
+    if reduction == "sum":
+        return per.sum()
+    if reduction == "none":
+        return per
+    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
