@@ -1,0 +1,163 @@
+"""Multi-label supervised contrastive losses: ALL, ANY (Similarity-Dissimilarity paper,
+seed 002, Eq. 1-4) and MulSupCon (Zhang & Wu 2024; seed 002 Eq. 5-7; seed 000).
+
+Labels are multi-hot ``[N, C]`` (bool, int or float; any non-zero entry means "has the
+label"). For ``[N, n_views, D]`` features every view carries its sample's label set.
+For every anchor row ``i`` the denominator runs over all other rows ``A(i)`` (Eq. 3).
+
+- ``all``: ``P(i)`` = rows with exactly the anchor's label set (Eq. 1).
+- ``any``: ``P(i)`` = rows sharing at least one label (Eq. 2).
+- ``mulsupcon``: one positive set per anchor label ``l``: ``P_l(i)`` = rows having
+  label ``l`` (Eq. 5); ``L_i = sum_l -1/|P_l(i)| sum_{p in P_l(i)} log softmax_ip`` (Eq. 6).
+  Computed as one weight matrix ``W = (Y_a / |P_l|) Y_c^T`` (a matrix product over labels),
+  never by expanding anchors.
+
+Samples with an empty label set are never anchors (nothing defines their positives); they
+stay in every denominator ``A(i)`` as negatives, since Eq. 3 sums over all of
+``A(i) = I \\ {i}``. An (anchor, label) pair or an anchor with no positive in the batch is
+left out of the mean and counted (``return_stats=True``).
+
+Inputs are **not** normalised here: pass L2-normalised features (as the papers do).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ._common import Rows, flatten_views, positives_to_weight, reduce_terms, scale_factor, weighted_log_softmax
+
+__all__ = ["all_loss", "any_loss", "mulsupcon_loss", "label_rows"]
+
+
+def label_rows(
+    features: Tensor,
+    labels: Tensor,
+    contrast_features: Tensor | None,
+    contrast_labels: Tensor | None,
+    anchor_offset: int,
+    contrast_mode: str,
+) -> tuple[Rows, Tensor, Tensor]:
+    """Flatten views and return ``(rows, Y_anchor [n, C], Y_contrast [M, C])`` as 0/1 floats."""
+    rows = flatten_views(features, contrast_features, anchor_offset, contrast_mode)
+    n = features.shape[0]
+    if not isinstance(labels, Tensor) or labels.dim() != 2 or labels.shape[0] != n:
+        shape = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
+        raise ValueError(
+            f"labels must be multi-hot [N={n}, C], got {shape}"
+            + (" (class indices [N]: use 'supcon', or one-hot encode them)" if isinstance(labels, Tensor) and labels.dim() == 1 else "")
+        )
+    dt = features.dtype
+    ya = (labels.to(features.device) != 0).to(dt)
+    if contrast_features is None:
+        yc = ya
+    else:
+        m = rows.contrast.shape[0] // rows.n_views
+        if contrast_labels is None or contrast_labels.dim() != 2 or contrast_labels.shape != (m, labels.shape[1]):
+            got = None if contrast_labels is None else tuple(contrast_labels.shape)
+            raise ValueError(f"contrast_labels must be [M={m}, C={labels.shape[1]}] with contrast_features, got {got}")
+        yc = (contrast_labels.to(features.device) != 0).to(dt)
+    return rows, ya[rows.anchor_sample], yc.repeat_interleave(rows.n_views, dim=0)
+
+
+def _setwise(kind: str, features, labels, temperature, base_temperature, contrast_mode, reduction,
+             contrast_features, contrast_labels, anchor_offset, return_stats):
+    scale = scale_factor(temperature, base_temperature)
+    rows, ya, yc = label_rows(features, labels, contrast_features, contrast_labels, anchor_offset, contrast_mode)
+    inter = ya @ yc.T  # |S ∩ T| for every (anchor row, contrast row)
+    if kind == "any":
+        pos = inter > 0
+    else:  # all: |S ∩ T| = |S| = |T| and S non-empty
+        na = ya.sum(1, keepdim=True)
+        pos = inter == na
+        pos &= inter == yc.sum(1).unsqueeze(0)
+        pos &= na > 0
+    del inter
+    w, cnt = positives_to_weight(pos, rows.self_index, features.dtype)
+    del pos
+    per = weighted_log_softmax(rows.anchors, rows.contrast, w, rows.self_index, temperature)
+    if scale != 1.0:
+        per = per * scale
+    return reduce_terms(per, cnt > 0, reduction, return_stats)
+
+
+_COMMON_DOC = """
+    Args:
+        features: ``[N, D]`` or ``[N, n_views, D]`` float, L2-normalised by the caller.
+        labels: ``[N, C]`` multi-hot (bool/int/float, non-zero = has the label).
+        temperature: tau > 0.
+        base_temperature: multiply by ``temperature / base_temperature`` (SupCon's
+            reference rescaling); ``None`` (default) = no rescaling.
+        contrast_mode: ``"all"`` (every view is an anchor) or ``"one"`` (view 0 only).
+        reduction: {reductions}
+        contrast_features, contrast_labels, anchor_offset: contrast against other rows
+            (distributed: gathered from all ranks), as in :func:`~contrastlab.losses.supcon.supcon_loss`.
+        return_stats: also return ``LossStats`` (``n_terms``, ``n_anchors``, ``n_excluded``).
+
+    Returns:
+        Scalar (``[n_anchor_rows]`` for ``"none"``, 0 on excluded anchors), or ``(loss, stats)``.
+        No positive pair in the batch: 0, still connected to the graph.
+
+    Raises:
+        ValueError: labels not ``[N, C]`` (e.g. class indices ``[N]``), features of the
+            wrong rank, temperature <= 0, unknown contrast_mode / reduction.
+"""
+_SET_RED = '``"mean"`` over anchors with a positive (default), ``"sum"``, ``"none"``.'
+
+
+def all_loss(features: Tensor, labels: Tensor, *, temperature: float = 0.07, base_temperature: float | None = None,
+             contrast_mode: str = "all", reduction: str = "mean", contrast_features: Tensor | None = None,
+             contrast_labels: Tensor | None = None, anchor_offset: int = 0, return_stats: bool = False):
+    """ALL: SupCon (Eq. 3) with positives = exact label-set match (Sim-Dis paper Eq. 1)."""
+    return _setwise("all", features, labels, temperature, base_temperature, contrast_mode, reduction,
+                    contrast_features, contrast_labels, anchor_offset, return_stats)
+
+
+def any_loss(features: Tensor, labels: Tensor, *, temperature: float = 0.07, base_temperature: float | None = None,
+             contrast_mode: str = "all", reduction: str = "mean", contrast_features: Tensor | None = None,
+             contrast_labels: Tensor | None = None, anchor_offset: int = 0, return_stats: bool = False):
+    """ANY: SupCon (Eq. 3) with positives = any shared label (Sim-Dis paper Eq. 2)."""
+    return _setwise("any", features, labels, temperature, base_temperature, contrast_mode, reduction,
+                    contrast_features, contrast_labels, anchor_offset, return_stats)
+
+
+all_loss.__doc__ += _COMMON_DOC.format(reductions=_SET_RED)
+any_loss.__doc__ += _COMMON_DOC.format(reductions=_SET_RED)
+
+
+def mulsupcon_loss(features: Tensor, labels: Tensor, *, temperature: float = 0.07, base_temperature: float | None = None,
+                   contrast_mode: str = "all", reduction: str = "pairs", contrast_features: Tensor | None = None,
+                   contrast_labels: Tensor | None = None, anchor_offset: int = 0, return_stats: bool = False):
+    """MulSupCon (Zhang & Wu 2024): per-label positive sets (Sim-Dis paper Eq. 5-7).
+
+    ``L_i = sum_{l in y_i} -1/|P_l(i)| sum_{p in P_l(i)} log softmax_ip`` with
+    ``P_l(i) = {p in A(i): y_pl = 1}``. An (anchor, label) pair whose ``P_l(i)`` is empty
+    is skipped (seed 000's "0 otherwise") and not counted.
+
+    Reductions: ``"pairs"`` (default, Eq. 7: sum over anchors divided by the number of
+    (anchor, label) pairs with a positive; Eq. 7 writes ``sum_i |y_i|``, which equals it
+    when every label occurs twice in the batch), ``"anchors"`` (seed 000: mean of ``L_i``
+    over anchors with at least one such pair), ``"sum"``, ``"none"`` (``L_i`` per anchor row).
+    ``LossStats.n_terms`` is the number of pairs except for ``"anchors"``.
+    On single-label data both means equal :func:`~contrastlab.losses.supcon.supcon_loss`.
+    """
+    if reduction not in ("pairs", "anchors", "sum", "none"):
+        raise ValueError(f"reduction must be 'pairs', 'anchors', 'sum' or 'none', got {reduction!r}")
+    scale = scale_factor(temperature, base_temperature)
+    rows, ya, yc = label_rows(features, labels, contrast_features, contrast_labels, anchor_offset, contrast_mode)
+    # |P_l(i)|: rows with label l, minus the anchor's own row (which has all of its labels)
+    n_il = yc.sum(0, keepdim=True) - ya
+    valid = (ya > 0) & (n_il > 0)
+    a = torch.where(valid, 1.0 / n_il.clamp_min(1), torch.zeros_like(n_il))
+    w = a @ yc.T  # W_ij = sum_l y_il [valid] y_jl / |P_l(i)|
+    w.scatter_(1, rows.self_index.view(-1, 1), 0.0)
+    per = weighted_log_softmax(rows.anchors, rows.contrast, w, rows.self_index, temperature)
+    if scale != 1.0:
+        per = per * scale
+    n_pairs = valid.sum(1)
+    red = {"pairs": "mean", "anchors": "mean"}.get(reduction, reduction)
+    n_terms = None if reduction == "anchors" else n_pairs.sum()
+    return reduce_terms(per, n_pairs > 0, red, return_stats, n_terms)
+
+
+mulsupcon_loss.__doc__ += _COMMON_DOC.format(reductions='see above.')

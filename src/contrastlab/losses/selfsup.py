@@ -1,0 +1,280 @@
+"""Self-supervised two-view losses (seed 004): NT-Xent, MixCo and MoCHi.
+
+All three take the projections of two augmented views of the same N samples, ``z1`` and
+``z2`` (``[N, D]`` float, any scale: they are L2-normalised here), and return the mean
+over anchors as a scalar tensor. Everything is vectorised: masks, gathers and matrix
+products, no Python loop over anchors.
+
+Notation: ``Z = [normalize(z1); normalize(z2)]`` is ``[2N, D]``; anchor ``a`` (row of
+``Z``) has its positive at ``(a + N) mod 2N``; ``S = Z Z^T / tau``.
+
+The seed notebook got each of these wrong (DESIGN.md, "Known mistakes" 1-3): its NT-Xent
+put the positive twice into the denominator, its MixCo never used the first view, its
+MoCHi looped over anchors and mixed one pair only. The functions below follow the papers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "ntxent_loss", "mixco_loss", "mochi_loss",
+    "MixcoMixing", "MochiMixing", "sample_mixco_mixing", "sample_mochi_mixing",
+]
+
+
+def _check_views(z1: torch.Tensor, z2: torch.Tensor) -> None:
+    if z1.dim() != 2 or z1.shape != z2.shape:
+        raise ValueError(f"z1 and z2 must both be [N, D] with the same shape, got "
+                         f"{tuple(z1.shape)} and {tuple(z2.shape)}")
+    if z1.shape[0] < 2:
+        raise ValueError(f"need at least 2 samples (N >= 2), got N={z1.shape[0]}")
+
+
+def _check_temperature(temperature: float) -> None:
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+
+
+def _seed_from(generator: torch.Generator | None) -> int:
+    """A 63-bit integer drawn from ``generator`` (or the global torch RNG)."""
+    return int(torch.randint(0, 2**62, (1,), generator=generator).item())
+
+
+def _pair_logits(z1: torch.Tensor, z2: torch.Tensor, temperature: float):
+    """Normalised ``Z`` [2N, D], self-masked logits ``S`` [2N, 2N] and positive index [2N]."""
+    n = z1.shape[0]
+    z = F.normalize(torch.cat([z1, z2], dim=0), dim=1)
+    logits = (z @ z.T) / temperature
+    eye = torch.eye(2 * n, dtype=torch.bool, device=z.device)
+    logits = logits.masked_fill(eye, float("-inf"))
+    pos = torch.arange(2 * n, device=z.device).roll(n)  # a -> (a + N) mod 2N
+    return z, logits, pos
+
+
+def ntxent_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.5) -> torch.Tensor:
+    """NT-Xent (normalised temperature-scaled cross-entropy), SimCLR.
+
+    Chen et al. 2020, "A Simple Framework for Contrastive Learning of Visual
+    Representations", Eq. 1 and Algorithm 1: for anchor ``i`` with positive ``j``,
+    ``l(i, j) = -log exp(s_ij / tau) / sum_{k != i} exp(s_ik / tau)`` over the 2N views,
+    averaged over all 2N anchors (both directions). The positive appears exactly once in
+    the denominator; the anchor itself is excluded. Identical to GRACE's loss (Zhu et al.
+    2020, Eq. 1-2) with intra- and inter-view negatives.
+
+    Args:
+        z1, z2: ``[N, D]`` float projections of the two views (row i of each = sample i);
+            L2-normalised inside.
+        temperature: ``tau > 0``.
+
+    Returns:
+        Scalar tensor, mean over the 2N anchors (nats).
+
+    Raises:
+        ValueError: mismatched shapes, N < 2, or temperature <= 0.
+    """
+    _check_views(z1, z2)
+    _check_temperature(temperature)
+    _, logits, pos = _pair_logits(z1, z2, temperature)
+    return F.cross_entropy(logits, pos)
+
+
+# --------------------------------------------------------------------------- MixCo
+@dataclass
+class MixcoMixing:
+    """The random choices of one MixCo step (per view, so ``[2, N]``).
+
+    ``partner[v, i]``: index q of the sample mixed with sample i in view v;
+    ``lam[v, i]``: mixing weight lambda ~ Beta(alpha, alpha) of sample i.
+    """
+
+    partner: torch.Tensor  # [2, N] long
+    lam: torch.Tensor      # [2, N] float
+
+
+def sample_mixco_mixing(n: int, alpha: float, generator: torch.Generator | None = None,
+                        device: torch.device | str = "cpu") -> MixcoMixing:
+    """Draw MixCo's partners (a random permutation per view) and ``lambda ~ Beta(alpha, alpha)``.
+
+    Deterministic given ``generator`` (Beta draws use NumPy seeded from it, since
+    ``torch.distributions.Beta`` cannot take a generator).
+    """
+    if not alpha > 0:
+        raise ValueError(f"alpha must be > 0, got {alpha}")
+    partner = torch.stack([torch.randperm(n, generator=generator) for _ in range(2)])
+    rng = np.random.default_rng(_seed_from(generator))
+    lam = torch.from_numpy(rng.beta(alpha, alpha, size=(2, n))).float()
+    return MixcoMixing(partner.to(device), lam.to(device))
+
+
+def mixco_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.5,
+               alpha: float = 1.0, weight: float = 1.0,
+               generator: torch.Generator | None = None,
+               mixing: MixcoMixing | None = None) -> torch.Tensor:
+    """NT-Xent plus the MixCo mix-up term (Kim et al. 2020, "MixCo: Mix-up Contrastive
+    Learning for Visual Representation", Sec. 3, Eq. 3-4).
+
+    Within one view, sample i is mixed with a partner q:
+    ``m_i = normalize(lam_i * z_i + (1 - lam_i) * z_q)`` with ``lam_i ~ Beta(alpha, alpha)``
+    (mixing in projection space, on L2-normalised projections). The mix is scored against
+    every sample of the *other* view, ``p_ik = softmax_k(m_i . w_k / tau)``, with soft
+    targets ``lam_i`` on k = i and ``1 - lam_i`` on k = q:
+    ``L_mix = -(1/N) sum_i [lam_i log p_ii + (1 - lam_i) log p_iq]``. The term is taken in
+    both directions (mix view 1 vs view 2, mix view 2 vs view 1) and averaged. Total:
+    ``ntxent_loss(z1, z2) + weight * L_mix``.
+
+    Args:
+        z1, z2: ``[N, D]`` projections of the two views.
+        temperature: ``tau > 0`` (used for both terms).
+        alpha: Beta parameter (> 0).
+        weight: weight of the mix-up term (>= 0; 0 gives plain NT-Xent).
+        generator: torch generator for partners and lambdas (reproducible runs).
+        mixing: inject the random choices (tests); overrides ``generator``.
+
+    Returns:
+        Scalar tensor (nats).
+
+    Raises:
+        ValueError: bad shapes, temperature <= 0, alpha <= 0, weight < 0.
+    """
+    _check_views(z1, z2)
+    _check_temperature(temperature)
+    if weight < 0:
+        raise ValueError(f"weight must be >= 0, got {weight}")
+    base = ntxent_loss(z1, z2, temperature=temperature)
+    if weight == 0:
+        return base
+    n = z1.shape[0]
+    if mixing is None:
+        mixing = sample_mixco_mixing(n, alpha, generator, device=z1.device)
+    u = F.normalize(torch.stack([z1, z2]), dim=-1)             # [2, N, D]
+    lam = mixing.lam.to(u.dtype).unsqueeze(-1)                 # [2, N, 1]
+    partner = mixing.partner                                   # [2, N]
+    mixed = lam * u + (1 - lam) * torch.gather(u, 1, partner.unsqueeze(-1).expand_as(u))
+    mixed = F.normalize(mixed, dim=-1)
+    other = u.flip(0)                                          # view 2, view 1
+    logp = torch.log_softmax(mixed @ other.transpose(1, 2) / temperature, dim=-1)  # [2, N, N]
+    idx = torch.arange(n, device=u.device).expand(2, n)
+    lp_self = torch.gather(logp, 2, idx.unsqueeze(-1)).squeeze(-1)
+    lp_partner = torch.gather(logp, 2, partner.unsqueeze(-1)).squeeze(-1)
+    lam = lam.squeeze(-1)
+    mix_term = -(lam * lp_self + (1 - lam) * lp_partner).mean()
+    return base + weight * mix_term
+
+
+# --------------------------------------------------------------------------- MoCHi
+@dataclass
+class MochiMixing:
+    """The random choices of one MoCHi step for ``A = 2N`` anchors.
+
+    Indices are *ranks* into each anchor's top-``n_hard`` hardest negatives (0 = hardest).
+
+    - ``pair``: ``[A, s, 2]`` long, the two hard negatives mixed into each of the s
+      synthetic negatives ``h = normalize(alpha n_p + (1 - alpha) n_q)``;
+    - ``alpha``: ``[A, s]`` in (0, 1);
+    - ``prime``: ``[A, s']`` long, the hard negative mixed with the query into each of
+      the s' synthetic negatives ``h' = normalize(beta q + (1 - beta) n_j)``;
+    - ``beta``: ``[A, s']`` in (0, 0.5), so the query's share stays below one half.
+    """
+
+    pair: torch.Tensor
+    alpha: torch.Tensor
+    prime: torch.Tensor
+    beta: torch.Tensor
+
+
+def sample_mochi_mixing(n_anchors: int, n_hard: int, s: int, s_prime: int,
+                        generator: torch.Generator | None = None,
+                        device: torch.device | str = "cpu") -> MochiMixing:
+    """Draw MoCHi's mixing choices: uniform pairs / indices among the top ``n_hard``,
+    ``alpha ~ U(0, 1)``, ``beta ~ U(0, 0.5)`` (Kalantidis et al. 2020, Sec. 4.1-4.2)."""
+    g = generator
+    pair = torch.randint(0, n_hard, (n_anchors, s, 2), generator=g)
+    alpha = torch.rand(n_anchors, s, generator=g)
+    prime = torch.randint(0, n_hard, (n_anchors, s_prime), generator=g)
+    beta = 0.5 * torch.rand(n_anchors, s_prime, generator=g)
+    return MochiMixing(pair.to(device), alpha.to(device), prime.to(device), beta.to(device))
+
+
+def mochi_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.5,
+               n_hard: int = 1024, s: int = 256, s_prime: int = 128,
+               generator: torch.Generator | None = None,
+               mixing: MochiMixing | None = None) -> torch.Tensor:
+    """NT-Xent with MoCHi hard negative mixing (Kalantidis et al. 2020, "Hard Negative
+    Mixing for Contrastive Learning", Sec. 4, Eq. 1-3).
+
+    For each of the 2N anchors q (both views, as in :func:`ntxent_loss`), its negatives
+    (all 2N views except itself and its positive) are ranked by similarity ``q . n`` and
+    the top ``n_hard`` kept. Then
+
+    - s synthetic negatives ``h_k = normalize(alpha_k n_p + (1 - alpha_k) n_q)`` from random
+      pairs (p, q) of the hard negatives, ``alpha_k ~ U(0, 1)`` (Eq. 2);
+    - s' more ``h'_k = normalize(beta_k q + (1 - beta_k) n_j)``, ``beta_k ~ U(0, 0.5)``, so
+      the query contributes less than half (Eq. 3);
+
+    both are detached (no gradient flows into the synthetic points; the anchor still gets
+    one through ``q . h``) and appended to the anchor's NT-Xent denominator.
+
+    Implementation: because every vector is unit-norm, ``q . h`` and ``||h||`` are linear
+    combinations of entries of ``Z Z^T`` (``||a n_p + b n_q||^2 = a^2 + b^2 + 2ab n_p.n_q``),
+    so the synthetic logits are gathered from ``Z sg(Z)^T``: ``O(A (s + s'))`` memory, no
+    ``[A, s, D]`` tensor.
+
+    Args:
+        z1, z2: ``[N, D]`` projections of the two views.
+        temperature: ``tau > 0``.
+        n_hard: N of the paper, hardest negatives kept per anchor (1 <= n_hard <= 2N - 2).
+        s: synthetic negatives from pairs of hard negatives (>= 0).
+        s_prime: synthetic negatives from query + hard negative (>= 0).
+        generator: torch generator for the mixing choices.
+        mixing: inject the choices (tests); overrides ``generator``.
+
+    Returns:
+        Scalar tensor, mean over the 2N anchors (nats).
+
+    Raises:
+        ValueError: bad shapes, temperature <= 0, n_hard out of range, s or s' < 0.
+    """
+    _check_views(z1, z2)
+    _check_temperature(temperature)
+    n = z1.shape[0]
+    a_count = 2 * n
+    if not 1 <= n_hard <= a_count - 2:
+        raise ValueError(f"n_hard must be in [1, 2N-2] = [1, {a_count - 2}], got {n_hard}")
+    if s < 0 or s_prime < 0:
+        raise ValueError(f"s and s_prime must be >= 0, got s={s}, s_prime={s_prime}")
+    z, logits, pos = _pair_logits(z1, z2, temperature)
+    if s == 0 and s_prime == 0:
+        return F.cross_entropy(logits, pos)
+    if mixing is None:
+        mixing = sample_mochi_mixing(a_count, n_hard, s, s_prime, generator, device=z.device)
+
+    zd = z.detach()
+    gram = zd @ zd.T                                  # [A, A] cosines, no grad
+    rows = torch.arange(a_count, device=z.device)
+    hard_score = gram.clone()
+    hard_score[rows, rows] = float("-inf")
+    hard_score[rows, pos] = float("-inf")
+    hard = hard_score.topk(n_hard, dim=1).indices     # [A, n_hard], hardest first
+    q_sg = z @ zd.T                                   # q . sg(v): grad to the anchor only
+
+    parts = [logits]
+    if s > 0:
+        p = torch.gather(hard, 1, mixing.pair[..., 0])    # [A, s] node ids
+        r = torch.gather(hard, 1, mixing.pair[..., 1])
+        al = mixing.alpha.to(z.dtype)
+        dot = al * torch.gather(q_sg, 1, p) + (1 - al) * torch.gather(q_sg, 1, r)
+        norm2 = al**2 + (1 - al) ** 2 + 2 * al * (1 - al) * gram[p, r]
+        parts.append(dot / norm2.clamp_min(1e-12).sqrt() / temperature)
+    if s_prime > 0:
+        j = torch.gather(hard, 1, mixing.prime)           # [A, s']
+        be = mixing.beta.to(z.dtype)
+        self_sg = (z * zd).sum(1, keepdim=True)           # q . sg(q) = 1, grad to q
+        dot = be * self_sg + (1 - be) * torch.gather(q_sg, 1, j)
+        norm2 = be**2 + (1 - be) ** 2 + 2 * be * (1 - be) * torch.gather(gram, 1, j)
+        parts.append(dot / norm2.clamp_min(1e-12).sqrt() / temperature)
+    return F.cross_entropy(torch.cat(parts, dim=1), pos)
