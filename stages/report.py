@@ -1,4 +1,11 @@
-"""DVC stage ``report``: render every track's comparison into ``reports/``."""
+"""DVC stage ``report``: render every track's comparison into ``reports/``.
+
+Writes ``reports/comparison.md`` (Markdown, figures linked) and ``reports/index.html``
+(self-contained: figures embedded, opens offline), both from the same sections: a first
+``Run`` section (git commit, params hash per ``params.yaml`` section, wall time of every
+stage from the ``time_s`` of its metrics JSON), then one section per track whose metrics
+exist. Every table's note says which params hash and git commit produced it.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +15,11 @@ from pathlib import Path
 
 from contrastlab.cli import run_stage
 from contrastlab.io import write_text
-from contrastlab.params import load_params, params_hash
+from contrastlab.params import load_params
 from contrastlab.reporting import collect_sections, render_markdown
+from contrastlab.reporting.html import render_html
+from contrastlab.reporting.provenance import (collect_provenance, provenance_section,
+                                              stage_timings, stamp_sections)
 from contrastlab.tracking import stage_run
 from contrastlab.utils import git_commit, repo_root
 
@@ -18,20 +28,28 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--out-dir", default="reports")
+    ap.add_argument("--metrics-dir", default=None,
+                    help="where the tracks' metrics JSON are (default: <out-dir>/metrics)")
     args = ap.parse_args(argv)
     params = load_params(args.params)
     root = repo_root()
     out = Path(args.out_dir)
+    metrics = Path(args.metrics_dir) if args.metrics_dir else out / "metrics"
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     with stage_run("report", "report", params.report):
+        prov = collect_provenance(params, git_commit(root))
         sections = collect_sections(root, figures)
-        header = (f"Generated from git commit `{git_commit(root)}`, "
-                  f"params hash `{params_hash(params)}`.")
+        stamp_sections(sections, prov)
+        sections = [provenance_section(prov, stage_timings(metrics)), *sections]
         for s in sections:
             for f in s.figures:
                 f.path = Path(f.path).resolve().relative_to(out.resolve())
-        write_text(out / "comparison.md", render_markdown(sections, header))
+        # HTML first: a missing figure stops the stage before anything is replaced.
+        page = render_html(sections, title=params.report.title, header=prov.header(),
+                           base_dir=out)
+        write_text(out / "index.html", page)
+        write_text(out / "comparison.md", render_markdown(sections, prov.header()))
     return 0
 
 

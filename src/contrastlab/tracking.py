@@ -1,7 +1,9 @@
 """MLflow conventions, in one place.
 
 - Tracking URI: ``MLFLOW_TRACKING_URI`` when set, else ``sqlite:///<repo>/mlflow.db``
-  (artifacts under ``<repo>/mlartifacts``). MLflow files are never DVC outputs.
+  (artifacts under ``<repo>/mlartifacts``; ``<repo>`` is ``DVC_ROOT`` when DVC runs the
+  stage, so queued experiments running in a temporary copy log to the real repository).
+  MLflow files are never DVC outputs.
 - One experiment per track: ``contrastlab-<track>`` (graph, code, multilabel, report).
 - One run per stage invocation, named after the DVC stage (``train_graph@ntxent``).
 - Params logged flat (``graph.temperature``); per-epoch metrics with ``step``.
@@ -33,8 +35,16 @@ def tracking_uri(root: Path | None = None) -> str:
     uri = os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
         return uri
-    root = root or repo_root()
+    root = _store_root(root)
     return f"sqlite:///{(root / 'mlflow.db').resolve()}"
+
+
+def _store_root(root: Path | None = None) -> Path:
+    """Where ``mlflow.db``/``mlartifacts`` live: ``DVC_ROOT`` (set by DVC for every stage
+    command; under ``dvc exp run --queue``/``--temp`` the stage runs in a temporary copy
+    below ``.dvc/tmp/exps`` and ``DVC_ROOT`` still names the real repository), else ``root``."""
+    env = os.environ.get("DVC_ROOT")
+    return Path(env) if env else (root or repo_root())
 
 
 def experiment_name(track: str) -> str:
@@ -132,7 +142,7 @@ def stage_run(track: str, stage: str, params: Mapping[str, Any] | Any = None,
         logging.getLogger(noisy).setLevel(logging.WARNING)
     exp = mlflow.get_experiment_by_name(name)
     if exp is None:
-        art = (root / "mlartifacts" / name).resolve().as_uri()
+        art = (_store_root(root) / "mlartifacts" / name).resolve().as_uri()
         try:
             mlflow.create_experiment(name, artifact_location=art)
         except Exception:  # created concurrently by another stage

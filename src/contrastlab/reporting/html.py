@@ -1,0 +1,227 @@
+"""Render report :class:`~contrastlab.reporting.Section` s to one self-contained HTML page.
+
+The page (``reports/index.html``) opens from disk with no network: figures are embedded as
+base64 ``data:`` URIs, the CSS is inline, there is no JavaScript and no web font, and no
+``src``/``href`` points outside the page (Markdown links in notes are shown as text with the
+address beside them). The same sections render to ``comparison.md`` with
+:func:`contrastlab.reporting.render_markdown`.
+
+Example::
+
+    from contrastlab.reporting import Section, Table, Figure
+    from contrastlab.reporting.html import render_html
+    page = render_html([Section("graph", "Graph", tables=[Table("t", ["a"], [[1]])])],
+                       title="demo")
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import mimetypes
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import Figure, Section, Table
+
+__all__ = ["render_html", "inline_markdown", "data_uri"]
+
+_CSS = """
+:root { --fg:#1d2330; --muted:#5b6475; --line:#d9dee7; --head:#f1f4f9; --accent:#2f5fa7;
+        --good:#1e7b34; --bad:#b3261e; }
+* { box-sizing: border-box; }
+body { margin:0; color:var(--fg); background:#fff;
+       font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; }
+header { padding: 1.2rem 2rem .6rem; border-bottom: 1px solid var(--line); background:#fafbfd; }
+header h1 { margin: 0 0 .3rem; font-size: 1.6rem; }
+nav { margin-top: .4rem; }
+nav a { color: var(--accent); margin-right: 1.1rem; text-decoration: none; }
+nav a:hover { text-decoration: underline; }
+main { padding: .5rem 2rem 3rem; max-width: 1400px; }
+section { margin-top: 1.6rem; padding-top: .4rem; border-top: 2px solid var(--line); }
+h2 { font-size: 1.35rem; margin: .4rem 0 .6rem; }
+p.note, p.meta { color: var(--muted); margin: .3rem 0 .8rem; font-size: .9rem; }
+code { font: .88em ui-monospace, "DejaVu Sans Mono", monospace; background: var(--head);
+       padding: 0 .25em; border-radius: 3px; }
+.table-wrap { overflow-x: auto; margin: .8rem 0 .2rem; }
+table { border-collapse: collapse; font-size: .9rem; min-width: 30%; }
+caption { caption-side: top; text-align: left; font-weight: 600; padding: .2rem 0 .4rem; }
+th, td { border: 1px solid var(--line); padding: .28rem .6rem; }
+th { background: var(--head); text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tbody tr:nth-child(even) { background: #fafbfd; }
+td.pos { color: var(--good); } td.neg { color: var(--bad); }
+.figures { display: grid; grid-template-columns: repeat(auto-fill, minmax(420px, 1fr));
+           gap: 1.2rem; margin-top: 1rem; }
+figure { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: .6rem;
+         background: #fff; }
+figure img { display: block; max-width: 100%; height: auto; margin: 0 auto; }
+figcaption { font-size: .88rem; color: var(--muted); margin-top: .4rem; }
+figcaption b { color: var(--fg); }
+.ref { color: var(--muted); font-size: .85em; }
+"""
+
+_CODE = re.compile(r"`([^`]+)`")
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_EM = re.compile(r"(?<![\w*])\*(?!\s)([^*]+?)\*(?![\w*])")
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+_NUM = re.compile(r"^[+\-\u2212]?\d[\d.,]*(e[+\-]?\d+)?\s*(%|±.*|\u00b1.*|s)?$", re.I)
+
+
+def inline_markdown(text: str) -> str:
+    """Escape ``text`` for HTML and render inline Markdown (`code`, **bold**, *em*, links).
+
+    Links to ``#anchors`` stay links; any other link is shown as its text followed by the
+    address in grey, so the page never points outside itself.
+    """
+    codes: list[str] = []
+
+    def stash(m: re.Match[str]) -> str:
+        codes.append(f"<code>{html.escape(m.group(1), quote=False)}</code>")
+        return f"\x00{len(codes) - 1}\x00"
+
+    s = _CODE.sub(stash, text)
+
+    def link(m: re.Match[str]) -> str:
+        label, url = m.group(1), m.group(2)
+        if url.startswith("#"):
+            return f"\x01a href=\"{html.escape(url)}\"\x02{label}\x01/a\x02"
+        return f"{label} \x01span class=\"ref\"\x02({url})\x01/span\x02"
+
+    s = _LINK.sub(link, s)
+    s = html.escape(s, quote=False)
+    s = s.replace("\x01", "<").replace("\x02", ">")
+    s = _BOLD.sub(r"<strong>\1</strong>", s)
+    s = _EM.sub(r"<em>\1</em>", s)
+    return re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], s)
+
+
+def data_uri(path: Path) -> str:
+    """``data:<mime>;base64,...`` of an image file.
+
+    Raises:
+        FileNotFoundError: the file does not exist (the message names it).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"report figure not found: {path}")
+    mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    if path.suffix.lower() == ".svg":
+        mime = "image/svg+xml"
+    return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
+
+
+def _cell(v: Any, column: str) -> str:
+    if isinstance(v, float):
+        txt = f"{v:.4g}"
+    elif v is None:
+        txt = "-"
+    else:
+        txt = str(v)
+    cls = []
+    plain = txt.strip()
+    if isinstance(v, (int, float)) and not isinstance(v, bool) or _NUM.match(plain):
+        cls.append("num")
+        col = column.lower()
+        if "\u0394" in column or "diff" in col or "delta" in col:
+            if plain.startswith("+") and plain.strip("+0.% ") != "":
+                cls.append("pos")
+            elif plain[:1] in "-\u2212" and plain.strip("-\u22120.% ") != "":
+                cls.append("neg")
+    attr = f' class="{" ".join(cls)}"' if cls else ""
+    return f"<td{attr}>{inline_markdown(txt)}</td>"
+
+
+def _table(t: Table, tid: str) -> str:
+    head = "".join(f'<th scope="col">{inline_markdown(str(c))}</th>' for c in t.columns)
+    body = []
+    for row in t.rows:
+        cells = [_cell(v, str(t.columns[i]) if i < len(t.columns) else "")
+                 for i, v in enumerate(row)]
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    out = [f'<div class="table-wrap"><table id="{tid}">',
+           f"<caption>{inline_markdown(t.title)}</caption>",
+           f"<thead><tr>{head}</tr></thead>",
+           "<tbody>" + "\n".join(body) + "</tbody></table></div>"]
+    if t.note:
+        out.append(f'<p class="note">{inline_markdown(t.note)}</p>')
+    return "\n".join(out)
+
+
+def _figure(f: Figure, base_dir: Path | None) -> str:
+    p = Path(f.path)
+    if not p.is_absolute() and base_dir is not None:
+        p = Path(base_dir) / p
+    alt = html.escape(f.title)
+    cap = f"<b>{inline_markdown(f.title)}</b>"
+    if f.caption:
+        cap += f". {inline_markdown(f.caption)}"
+    return (f'<figure><img src="{data_uri(p)}" alt="{alt}">'
+            f"<figcaption>{cap}</figcaption></figure>")
+
+
+def render_html(sections: Sequence[Section], *, title: str = "contrastlab: loss comparison",
+                header: str = "", base_dir: Path | None = None) -> str:
+    """The whole self-contained ``index.html``.
+
+    Args:
+        sections: rendered in order; each becomes ``<section id="<track>">`` with its notes,
+            tables (``<table>`` with the title as ``<caption>``, the note below) and figures
+            (``<figure>`` with an embedded ``<img>`` and the caption).
+        title: page title and heading.
+        header: one line of inline Markdown under the heading (e.g. git commit).
+        base_dir: directory that relative figure paths are relative to (``reports/``).
+
+    Returns:
+        The HTML document as a string (UTF-8, no external resources).
+
+    Raises:
+        FileNotFoundError: a figure's file is missing.
+    """
+    ids: set[str] = set()
+    nav, body = [], []
+    for s in sections:
+        sid = _slug(s.track)
+        while sid in ids:
+            sid += "-x"
+        ids.add(sid)
+        nav.append(f'<a href="#{sid}">{html.escape(s.title)}</a>')
+        parts = [f'<section id="{sid}">', f"<h2>{inline_markdown(s.title)}</h2>"]
+        parts += [f'<p class="meta">{inline_markdown(n)}</p>' for n in s.notes]
+        parts += [_table(t, f"{sid}-table-{i}") for i, t in enumerate(s.tables)]
+        if s.figures:
+            parts.append('<div class="figures">')
+            parts += [_figure(f, base_dir) for f in s.figures]
+            parts.append("</div>")
+        parts.append("</section>")
+        body.append("\n".join(parts))
+    if not sections:
+        body.append('<p class="note">No track has written metrics yet: run <code>dvc repro</code>.</p>')
+    esc_title = html.escape(title)
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{esc_title}</title>",
+        # An empty data: favicon stops the browser from requesting /favicon.ico.
+        '<link rel="icon" href="data:,">',
+        f"<style>{_CSS}</style>",
+        "</head>",
+        "<body>",
+        f"<header><h1>{esc_title}</h1>",
+        f'<p class="meta">{inline_markdown(header)}</p>' if header else "",
+        f"<nav>{''.join(nav)}</nav></header>",
+        "<main>",
+        *body,
+        "</main>",
+        "</body>",
+        "</html>",
+        "",
+    ])

@@ -1,0 +1,142 @@
+"""Provenance for the comparison report: which params and commit produced each table, and
+how long each stage took.
+
+- :func:`collect_provenance` records the git commit, the params hash of every ``params.yaml``
+  section and, inside ``dvc exp run``, the DVC experiment name.
+- :func:`stamp_sections` appends that provenance to every table's note (and one line per
+  section), so the Markdown and HTML renderers need no special case.
+- :func:`stage_timings` reads ``time_s`` (wall seconds, written by every training/evaluation
+  stage into its flat metrics JSON) from ``reports/metrics/<track>/**/*.json`` into a table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..params import Params, params_hash
+from . import Section, Table
+
+__all__ = ["Provenance", "collect_provenance", "stamp_sections", "stage_timings",
+           "provenance_section"]
+
+
+@dataclass
+class Provenance:
+    """What produced a report: git commit, per-section params hashes, DVC experiment name."""
+
+    git_commit: str
+    params_hashes: dict[str, str] = field(default_factory=dict)
+    dvc_exp_name: str | None = None
+
+    def table_note(self, track: str) -> str:
+        """One sentence for a table's note: ``Params `graph` hash `…`, git commit `…`.``"""
+        h = self.params_hashes.get(track)
+        parts = [f"params `{track}` hash `{h}`" if h else "params: none"]
+        parts.append(f"git commit `{self.git_commit}`")
+        if self.dvc_exp_name:
+            parts.append(f"DVC experiment `{self.dvc_exp_name}`")
+        return "Produced by " + ", ".join(parts) + "."
+
+    def header(self) -> str:
+        """One line for the top of the report."""
+        s = f"Generated from git commit `{self.git_commit}`"
+        if self.dvc_exp_name:
+            s += f" in DVC experiment `{self.dvc_exp_name}`"
+        return s + "."
+
+
+def collect_provenance(params: Params, commit: str) -> Provenance:
+    """Provenance of a report built from ``params`` at git ``commit``.
+
+    The params hash of a section is :func:`contrastlab.params.params_hash` of that section
+    alone (equal to the ``params_hash`` tag of MLflow runs whose stage logs that whole
+    section). ``DVC_EXP_NAME`` is set by ``dvc exp run``.
+    """
+    hashes = {name: params_hash(getattr(params, name)) for name in type(params).model_fields}
+    return Provenance(git_commit=commit, params_hashes=hashes,
+                      dvc_exp_name=os.environ.get("DVC_EXP_NAME") or None)
+
+
+def stamp_sections(sections: Sequence[Section], prov: Provenance) -> None:
+    """Append the provenance sentence to every table's note and one line to each section (in place)."""
+    for s in sections:
+        note = prov.table_note(s.track)
+        line = f"Params hash of `{s.track}`: `{prov.params_hashes.get(s.track, 'none')}`."
+        if line not in s.notes:
+            s.notes.insert(0, line)
+        for t in s.tables:
+            if note not in t.note:
+                t.note = f"{t.note} {note}".strip() if t.note else note
+
+
+def _read_time(path: Path) -> float | None:
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    v = data.get("time_s")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def stage_timings(metrics_dir: Path, tracks: Sequence[str] | None = None) -> Table | None:
+    """Wall time of every stage that wrote ``time_s`` into ``metrics_dir/<track>/**/*.json``.
+
+    Args:
+        metrics_dir: ``reports/metrics``.
+        tracks: restrict to these track folders (default: every sub-folder, sorted).
+
+    Returns:
+        A :class:`Table` with columns track, variant (the metrics file's path below the track
+        folder, without ``.json``), wall time [s] and a per-track total row; ``None`` when no
+        file has a numeric ``time_s``. Unreadable JSON files are skipped.
+    """
+    metrics_dir = Path(metrics_dir)
+    if not metrics_dir.is_dir():
+        return None
+    names = list(tracks) if tracks is not None else sorted(
+        p.name for p in metrics_dir.iterdir() if p.is_dir())
+    rows: list[list[Any]] = []
+    grand = 0.0
+    for tr in names:
+        d = metrics_dir / tr
+        if not d.is_dir():
+            continue
+        total, n = 0.0, 0
+        for f in sorted(d.rglob("*.json")):
+            t = _read_time(f)
+            if t is None:
+                continue
+            rows.append([tr, f.relative_to(d).with_suffix("").as_posix(), f"{t:.1f}"])
+            total += t
+            n += 1
+        if n > 1:
+            rows.append([tr, f"total ({n} stages)", f"{total:.1f}"])
+        grand += total
+    if not rows:
+        return None
+    return Table(
+        title="Stage wall time",
+        columns=["track", "variant", "time_s [s]"],
+        rows=rows,
+        note=f"`time_s` (wall seconds) from each stage's metrics JSON "
+             f"`reports/metrics/<track>/<variant>.json`; sum over all stages {grand:.1f} s.",
+    )
+
+
+def provenance_section(prov: Provenance, timings: Table | None) -> Section:
+    """A first section ``Run`` with the stage-time table (the header line goes above it)."""
+    notes = ["Params hashes (`contrastlab.params.params_hash` of each `params.yaml` section): "
+             + ", ".join(f"`{k}` `{v}`" for k, v in prov.params_hashes.items()) + "."]
+    if timings is None:
+        notes.append("No stage has written `time_s` yet.")
+    return Section(track="run", title="Run: provenance and stage times",
+                   tables=[timings] if timings is not None else [], notes=notes)

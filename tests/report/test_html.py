@@ -1,0 +1,153 @@
+"""HTML and Markdown rendering of report sections (synthetic sections, real PNGs)."""
+
+from __future__ import annotations
+
+import base64
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from contrastlab.params import Params
+from contrastlab.reporting import Figure, Section, render_markdown
+from contrastlab.reporting.html import inline_markdown, render_html
+from contrastlab.reporting.provenance import (collect_provenance, provenance_section,
+                                              stage_timings, stamp_sections)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+class _Collector(HTMLParser):
+    """Collects tags, attributes and table cell texts of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.cells: list[str] = []
+        self._in_cell = False
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        if tag in ("td", "th"):
+            self._in_cell, self._text = True, []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._in_cell:
+            self.cells.append("".join(self._text))
+            self._in_cell = False
+
+    def handle_data(self, data):
+        if self._in_cell:
+            self._text.append(data)
+
+
+def _parse(page: str) -> _Collector:
+    c = _Collector()
+    c.feed(page)
+    c.close()
+    return c
+
+
+def test_html_embeds_every_table_and_figure_with_no_external_reference(sections, report_dir):
+    prov = collect_provenance(Params(), "abc123")
+    stamp_sections(sections, prov)
+    page = render_html([provenance_section(prov, stage_timings(report_dir / "metrics")),
+                        *sections], title="demo <report>", header=prov.header(),
+                       base_dir=report_dir)
+    doc = _parse(page)
+    tags = [t for t, _ in doc.tags]
+    assert tags.count("table") == 3  # stage times + graph + code
+    assert tags.count("figure") == 3
+    imgs = [a for t, a in doc.tags if t == "img"]
+    assert len(imgs) == 3
+    for a in imgs:
+        src = a["src"]
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1]).startswith(PNG_MAGIC)
+        assert a["alt"]
+    # Nothing points outside the page: every src/href is a data: URI or an #anchor.
+    for t, a in doc.tags:
+        for key in ("src", "href"):
+            if key in a:
+                assert a[key].startswith(("data:", "#")), (t, a)
+    assert not re.search(r"(src|href)\s*=\s*[\"']?\s*(https?:)?//", page, re.I)
+    assert "<script" not in page.lower()
+    # Table contents, escaping, and the link shown as text.
+    assert "0.812 ± 0.004" in doc.cells and "Δ to best reference" in doc.cells
+    assert "0.5123" in doc.cells  # floats formatted to 4 significant digits
+    assert "demo &lt;report&gt;" in page and "&lt;Table 2&gt;" in page
+    assert "GRACE <span class=\"ref\">(https://arxiv.org/abs/2006.04131)</span>" in page
+    # Provenance in each track table's note, and the stage times from time_s.
+    assert page.count("Produced by params") == 2
+    assert "params `graph` hash" not in page  # rendered as <code>, not raw backticks
+    assert f"<code>{prov.params_hashes['graph']}</code>" in page
+    assert "<td class=\"num\">12.5</td>" in page and "total (2 stages)" in doc.cells
+    assert "no_time" not in page and "broken" not in page
+    # Difference column coloured by sign.
+    assert '<td class="num pos">+0.004</td>' in page
+    assert '<td class="num neg">-0.018</td>' in page
+    assert '<td class="num">0.000</td>' in page
+    # Navigation anchors match section ids.
+    ids = {a.get("id") for _, a in doc.tags}
+    for _, a in doc.tags:
+        if a.get("href", "").startswith("#"):
+            assert a["href"][1:] in ids
+
+
+def test_markdown_and_html_from_the_same_sections(sections, report_dir):
+    for s in sections:
+        for f in s.figures:
+            f.path = Path(f.path).relative_to(report_dir)
+    md = render_markdown(sections, "header line")
+    assert md.count("### ") == 2
+    assert "![Rank@k against k](figures/code_rank.png)" in md
+    page = render_html(sections, base_dir=report_dir)  # relative paths resolved via base_dir
+    assert page.count("data:image/png;base64,") == 3
+
+
+def test_missing_figure_names_the_file(tmp_path):
+    s = Section("graph", "G", figures=[Figure("gone", tmp_path / "gone.png")])
+    with pytest.raises(FileNotFoundError, match="gone.png"):
+        render_html([s])
+
+
+def test_empty_report_says_what_to_run():
+    page = render_html([])
+    assert "dvc repro" in page and "<table" not in page
+
+
+def test_stage_timings_absent_or_empty(tmp_path):
+    assert stage_timings(tmp_path / "missing") is None
+    (tmp_path / "graph").mkdir()
+    (tmp_path / "graph" / "a.json").write_text('{"time_s": "slow"}')
+    assert stage_timings(tmp_path) is None
+
+
+@pytest.mark.parametrize("text, want", [
+    ("`a<b`", "<code>a&lt;b</code>"),
+    ("**x** and *y*", "<strong>x</strong> and <em>y</em>"),
+    ("[top](#graph)", '<a href="#graph">top</a>'),
+    ("2 * 3 * 4", "2 * 3 * 4"),
+    ("`**not bold**`", "<code>**not bold**</code>"),
+])
+def test_inline_markdown(text, want):
+    assert inline_markdown(text) == want
+
+
+def test_report_stage_writes_both_files(tmp_path, monkeypatch):
+    """The stage script end to end in an empty project (no track has run)."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("report_stage", root / "stages" / "report.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    (tmp_path / "params.yaml").write_text("report:\n  title: My report\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(mod, "collect_sections", lambda root, figures: [])
+    assert mod.main(["--out-dir", "out"]) == 0
+    page = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    assert "<title>My report</title>" in page and "Run: provenance" in page
+    assert (tmp_path / "out" / "comparison.md").read_text().startswith("# ")
