@@ -4,7 +4,8 @@ Writes ``reports/comparison.md`` (Markdown, figures linked) and ``reports/index.
 (self-contained: figures embedded, opens offline), both from the same sections: a first
 ``Run`` section (git commit, params hash per ``params.yaml`` section, wall time of every
 stage from the ``time_s`` of its metrics JSON), then one section per track whose metrics
-exist. Every table's note says which params hash and git commit produced it.
+exist. Every table's note says which params hash and git commit produced it. Also writes
+``reports/summary.json``: every track's metrics under short names for ``dvc exp show``.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ import sys
 from pathlib import Path
 
 from contrastlab.cli import run_stage
-from contrastlab.io import write_text
+from contrastlab.io import write_json, write_text
 from contrastlab.params import load_params
 from contrastlab.reporting import collect_sections, render_markdown
 from contrastlab.reporting.html import render_html
-from contrastlab.reporting.provenance import (collect_provenance, provenance_section,
-                                              stage_timings, stamp_sections)
+from contrastlab.reporting.provenance import (collect_provenance, metrics_summary,
+                                              provenance_section, stage_timings,
+                                              stamp_sections)
 from contrastlab.tracking import stage_run
 from contrastlab.utils import git_commit, repo_root
 
@@ -50,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
                            base_dir=out)
         write_text(out / "index.html", page)
         write_text(out / "comparison.md", render_markdown(sections, prov.header()))
+        write_json(out / "summary.json", metrics_summary(metrics))
     return 0
 
 

@@ -151,3 +151,14 @@ def test_report_stage_writes_both_files(tmp_path, monkeypatch):
     page = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
     assert "<title>My report</title>" in page and "Run: provenance" in page
     assert (tmp_path / "out" / "comparison.md").read_text().startswith("# ")
+    assert (tmp_path / "out" / "summary.json").read_text() == "{}\n"
+
+
+def test_metrics_summary_short_names(report_dir):
+    from contrastlab.reporting.provenance import metrics_summary
+
+    s = metrics_summary(report_dir / "metrics")
+    assert s == {"code": {"infonce": {"acc": 0.8, "time_s": 3.25}, "no_time": {"acc": 0.1}},
+                 "graph": {"mixco": {"acc": 0.8, "time_s": 20.0},
+                           "ntxent": {"acc": 0.8, "time_s": 12.5}}}
+    assert metrics_summary(report_dir / "nowhere") == {}

@@ -22,7 +22,7 @@ from ..params import Params, params_hash
 from . import Section, Table
 
 __all__ = ["Provenance", "collect_provenance", "stamp_sections", "stage_timings",
-           "provenance_section"]
+           "provenance_section", "metrics_summary"]
 
 
 @dataclass
@@ -74,17 +74,43 @@ def stamp_sections(sections: Sequence[Section], prov: Provenance) -> None:
                 t.note = f"{t.note} {note}".strip() if t.note else note
 
 
-def _read_time(path: Path) -> float | None:
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict):
-        return None
-    v = data.get("time_s")
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        return None
-    return float(v)
+    return data if isinstance(data, dict) else None
+
+
+def _read_time(path: Path) -> float | None:
+    v = (_read_json(path) or {}).get("time_s")
+    return float(v) if _is_num(v) else None
+
+
+def metrics_summary(metrics_dir: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """Every numeric top-level metric of ``metrics_dir/<track>/**/<variant>.json`` as
+    ``{track: {variant: {metric: value}}}``.
+
+    Written by the report stage to ``reports/summary.json`` (a DVC ``metrics:`` file), DVC
+    flattens it to short column names such as ``graph.ntxent.acc`` in ``dvc exp show``
+    (instead of ``reports/metrics/graph/ntxent.json:acc``). Unreadable files and
+    non-numeric values are skipped; the variant is the path below the track folder.
+    """
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    metrics_dir = Path(metrics_dir)
+    if not metrics_dir.is_dir():
+        return out
+    for d in sorted(p for p in metrics_dir.iterdir() if p.is_dir()):
+        for f in sorted(d.rglob("*.json")):
+            data = _read_json(f)
+            vals = {k: v for k, v in (data or {}).items() if _is_num(v)}
+            if vals:
+                out.setdefault(d.name, {})[f.relative_to(d).with_suffix("").as_posix()] = vals
+    return out
 
 
 def stage_timings(metrics_dir: Path, tracks: Sequence[str] | None = None) -> Table | None:
