@@ -1,0 +1,153 @@
+"""DVC stage ``build_multilabel@<dataset>``: one multi-label data set as train/test tensors.
+
+MULAN sets: ARFF + XML -> (optional seeded train subsample) -> z-scored features.
+``reuters``: ModApte 90 categories from the raw SGML -> frozen teacher mean states.
+``humaneval``: canonical + AST-mutant variants, tiered by sandboxed execution of each
+assertion -> frozen teacher mean states of the variant source; per-assertion results are
+kept in ``tiers.parquet``.
+
+Outputs: ``data/multilabel/<dataset>/data.safetensors`` (x_train, y_train, x_test, y_test,
+and g_train/g_test group ids for humaneval), ``meta.json`` (label names, statistics) and
+``reports/data/multilabel/<dataset>_dataset.json`` (statistics for the report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from contrastlab.cli import run_stage
+from contrastlab.data.multilabel import MULAN, label_stats, load_mulan
+from contrastlab.io import save_safetensors, write_json, write_parquet
+from contrastlab.params import load_params
+from contrastlab.utils import repo_root
+
+
+def _teacher_features(texts: list[str], name: str, max_length: int, batch_size: int = 64) -> np.ndarray:
+    from contrastlab.models.teacher import TeacherEncoder
+
+    enc = TeacherEncoder(name, layer=None, device="auto", max_length=max_length)
+    return enc.encode_mean(texts, batch_size=batch_size).float().numpy()
+
+
+def build_humaneval(p, out_dir: Path) -> dict:
+    """Tier every variant in the sandbox (parallel threads, each one child process)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pandas as pd
+    from tqdm import tqdm
+
+    from contrastlab.data.humaneval import TIERS, load_problems, tier_problem
+
+    h = p.multilabel.humaneval
+    probs = load_problems(h.max_problems)
+    sandbox = dict(timeout_s=h.timeout_s, assert_timeout_s=min(1.0, h.timeout_s), cpu_s=h.cpu_s,
+                   memory_mb=h.memory_mb, fsize_mb=h.fsize_mb)
+    with ThreadPoolExecutor(h.workers) as pool:
+        jobs = [pool.submit(tier_problem, pr, h.variants_per_problem, h.seed + i, **sandbox)
+                for i, pr in enumerate(probs)]
+        rows = [r for j in tqdm(jobs, desc="humaneval tiers", mininterval=5) for r in j.result()]
+    df = pd.DataFrame(rows)
+    write_parquet(out_dir / "tiers.parquet", df)
+    rng = np.random.default_rng(h.seed)
+    test = np.zeros(len(df), dtype=bool)
+    for _, idx in df.groupby("problem").indices.items():
+        k = max(1, int(round(h.test_fraction * len(idx))))
+        test[rng.permutation(idx)[:k]] = True
+    labels = [f"problem_{pr.short_id}" for pr in probs] + [f"tier_{t}" for t in TIERS]
+    col = {n: i for i, n in enumerate(labels)}
+    y = np.zeros((len(df), len(labels)), dtype=np.uint8)
+    y[np.arange(len(df)), [col[f"problem_{x}"] for x in df["problem"]]] = 1
+    y[np.arange(len(df)), [col[f"tier_{x}"] for x in df["tier"]]] = 1
+    x = _teacher_features(df["source"].tolist(), h.teacher, h.max_length)
+    pairs = [f"{a}|{b}" for a, b in zip(df["problem"], df["tier"])]
+    gid = {g: i for i, g in enumerate(sorted(set(pairs)))}
+    groups = np.array([gid[g] for g in pairs], dtype=np.int64)  # (problem, tier) ids
+    return {"x_train": x[~test], "y_train": y[~test], "x_test": x[test], "y_test": y[test],
+            "g_train": groups[~test], "g_test": groups[test], "labels": labels,
+            "extra": {"tiers": df["tier"].value_counts().to_dict(),
+                      "canonical_not_pass": int(((df["mutation"] == "canonical") & (df["tier"] != "PASS")).sum()),
+                      "status": df["status"].value_counts().to_dict()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--out", default=None, help="default: data/multilabel/<dataset>")
+    ap.add_argument("--report-dir", default="reports/data/multilabel")
+    args = ap.parse_args(argv)
+    p = load_params(args.params)
+    ml = p.multilabel
+    name = args.dataset
+    if name not in ml.data:
+        raise KeyError(f"{args.params}: multilabel.data has no entry {name!r}")
+    dp = ml.data[name]
+    root = repo_root()
+    out_dir = Path(args.out or f"data/multilabel/{name}")
+    t0 = time.perf_counter()
+    extra: dict = {}
+    if name in MULAN:
+        opt = Path(ml.optional_root)
+        opt = opt if opt.is_absolute() else root / opt
+        d = load_mulan(name, root / ml.vendor_root, opt)
+        arrays = {"x_train": d.x_train, "y_train": d.y_train, "x_test": d.x_test, "y_test": d.y_test}
+        labels = d.label_names
+        kind = "mlp"
+    elif name == "reuters":
+        from contrastlab.data.reuters import modapte_90, read_reuters
+
+        raw = Path(ml.reuters.raw_dir)
+        m = modapte_90(read_reuters(raw if raw.is_absolute() else root / raw))
+        arrays = {"x_train": _teacher_features(m["train_text"], ml.reuters.teacher, ml.reuters.max_length, ml.reuters.batch_size),
+                  "y_train": m["y_train"],
+                  "x_test": _teacher_features(m["test_text"], ml.reuters.teacher, ml.reuters.max_length, ml.reuters.batch_size),
+                  "y_test": m["y_test"]}
+        labels = m["labels"]
+        kind = "teacher_head"
+        extra = {"n_modapte_train": m["n_modapte_train"], "n_modapte_test": m["n_modapte_test"]}
+    elif name == "humaneval":
+        out_dir.mkdir(parents=True, exist_ok=True)
+        r = build_humaneval(p, out_dir)
+        labels, extra = r.pop("labels"), r.pop("extra")
+        arrays = r
+        kind = "teacher_head"
+    else:
+        raise KeyError(f"unknown data set {name!r}")
+    n_full = len(arrays["x_train"])
+    if dp.max_train and n_full > dp.max_train:
+        keep = np.sort(np.random.default_rng(0).permutation(n_full)[: dp.max_train])
+        for k in [k for k in arrays if k.endswith("_train")]:
+            arrays[k] = arrays[k][keep]
+    if dp.standardize and kind == "mlp":
+        mu = arrays["x_train"].mean(0)
+        sd = arrays["x_train"].std(0)
+        sd[sd < 1e-8] = 1.0
+        arrays["x_train"] = (arrays["x_train"] - mu) / sd
+        arrays["x_test"] = (arrays["x_test"] - mu) / sd
+    import torch
+
+    tensors = {k: torch.as_tensor(np.ascontiguousarray(v)) for k, v in arrays.items()}
+    tensors = {k: (v.float() if k.startswith("x_") else v) for k, v in tensors.items()}
+    meta = {
+        "dataset": name, "encoder": kind, "labels": labels,
+        "n_features": int(arrays["x_train"].shape[1]),
+        "train_full": int(n_full), "subsampled_to": int(dp.max_train) if dp.max_train and n_full > dp.max_train else 0,
+        "train": label_stats(arrays["y_train"]), "test": label_stats(arrays["y_test"]),
+        "build_s": round(time.perf_counter() - t0, 2), **extra,
+    }
+    save_safetensors(out_dir / "data.safetensors", tensors)
+    write_json(out_dir / "meta.json", meta)
+    write_json(Path(args.report_dir) / f"{name}_dataset.json",
+               {k: v for k, v in meta.items() if k != "labels"} | {"n_labels": len(labels)})
+    print(f"{name}: train {tuple(arrays['x_train'].shape)} (of {n_full}), test {tuple(arrays['x_test'].shape)}, "
+          f"{len(labels)} labels, cardinality {meta['train']['cardinality']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_stage(main))
