@@ -1,0 +1,222 @@
+"""Function extraction with ``ast`` only (repository code is never imported or run).
+
+For every ``def`` / ``async def`` (module functions, methods, nested functions) a record:
+repository, path, qualified name (``Class.method``, ``outer.<locals>.inner``), signature
+text (decorators and the ``def`` header, up to and including the colon; plus the
+docstring when ``include_docstring``), body text (dedented; without the docstring), line
+span (1-based, inclusive) and a hash of the whitespace-normalised body.
+
+Skipped and counted: files that do not decode as UTF-8 (``undecodable``), do not parse
+(``unparsable``), test files (``test_file`` when ``skip_tests``), functions whose body is
+only a docstring (``empty_body``), shorter or longer than the bounds (``too_short``,
+``too_long``), and bodies identical after whitespace normalisation to one seen earlier
+(``duplicate_body``; the first in (repository, path, line) order is kept). Deduplication is
+done before splitting so the repository split cannot leak a body.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+import textwrap
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+__all__ = ["normalise_ws", "body_hash", "extract_file", "extract_repositories"]
+
+_WS = re.compile(r"\s+")
+
+
+def normalise_ws(text: str) -> str:
+    """Collapse every whitespace run to one space and strip the ends."""
+    return _WS.sub(" ", text).strip()
+
+
+def body_hash(body: str) -> str:
+    """SHA-1 (hex) of the whitespace-normalised body: equal for bodies that differ only in spacing."""
+    return hashlib.sha1(normalise_ws(body).encode("utf-8")).hexdigest()
+
+
+def _offsets(source: str) -> list[int]:
+    """Character offset of the start of each line (index 0 = line 1)."""
+    offs = [0]
+    for line in source.splitlines(keepends=True):
+        offs.append(offs[-1] + len(line))
+    return offs
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+            and isinstance(stmt.value.value, str))
+
+
+def _char(offs: list[int], lines: list[str], lineno: int, col_byte: int) -> int:
+    """Character offset of (1-based line, UTF-8 byte column) as given by ``ast``."""
+    line = lines[lineno - 1]
+    col = len(line.encode("utf-8")[:col_byte].decode("utf-8", errors="ignore"))
+    return offs[lineno - 1] + col
+
+
+def extract_file(source: str, include_docstring: bool = False) -> Iterator[dict[str, Any]]:
+    """Yield one record per function in ``source`` (no length filtering here).
+
+    Args:
+        source: Python source text.
+        include_docstring: put the docstring with the signature (else it is dropped).
+
+    Yields:
+        dicts with ``qualname, signature, body, lineno, end_lineno`` (``body`` is ``""``
+        when the function has nothing but a docstring).
+
+    Raises:
+        SyntaxError, ValueError: ``source`` does not parse.
+    """
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    offs = _offsets(source)
+
+    def visit(node: ast.AST, prefix: str) -> Iterator[dict[str, Any]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                qual = f"{prefix}{child.name}"
+                yield _record(child, qual)
+                yield from visit(child, f"{qual}.<locals>.")
+            elif isinstance(child, ast.ClassDef):
+                yield from visit(child, f"{prefix}{child.name}.")
+            else:
+                yield from visit(child, prefix)
+
+    def _record(fn: ast.FunctionDef | ast.AsyncFunctionDef, qual: str) -> dict[str, Any]:
+        start_line = min([fn.lineno] + [d.lineno for d in fn.decorator_list])
+        start = offs[start_line - 1]  # whole first line; dedented below
+        end = _char(offs, lines, fn.end_lineno, fn.end_col_offset)
+        doc = fn.body[0] if _is_docstring(fn.body[0]) else None
+        rest = fn.body[1:] if doc is not None else list(fn.body)
+        if doc is not None and include_docstring:
+            sig_end = _char(offs, lines, doc.end_lineno, doc.end_col_offset)
+        else:
+            first = doc if doc is not None else rest[0]
+            sig_end = _char(offs, lines, first.lineno, first.col_offset)
+        sig = textwrap.dedent(source[start:sig_end]).rstrip()
+        body = ""
+        if rest:
+            body_start = _char(offs, lines, rest[0].lineno, rest[0].col_offset)
+            lead = source[offs[rest[0].lineno - 1]:body_start]
+            # keep the first statement's indentation so dedent keeps relative indentation;
+            # a one-line def (``def f(): return 1``) has its header replaced by spaces
+            lead = lead if not lead.strip() else " " * len(lead)
+            body = textwrap.dedent(lead + source[body_start:end]).strip("\n")
+        return {"qualname": qual, "signature": sig, "body": body,
+                "lineno": start_line, "end_lineno": fn.end_lineno}
+
+    yield from visit(tree, "")
+
+
+def _is_test_path(rel: str) -> bool:
+    parts = rel.split("/")
+    return any(p in {"tests", "test", "testing"} for p in parts[:-1]) or \
+        parts[-1].startswith("test_") or parts[-1] == "conftest.py"
+
+
+def extract_repositories(repos_dir: Path, names: list[str], *, include_docstring: bool = False,
+                         min_body_lines: int = 3, max_body_lines: int = 40,
+                         max_body_chars: int = 2500, skip_tests: bool = True,
+                         max_functions_per_repo: int | None = None,
+                         seed: int = 42) -> tuple["Any", dict[str, Any]]:
+    """Extract, filter and deduplicate the functions of fetched repositories.
+
+    Args:
+        repos_dir: folder with one subfolder per repository (``fetch_repos`` output).
+        names: repository names, processed in sorted order.
+        include_docstring, min_body_lines, max_body_lines, max_body_chars, skip_tests:
+            see the module docstring.
+        max_functions_per_repo: keep at most this many per repository (a seeded sample,
+            taken after deduplication, kept in file order).
+        seed: seed of that sample.
+
+    Returns:
+        ``(df, stats)``: a pandas DataFrame with columns ``id, repo, path, qualname,
+        signature, body, lineno, end_lineno, body_hash`` (``id`` = row number) and a stats
+        dict (per-repository counts and counts per skip reason).
+
+    Raises:
+        FileNotFoundError: a repository folder is missing.
+    """
+    import pandas as pd
+
+    rows: list[dict[str, Any]] = []
+    skips: Counter = Counter()
+    per_repo: dict[str, Counter] = defaultdict(Counter)
+    seen: dict[str, str] = {}
+    for name in sorted(names):
+        root = repos_dir / name
+        if not root.is_dir():
+            raise FileNotFoundError(f"{root}: repository folder missing (run fetch_repos)")
+        kept: list[dict[str, Any]] = []
+        for f in sorted(root.rglob("*.py")):
+            rel = f.relative_to(root).as_posix()
+            per_repo[name]["files"] += 1
+            if skip_tests and _is_test_path(rel):
+                skips["test_file"] += 1
+                per_repo[name]["test_file"] += 1
+                continue
+            try:
+                source = f.read_bytes().decode("utf-8")
+            except UnicodeDecodeError:
+                skips["undecodable"] += 1
+                per_repo[name]["undecodable"] += 1
+                continue
+            try:
+                recs = list(extract_file(source, include_docstring))
+            except (SyntaxError, ValueError, RecursionError):
+                skips["unparsable"] += 1
+                per_repo[name]["unparsable"] += 1
+                continue
+            for r in recs:
+                per_repo[name]["functions_seen"] += 1
+                body = r["body"]
+                reason = None
+                n_lines = body.count("\n") + 1 if body else 0
+                if not body.strip():
+                    reason = "empty_body"
+                elif n_lines < min_body_lines:
+                    reason = "too_short"
+                elif n_lines > max_body_lines or len(body) > max_body_chars:
+                    reason = "too_long"
+                else:
+                    h = body_hash(body)
+                    if h in seen:
+                        reason = "duplicate_body" if seen[h] == name else "duplicate_body_across_repos"
+                    else:
+                        seen[h] = name
+                        r["body_hash"] = h
+                if reason:
+                    skips[reason] += 1
+                    per_repo[name][reason] += 1
+                    continue
+                kept.append({"repo": name, "path": rel, **r})
+        if max_functions_per_repo is not None and len(kept) > max_functions_per_repo:
+            digest = int(hashlib.sha1(f"{seed}:{name}".encode()).hexdigest()[:8], 16)
+            rng = np.random.default_rng(digest)
+            pick = np.sort(rng.choice(len(kept), size=max_functions_per_repo, replace=False))
+            skips["over_repo_cap"] += len(kept) - max_functions_per_repo
+            per_repo[name]["over_repo_cap"] += len(kept) - max_functions_per_repo
+            kept = [kept[i] for i in pick]
+        per_repo[name]["kept"] = len(kept)
+        rows.extend(kept)
+    cols = ["repo", "path", "qualname", "signature", "body", "lineno", "end_lineno", "body_hash"]
+    df = pd.DataFrame(rows, columns=cols)
+    df.insert(0, "id", np.arange(len(df), dtype=np.int64))
+    df["lineno"] = df["lineno"].astype(np.int64)
+    df["end_lineno"] = df["end_lineno"].astype(np.int64)
+    stats = {
+        "functions": int(len(df)),
+        "repositories": int(df["repo"].nunique()) if len(df) else 0,
+        "skipped": dict(sorted(skips.items())),
+        "per_repository": {k: dict(sorted(v.items())) for k, v in sorted(per_repo.items())},
+    }
+    return df, stats

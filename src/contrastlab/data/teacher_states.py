@@ -1,0 +1,145 @@
+"""Teacher states on disk: sharded safetensors plus a small JSON index, resumable.
+
+Shard ``shard_00000.safetensors`` holds, for ``n`` consecutive functions (by ``id``):
+
+- ``ids``        int64 ``[n]``
+- ``sig_states`` float16 ``[n, T, H]``: the signature's token states at the teacher layer,
+  zero-padded to ``T = max_sig_tokens``
+- ``sig_mask``   uint8 ``[n, T]``: 1 for real tokens
+- ``body_emb``   float32 ``[n, H]``: mean of the body's token states at that layer
+
+Each shard's safetensors metadata stores a fingerprint of the teacher settings and of its
+functions' text; a rerun (after an interruption) keeps every shard whose fingerprint still
+matches and computes only the rest. ``index.json`` is written last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from ..io import save_safetensors, sha256_file, write_json
+
+__all__ = ["write_teacher_states", "load_teacher_states", "settings_fingerprint"]
+
+
+def settings_fingerprint(settings: dict[str, Any]) -> str:
+    """Short hash of the teacher settings that change the states."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _content_hash(ids: Sequence[int], sigs: Sequence[str], bodies: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    for i, s, b in zip(ids, sigs, bodies):
+        h.update(f"{i}\0{s}\0{b}\0".encode("utf-8"))
+    return h.hexdigest()[:16]
+
+
+def _shard_ok(path: Path, fingerprint: str, content: str) -> bool:
+    if not path.exists():
+        return False
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+    except Exception:
+        return False
+    return meta.get("fingerprint") == fingerprint and meta.get("content") == content
+
+
+def write_teacher_states(out_dir: Path, ids: Sequence[int], signatures: Sequence[str],
+                         bodies: Sequence[str], encode: Callable[[list[str], list[str]],
+                                                                 tuple[list[torch.Tensor], torch.Tensor]],
+                         settings: dict[str, Any], max_sig_tokens: int, hidden_size: int,
+                         shard_size: int = 1024, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Compute and store teacher states shard by shard, skipping finished shards.
+
+    Args:
+        out_dir: output folder (created; may hold shards of an interrupted run).
+        ids, signatures, bodies: ``N`` functions.
+        encode: ``(sigs, bodies) -> (list of [T_i, H] fp16, [n, H] fp32)``, e.g.
+            :meth:`contrastlab.models.teacher.TeacherEncoder.encode_functions`.
+        settings: everything about the teacher that changes the states (fingerprinted).
+        max_sig_tokens: ``T`` of the padded signature states.
+        hidden_size: ``H``.
+        shard_size: functions per shard.
+
+    Returns:
+        The index written to ``out_dir/index.json``.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fp = settings_fingerprint(settings)
+    n = len(ids)
+    shards = []
+    reused = 0
+    for s, start in enumerate(range(0, n, shard_size)):
+        sl = slice(start, min(n, start + shard_size))
+        sid, ssig, sbody = list(ids[sl]), list(signatures[sl]), list(bodies[sl])
+        content = _content_hash(sid, ssig, sbody)
+        path = out_dir / f"shard_{s:05d}.safetensors"
+        if _shard_ok(path, fp, content):
+            reused += 1
+        else:
+            sig_list, emb = encode(ssig, sbody)
+            states = torch.zeros((len(sid), max_sig_tokens, hidden_size), dtype=torch.float16)
+            mask = torch.zeros((len(sid), max_sig_tokens), dtype=torch.uint8)
+            for r, st in enumerate(sig_list):
+                t = min(max_sig_tokens, st.shape[0])
+                states[r, :t] = st[:t]
+                mask[r, :t] = 1
+            save_safetensors(path, {"ids": torch.tensor(sid, dtype=torch.int64),
+                                    "sig_states": states, "sig_mask": mask,
+                                    "body_emb": emb.to(torch.float32)},
+                             metadata={"fingerprint": fp, "content": content})
+            log(f"teacher_states: wrote {path.name} ({len(sid)} functions)")
+        shards.append({"file": path.name, "start": start, "n": len(sid), "content": content})
+    # drop shards of an older, longer run
+    keep = {sh["file"] for sh in shards}
+    for old in out_dir.glob("shard_*.safetensors"):
+        if old.name not in keep:
+            old.unlink()
+    for sh in shards:
+        sh["sha256"] = sha256_file(out_dir / sh["file"])
+    index = {"n_functions": n, "hidden_size": hidden_size, "max_sig_tokens": max_sig_tokens,
+             "fingerprint": fp, "settings": settings, "shards": shards,
+             "reused_shards": reused}
+    write_json(out_dir / "index.json", index)
+    return index
+
+
+def load_teacher_states(out_dir: Path) -> dict[str, Any]:
+    """Read all shards listed in ``index.json``.
+
+    Returns:
+        dict with ``ids`` int64 ``[N]``, ``sig_states`` fp16 ``[N, T, H]``, ``sig_mask`` bool
+        ``[N, T]``, ``body_emb`` fp32 ``[N, H]`` (rows in ``id`` order) and ``index``.
+
+    Raises:
+        FileNotFoundError: index or a shard missing (run ``teacher_states``).
+    """
+    from safetensors.torch import load_file
+
+    out_dir = Path(out_dir)
+    idx_path = out_dir / "index.json"
+    if not idx_path.exists():
+        raise FileNotFoundError(f"{idx_path}: missing (run the teacher_states stage)")
+    index = json.loads(idx_path.read_text())
+    parts: dict[str, list[torch.Tensor]] = {"ids": [], "sig_states": [], "sig_mask": [], "body_emb": []}
+    for sh in index["shards"]:
+        p = out_dir / sh["file"]
+        if not p.exists():
+            raise FileNotFoundError(f"{p}: shard listed in index.json is missing")
+        t = load_file(str(p))
+        for k in parts:
+            parts[k].append(t[k])
+    out: dict[str, Any] = {k: torch.cat(v) for k, v in parts.items()}
+    order = torch.argsort(out["ids"])
+    out = {k: v[order] for k, v in out.items()}
+    out["sig_mask"] = out["sig_mask"].bool()
+    out["index"] = index
+    return out
