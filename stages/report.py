@@ -44,7 +44,11 @@ def main(argv: list[str] | None = None) -> int:
         sections = collect_sections(root, figures)
         stamp_sections(sections, prov)
         sections = [provenance_section(prov, stage_timings(metrics)), *sections]
+        digits = params.report.digits
         for s in sections:
+            for t in s.tables:  # bare floats shown with report.digits decimals in both files
+                t.rows = [[f"{v:.{digits}f}" if isinstance(v, float) else v for v in row]
+                          for row in t.rows]
             for f in s.figures:
                 f.path = Path(f.path).resolve().relative_to(out.resolve())
         # HTML first: a missing figure stops the stage before anything is replaced.

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from contrastlab.params import Params
-from contrastlab.reporting import Figure, Section, render_markdown
+from contrastlab.reporting import Figure, Section, Table, render_markdown
 from contrastlab.reporting.html import inline_markdown, render_html
 from contrastlab.reporting.provenance import (collect_provenance, provenance_section,
                                               stage_timings, stamp_sections)
@@ -144,7 +144,7 @@ def test_report_stage_writes_both_files(tmp_path, monkeypatch):
     spec = importlib.util.spec_from_file_location("report_stage", root / "stages" / "report.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    (tmp_path / "params.yaml").write_text("report:\n  title: My report\n")
+    (tmp_path / "params.yaml").write_text("report:\n  title: My report\n  digits: 2\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(mod, "collect_sections", lambda root, figures: [])
     assert mod.main(["--out-dir", "out"]) == 0
@@ -152,6 +152,33 @@ def test_report_stage_writes_both_files(tmp_path, monkeypatch):
     assert "<title>My report</title>" in page and "Run: provenance" in page
     assert (tmp_path / "out" / "comparison.md").read_text().startswith("# ")
     assert (tmp_path / "out" / "summary.json").read_text() == "{}\n"
+
+    def one_track(root, figures):
+        png = sections_png(figures / "g.png")
+        return [Section("graph", "Graph", tables=[Table("acc", ["loss", "acc"],
+                                                        [["ntxent", 0.123456]])],
+                        figures=[Figure("curve", png)])]
+
+    monkeypatch.setattr(mod, "collect_sections", one_track)
+    assert mod.main(["--out-dir", "out"]) == 0
+    page = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    md = (tmp_path / "out" / "comparison.md").read_text(encoding="utf-8")
+    assert '<td class="num">0.12</td>' in page and "| ntxent | 0.12 |" in md
+    assert "![curve](figures/g.png)" in md and page.count("data:image/png;base64,") == 1
+    assert md.count("Produced by params `graph` hash") == 1
+
+
+def sections_png(path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(2, 2), dpi=40)
+    ax.plot([0, 1], [1, 0])
+    fig.savefig(path, format="png")
+    plt.close(fig)
+    return path
 
 
 def test_metrics_summary_short_names(report_dir):
