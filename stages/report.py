@@ -11,6 +11,7 @@ exist. Every table's note says which params hash and git commit produced it. Als
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                 t.rows = [[f"{v:.{digits}f}" if isinstance(v, float) else v for v in row]
                           for row in t.rows]
             for f in s.figures:
-                f.path = Path(f.path).resolve().relative_to(out.resolve())
+                f.path = Path(os.path.relpath(Path(f.path).resolve(), out.resolve()))
         # HTML first: a missing figure stops the stage before anything is replaced.
         page = render_html(sections, title=params.report.title, header=prov.header(),
                            base_dir=out)
