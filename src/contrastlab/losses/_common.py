@@ -17,7 +17,7 @@ with a non-negative weight matrix ``W`` (0 on the anchor's own column) and a con
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import torch
 from torch import Tensor
@@ -78,21 +78,45 @@ def reduce_terms(
     return out
 
 
+BLOCK_ELEMENTS = 1 << 22  # rows per block * M <= 4M elements (16 MB in float32)
+
+
+def row_blocks(n: int, m: int):
+    """Row ranges ``(lo, hi)`` covering ``n`` rows in blocks of at most ``BLOCK_ELEMENTS`` elements.
+
+    Blocking bounds the size of temporary ``[rows, M]`` label-weight tensors (memory tiling;
+    every block is processed with whole-matrix ops, not per anchor)."""
+    step = max(1, BLOCK_ELEMENTS // max(m, 1))
+    return [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+
+
+WeightFn = Callable[[int, int], Tensor]
+
+
 class WeightedLogSoftmax(torch.autograd.Function):
     """Per-anchor ``l_i = c_i * lse_i - sum_j W_ij s_ij`` with ``s = inv_tau * A C^T``.
 
-    Inputs: ``anchors [n, D]``, ``contrast [M, D]``, ``weight [n, M]`` (no grad, 0 on the
-    anchor's own column), ``self_index [n]`` long (the anchor's own column, excluded from the
-    log-sum-exp) or None, ``inv_tau`` float. Output ``[n]``. Numerically stable (max
-    subtraction); a row with no contrast at all gives a finite ``lse`` and no gradient.
+    Inputs: ``anchors [n, D]``, ``contrast [M, D]``, ``coef [n]`` (``c_i``, no grad),
+    ``self_index [n]`` long (the anchor's own column, excluded from the log-sum-exp) or
+    None, ``inv_tau`` float, ``weight_fn`` None or ``f(lo, hi) -> W[lo:hi] [hi-lo, M]``
+    (no grad, 0 on the anchor's own column), evaluated block by block in forward and
+    backward so that ``W`` never exists as a whole. With ``weight_fn=None`` the
+    ``- sum_j W_ij s_ij`` term is left to the caller (computed with autograd in O(N D)
+    for label-structured weights).
+
+    Memory: one ``[n, M]`` buffer holds the logits, then the softmax (saved), then the
+    gradient (in place). A second backward through the same graph recomputes the softmax.
     """
 
     @staticmethod
-    def forward(ctx, anchors: Tensor, contrast: Tensor, weight: Tensor, self_index: Tensor | None, inv_tau: float):
+    def forward(ctx, anchors, contrast, coef, self_index, inv_tau, weight_fn):
         s = anchors @ contrast.T
         s.mul_(inv_tau)
-        c = weight.sum(1)
-        ws = torch.bmm(weight.unsqueeze(1), s.unsqueeze(2)).view(-1)
+        n = s.shape[0]
+        out = torch.zeros(n, dtype=s.dtype, device=s.device)
+        if weight_fn is not None:
+            for lo, hi in row_blocks(n, s.shape[1]):
+                out[lo:hi] = torch.linalg.vecdot(weight_fn(lo, hi), s[lo:hi])
         if self_index is not None:
             s.scatter_(1, self_index.view(-1, 1), float("-inf"))
         m = s.amax(1, keepdim=True)
@@ -101,25 +125,53 @@ class WeightedLogSoftmax(torch.autograd.Function):
         z = s.sum(1, keepdim=True).clamp_min_(torch.finfo(s.dtype).tiny)
         s.div_(z)  # s is now the softmax over j != i
         lse = (m + z.log()).view(-1)
-        ctx.save_for_backward(anchors, contrast, weight, s, c)
+        ctx.save_for_backward(anchors, contrast, coef, m, z, self_index)
+        ctx.p = s  # not via save_for_backward: backward overwrites it in place
         ctx.inv_tau = inv_tau
-        return c * lse - ws
+        ctx.weight_fn = weight_fn
+        return coef * lse - out
 
     @staticmethod
-    def backward(ctx, g: Tensor):
-        anchors, contrast, weight, p, c = ctx.saved_tensors
-        g = g.contiguous()
-        grad = p * (g * c * ctx.inv_tau).unsqueeze(1)
-        grad.addcmul_(weight, (g * ctx.inv_tau).unsqueeze(1), value=-1.0)
+    def backward(ctx, g):
+        anchors, contrast, coef, m, z, self_index = ctx.saved_tensors
+        p, ctx.p = ctx.p, None
+        if p is None:  # second backward through a retained graph: rebuild the softmax
+            p = anchors @ contrast.T
+            p.mul_(ctx.inv_tau)
+            if self_index is not None:
+                p.scatter_(1, self_index.view(-1, 1), float("-inf"))
+            p.sub_(m).exp_().div_(z)  # the forward's exact sequence of operations
+        gs = g.contiguous() * ctx.inv_tau
+        grad = p.mul_((gs * coef).unsqueeze(1))  # in place: c_i softmax_ij
+        if ctx.weight_fn is not None:
+            for lo, hi in row_blocks(grad.shape[0], grad.shape[1]):
+                grad[lo:hi].addcmul_(ctx.weight_fn(lo, hi), gs[lo:hi].unsqueeze(1), value=-1.0)
         da = grad @ contrast if ctx.needs_input_grad[0] else None
         dc = grad.T @ anchors if ctx.needs_input_grad[1] else None
-        return da, dc, None, None, None
+        return da, dc, None, None, None, None
 
 
-def weighted_log_softmax(anchors: Tensor, contrast: Tensor, weight: Tensor, self_index: Tensor | None, temperature: float) -> Tensor:
+def weighted_log_softmax(anchors: Tensor, contrast: Tensor, coef: Tensor, self_index: Tensor | None,
+                         temperature: float, weight_fn: WeightFn | None = None) -> Tensor:
+    """``c_i lse_i - sum_j W_ij s_ij`` per anchor row (see :class:`WeightedLogSoftmax`)."""
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    return WeightedLogSoftmax.apply(anchors, contrast, weight.to(anchors.dtype), self_index, 1.0 / float(temperature))
+    return WeightedLogSoftmax.apply(anchors, contrast, coef.to(anchors.dtype), self_index, 1.0 / float(temperature), weight_fn)
+
+
+def grouped_positive_term(anchors: Tensor, contrast: Tensor, a_ids: Tensor, c_ids: Tensor, self_index: Tensor,
+                          temperature: float) -> tuple[Tensor, Tensor]:
+    """For positives = contrast rows of the same group id (SupCon labels, ALL label sets):
+
+    returns ``(mean_pos_logit [n], count [n])`` with ``mean_pos_logit_i = 1/|P(i)| sum_{p in P(i)} s_ip``
+    computed in O((n + M) D) from per-group feature sums (autograd), ``|P(i)|`` excluding the
+    anchor itself (which always shares its own group id)."""
+    k = int(max(int(a_ids.max()), int(c_ids.max()))) + 1 if a_ids.numel() else 1
+    sums = contrast.new_zeros(k, contrast.shape[1]).index_add(0, c_ids, contrast)
+    cnt = torch.bincount(c_ids, minlength=k)[a_ids] - 1
+    v = sums[a_ids] - contrast[self_index]
+    mean = torch.linalg.vecdot(anchors, v) / (cnt.clamp_min(1).to(anchors.dtype) * temperature)
+    return mean, cnt
 
 
 class Rows(NamedTuple):
@@ -186,10 +238,3 @@ def scale_factor(temperature: float, base_temperature: float | None) -> float:
     return float(temperature) / float(base_temperature)
 
 
-def positives_to_weight(pos: Tensor, self_index: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-    """Bool positives ``[n, M]`` -> (``W = pos / |P(i)|`` with self removed, ``|P(i)|``). Modifies ``pos``."""
-    pos.scatter_(1, self_index.view(-1, 1), False)
-    cnt = pos.sum(1)
-    w = pos.to(dtype)
-    w.div_(cnt.clamp_min(1).to(dtype).unsqueeze(1))
-    return w, cnt

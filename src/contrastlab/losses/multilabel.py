@@ -9,8 +9,8 @@ For every anchor row ``i`` the denominator runs over all other rows ``A(i)`` (Eq
 - ``any``: ``P(i)`` = rows sharing at least one label (Eq. 2).
 - ``mulsupcon``: one positive set per anchor label ``l``: ``P_l(i)`` = rows having
   label ``l`` (Eq. 5); ``L_i = sum_l -1/|P_l(i)| sum_{p in P_l(i)} log softmax_ip`` (Eq. 6).
-  Computed as one weight matrix ``W = (Y_a / |P_l|) Y_c^T`` (a matrix product over labels),
-  never by expanding anchors.
+  With ``a_il = [y_il] / |P_l(i)|`` the positive term is ``sum_j (a Y_c^T)_ij s_ij =
+  z_i . (a (Y_c^T Z))_i / tau``: matrix products over labels, never expanding anchors.
 
 Samples with an empty label set are never anchors (nothing defines their positives); they
 stay in every denominator ``A(i)`` as negatives, since Eq. 3 sums over all of
@@ -25,9 +25,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._common import Rows, flatten_views, positives_to_weight, reduce_terms, scale_factor, weighted_log_softmax
+from ._common import Rows, flatten_views, reduce_terms, row_blocks, scale_factor, weighted_log_softmax
 
-__all__ = ["all_loss", "any_loss", "mulsupcon_loss", "label_rows"]
+__all__ = ["all_loss", "any_loss", "mulsupcon_loss", "label_rows", "overlap_pass"]
 
 
 def label_rows(
@@ -60,25 +60,67 @@ def label_rows(
     return rows, ya[rows.anchor_sample], yc.repeat_interleave(rows.n_views, dim=0)
 
 
+def overlap_pass(rows: Rows, ya: Tensor, yc: Tensor, factor=None, weighting: str = "numerator"):
+    """ANY positives (``|S ∩ T| > 0``, anchor's own row excluded), block by block, no grad.
+
+    Returns ``(cnt [n], coef [n], const [n], weight_fn)``: ``|P(i)|``; ``c_i = sum_j W_ij``;
+    Sim-Dis's ``-1/|P| sum_p log K_ip`` (zeros without ``factor``); the block function of
+    ``W = pos * (K if weighting == "log_prob") / |P|``. ``factor(inter, lo, hi)`` gives K for a block.
+    """
+    n, m = ya.shape[0], yc.shape[0]
+    dt = ya.dtype
+    na = ya.sum(1)
+    cnt = torch.empty(n, dtype=dt, device=ya.device)
+    ksum = torch.zeros(n, dtype=dt, device=ya.device)
+    logk = torch.zeros(n, dtype=dt, device=ya.device)
+    blocks = row_blocks(n, m)
+    for lo, hi in blocks:
+        inter = ya[lo:hi] @ yc.T
+        pos = inter > 0
+        pos.scatter_(1, rows.self_index[lo:hi].view(-1, 1), False)
+        cnt[lo:hi] = pos.sum(1)
+        if factor is not None:
+            k = factor(inter, lo, hi)
+            if weighting == "log_prob":
+                ksum[lo:hi] = torch.where(pos, k, 0.0).sum(1)
+            else:
+                logk[lo:hi] = torch.where(pos, k.clamp_min_(torch.finfo(dt).tiny).log_(), 0.0).sum(1)
+    inv = 1.0 / cnt.clamp_min(1)
+    coef = (cnt > 0).to(dt) if (factor is None or weighting != "log_prob") else ksum * inv
+    const = -logk * inv
+
+    def weight_fn(lo: int, hi: int) -> Tensor:
+        inter = ya[lo:hi] @ yc.T
+        w = inter.gt(0).to(dt) if factor is not None and weighting == "log_prob" else inter.gt_(0)
+        w.scatter_(1, rows.self_index[lo:hi].view(-1, 1), 0.0)
+        if factor is not None and weighting == "log_prob":
+            w.mul_(factor(inter, lo, hi))
+        return w.mul_(inv[lo:hi].unsqueeze(1))
+
+    del na
+    return cnt, coef, const, weight_fn
+
+
 def _setwise(kind: str, features, labels, temperature, base_temperature, contrast_mode, reduction,
              contrast_features, contrast_labels, anchor_offset, return_stats):
     scale = scale_factor(temperature, base_temperature)
     rows, ya, yc = label_rows(features, labels, contrast_features, contrast_labels, anchor_offset, contrast_mode)
-    inter = ya @ yc.T  # |S ∩ T| for every (anchor row, contrast row)
     if kind == "any":
-        pos = inter > 0
-    else:  # all: |S ∩ T| = |S| = |T| and S non-empty
-        na = ya.sum(1, keepdim=True)
-        pos = inter == na
-        pos &= inter == yc.sum(1).unsqueeze(0)
-        pos &= na > 0
-    del inter
-    w, cnt = positives_to_weight(pos, rows.self_index, features.dtype)
-    del pos
-    per = weighted_log_softmax(rows.anchors, rows.contrast, w, rows.self_index, temperature)
+        cnt, coef, _, wfn = overlap_pass(rows, ya, yc)
+        per = weighted_log_softmax(rows.anchors, rows.contrast, coef, rows.self_index, temperature, wfn)
+        valid = cnt > 0
+    else:  # all: positives share the exact label set -> group ids of the sets
+        n = ya.shape[0]
+        ids = torch.unique(torch.cat([ya, yc]), dim=0, return_inverse=True)[1]
+        from .supcon import grouped_loss
+
+        per, valid = grouped_loss(rows, ids[:n], ids[n:], temperature)
+        nonempty = ya.sum(1) > 0
+        valid = valid & nonempty
+        per = torch.where(nonempty, per, torch.zeros_like(per))
     if scale != 1.0:
         per = per * scale
-    return reduce_terms(per, cnt > 0, reduction, return_stats)
+    return reduce_terms(per, valid, reduction, return_stats)
 
 
 _COMMON_DOC = """
@@ -149,9 +191,11 @@ def mulsupcon_loss(features: Tensor, labels: Tensor, *, temperature: float = 0.0
     n_il = yc.sum(0, keepdim=True) - ya
     valid = (ya > 0) & (n_il > 0)
     a = torch.where(valid, 1.0 / n_il.clamp_min(1), torch.zeros_like(n_il))
-    w = a @ yc.T  # W_ij = sum_l y_il [valid] y_jl / |P_l(i)|
-    w.scatter_(1, rows.self_index.view(-1, 1), 0.0)
-    per = weighted_log_softmax(rows.anchors, rows.contrast, w, rows.self_index, temperature)
+    # sum_j W_ij z_j with W_ij = sum_l a_il y_jl (j != i): label sums of the contrast rows, O((n + M) C D)
+    v = a @ (yc.T @ rows.contrast) - (a * ya).sum(1, keepdim=True) * rows.contrast[rows.self_index]
+    pos_term = torch.linalg.vecdot(rows.anchors, v) / temperature
+    coef = valid.sum(1)
+    per = weighted_log_softmax(rows.anchors, rows.contrast, coef, rows.self_index, temperature) - pos_term
     if scale != 1.0:
         per = per * scale
     n_pairs = valid.sum(1)

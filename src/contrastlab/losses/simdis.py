@@ -27,8 +27,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._common import positives_to_weight, reduce_terms, scale_factor, weighted_log_softmax
-from .multilabel import label_rows
+from ._common import reduce_terms, scale_factor, weighted_log_softmax
+from .multilabel import label_rows, overlap_pass
 
 __all__ = ["simdis_loss", "simdis_weights", "relation_types", "MODES"]
 
@@ -159,21 +159,17 @@ def simdis_loss(
         raise ValueError(f"weighting must be 'numerator' or 'log_prob', got {weighting!r}")
     scale = scale_factor(temperature, base_temperature)
     rows, ya, yc = label_rows(features, labels, contrast_features, contrast_labels, anchor_offset, contrast_mode)
-    inter = ya @ yc.T
-    k = _factor(inter, ya.sum(1, keepdim=True), yc.sum(1).unsqueeze(0), mode, dissimilarity, alpha)
-    pos = inter > 0
-    del inter
-    w, cnt = positives_to_weight(pos, rows.self_index, features.dtype)
+    na = ya.sum(1, keepdim=True)
+    nc = yc.sum(1).unsqueeze(0)
+    _factor(ya[:0] @ yc[:0].T, na[:0], nc[:, :0], mode, dissimilarity, alpha)  # validate arguments early
+
+    def factor(inter: Tensor, lo: int, hi: int) -> Tensor:
+        return _factor(inter, na[lo:hi], nc, mode, dissimilarity, alpha)
+
+    cnt, coef, const, wfn = overlap_pass(rows, ya, yc, factor, weighting)
+    per = weighted_log_softmax(rows.anchors, rows.contrast, coef, rows.self_index, temperature, wfn)
     if weighting == "numerator":
-        # -1/|P| sum_p log K_ip: a per-anchor constant; K > 0 on every ANY positive
-        k.clamp_min_(torch.finfo(k.dtype).tiny).log_()
-        const = -torch.bmm(w.unsqueeze(1), k.unsqueeze(2)).view(-1)
-        del k
-        per = weighted_log_softmax(rows.anchors, rows.contrast, w, rows.self_index, temperature) + const
-    else:
-        w.mul_(k)
-        del k
-        per = weighted_log_softmax(rows.anchors, rows.contrast, w, rows.self_index, temperature)
+        per = per + const
     if scale != 1.0:
         per = per * scale
     return reduce_terms(per, cnt > 0, reduction, return_stats)

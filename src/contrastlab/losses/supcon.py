@@ -14,9 +14,17 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._common import flatten_views, positives_to_weight, reduce_terms, scale_factor, weighted_log_softmax
+from ._common import (
+    Rows,
+    flatten_views,
+    grouped_positive_term,
+    reduce_terms,
+    row_blocks,
+    scale_factor,
+    weighted_log_softmax,
+)
 
-__all__ = ["supcon_loss"]
+__all__ = ["supcon_loss", "grouped_loss"]
 
 
 def supcon_loss(
@@ -80,11 +88,11 @@ def supcon_loss(
     if mask is not None:
         if mask.shape != (n, m_samples):
             raise ValueError(f"mask must be [N={n}, N_contrast={m_samples}], got {tuple(mask.shape)}")
-        pos = mask.to(device=dev).bool()[rows.anchor_sample].repeat_interleave(v, dim=1)
+        per, valid = _mask_path(rows, (mask.to(dev) != 0).to(features.dtype), temperature)
     else:
         if labels is None:
-            la = torch.arange(n, device=dev) + anchor_offset
-            lc = torch.arange(m_samples, device=dev)
+            a_ids = torch.arange(n, device=dev) + anchor_offset
+            c_ids = torch.arange(m_samples, device=dev)
         else:
             if labels.dim() != 1 or labels.shape[0] != n:
                 raise ValueError(
@@ -98,10 +106,33 @@ def supcon_loss(
                 if contrast_labels is None or contrast_labels.shape != (m_samples,):
                     raise ValueError(f"contrast_labels must be [M={m_samples}] with contrast_features")
                 lc = contrast_labels.to(dev)
-        pos = la[rows.anchor_sample].unsqueeze(1) == lc.repeat_interleave(v).unsqueeze(0)
-    w, cnt = positives_to_weight(pos, rows.self_index, features.dtype)
-    del pos
-    per = weighted_log_softmax(rows.anchors, rows.contrast, w, rows.self_index, temperature)
+            ids = torch.unique(torch.cat([la, lc]), return_inverse=True)[1]
+            a_ids, c_ids = ids[:n], ids[n:]
+        per, valid = grouped_loss(rows, a_ids[rows.anchor_sample], c_ids.repeat_interleave(v), temperature)
     if scale != 1.0:
         per = per * scale
-    return reduce_terms(per, cnt > 0, reduction, return_stats)
+    return reduce_terms(per, valid, reduction, return_stats)
+
+
+def grouped_loss(rows: Rows, a_ids: Tensor, c_ids: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
+    """Per-anchor SupCon loss when positives are the rows with the same group id."""
+    mean_pos, cnt = grouped_positive_term(rows.anchors, rows.contrast, a_ids, c_ids, rows.self_index, temperature)
+    valid = cnt > 0
+    lse = weighted_log_softmax(rows.anchors, rows.contrast, valid, rows.self_index, temperature)
+    return lse - torch.where(valid, mean_pos, torch.zeros_like(mean_pos)), valid
+
+
+def _mask_path(rows: Rows, mask: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
+    v = rows.n_views
+
+    def pos_rows(lo: int, hi: int) -> Tensor:
+        w = mask[rows.anchor_sample[lo:hi]].repeat_interleave(v, dim=1)
+        return w.scatter_(1, rows.self_index[lo:hi].view(-1, 1), 0.0)
+
+    n, m = rows.anchors.shape[0], rows.contrast.shape[0]
+    cnt = torch.cat([pos_rows(lo, hi).sum(1) for lo, hi in row_blocks(n, m)])
+    inv = 1.0 / cnt.clamp_min(1)
+    valid = cnt > 0
+    per = weighted_log_softmax(rows.anchors, rows.contrast, valid, rows.self_index, temperature,
+                               lambda lo, hi: pos_rows(lo, hi).mul_(inv[lo:hi].unsqueeze(1)))
+    return per, valid
