@@ -1,0 +1,157 @@
+"""Full-graph self-supervised training of a GCN encoder on two stochastic views.
+
+Each epoch draws two views of the whole graph (GRACE-style augmentations, Zhu et al.
+2020, Sec. 3.2: feature masking and edge dropout with a rate per view), encodes both with
+the shared encoder, projects them, applies a two-view loss (``ntxent``, ``mixco``,
+``mochi`` from :mod:`contrastlab.losses.selfsup`) and takes one Adam step. All randomness
+comes from one ``torch.Generator`` seeded from the run's seed, so a CPU rerun is bitwise
+identical.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+from torch import nn
+
+from ..models.gcn import GCNEncoder, ProjectionHead
+
+__all__ = ["mask_features", "drop_edges", "augment", "make_graph_loss", "GraphSSLResult",
+           "train_graph_ssl", "embed"]
+
+
+def mask_features(x: torch.Tensor, p: float, generator: torch.Generator | None = None,
+                  mode: str = "column") -> torch.Tensor:
+    """Zero features with probability ``p``.
+
+    ``mode="column"``: one mask over the F feature dimensions shared by all nodes (GRACE);
+    ``mode="element"``: an independent mask per entry (the seed notebook).
+    ``x``: ``[N, F]`` float. Returns a new tensor.
+    """
+    if p <= 0:
+        return x
+    shape = (1, x.shape[1]) if mode == "column" else x.shape
+    if mode not in ("column", "element"):
+        raise ValueError(f"unknown feature mask mode {mode!r}; use column or element")
+    keep = torch.rand(shape, generator=generator, device=x.device) >= p
+    return x * keep
+
+
+def drop_edges(edge_index: torch.Tensor, p: float,
+               generator: torch.Generator | None = None) -> torch.Tensor:
+    """Drop each directed edge of ``edge_index`` ``[2, E]`` with probability ``p``
+    (like ``torch_geometric.utils.dropout_edge``, but drawn from ``generator``)."""
+    if p <= 0:
+        return edge_index
+    keep = torch.rand(edge_index.shape[1], generator=generator, device=edge_index.device) >= p
+    return edge_index[:, keep]
+
+
+def augment(x, edge_index, feature_p: float, edge_p: float, generator=None,
+            mode: str = "column"):
+    """One stochastic view: ``(masked x, kept edge_index)``."""
+    return mask_features(x, feature_p, generator, mode), drop_edges(edge_index, edge_p, generator)
+
+
+def make_graph_loss(loss: str, **kwargs) -> Callable[..., torch.Tensor]:
+    """The two-view loss ``f(z1, z2, generator) -> scalar`` for registry name ``loss``
+    with its keyword parameters (e.g. ``temperature``, ``alpha``, ``n_hard``)."""
+    from ..losses import get_loss, get_spec
+
+    if get_spec(loss).needs != "views":
+        raise ValueError(f"loss {loss!r} is not a two-view self-supervised loss")
+    fn = get_loss(loss)
+    stochastic = loss in ("mixco", "mochi")
+
+    def f(z1, z2, generator=None):
+        if stochastic:
+            return fn(z1, z2, generator=generator, **kwargs)
+        return fn(z1, z2, **kwargs)
+
+    return f
+
+
+@dataclass
+class GraphSSLResult:
+    """Outcome of :func:`train_graph_ssl`."""
+
+    encoder: GCNEncoder
+    projector: ProjectionHead
+    losses: list[float] = field(default_factory=list)  # per epoch
+
+
+def train_graph_ssl(data, loss_fn: Callable[..., torch.Tensor], *, epochs: int, lr: float,
+                    weight_decay: float, seed: int,
+                    feature_mask: Sequence[float] = (0.3, 0.4),
+                    edge_drop: Sequence[float] = (0.2, 0.4), feature_mask_mode: str = "column",
+                    hidden_dim: int = 128, out_dim: int = 128, proj_dim: int = 128,
+                    activation: str = "prelu", batch_nodes: int | None = None,
+                    progress: bool = True,
+                    on_epoch: Callable[[int, float], None] | None = None,
+                    desc: str = "train") -> GraphSSLResult:
+    """Train encoder + projection head on the full graph for ``epochs`` Adam steps.
+
+    Args:
+        data: ``torch_geometric`` ``Data`` with ``x`` [N, F] and ``edge_index`` [2, E].
+        loss_fn: ``f(z1, z2, generator) -> scalar`` (see :func:`make_graph_loss`).
+        epochs, lr, weight_decay: optimisation (one step per epoch).
+        seed: seeds the model initialisation and every random draw.
+        feature_mask, edge_drop: ``(view 1, view 2)`` rates in [0, 1).
+        batch_nodes: if set, each step's loss uses a random subset of this many nodes as
+            the batch (anchors and negatives; both views are still encoded on the full
+            graph), the usual SimCLR mini-batch: ``(2B)^2`` instead of ``(2N)^2`` logits.
+        on_epoch: called as ``on_epoch(epoch, loss)`` (1-based), e.g. to log to MLflow.
+
+    Returns:
+        :class:`GraphSSLResult` with the trained modules and the per-epoch losses.
+
+    Raises:
+        FloatingPointError: the loss became NaN/inf (names the epoch).
+    """
+    from tqdm.auto import tqdm
+
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    encoder = GCNEncoder(data.num_features, hidden_dim, out_dim, activation)
+    projector = ProjectionHead(out_dim, proj_dim)
+    params = list(encoder.parameters()) + list(projector.parameters())
+    opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    encoder.train()
+    projector.train()
+    x, ei = data.x, data.edge_index
+    losses: list[float] = []
+    bar = tqdm(range(1, epochs + 1), desc=desc, disable=not progress, leave=False)
+    for epoch in bar:
+        x1, e1 = augment(x, ei, feature_mask[0], edge_drop[0], g, feature_mask_mode)
+        x2, e2 = augment(x, ei, feature_mask[1], edge_drop[1], g, feature_mask_mode)
+        h1, h2 = encoder(x1, e1), encoder(x2, e2)
+        if batch_nodes is not None and batch_nodes < h1.shape[0]:
+            idx = torch.randperm(h1.shape[0], generator=g)[:batch_nodes]
+            h1, h2 = h1[idx], h2[idx]
+        z1, z2 = projector(h1), projector(h2)
+        loss = loss_fn(z1, z2, g)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        val = float(loss.detach())
+        if not math.isfinite(val):
+            raise FloatingPointError(f"loss became {val} at epoch {epoch} (lower the lr?)")
+        losses.append(val)
+        if on_epoch is not None:
+            on_epoch(epoch, val)
+        if epoch % 10 == 0:
+            bar.set_postfix(loss=f"{val:.4f}")
+    encoder.eval()
+    projector.eval()
+    return GraphSSLResult(encoder, projector, losses)
+
+
+@torch.no_grad()
+def embed(encoder: nn.Module, data) -> torch.Tensor:
+    """Encoder output on the clean graph, ``[N, out_dim]`` float32 (eval mode)."""
+    encoder.eval()
+    return encoder(data.x, data.edge_index)
