@@ -75,7 +75,6 @@ def test_queued_temperature_sweep_runs_and_is_listed(tmp_path):
     _run(["git", "config", "user.email", "test@example.com"], repo, env)
     _run(["git", "config", "user.name", "test"], repo, env)
     _run([dvc, "init", "-q"], repo, env)
-    _run([dvc, "config", "core.check_update", "false"], repo, env)
     (repo / "params.yaml").write_text("graph:\n  temperature: 0.5\n")
     (repo / "train.py").write_text(TRAIN)
     (repo / "dvc.yaml").write_text(DVC_YAML)

@@ -118,6 +118,16 @@ def test_empty_report_says_what_to_run():
     assert "dvc repro" in page and "<table" not in page
 
 
+def test_numeric_cells_align_right_with_markup():
+    from contrastlab.reporting.html import _cell
+
+    assert _cell("**64.40 ± 0.26**", "micro-F1") == \
+        '<td class="num"><strong>64.40 ± 0.26</strong></td>'
+    assert _cell("59.88 ± 0.45†", "micro-F1").startswith('<td class="num">')
+    assert _cell("ALL", "Method") == "<td>ALL</td>"
+    assert _cell(None, "x") == "<td>-</td>"
+
+
 def test_stage_timings_absent_or_empty(tmp_path):
     assert stage_timings(tmp_path / "missing") is None
     (tmp_path / "graph").mkdir()

@@ -124,7 +124,7 @@ def _cell(v: Any, column: str) -> str:
     else:
         txt = str(v)
     cls = []
-    plain = txt.strip()
+    plain = re.sub(r"[*_\u2020\u2021]", "", txt).strip()  # **bold**, daggers
     if isinstance(v, (int, float)) and not isinstance(v, bool) or _NUM.match(plain):
         cls.append("num")
         col = column.lower()
