@@ -199,3 +199,23 @@ def test_metrics_summary_short_names(report_dir):
                  "graph": {"mixco": {"acc": 0.8, "time_s": 20.0},
                            "ntxent": {"acc": 0.8, "time_s": 12.5}}}
     assert metrics_summary(report_dir / "nowhere") == {}
+
+
+def test_wide_figures_span_the_row(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from contrastlab.reporting.html import png_size
+
+    paths = []
+    for name, size in (("wide", (8, 2)), ("square", (3, 3))):
+        fig = plt.figure(figsize=size, dpi=50)
+        fig.savefig(tmp_path / f"{name}.png")
+        plt.close(fig)
+        paths.append(tmp_path / f"{name}.png")
+    assert png_size(paths[0]) == (400, 100)
+    assert png_size(Path(__file__)) is None
+    page = render_html([Section("g", "G", figures=[Figure("w", paths[0]), Figure("s", paths[1])])])
+    assert page.count('<figure class="wide">') == 1 and page.count("<figure>") == 1

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from . import Figure, Section, Table
 
-__all__ = ["render_html", "inline_markdown", "data_uri"]
+__all__ = ["render_html", "inline_markdown", "data_uri", "png_size"]
 
 _CSS = """
 :root { --fg:#1d2330; --muted:#5b6475; --line:#d9dee7; --head:#f1f4f9; --accent:#2f5fa7;
@@ -56,6 +56,7 @@ td.pos { color: var(--good); } td.neg { color: var(--bad); }
            gap: 1.2rem; margin-top: 1rem; }
 figure { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: .6rem;
          background: #fff; }
+figure.wide { grid-column: 1 / -1; }
 figure img { display: block; max-width: 100%; height: auto; margin: 0 auto; }
 figcaption { font-size: .88rem; color: var(--muted); margin-top: .4rem; }
 figcaption b { color: var(--fg); }
@@ -153,15 +154,28 @@ def _table(t: Table, tid: str) -> str:
     return "\n".join(out)
 
 
+def png_size(path: Path) -> tuple[int, int] | None:
+    """(width, height) in pixels from a PNG's IHDR chunk; ``None`` for other files."""
+    with open(path, "rb") as fh:
+        head = fh.read(24)
+    if len(head) < 24 or not head.startswith(b"\x89PNG\r\n\x1a\n") or head[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
 def _figure(f: Figure, base_dir: Path | None) -> str:
     p = Path(f.path)
     if not p.is_absolute() and base_dir is not None:
         p = Path(base_dir) / p
+    uri = data_uri(p)  # raises FileNotFoundError naming the file first
     alt = html.escape(f.title)
     cap = f"<b>{inline_markdown(f.title)}</b>"
     if f.caption:
         cap += f". {inline_markdown(f.caption)}"
-    return (f'<figure><img src="{data_uri(p)}" alt="{alt}">'
+    size = png_size(p)
+    # Wide panels (several subplots side by side) take the whole row of the grid.
+    wide = ' class="wide"' if size and size[0] > 2 * size[1] else ""
+    return (f'<figure{wide}><img src="{uri}" alt="{alt}">'
             f"<figcaption>{cap}</figcaption></figure>")
 
 
