@@ -255,3 +255,22 @@ def test_explicit_mask_equals_labels():
     y = torch.tensor([0, 1, 0, 1, 2, 2])
     mask = (y[:, None] == y[None]).float()
     assert torch.allclose(supcon_loss(f, mask=mask), supcon_loss(f, y))
+
+
+@pytest.mark.parametrize("name", ["any", "simdis", "sim_only"])
+def test_blocked_uncached_weights_match(name, monkeypatch):
+    """Small blocks without the weight cache (the large-batch path) give the same loss and grads."""
+    from contrastlab.losses import _common, multilabel
+
+    f = _feats(12, 2, seed=12)
+    y = (torch.rand(12, 4, generator=torch.Generator().manual_seed(3)) < 0.4).long()
+    kw = {"weighting": "log_prob"} if name == "sim_only" else {}
+    a = f.clone().requires_grad_(True)
+    ref = get_loss(name)(a, y, temperature=0.2, **kw)
+    ref.backward()
+    monkeypatch.setattr(_common, "BLOCK_ELEMENTS", 50)
+    monkeypatch.setattr(multilabel, "CACHE_ELEMENTS", 0)
+    b = f.clone().requires_grad_(True)
+    got = get_loss(name)(b, y, temperature=0.2, **kw)
+    got.backward()
+    assert torch.allclose(got, ref) and torch.allclose(a.grad, b.grad)

@@ -60,44 +60,63 @@ def label_rows(
     return rows, ya[rows.anchor_sample], yc.repeat_interleave(rows.n_views, dim=0)
 
 
+CACHE_ELEMENTS = 1 << 26  # keep the ANY / Sim-Dis weight matrix if n * M <= 64M (256 MB float32)
+
+
 def overlap_pass(rows: Rows, ya: Tensor, yc: Tensor, factor=None, weighting: str = "numerator"):
     """ANY positives (``|S ∩ T| > 0``, anchor's own row excluded), block by block, no grad.
 
     Returns ``(cnt [n], coef [n], const [n], weight_fn)``: ``|P(i)|``; ``c_i = sum_j W_ij``;
     Sim-Dis's ``-1/|P| sum_p log K_ip`` (zeros without ``factor``); the block function of
-    ``W = pos * (K if weighting == "log_prob") / |P|``. ``factor(inter, lo, hi)`` gives K for a block.
+    ``W = pos * (K if weighting == "log_prob") / |P|``. ``factor(inter, lo, hi)`` gives K for
+    a block. The blocks of ``W`` are kept (one ``n x M`` float in total) when
+    ``n * M <= CACHE_ELEMENTS`` and recomputed from the labels in every pass otherwise.
     """
     n, m = ya.shape[0], yc.shape[0]
     dt = ya.dtype
-    na = ya.sum(1)
     cnt = torch.empty(n, dtype=dt, device=ya.device)
     ksum = torch.zeros(n, dtype=dt, device=ya.device)
     logk = torch.zeros(n, dtype=dt, device=ya.device)
+    yct = yc.T.contiguous()
+    log_prob = factor is not None and weighting == "log_prob"
+
+    def raw_block(lo: int, hi: int, stats: bool) -> Tensor:
+        inter = ya[lo:hi] @ yct
+        k = factor(inter, lo, hi) if (factor is not None and (stats or log_prob)) else None
+        w = inter.gt_(0)  # 0/1 float, in place
+        w.scatter_(1, rows.self_index[lo:hi].view(-1, 1), 0.0)
+        if stats:
+            cnt[lo:hi] = w.sum(1)
+            if k is not None and log_prob:
+                ksum[lo:hi] = torch.linalg.vecdot(w, k)
+            elif k is not None:
+                logk[lo:hi] = torch.linalg.vecdot(w, k.clamp_min_(torch.finfo(dt).tiny).log_())
+        if log_prob:
+            w.mul_(k)
+        return w
+
     blocks = row_blocks(n, m)
+    cache = n * m <= CACHE_ELEMENTS
+    kept = []
     for lo, hi in blocks:
-        inter = ya[lo:hi] @ yc.T
-        pos = inter > 0
-        pos.scatter_(1, rows.self_index[lo:hi].view(-1, 1), False)
-        cnt[lo:hi] = pos.sum(1)
-        if factor is not None:
-            k = factor(inter, lo, hi)
-            if weighting == "log_prob":
-                ksum[lo:hi] = torch.where(pos, k, 0.0).sum(1)
-            else:
-                logk[lo:hi] = torch.where(pos, k.clamp_min_(torch.finfo(dt).tiny).log_(), 0.0).sum(1)
+        w = raw_block(lo, hi, True)
+        if cache:
+            kept.append(w)
+        del w
     inv = 1.0 / cnt.clamp_min(1)
-    coef = (cnt > 0).to(dt) if (factor is None or weighting != "log_prob") else ksum * inv
+    if cache:
+        for (lo, hi), w in zip(blocks, kept):
+            w.mul_(inv[lo:hi].unsqueeze(1))
+        by_lo = {lo: w for (lo, _), w in zip(blocks, kept)}
+    del kept
+    coef = ksum * inv if log_prob else (cnt > 0).to(dt)
     const = -logk * inv
 
     def weight_fn(lo: int, hi: int) -> Tensor:
-        inter = ya[lo:hi] @ yc.T
-        w = inter.gt(0).to(dt) if factor is not None and weighting == "log_prob" else inter.gt_(0)
-        w.scatter_(1, rows.self_index[lo:hi].view(-1, 1), 0.0)
-        if factor is not None and weighting == "log_prob":
-            w.mul_(factor(inter, lo, hi))
-        return w.mul_(inv[lo:hi].unsqueeze(1))
+        if cache:
+            return by_lo[lo]
+        return raw_block(lo, hi, False).mul_(inv[lo:hi].unsqueeze(1))
 
-    del na
     return cnt, coef, const, weight_fn
 
 
