@@ -138,12 +138,13 @@ def main(argv: list[str] | None = None) -> int:
         "n_features": int(arrays["x_train"].shape[1]),
         "train_full": int(n_full), "subsampled_to": int(dp.max_train) if dp.max_train and n_full > dp.max_train else 0,
         "train": label_stats(arrays["y_train"]), "test": label_stats(arrays["y_test"]),
-        "build_s": round(time.perf_counter() - t0, 2), **extra,
+        **extra,
     }
     save_safetensors(out_dir / "data.safetensors", tensors)
     write_json(out_dir / "meta.json", meta)
     write_json(Path(args.report_dir) / f"{name}_dataset.json",
-               {k: v for k, v in meta.items() if k != "labels"} | {"n_labels": len(labels)})
+               {k: v for k, v in meta.items() if k != "labels"}
+               | {"n_labels": len(labels), "build_s": round(time.perf_counter() - t0, 2)})
     print(f"{name}: train {tuple(arrays['x_train'].shape)} (of {n_full}), test {tuple(arrays['x_test'].shape)}, "
           f"{len(labels)} labels, cardinality {meta['train']['cardinality']:.2f}")
     return 0

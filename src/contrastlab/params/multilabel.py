@@ -59,6 +59,9 @@ class VariantParams(_Strict):
     """Per-loss settings (``multilabel.variants.<loss>``)."""
 
     temperature: float = Field(0.07, gt=0, description="Contrastive temperature (paper: 0.07).")
+    kwargs: dict[str, str | float | int | bool] = Field(
+        default_factory=dict, description="Extra keyword arguments of the registry loss, e.g. "
+        "{weighting: log_prob} for simdis/sim_only/dis_only (checked against its signature).")
 
 
 class ReutersParams(_Strict):

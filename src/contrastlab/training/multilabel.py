@@ -31,7 +31,7 @@ from ..evaluation.multilabel import knn_label_purity, multilabel_metrics
 from ..models.mlp import ProjectionHead, build_encoder
 
 __all__ = ["TrainConfig", "SeedResult", "warmup_cosine", "train_contrastive", "train_linear",
-           "train_bce", "run_seed", "run_seeds"]
+           "train_bce", "run_seed", "run_seeds", "resolve_loss", "summarize"]
 
 
 @dataclass
@@ -40,6 +40,7 @@ class TrainConfig:
 
     loss: str = "simdis"
     temperature: float = 0.07
+    loss_kwargs: dict[str, Any] = field(default_factory=dict)
     encoder: str = "mlp"
     hidden: list[int] = field(default_factory=lambda: [512])
     enc_dim: int = 256
@@ -94,6 +95,25 @@ def _batches(n: int, bs: int, gen: torch.Generator) -> list[torch.Tensor]:
     return [perm]
 
 
+def resolve_loss(name: str, kwargs: dict[str, Any] | None = None) -> Callable[..., torch.Tensor]:
+    """``get_loss(name)`` with ``kwargs`` bound; raises ``ValueError`` naming a keyword the
+    loss does not accept."""
+    import functools
+    import inspect
+
+    from ..losses import get_loss
+
+    fn = get_loss(name)
+    if not kwargs:
+        return fn
+    sig = inspect.signature(fn.func if isinstance(fn, functools.partial) else fn)
+    bad = [k for k in kwargs if k not in sig.parameters]
+    if bad:
+        raise ValueError(f"loss {name!r} has no keyword argument(s) {bad}; "
+                         f"it accepts {[p for p in sig.parameters if p not in ('features', 'labels')]}")
+    return functools.partial(fn, **kwargs)
+
+
 def train_contrastive(x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig, gen: torch.Generator,
                       loss_fn: Callable[..., torch.Tensor] | None = None,
                       on_epoch: Callable[[int, float], None] | None = None) -> tuple[nn.Module, list[float]]:
@@ -112,9 +132,7 @@ def train_contrastive(x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig, gen: t
         FloatingPointError: the loss became NaN/inf (names the loss and the epoch).
     """
     if loss_fn is None:
-        from ..losses import get_loss
-
-        loss_fn = get_loss(cfg.loss)
+        loss_fn = resolve_loss(cfg.loss, cfg.loss_kwargs)
     enc = build_encoder(cfg.encoder, x.shape[1], cfg.hidden, cfg.enc_dim, cfg.dropout)
     proj = ProjectionHead(cfg.enc_dim, cfg.proj_dim)
     params = list(enc.parameters()) + list(proj.parameters())
@@ -234,6 +252,24 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
     return SeedResult(seed, metrics, hist, clf_hist, time.perf_counter() - t0)
 
 
+def _warmup(cfg: TrainConfig) -> None:
+    """Pay the one-off lazy-initialisation costs (optimizer step machinery, loss module
+    import) once in the parent, single-threaded, so forked workers inherit them."""
+    torch.set_num_threads(max(1, cfg.threads))
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 4, generator=gen)
+    y = (torch.rand(8, 3, generator=gen) > 0.5).float()
+    small = TrainConfig(**{**cfg.__dict__, "hidden": [4], "enc_dim": 4, "proj_dim": 4, "epochs": 1,
+                           "clf_epochs": 1, "batch_size": 8})
+    if cfg.loss == "bce":
+        train_bce(x, y, small, gen)
+    else:
+        enc, _ = train_contrastive(x, y, small, gen)
+        with torch.no_grad():
+            h = enc(x)
+        train_linear(h, y, small, gen)
+
+
 def _run_seed_star(args: tuple) -> SeedResult:
     return run_seed(*args)
 
@@ -254,6 +290,9 @@ def run_seeds(data: dict[str, np.ndarray], cfg: TrainConfig, seeds: list[int], w
         return out
     import multiprocessing as mp
 
+    import sklearn.metrics  # noqa: F401  (imported once here, inherited by the forked workers)
+
+    _warmup(cfg)
     ctx = mp.get_context("fork")
     with ProcessPoolExecutor(max_workers=min(workers, len(seeds)), mp_context=ctx) as pool:
         out = []

@@ -1,0 +1,84 @@
+"""HumanEval tiering: assertion splitting, mutation variants, and the sandbox on hand-written
+variants of HumanEval/0 (has_close_elements)."""
+
+import pytest
+
+from contrastlab.data.humaneval import (load_problems, make_variants, run_sandboxed,
+                                        split_assertions, tier_of)
+
+SANDBOX = dict(timeout_s=3.0, assert_timeout_s=0.5, cpu_s=2, memory_mb=256, fsize_mb=1)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return load_problems(max_problems=1)[0]
+
+
+def test_split_assertions(problem):
+    units = split_assertions(problem.test)
+    assert len(units) == 7  # HumanEval/0 has seven asserts
+    assert all(u.count("assert ") == 1 and "def check(candidate)" in u for u in units)
+    # setup statements are kept in front of later asserts; `assert True` is dropped
+    src = "def check(candidate):\n    import math\n    assert True\n    x = 2\n    assert candidate(x) == 4\n"
+    (u,) = split_assertions(src)
+    assert "import math" in u and "x = 2" in u and "assert True" not in u
+
+
+CORRECT_REWRITE = '''
+def has_close_elements(numbers, threshold):
+    s = sorted(numbers)
+    return any(b - a < threshold for a, b in zip(s, s[1:]))
+'''
+# Right on the asserts with a True answer, wrong on the False ones: some pass, some fail.
+PARTIAL = '''
+def has_close_elements(numbers, threshold):
+    return len(numbers) > 0
+'''
+INFINITE = '''
+def has_close_elements(numbers, threshold):
+    while True:
+        pass
+'''
+MEMORY_BOMB = '''
+def has_close_elements(numbers, threshold):
+    x = [0] * (10 ** 10)
+    return True
+'''
+
+
+def test_tiers_of_hand_written_variants(problem):
+    units = split_assertions(problem.test)
+    ok = run_sandboxed(CORRECT_REWRITE, units, problem.entry_point, **SANDBOX)
+    assert ok.tier == "PASS" and ok.status == "ok" and all(ok.passed)
+    part = run_sandboxed(PARTIAL, units, problem.entry_point, **SANDBOX)
+    assert part.tier == "PARTIAL"
+    assert part.passed == [True, False, True, False, True, True, False]
+    assert set(e for e, p in zip(part.errors, part.passed) if not p) == {"AssertionError"}
+
+
+@pytest.mark.slow
+def test_infinite_loop_and_memory_bomb_fail_without_hanging(problem):
+    units = split_assertions(problem.test)
+    loop = run_sandboxed(INFINITE, units, problem.entry_point, **SANDBOX)
+    assert loop.tier == "FAIL" and not any(loop.passed)
+    # stopped by the per-assertion alarm, the CPU limit or the wall-clock kill
+    assert set(loop.errors) <= {"Timeout", "NotRun"} and loop.status in {"ok", "timeout", "killed:SIGKILL", "killed:SIGXCPU"}
+    bomb = run_sandboxed(MEMORY_BOMB, units, problem.entry_point, **SANDBOX)
+    assert bomb.tier == "FAIL" and "MemoryError" in bomb.errors
+
+
+def test_canonical_passes_and_mutants_are_distinct(problem):
+    vs = make_variants(problem.program, 6, seed=0)
+    assert vs[0]["mutation"] == "canonical" and len(vs) == 7
+    assert len({v["source"] for v in vs}) == len(vs)
+    units = split_assertions(problem.test)
+    r = run_sandboxed(vs[0]["source"], units, problem.entry_point, **SANDBOX)
+    assert r.tier == "PASS"
+    assert make_variants(problem.program, 6, seed=0) == vs  # seeded
+
+
+def test_tier_of():
+    assert tier_of([True, True]) == "PASS"
+    assert tier_of([True, False]) == "PARTIAL"
+    assert tier_of([False, False]) == "FAIL"
+    assert tier_of([]) == "FAIL"
