@@ -127,11 +127,20 @@ def test_stage_run_tags_dvc_experiment(tmp_path, monkeypatch):
     params = {"temperature": 0.2, "loss": "ntxent"}
     with stage_run("graph", "train_graph@ntxent", params) as t:
         run_id = t.run_id
-    tags = MlflowClient(uri).get_run(run_id).data.tags
+    monkeypatch.delenv("DVC_EXP_NAME")
+    monkeypatch.delenv("DVC_EXP_BASELINE_REV")
+    with stage_run("graph", "train_graph@mixco", params):  # outside any DVC experiment
+        pass
+    client = MlflowClient(uri)
+    tags = client.get_run(run_id).data.tags
     assert tags["dvc_exp_name"] == "tangy-rail"
     assert tags["dvc_exp_baseline"] == "0" * 40
     assert tags["params_hash"] == params_hash(params)
     assert tags["dvc_stage"] == "train_graph@ntxent"
+    # The filter docs/report.md gives for the UI's search box selects exactly that run.
+    exp_id = client.get_experiment_by_name("contrastlab-graph").experiment_id
+    hits = client.search_runs([exp_id], "tags.dvc_exp_name = 'tangy-rail'")
+    assert [h.info.run_id for h in hits] == [run_id]
 
 
 def test_default_store_follows_dvc_root(tmp_path, monkeypatch):
