@@ -274,3 +274,11 @@ def test_blocked_uncached_weights_match(name, monkeypatch):
     got = get_loss(name)(b, y, temperature=0.2, **kw)
     got.backward()
     assert torch.allclose(got, ref) and torch.allclose(a.grad, b.grad)
+
+
+def test_all_with_many_label_columns_uses_row_ids():
+    f = _feats(8, 1, seed=13)
+    y = (torch.rand(8, 3, generator=torch.Generator().manual_seed(4)) < 0.5).long()
+    wide = torch.zeros(8, 70, dtype=torch.long)
+    wide[:, [0, 33, 69]] = y
+    assert torch.allclose(all_loss(f, wide), all_loss(f, y))

@@ -10,9 +10,12 @@ its denominator), the form
 
 with a non-negative weight matrix ``W`` (0 on the anchor's own column) and a constant
 ``k_i`` (Sim-Dis only). SupCon: ``W_ij = 1/|P(i)|`` on positives. MulSupCon:
-``W_ij = sum_l y_il y_jl / |P_l(i)|``. :class:`WeightedLogSoftmax` computes ``l`` with one
-``n x M`` logits buffer that becomes the softmax in place, and a backward that needs one more
-``n x M`` buffer: ``dl_i/ds_ij = c_i softmax_ij - W_ij``.
+``W_ij = sum_l y_il y_jl / |P_l(i)|``. :class:`WeightedLogSoftmax` computes ``c_i lse_i``
+(and, for ANY / Sim-Dis, the ``W`` term from label blocks) with one ``n x M`` buffer that
+holds the logits, then the softmax, then the gradient, all in place:
+``dl_i/ds_ij = c_i softmax_ij - W_ij``. When ``W`` comes from group ids (SupCon, ALL) or
+label products (MulSupCon), ``sum_j W_ij s_ij = z_i . (W Z)_i / tau`` is computed from
+per-group / per-label feature sums in O((n + M) D) with ordinary autograd.
 """
 
 from __future__ import annotations

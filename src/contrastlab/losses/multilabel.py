@@ -120,6 +120,14 @@ def overlap_pass(rows: Rows, ya: Tensor, yc: Tensor, factor=None, weighting: str
     return cnt, coef, const, weight_fn
 
 
+def _set_ids(y: Tensor) -> Tensor:
+    """Equal label sets -> equal integer ids (bit-packed when C <= 62, else unique rows)."""
+    if y.shape[1] <= 62:
+        key = (y.to(torch.int64) << torch.arange(y.shape[1], device=y.device)).sum(1)
+        return torch.unique(key, return_inverse=True)[1]
+    return torch.unique(y, dim=0, return_inverse=True)[1]
+
+
 def _setwise(kind: str, features, labels, temperature, base_temperature, contrast_mode, reduction,
              contrast_features, contrast_labels, anchor_offset, return_stats):
     scale = scale_factor(temperature, base_temperature)
@@ -130,7 +138,7 @@ def _setwise(kind: str, features, labels, temperature, base_temperature, contras
         valid = cnt > 0
     else:  # all: positives share the exact label set -> group ids of the sets
         n = ya.shape[0]
-        ids = torch.unique(torch.cat([ya, yc]), dim=0, return_inverse=True)[1]
+        ids = _set_ids(torch.cat([ya, yc]))
         from .supcon import grouped_loss
 
         per, valid = grouped_loss(rows, ids[:n], ids[n:], temperature)

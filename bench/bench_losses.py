@@ -1,0 +1,190 @@
+"""Loss benchmark: forward + backward on CPU, printed as ratios measured in one process.
+
+For each batch size N (D = 128): every supervised loss of contrastlab as a ratio to the
+N x D matmul floor (``S = A B^T`` plus the two backward products ``G B`` and ``G^T A``) and
+to pytorch-metric-learning's SupConLoss on the same batch, with the peak resident memory
+added during the run. Then paired views (``[B, 2, D]``, SimCLR positives) against the
+SupContrast reference algorithm with ``n_views = 2``, and 2 x 8192 views with its peak memory.
+Wall times are medians of repeated runs; only ratios are printed (plus memory in MiB).
+
+    .venv/bin/python bench/bench_losses.py            # N in {512, 2048, 4096} + 2 x 8192 views
+    .venv/bin/python bench/bench_losses.py --quick    # N in {256, 1024}, no large run
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import os
+import statistics
+import threading
+import time
+
+import torch
+import torch.nn.functional as F
+
+from contrastlab.losses import get_loss
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * PAGE
+
+
+class PeakRSS:
+    """Peak resident memory above the level at entry, sampled every millisecond."""
+
+    def __enter__(self):
+        self.base = rss()
+        self.peak = self.base
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        return self
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss())
+            time.sleep(0.001)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+        self.peak = max(self.peak, rss())
+
+    @property
+    def mib(self) -> float:
+        return (self.peak - self.base) / 2**20
+
+
+def _trim() -> None:
+    """Give freed heap memory back to the OS so that the next peak starts from a clean base."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:
+        pass
+
+
+def timed(fn, repeats: int) -> tuple[float, float]:
+    """(median seconds, peak MiB above the start) of ``fn`` over ``repeats`` runs after one warm-up."""
+    gc.collect()
+    _trim()
+    times = []
+    with PeakRSS() as mem:
+        fn()
+        for _ in range(repeats):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+    return statistics.median(times), mem.mib
+
+
+def supcontrast_reference(features, labels, temperature=0.1, base_temperature=0.1):
+    """The SupContrast reference algorithm (Khosla et al. code), as the peer implementation."""
+    bsz, n_views = features.shape[:2]
+    labels = labels.view(-1, 1)
+    mask = torch.eq(labels, labels.T).float()
+    contrast = torch.cat(torch.unbind(features, dim=1), dim=0)
+    adc = contrast @ contrast.T / temperature
+    logits = adc - adc.max(dim=1, keepdim=True)[0].detach()
+    mask = mask.repeat(n_views, n_views)
+    logits_mask = torch.scatter(torch.ones_like(mask), 1, torch.arange(bsz * n_views).view(-1, 1), 0)
+    mask = mask * logits_mask
+    exp_logits = torch.exp(logits) * logits_mask
+    log_prob = logits - torch.log(exp_logits.sum(1, keepdim=True))
+    mlpp = (mask * log_prob).sum(1) / mask.sum(1).clamp_min(1)
+    return -(temperature / base_temperature) * mlpp.mean()
+
+
+def batch(n: int, d: int, c: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    x = F.normalize(torch.randn(n, d, generator=g), dim=-1)
+    y = torch.randint(0, max(2, n // 32), (n,), generator=g)
+    multi = torch.rand(n, c, generator=g) < 2.0 / c
+    multi[torch.arange(n), torch.randint(0, c, (n,), generator=g)] = True
+    return x, y, multi
+
+
+def fwd_bwd(loss_fn, x, *args, views=None, **kw):
+    def run():
+        f = (x if views is None else views).clone().requires_grad_(True)
+        loss_fn(f, *args, **kw).backward()
+
+    return run
+
+
+def floor_fn(n: int, d: int):
+    a, b = torch.randn(n, d), torch.randn(n, d)
+    g = torch.randn(n, n)
+
+    def run():
+        s = a @ b.T
+        ga = g @ b
+        gb = g.T @ a
+        del s, ga, gb
+
+    return run
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes, few repeats, no 2 x 8192 run")
+    ap.add_argument("--sizes", type=int, nargs="*", default=None)
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--labels", type=int, default=20, help="number of classes C of the multi-hot labels")
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--temperature", type=float, default=0.1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    sizes = args.sizes or ([256, 1024] if args.quick else [512, 2048, 4096])
+    reps = args.repeats or (3 if args.quick else 5)
+    d, tau = args.dim, args.temperature
+    from pytorch_metric_learning.losses import SupConLoss
+
+    pml = SupConLoss(temperature=tau)
+    print(f"contrastlab loss benchmark: D={d}, C={args.labels}, tau={tau}, threads={args.threads}, "
+          f"median of {reps} forward+backward runs; ratios are time / floor and PML time / time")
+    names = ["supcon", "all", "any", "mulsupcon", "simdis", "sim_only", "dis_only"]
+    for n in sizes:
+        x, y, multi = batch(n, d, args.labels)
+        t_floor, m_floor = timed(floor_fn(n, d), reps)
+        t_pml, m_pml = timed(fwd_bwd(pml, x, y), reps)
+        rows = []
+        for name in names:
+            lab = y if name == "supcon" else multi
+            t, m = timed(fwd_bwd(get_loss(name), x, lab, temperature=tau), reps)
+            rows.append((name, t, m))
+        t_ref, m_ref = timed(fwd_bwd(supcontrast_reference, x, y, views=x.unsqueeze(1), temperature=tau), reps)
+        rows.append(("SupContrast algorithm", t_ref, m_ref))
+        rows.append(("pytorch-metric-learning SupConLoss", t_pml, m_pml))
+        t_sup = rows[0][1]
+        print(f"\nN = {n} (floor peak {m_floor:.0f} MiB)")
+        print(f"  {'loss':36s} {'x floor':>8s} {'PML / it':>9s} {'x supcon':>9s} {'peak MiB':>9s}")
+        for name, t, m in rows:
+            print(f"  {name:36s} {t / t_floor:8.2f} {t_pml / t:9.2f} {t / t_sup:9.2f} {m:9.0f}")
+
+    print("\nPaired views (features [B, 2, D], positives = the other view; peer: SupContrast algorithm, n_views=2)")
+    print(f"  {'2B views':>9s} {'ours x floor':>13s} {'ref x floor':>12s} {'ref / ours':>11s} {'ours MiB':>9s} {'ref MiB':>8s}")
+    for n in sizes:
+        g = torch.Generator().manual_seed(1)
+        v = F.normalize(torch.randn(n // 2, 2, d, generator=g), dim=-1)
+        t_floor, _ = timed(floor_fn(n, d), reps)
+        t_ours, m_ours = timed(fwd_bwd(get_loss("supcon"), v, temperature=tau, base_temperature=None), reps)
+        t_ref, m_ref = timed(fwd_bwd(supcontrast_reference, v, torch.arange(n // 2), temperature=tau), reps)
+        print(f"  {n:9d} {t_ours / t_floor:13.2f} {t_ref / t_floor:12.2f} {t_ref / t_ours:11.2f} {m_ours:9.0f} {m_ref:8.0f}")
+    if not args.quick:
+        b = 8192
+        g = torch.Generator().manual_seed(2)
+        v = F.normalize(torch.randn(b, 2, d, generator=g), dim=-1)
+        t_floor, _ = timed(floor_fn(2 * b, d), 1)
+        t_ours, m_ours = timed(fwd_bwd(get_loss("supcon"), v, temperature=tau, base_temperature=None), 1)
+        print(f"\n2 x {b} views: supcon forward+backward {t_ours / t_floor:.2f} x floor, "
+              f"peak {m_ours / 1024:.2f} GiB added ({'within' if m_ours < 8 * 1024 else 'OVER'} 8 GB)")
+
+
+if __name__ == "__main__":
+    main()
