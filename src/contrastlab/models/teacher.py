@@ -86,6 +86,18 @@ def _find_layer_list(model: nn.Module, n_layers: int) -> tuple[nn.Module, str, n
     raise ValueError(f"cannot find a list of {n_layers} transformer layers in {type(model).__name__}")
 
 
+def _is_causal(config) -> bool:
+    """Decoder-only (causal attention) model: has a causal-LM head class and no masked-LM one."""
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_FOR_MASKED_LM_MAPPING
+
+    if getattr(config, "is_decoder", False):
+        return True
+    if any("CausalLM" in a for a in (getattr(config, "architectures", None) or [])):
+        return True
+    cls = type(config)
+    return cls in MODEL_FOR_CAUSAL_LM_MAPPING and cls not in MODEL_FOR_MASKED_LM_MAPPING
+
+
 class TeacherEncoder:
     """A frozen transformer truncated after ``layer``.
 
@@ -118,8 +130,7 @@ class TeacherEncoder:
         self.layer = n if layer is None else int(layer)
         if not 1 <= self.layer <= n:
             raise ValueError(f"teacher {model!r}: layer must be in 1..{n}, got {layer}")
-        self.is_causal = bool(getattr(config, "is_decoder", False)) or any(
-            "CausalLM" in a for a in (getattr(config, "architectures", None) or []))
+        self.is_causal = _is_causal(config)
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token

@@ -1,0 +1,94 @@
+"""Function extraction on real files, including files that do not decode or parse; dedup; splits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from contrastlab.data.functions import body_hash, extract_file, extract_repositories
+from contrastlab.data.repos import fetch_dist
+from contrastlab.data.splits import split_by_repository
+
+GOOD = '''
+import os
+
+
+@property
+def decorated(self):
+    """Docstring."""
+    a = 1
+    b = 2
+    return a + b
+
+
+class K:
+    async def method(self, x: int) -> int:
+        y = x + 1
+        y *= 2
+        return y
+
+    def short(self):
+        return 1
+'''
+
+
+def _write_repo(root: Path, name: str, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        p = root / name / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+
+
+def test_extract_file_records():
+    recs = {r["qualname"]: r for r in extract_file(GOOD)}
+    assert set(recs) == {"decorated", "K.method", "K.short"}
+    d = recs["decorated"]
+    assert d["signature"] == "@property\ndef decorated(self):"
+    assert d["body"] == "a = 1\nb = 2\nreturn a + b"
+    assert (d["lineno"], d["end_lineno"]) == (5, 10)
+    assert recs["K.method"]["signature"] == "async def method(self, x: int) -> int:"
+    with_doc = {r["qualname"]: r for r in extract_file(GOOD, include_docstring=True)}
+    assert with_doc["decorated"]["signature"].endswith('"""Docstring."""')
+    assert with_doc["decorated"]["body"] == d["body"]
+
+
+def test_repositories_skip_undecodable_unparsable_and_dedupe(tmp_path):
+    real = Path(json.__file__).with_name("decoder.py")  # a real stdlib source file
+    _write_repo(tmp_path, "alpha", {
+        "pkg/good.py": GOOD.encode(),
+        "pkg/real_decoder.py": real.read_bytes(),
+        "pkg/latin1.py": "def f():\n    s = 'caf\xe9'\n    t = s\n    return t\n".encode("latin-1"),
+        "pkg/broken.py": b"def f(:\n    return 1\n",
+        "tests/test_x.py": GOOD.encode(),
+    })
+    # beta holds the same bodies with other spacing: duplicates across repositories
+    _write_repo(tmp_path, "beta", {"b.py": GOOD.replace("a + b", "a  +  b").encode()})
+    df, stats = extract_repositories(tmp_path, ["alpha", "beta"], min_body_lines=3)
+    sk = stats["skipped"]
+    assert sk["undecodable"] == 1 and sk["unparsable"] == 1 and sk["test_file"] == 1
+    assert sk["too_short"] >= 1  # K.short
+    assert sk["duplicate_body_across_repos"] == 2  # decorated and K.method again in beta
+    assert stats["per_repository"]["beta"]["kept"] == 0
+    assert {"JSONDecoder.decode", "JSONDecoder.raw_decode"} <= set(df["qualname"])  # from the real stdlib file
+    assert df["body_hash"].is_unique
+    assert list(df["id"]) == list(range(len(df)))
+    assert body_hash("a  =\n 1") == body_hash("a = 1")
+
+
+def test_split_no_repo_in_two_splits_and_no_shared_body(tmp_path):
+    names = ["requests", "click", "jinja2", "tqdm", "attrs", "pluggy", "packaging"]
+    for n in names:
+        fetch_dist(n, tmp_path / n)
+    df, stats = extract_repositories(tmp_path, names, max_functions_per_repo=40)
+    assign = split_by_repository(df["repo"].value_counts().to_dict(), (0.8, 0.1, 0.1), seed=42)
+    df["split"] = df["repo"].map(assign)
+    assert set(df["split"]) == {"train", "val", "test"}
+    assert (df.groupby("repo")["split"].nunique() == 1).all()
+    norm = df.groupby("body_hash")["split"].nunique()
+    assert (norm == 1).all()
+    assert split_by_repository(df["repo"].value_counts().to_dict(), seed=42) == assign
+    with pytest.raises(ValueError, match="at least 3"):
+        split_by_repository({"a": 1, "b": 2})
