@@ -68,18 +68,34 @@ def _trim() -> None:
         pass
 
 
-def timed(fn, repeats: int) -> tuple[float, float]:
-    """(median seconds, peak MiB above the start) of ``fn`` over ``repeats`` runs after one warm-up."""
+def peak_mib(fn) -> float:
+    """Peak resident memory (MiB) added by one run of ``fn`` (freed heap trimmed first)."""
     gc.collect()
     _trim()
-    times = []
     with PeakRSS() as mem:
         fn()
-        for _ in range(repeats):
+    return mem.mib
+
+
+def rounds(fns: dict, repeats: int) -> dict:
+    """Run every function once per round, ``repeats`` rounds after a warm-up round.
+
+    Interleaving keeps the functions of one round under the same machine load, so per-round
+    ratios are robust to other processes; returns ``{name: [seconds per round]}``."""
+    for fn in fns.values():
+        fn()
+    out = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
             t = time.perf_counter()
             fn()
-            times.append(time.perf_counter() - t)
-    return statistics.median(times), mem.mib
+            out[k].append(time.perf_counter() - t)
+    return out
+
+
+def ratio(times: dict, num: str, den: str) -> float:
+    """Median over rounds of ``times[num] / times[den]``."""
+    return statistics.median(a / b for a, b in zip(times[num], times[den]))
 
 
 def supcontrast_reference(features, labels, temperature=0.1, base_temperature=0.1):
@@ -146,44 +162,44 @@ def main() -> None:
     from pytorch_metric_learning.losses import SupConLoss
 
     pml = SupConLoss(temperature=tau)
-    print(f"contrastlab loss benchmark: D={d}, C={args.labels}, tau={tau}, threads={args.threads}, "
-          f"median of {reps} forward+backward runs; ratios are time / floor and PML time / time")
+    print(f"contrastlab loss benchmark: D={d}, C={args.labels}, tau={tau}, threads={args.threads}; "
+          f"forward+backward, {reps} interleaved rounds, median of per-round ratios")
     names = ["supcon", "all", "any", "mulsupcon", "simdis", "sim_only", "dis_only"]
     for n in sizes:
         x, y, multi = batch(n, d, args.labels)
-        t_floor, m_floor = timed(floor_fn(n, d), reps)
-        t_pml, m_pml = timed(fwd_bwd(pml, x, y), reps)
-        rows = []
+        fns = {"floor": floor_fn(n, d)}
         for name in names:
-            lab = y if name == "supcon" else multi
-            t, m = timed(fwd_bwd(get_loss(name), x, lab, temperature=tau), reps)
-            rows.append((name, t, m))
-        t_ref, m_ref = timed(fwd_bwd(supcontrast_reference, x, y, views=x.unsqueeze(1), temperature=tau), reps)
-        rows.append(("SupContrast algorithm", t_ref, m_ref))
-        rows.append(("pytorch-metric-learning SupConLoss", t_pml, m_pml))
-        t_sup = rows[0][1]
-        print(f"\nN = {n} (floor peak {m_floor:.0f} MiB)")
+            fns[name] = fwd_bwd(get_loss(name), x, y if name == "supcon" else multi, temperature=tau)
+        fns["SupContrast algorithm"] = fwd_bwd(supcontrast_reference, x, y, views=x.unsqueeze(1), temperature=tau)
+        fns["pytorch-metric-learning SupConLoss"] = fwd_bwd(pml, x, y)
+        times = rounds(fns, reps)
+        print(f"\nN = {n}")
         print(f"  {'loss':36s} {'x floor':>8s} {'PML / it':>9s} {'x supcon':>9s} {'peak MiB':>9s}")
-        for name, t, m in rows:
-            print(f"  {name:36s} {t / t_floor:8.2f} {t_pml / t:9.2f} {t / t_sup:9.2f} {m:9.0f}")
+        for name in fns:
+            print(f"  {name:36s} {ratio(times, name, 'floor'):8.2f} "
+                  f"{ratio(times, 'pytorch-metric-learning SupConLoss', name):9.2f} "
+                  f"{ratio(times, name, 'supcon'):9.2f} {peak_mib(fns[name]):9.0f}")
 
     print("\nPaired views (features [B, 2, D], positives = the other view; peer: SupContrast algorithm, n_views=2)")
     print(f"  {'2B views':>9s} {'ours x floor':>13s} {'ref x floor':>12s} {'ref / ours':>11s} {'ours MiB':>9s} {'ref MiB':>8s}")
     for n in sizes:
         g = torch.Generator().manual_seed(1)
         v = F.normalize(torch.randn(n // 2, 2, d, generator=g), dim=-1)
-        t_floor, _ = timed(floor_fn(n, d), reps)
-        t_ours, m_ours = timed(fwd_bwd(get_loss("supcon"), v, temperature=tau, base_temperature=None), reps)
-        t_ref, m_ref = timed(fwd_bwd(supcontrast_reference, v, torch.arange(n // 2), temperature=tau), reps)
-        print(f"  {n:9d} {t_ours / t_floor:13.2f} {t_ref / t_floor:12.2f} {t_ref / t_ours:11.2f} {m_ours:9.0f} {m_ref:8.0f}")
+        fns = {"floor": floor_fn(n, d),
+               "ours": fwd_bwd(get_loss("supcon"), v, temperature=tau, base_temperature=None),
+               "ref": fwd_bwd(supcontrast_reference, v, torch.arange(n // 2), temperature=tau)}
+        times = rounds(fns, reps)
+        print(f"  {n:9d} {ratio(times, 'ours', 'floor'):13.2f} {ratio(times, 'ref', 'floor'):12.2f} "
+              f"{ratio(times, 'ref', 'ours'):11.2f} {peak_mib(fns['ours']):9.0f} {peak_mib(fns['ref']):8.0f}")
     if not args.quick:
         b = 8192
         g = torch.Generator().manual_seed(2)
         v = F.normalize(torch.randn(b, 2, d, generator=g), dim=-1)
-        t_floor, _ = timed(floor_fn(2 * b, d), 1)
-        t_ours, m_ours = timed(fwd_bwd(get_loss("supcon"), v, temperature=tau, base_temperature=None), 1)
-        print(f"\n2 x {b} views: supcon forward+backward {t_ours / t_floor:.2f} x floor, "
-              f"peak {m_ours / 1024:.2f} GiB added ({'within' if m_ours < 8 * 1024 else 'OVER'} 8 GB)")
+        fns = {"floor": floor_fn(2 * b, d), "ours": fwd_bwd(get_loss("supcon"), v, temperature=tau, base_temperature=None)}
+        times = rounds(fns, 1)
+        m = peak_mib(fns["ours"])
+        print(f"\n2 x {b} views: supcon forward+backward {ratio(times, 'ours', 'floor'):.2f} x floor, "
+              f"peak {m / 1024:.2f} GiB added ({'within' if m < 8 * 1024 else 'OVER'} 8 GB)")
 
 
 if __name__ == "__main__":

@@ -17,8 +17,9 @@ summing backward of the gather, the gradient w.r.t. rank r's embeddings equals t
 process computing L on the concatenated batch. DDP then *averages* parameter gradients
 over the W ranks, so a training step must backpropagate ``W * L_r``
 (:func:`ddp_loss_scale` returns W) to obtain exactly ``dL/dtheta``. Losses in
-``contrastlab.losses`` accept ``reduction="sum"`` and return the number of anchors that
-contributed, which is what this needs.
+``contrastlab.losses`` accept ``reduction="sum"`` and ``return_stats=True`` (the number of
+terms that contributed), which is what this needs; ``contrastlab.losses.distributed_loss``
+and ``distributed_infonce_loss`` do all of it (tested under ``torchrun --nproc_per_node=2``).
 """
 
 from __future__ import annotations
