@@ -31,11 +31,20 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        # mkstemp creates 0600; give the final file the usual permissions (0666 & ~umask).
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(tmp_path, 0o666 & ~_umask())
         os.replace(tmp_path, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 @contextlib.contextmanager

@@ -56,3 +56,14 @@ def test_verify_sha256sums(tmp_path):
     (tmp_path / "f.bin").unlink()
     with pytest.raises(FileNotFoundError, match=r"f\.bin"):
         verify_sha256sums(tmp_path, sums)
+
+
+def test_atomic_files_get_usual_permissions(tmp_path):
+    import os
+    import stat
+
+    write_json(tmp_path / "m.json", {"a": 1})
+    mode = stat.S_IMODE(os.stat(tmp_path / "m.json").st_mode)
+    mask = os.umask(0)
+    os.umask(mask)
+    assert mode == 0o666 & ~mask
