@@ -114,7 +114,7 @@ class TeacherParams(BaseModel):
     model: str = Field("minilm", description="'minilm', a local folder or a hub id")
     layer: int | None = Field(4, ge=1, description="hidden-state index; null = last layer")
     max_sig_tokens: int = Field(32, ge=2)
-    max_body_tokens: int = Field(128, ge=2)
+    max_body_tokens: int = Field(96, ge=2)
     batch_size: int = Field(64, ge=1)
     shard_size: int = Field(1024, ge=1)
     device: str = "auto"
