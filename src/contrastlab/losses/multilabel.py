@@ -64,60 +64,65 @@ CACHE_ELEMENTS = 1 << 26  # keep the ANY / Sim-Dis weight matrix if n * M <= 64M
 
 
 def overlap_pass(rows: Rows, ya: Tensor, yc: Tensor, factor=None, weighting: str = "numerator"):
-    """ANY positives (``|S ∩ T| > 0``, anchor's own row excluded), block by block, no grad.
+    """ANY positives (``|S ∩ T| > 0``, anchor's own row excluded) and Sim-Dis statistics.
 
     Returns ``(cnt [n], coef [n], const [n], weight_fn)``: ``|P(i)|``; ``c_i = sum_j W_ij``;
     Sim-Dis's ``-1/|P| sum_p log K_ip`` (zeros without ``factor``); the block function of
-    ``W = pos * (K if weighting == "log_prob") / |P|``. ``factor(inter, lo, hi)`` gives K for
-    a block. The blocks of ``W`` are kept (one ``n x M`` float in total) when
+    ``W = pos * (K if weighting == "log_prob") / |P|``. ``factor(inter, na, nc)`` gives K.
+
+    The per-anchor sums depend only on (anchor label set, sample label set), so they are
+    computed on the ``U x U`` matrix of the distinct label sets times the number of
+    contrast rows holding each set (the anchor's own row has ``K = 1``, ``log K = 0``).
+    The blocks of ``W`` are kept (one ``n x M`` float in total) when
     ``n * M <= CACHE_ELEMENTS`` and recomputed from the labels in every pass otherwise.
     """
     n, m = ya.shape[0], yc.shape[0]
     dt = ya.dtype
-    cnt = torch.empty(n, dtype=dt, device=ya.device)
-    ksum = torch.zeros(n, dtype=dt, device=ya.device)
-    logk = torch.zeros(n, dtype=dt, device=ya.device)
-    yct = yc.T.contiguous()
+    allrows = torch.cat([ya, yc])
+    ids = _set_ids(allrows)
+    u = int(ids.max()) + 1
+    yu = allrows.new_zeros(u, ya.shape[1]).index_copy_(0, ids, allrows)
+    ida = ids[:n]
+    n_c = torch.bincount(ids[n:], minlength=u).to(dt)  # contrast rows per distinct set
+    nu = yu.sum(1, keepdim=True)
     log_prob = factor is not None and weighting == "log_prob"
+    cnt_u = torch.empty(u, dtype=dt, device=ya.device)
+    acc_u = torch.zeros(u, dtype=dt, device=ya.device)
+    for lo, hi in row_blocks(u, u):
+        inter = yu[lo:hi] @ yu.T
+        if factor is not None:
+            k = factor(inter, nu[lo:hi], nu.T)
+            if not log_prob:
+                k = torch.where(inter > 0, k.clamp_min_(torch.finfo(dt).tiny).log_(), 0.0)
+            acc_u[lo:hi] = k @ n_c
+        cnt_u[lo:hi] = inter.gt_(0) @ n_c
+    own = (nu.view(-1) > 0).to(dt)  # the anchor's own row: a positive of itself iff its set is non-empty
+    cnt = (cnt_u - own)[ida]
+    inv = 1.0 / cnt.clamp_min(1)
+    if log_prob:
+        coef = (acc_u - own)[ida] * inv  # minus the own row's K = 1
+        const = torch.zeros_like(cnt)
+    else:
+        coef = (cnt > 0).to(dt)
+        const = -acc_u[ida] * inv if factor is not None else torch.zeros_like(cnt)
+    yct = yc.T.contiguous()
+    na = ya.sum(1, keepdim=True)
+    ncr = yc.sum(1).unsqueeze(0)
 
-    def raw_block(lo: int, hi: int, stats: bool) -> Tensor:
+    def raw_block(lo: int, hi: int) -> Tensor:
         inter = ya[lo:hi] @ yct
-        k = factor(inter, lo, hi) if (factor is not None and (stats or log_prob)) else None
+        k = factor(inter, na[lo:hi], ncr) if log_prob else None
         w = inter.gt_(0)  # 0/1 float, in place
         w.scatter_(1, rows.self_index[lo:hi].view(-1, 1), 0.0)
-        if stats:
-            cnt[lo:hi] = w.sum(1)
-            if k is not None and log_prob:
-                ksum[lo:hi] = torch.linalg.vecdot(w, k)
-            elif k is not None:
-                logk[lo:hi] = torch.linalg.vecdot(w, k.clamp_min_(torch.finfo(dt).tiny).log_())
-        if log_prob:
+        if k is not None:
             w.mul_(k)
-        return w
+        return w.mul_(inv[lo:hi].unsqueeze(1))
 
     blocks = row_blocks(n, m)
-    cache = n * m <= CACHE_ELEMENTS
-    kept = []
-    for lo, hi in blocks:
-        w = raw_block(lo, hi, True)
-        if cache:
-            kept.append(w)
-        del w
-    inv = 1.0 / cnt.clamp_min(1)
-    if cache:
-        for (lo, hi), w in zip(blocks, kept):
-            w.mul_(inv[lo:hi].unsqueeze(1))
-        by_lo = {lo: w for (lo, _), w in zip(blocks, kept)}
-    del kept
-    coef = ksum * inv if log_prob else (cnt > 0).to(dt)
-    const = -logk * inv
-
-    def weight_fn(lo: int, hi: int) -> Tensor:
-        if cache:
-            return by_lo[lo]
-        return raw_block(lo, hi, False).mul_(inv[lo:hi].unsqueeze(1))
-
-    return cnt, coef, const, weight_fn
+    if n * m <= CACHE_ELEMENTS:
+        by_lo = {lo: raw_block(lo, hi) for lo, hi in blocks}
+        return cnt, coef, const, lambda lo, hi: by_lo[lo]
+    return cnt, coef, const, raw_block
 
 
 def _set_ids(y: Tensor) -> Tensor:

@@ -159,12 +159,10 @@ def simdis_loss(
         raise ValueError(f"weighting must be 'numerator' or 'log_prob', got {weighting!r}")
     scale = scale_factor(temperature, base_temperature)
     rows, ya, yc = label_rows(features, labels, contrast_features, contrast_labels, anchor_offset, contrast_mode)
-    na = ya.sum(1, keepdim=True)
-    nc = yc.sum(1).unsqueeze(0)
-    _factor(ya[:0] @ yc[:0].T, na[:0], nc[:, :0], mode, dissimilarity, alpha)  # validate arguments early
+    _factor(ya[:0] @ yc[:0].T, ya[:0, :1], yc[:0, :1].T, mode, dissimilarity, alpha)  # validate arguments early
 
-    def factor(inter: Tensor, lo: int, hi: int) -> Tensor:
-        return _factor(inter, na[lo:hi], nc, mode, dissimilarity, alpha)
+    def factor(inter: Tensor, na: Tensor, nc: Tensor) -> Tensor:
+        return _factor(inter, na, nc, mode, dissimilarity, alpha)
 
     cnt, coef, const, wfn = overlap_pass(rows, ya, yc, factor, weighting)
     per = weighted_log_softmax(rows.anchors, rows.contrast, coef, rows.self_index, temperature, wfn)
