@@ -55,7 +55,7 @@ def _plt():
     return plt
 
 
-def _rank_curve_figure(data_dir: Path, names: list[str], path: Path) -> bool:
+def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int = 0) -> bool:
     import pandas as pd
 
     curves = {n: data_dir / f"{n}_rank_curve.csv" for n in names}
@@ -67,6 +67,11 @@ def _rank_curve_figure(data_dir: Path, names: list[str], path: Path) -> bool:
     for n, p in curves.items():
         df = pd.read_csv(p)
         ax.plot(df["k"], 100 * df["rank_at_k"], label=TITLES.get(n, n))
+    if corpus:
+        import numpy as np
+
+        k = np.arange(1, 101)
+        ax.plot(k, 100 * k / corpus, ls=":", c="k", lw=0.9, label=f"random (k / {corpus:,})")
     ax.axhline(5, ls="--", c="gray", lw=0.8)
     ax.text(1, 5.3, "Exp 1.4 target Rank@10 5 %", fontsize=7, color="gray")
     ax.set_xscale("log")
@@ -173,7 +178,8 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | N
     figures_dir = Path(figures_dir)
     figures_dir.mkdir(parents=True, exist_ok=True)
     p = figures_dir / "code_rank_at_k.png"
-    if _rank_curve_figure(root / "reports" / "data" / "code", names, p):
+    corpus = max(int(m.get("corpus_size", 0)) for m in metrics.values())
+    if _rank_curve_figure(root / "reports" / "data" / "code", names, p, corpus):
         s.figures.append(Figure("Test Rank@k against k", p,
                                 "Share of test signatures whose body is in the top k."))
     p = figures_dir / "code_training_curves.png"
