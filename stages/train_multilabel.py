@@ -44,6 +44,24 @@ def make_config(p, dataset: str, loss: str, encoder: str) -> TrainConfig:
         threads=t.threads_per_worker, device=t.device)
 
 
+def _log_history(tracker, hist: np.ndarray, results) -> None:
+    """Per-epoch training loss (mean and per seed, ``step`` = epoch) in ONE MLflow batch:
+    one database transaction instead of one per epoch."""
+    if not tracker.active:
+        return
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    ts = int(time.time() * 1000)
+    ms = []
+    for e in range(hist.shape[1]):
+        ms.append(Metric("loss", float(hist[:, e].mean()), ts, e + 1))
+        ms += [Metric(f"loss_seed{r.seed}", float(r.history[e]), ts, e + 1) for r in results]
+    client = MlflowClient()
+    for i in range(0, len(ms), 1000):  # MLflow's batch limit
+        client.log_batch(tracker.run_id, metrics=ms[i:i + 1000])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dataset", required=True)
@@ -108,9 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             rows["clf_bce"] = np.pad(c, (0, max(0, hist.shape[1] - len(c))), constant_values=np.nan)[: hist.shape[1]]
         import pandas as pd
 
-        for e in range(hist.shape[1]):
-            tracker.log_metrics({"loss": float(hist[:, e].mean()),
-                                 **{f"loss_seed{r.seed}": r.history[e] for r in results}}, step=e + 1)
+        _log_history(tracker, hist, results)
         tracker.log_metrics({k: v for k, v in out.items() if isinstance(v, (int, float))})
         write_csv(Path(args.plots_dir) / f"{ds}_{loss}.csv", pd.DataFrame(rows))
         write_json(Path(args.metrics_dir) / f"{ds}_{loss}.json", out)

@@ -193,10 +193,10 @@ def _weights_figure(ds: str, csv: Path, path: Path) -> None:
         d = df[df["relation"] == r]
         ax.bar(d["bin_left"], d["count"], width=d["bin_right"] - d["bin_left"], align="edge")
         ax.set_title(f"{names[r]} ({int(d['count'].sum())})", fontsize=8)
-        ax.set_xlabel("K^s K^d")
+        ax.set_xlabel("$K^s K^d$")
         ax.set_yscale("symlog")
     axes[0].set_ylabel("pairs")
-    fig.suptitle(f"{ds}: Sim-Dis weights by relation (training labels)", fontsize=9)
+    fig.suptitle(f"{ds}: Sim-Dis weights $K^s K^d$ by relation (training labels)", fontsize=9, y=1.06)
     _save(fig, path)
 
 
