@@ -103,13 +103,19 @@ def main(argv: list[str] | None = None) -> int:
 
         raw = Path(ml.reuters.raw_dir)
         m = modapte_90(read_reuters(raw if raw.is_absolute() else root / raw))
+        for split, cap in (("train", dp.max_train), ("test", dp.max_test)):
+            if cap and len(m[f"{split}_text"]) > cap:  # subsample before the (slow) teacher pass
+                keep = np.sort(np.random.default_rng(0).permutation(len(m[f"{split}_text"]))[:cap])
+                m[f"{split}_text"] = [m[f"{split}_text"][i] for i in keep]
+                m[f"y_{split}"] = m[f"y_{split}"][keep]
         arrays = {"x_train": _teacher_features(m["train_text"], ml.reuters.teacher, ml.reuters.max_length, ml.reuters.batch_size),
                   "y_train": m["y_train"],
                   "x_test": _teacher_features(m["test_text"], ml.reuters.teacher, ml.reuters.max_length, ml.reuters.batch_size),
                   "y_test": m["y_test"]}
         labels = m["labels"]
         kind = "teacher_head"
-        extra = {"n_modapte_train": m["n_modapte_train"], "n_modapte_test": m["n_modapte_test"]}
+        extra = {"n_modapte_train": m["n_modapte_train"], "n_modapte_test": m["n_modapte_test"],
+                 "n_train_full": len(m["train_ids"])}
     elif name == "humaneval":
         out_dir.mkdir(parents=True, exist_ok=True)
         r = build_humaneval(p, out_dir)
@@ -118,11 +124,13 @@ def main(argv: list[str] | None = None) -> int:
         kind = "teacher_head"
     else:
         raise KeyError(f"unknown data set {name!r}")
-    n_full = len(arrays["x_train"])
-    if dp.max_train and n_full > dp.max_train:
-        keep = np.sort(np.random.default_rng(0).permutation(n_full)[: dp.max_train])
-        for k in [k for k in arrays if k.endswith("_train")]:
-            arrays[k] = arrays[k][keep]
+    n_full = extra.pop("n_train_full", len(arrays["x_train"]))
+    for split, cap in (("train", dp.max_train), ("test", dp.max_test)):
+        n = len(arrays[f"x_{split}"])
+        if cap and n > cap:
+            keep = np.sort(np.random.default_rng(0).permutation(n)[:cap])
+            for k in [k for k in arrays if k.endswith(f"_{split}")]:
+                arrays[k] = arrays[k][keep]
     if dp.standardize and kind == "mlp":
         mu = arrays["x_train"].mean(0)
         sd = arrays["x_train"].std(0)
@@ -136,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {
         "dataset": name, "encoder": kind, "labels": labels,
         "n_features": int(arrays["x_train"].shape[1]),
-        "train_full": int(n_full), "subsampled_to": int(dp.max_train) if dp.max_train and n_full > dp.max_train else 0,
+        "train_full": int(n_full), "subsampled_to": int(len(arrays["x_train"])) if len(arrays["x_train"]) < n_full else 0,
         "train": label_stats(arrays["y_train"]), "test": label_stats(arrays["y_test"]),
         **extra,
     }

@@ -27,6 +27,8 @@ class DatasetParams(_Strict):
 
     max_train: int = Field(0, ge=0, description="Subsample the train split to this many rows "
                            "(seeded, 0 = all). The default uses it for tmc2007-500 only.")
+    max_test: int = Field(0, ge=0, description="Subsample the test split (seeded, 0 = all); for "
+                          "quick trial runs only, the reported numbers use the full test split.")
     standardize: bool = Field(True, description="Z-score features with train-split mean/std.")
     epochs: int | None = Field(None, ge=1, description="Override train.epochs for this data set.")
     batch_size: int | None = Field(None, ge=2, description="Override train.batch_size.")

@@ -101,6 +101,11 @@ def _cell(m: dict | None, key: str, ref: dict | None = None) -> str:
     return s
 
 
+def _same_seeds(a: dict, b: dict) -> bool:
+    keys = [k for k in a if "_seed" in k and k.split("_seed")[0] in ("micro_f1", "macro_f1", "map")]
+    return bool(keys) and all(k in b and a[k] == b[k] for k in keys)
+
+
 def _bold_best(rows: list[list[str]], ms: list[dict | None], keys: list[str], first_col: int = 1) -> None:
     for j, key in enumerate(keys):
         vals = [m.get(key) if m else None for m in ms]
@@ -248,6 +253,12 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         ms = [r[x] for x in present]
         trs = [[TITLES[x]] + [_cell(r[x], k, ref) for k in keys] for x in present]
         _bold_best(trs, ms, keys)
+        same = [TITLES[x] for x in ("simdis", "sim_only", "dis_only")
+                if x in r and "any" in r and _same_seeds(r[x], r["any"])]
+        if same:
+            s.notes.append(f"{ds}: {', '.join(same)} gave exactly ANY's per-seed results. Expected when the "
+                           "Sim-Dis factor is applied literally inside the log (Eq. 13, weighting: numerator): "
+                           "it only adds a constant, so the gradient equals ANY's (docs/multilabel.md).")
         secs = sum(m.get("time_s", 0.0) for m in r.values())
         s.tables.append(Table(f"{ds}: Table 1 format", cols, trs,
                               note=f"{any_run.get('n_seeds', '?')} seeds; training wall time of the "
