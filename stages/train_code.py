@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "time_s": summary["time_s"]})
             hist = pd.DataFrame(summary["history"])[
                 ["epoch", "train_loss", "val_rank_at_10", "val_rank_at_1", "val_mrr",
-                 "val_mean_cosine", "lr", "temperature", "epoch_time_s"]]
+                 "val_mean_cosine", "lr", "temperature"]]  # no wall times: reruns give equal bytes
             write_csv(Path(args.plots) / f"{args.variant}.csv", hist)
             write_json(models / f"{args.variant}.json",
                        {k: v for k, v in summary.items() if k != "history"})
