@@ -225,6 +225,16 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         "mAP = macro average precision. † = paired t-test over seeds against Sim-Dis gives p < 0.05 "
         "(with 3 seeds this test has little power: unmarked differences are not established). "
         "Bold = highest mean in the column.")
+    try:  # which Sim-Dis weighting produced these rows (the params the report runs with)
+        from ..params import load_params
+
+        var = load_params(Path(root) / "params.yaml").multilabel.variants
+        w = {x: var[x].kwargs.get("weighting", "numerator") for x in ("simdis", "sim_only", "dis_only")}
+        s.notes.append("Sim-Dis factor weighting: " + ", ".join(f"{TITLES[x]} `{v}`" for x, v in w.items())
+                       + " (`numerator` = Eq. 13 literally, gradient equal to ANY's; `log_prob` = the factor "
+                         "multiplies each positive's log-probability; see docs/multilabel.md).")
+    except Exception:  # no/invalid params file: the section still renders
+        pass
     # data set statistics
     rows = []
     for ds in runs:
