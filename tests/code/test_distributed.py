@@ -37,12 +37,13 @@ def _data(tmp: Path) -> dict[str, str]:
             "--plots": str(tmp / "plots")}
 
 
-def _params(tmp: Path, batch: int) -> Path:
-    p = tmp / f"params_{batch}.yaml"
+def _params(tmp: Path, batch: int, epochs: int = 1) -> Path:
+    p = tmp / f"params_{batch}_{epochs}.yaml"
     p.write_text(
         "code:\n"
         "  model: {d_model: 16, n_layers: 1, n_heads: 2, ffn: 32, dropout: 0.0}\n"
-        f"  train: {{batch_size: {batch}, epochs: 1, threads: 1, hardneg_k: 3, device: cpu}}\n")
+        f"  train: {{batch_size: {batch}, epochs: {epochs}, threads: 1, hardneg_k: 3, "
+        "hardneg_refresh: 2, patience: 5, device: cpu}\n")
     return p
 
 
@@ -69,3 +70,9 @@ def test_two_process_first_step_equals_one_process(tmp_path):
     for name, ga in a["grads"].items():
         torch.testing.assert_close(b["grads"][name], ga, atol=1e-6, rtol=1e-4, msg=name)
     assert any(g.abs().sum() > 0 for g in a["grads"].values())
+    # a whole 2-process run (hard-negative refresh, validation, early stopping, checkpoint)
+    _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+          script, *args, "--params", str(_params(tmp_path, 4, epochs=3))])
+    hist = pd.read_csv(tmp_path / "plots" / "infonce_hardneg.csv")
+    assert list(hist["epoch"]) == [1, 2, 3]
+    assert (tmp_path / "models" / "infonce_hardneg.pt").exists()

@@ -110,6 +110,17 @@ def _trim(states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     return states[:, :max(1, t)], mask[:, :max(1, t)]
 
 
+def _from_rank0(t: Tensor, device: torch.device) -> Tensor:
+    """Rank 0's copy of ``t`` on every rank (no-op in a single process); returned on the CPU."""
+    if D.world_size() == 1:
+        return t
+    import torch.distributed as dist
+
+    x = t.to(device).contiguous()
+    dist.broadcast(x, src=0)
+    return x.cpu()
+
+
 def mine_hard_negatives(queries: Tensor, bodies_n: Tensor, body_hash: np.ndarray, k: int,
                         device: str = "auto") -> np.ndarray:
     """``[Q, k]`` row indices into ``bodies_n``: nearest bodies to each query, excluding the
@@ -198,6 +209,7 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
             q = train_bodies_n if epoch == 0 else predict(student, data, tr, dev)
             hard = torch.as_tensor(mine_hard_negatives(q, train_bodies_n, data.body_hash[tr],
                                                        train_p.hardneg_k, train_p.device))
+            hard = _from_rank0(hard, dev)  # every rank uses rank 0's negatives
         g = torch.Generator().manual_seed(train_p.seed * 1000 + epoch)
         perm = torch.randperm(len(tr), generator=g)
         model.train()
@@ -254,6 +266,9 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
                 f"cos {row['val_mean_cosine']:.3f} ({row['epoch_time_s']:.1f}s)")
             if on_epoch:
                 on_epoch(row)
+        # rank 0's score decides, so all ranks stop at the same epoch even if GPU search differs
+        row["val_rank_at_10"] = float(_from_rank0(torch.tensor([row["val_rank_at_10"]],
+                                                               dtype=torch.float64), dev)[0])
         if row["val_rank_at_10"] > best[0]:
             best = (row["val_rank_at_10"], epoch + 1)
             bad = 0
