@@ -6,9 +6,9 @@ Layout::
       source: vendored            # vendored (offline, checksummed) | download (PyG's loader)
       preset: fast                # which entry of `presets` the train stages use
       presets:                    # seeds / epochs / loss batch per preset
-        fast: {seeds: [0, 1], epochs: 150, batch_nodes: 1024}
-        full: {seeds: [0, 1, 2, 3, 4], epochs: 300, batch_nodes: 1024}
-      threads: 2                  # torch CPU threads
+        fast: {seeds: [0, 1], epochs: 100, batch_nodes: 1024}
+        full: {seeds: [0, 1, 2, 3, 4], epochs: 200, batch_nodes: 1024}
+      threads: 1                  # torch CPU threads
       model: {hidden_dim, out_dim, proj_dim, activation}
       train: {lr, weight_decay, feature_mask: [v1, v2], edge_drop: [v1, v2], feature_mask_mode}
       probe: {c_grid, normalize, notebook_steps, notebook_lr}
@@ -39,7 +39,7 @@ class GraphPreset(_Strict):
     """Seeds, epochs and loss batch of one preset."""
 
     seeds: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0, 1], min_length=1)
-    epochs: int = Field(150, ge=1, le=100_000)
+    epochs: int = Field(100, ge=1, le=100_000)
     batch_nodes: Optional[int] = Field(
         1024, ge=2, description="Nodes per loss batch (null: all 2708 nodes every step).")
 
@@ -75,7 +75,7 @@ class GraphProbe(_Strict):
 
     c_grid: list[Annotated[float, Field(gt=0.0)]] = Field(
         default_factory=lambda: [0.01, 0.1, 1.0, 10.0, 100.0], min_length=1)
-    normalize: Literal["l2", "standard", "none"] = "l2"
+    normalize: Literal["l2", "standard", "none"] = "standard"
     notebook_steps: int = Field(200, ge=1, le=100_000)
     notebook_lr: float = Field(0.01, gt=0.0, le=10.0)
 
@@ -127,8 +127,8 @@ class GraphParams(_Strict):
     source: Literal["vendored", "download"] = "vendored"
     preset: str = "fast"
     presets: dict[str, GraphPreset] = Field(default_factory=lambda: {
-        "fast": GraphPreset(), "full": GraphPreset(seeds=[0, 1, 2, 3, 4], epochs=300)})
-    threads: int = Field(2, ge=1, le=256)
+        "fast": GraphPreset(), "full": GraphPreset(seeds=[0, 1, 2, 3, 4], epochs=200)})
+    threads: int = Field(1, ge=1, le=256)
     model: GraphModel = GraphModel()
     train: GraphTrain = GraphTrain()
     probe: GraphProbe = GraphProbe()
