@@ -76,6 +76,14 @@ def test_malformed_arff_names_the_file(tmp_path):
     bad2.write_text(HEADER + "1,1,0,1\n")  # one value short
     with pytest.raises(ArffError, match="badrow.arff"):
         read_arff(bad2, ["L2", "L1"])
+    nodata = tmp_path / "nodata.arff"
+    nodata.write_text(HEADER.replace("@data\n", ""))
+    with pytest.raises(ArffError, match="nodata.arff.*@data"):
+        read_arff(nodata, ["L2", "L1"])
+    upper = tmp_path / "upper.arff"
+    upper.write_text(HEADER.replace("@data", "@DATA") + "{0 1.5,3 1}\n")
+    x, y, _ = read_arff(upper, ["L2", "L1"])
+    assert x.shape == (1, 3) and y.tolist() == [[0, 1]]
     bad3 = tmp_path / "badlabel.arff"
     bad3.write_text(HEADER + "1,1,0,1,0\n")
     with pytest.raises(ArffError, match="badlabel.arff.*L9"):

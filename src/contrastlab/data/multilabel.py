@@ -17,6 +17,7 @@ Source of the data: Tsoumakas et al., MULAN (github.com/tsoumakas/mulan); see
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,7 +149,10 @@ def read_arff(path: str | Path, label_names: list[str]) -> tuple[np.ndarray, np.
         raise FileNotFoundError(f"{path}: ARFF file not found")
     text = path.read_text(encoding="utf-8", errors="replace")
     # Sparse rows start with '{'; liac-arff's COO decoder reads them without densifying.
-    body = text.split("@data", 1)[-1] if "@data" in text else text.split("@DATA", 1)[-1]
+    parts = re.split(r"^\s*@data\b", text, maxsplit=1, flags=re.I | re.M)
+    if len(parts) != 2:
+        raise ArffError(f"{path}: malformed ARFF: no @data section")
+    body = parts[1]
     first = next((ln.strip() for ln in body.splitlines() if ln.strip() and not ln.startswith("%")), "")
     sparse = first.startswith("{")
     try:
