@@ -67,9 +67,13 @@ def build_humaneval(p, out_dir: Path) -> dict:
     pairs = [f"{a}|{b}" for a, b in zip(df["problem"], df["tier"])]
     gid = {g: i for i, g in enumerate(sorted(set(pairs)))}
     groups = np.array([gid[g] for g in pairs], dtype=np.int64)  # (problem, tier) ids
+    from contrastlab.evaluation.multilabel import knn_label_purity
+
+    # reference for the trained encoders' knn_purity: the frozen teacher states themselves
+    purity = knn_label_purity(x[~test], groups[~test], x[test], groups[test], p.multilabel.train.knn_k)
     return {"x_train": x[~test], "y_train": y[~test], "x_test": x[test], "y_test": y[test],
             "g_train": groups[~test], "g_test": groups[test], "labels": labels,
-            "extra": {"tiers": df["tier"].value_counts().to_dict(),
+            "extra": {"knn_purity_teacher": purity,"tiers": df["tier"].value_counts().to_dict(),
                       "canonical_not_pass": int(((df["mutation"] == "canonical") & (df["tier"] != "PASS")).sum()),
                       "status": df["status"].value_counts().to_dict()}}
 

@@ -269,6 +269,12 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
             s.notes.append(f"{ds}: {', '.join(same)} gave exactly ANY's per-seed results. Expected when the "
                            "Sim-Dis factor is applied literally inside the log (Eq. 13, weighting: numerator): "
                            "it only adds a constant, so the gradient equals ANY's (docs/multilabel.md).")
+        dj = ddir / f"{ds}_dataset.json"
+        if "knn_purity" in extra and dj.exists():
+            tp = json.loads(dj.read_text()).get("knn_purity_teacher")
+            if tp is not None:
+                s.notes.append(f"{ds}: kNN@5 problem×tier purity of the frozen teacher states themselves "
+                               f"(before any training): {100 * tp:.2f}%.")
         secs = sum(m.get("time_s", 0.0) for m in r.values())
         s.tables.append(Table(f"{ds}: Table 1 format", cols, trs,
                               note=f"{any_run.get('n_seeds', '?')} seeds; training wall time of the "
