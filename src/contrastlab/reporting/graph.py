@@ -78,10 +78,11 @@ def _bar_figure(metrics: dict[str, dict], path: Path) -> None:
         for i, n in enumerate(names):  # individual seeds
             vals = _seed_values(metrics[n], key)
             ax.scatter([x[i] + (k - 0.5) * width] * len(vals), vals, s=8, color="k", zorder=3)
-    for name, acc, _ in REFERENCES[3:]:
+    for k, (name, acc, _) in enumerate(REFERENCES[3:]):
         ax.axhline(acc, ls="--", lw=0.8, color="gray")
-        ax.text(len(names) - 0.5, acc, f" {name.split(' (')[0]} {acc:.3f}", va="bottom",
-                ha="right", fontsize=7, color="gray")
+        ax.text(-0.5 if k % 2 == 0 else len(names) - 0.5, acc,
+                f" {name.split(' (')[0]} {acc:.3f} ", va="bottom",
+                ha="left" if k % 2 == 0 else "right", fontsize=7, color="gray")
     ax.set_xticks(x, [TITLES.get(n, n) for n in names])
     lo = min([metrics[n].get("notebook_acc_mean", 0.7) for n in names] + [0.75]) - 0.05
     ax.set_ylim(max(0.0, lo), 0.86)
