@@ -138,7 +138,9 @@ class MultilabelParams(_Strict):
         for d in KNOWN_DATASETS:
             self.data.setdefault(d, DatasetParams())
         for x in KNOWN_LOSSES:
-            self.variants.setdefault(x, VariantParams())
+            # Sim-Dis family: the log_prob weighting by default (Eq. 13 literally = ANY's gradient)
+            kw = {"weighting": "log_prob"} if x in ("simdis", "sim_only", "dis_only") else {}
+            self.variants.setdefault(x, VariantParams(kwargs=kw))
         bad = [d for d in self.data if d not in KNOWN_DATASETS]
         if bad:
             raise ValueError(f"data: unknown data set(s) {bad}; known: {KNOWN_DATASETS}")
