@@ -252,7 +252,6 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                                    "(multilabel.data.tmc2007-500.max_train)."))
     for ds, r in runs.items():
         ref = r.get("simdis")
-        extra = [k for k in sorted(any_run) if k.startswith("p_at_") and "_" not in k[5:]]
         extra = [k for k in sorted(next(iter(r.values()))) if k.startswith("p_at_") and k[5:].isdigit()]
         if "knn_purity" in next(iter(r.values())):
             extra.append("knn_purity")
