@@ -49,11 +49,37 @@ def _pair_logits(z1: torch.Tensor, z2: torch.Tensor, temperature: float):
     """Normalised ``Z`` [2N, D], self-masked logits ``S`` [2N, 2N] and positive index [2N]."""
     n = z1.shape[0]
     z = F.normalize(torch.cat([z1, z2], dim=0), dim=1)
-    logits = (z @ z.T) / temperature
-    eye = torch.eye(2 * n, dtype=torch.bool, device=z.device)
-    logits = logits.masked_fill(eye, float("-inf"))
+    zs = z * (1.0 / temperature) ** 0.5
+    logits = (zs @ zs.T).fill_diagonal_(float("-inf"))  # z_a . z_b / tau; in place is safe
     pos = torch.arange(2 * n, device=z.device).roll(n)  # a -> (a + N) mod 2N
     return z, logits, pos
+
+
+class _NTXentFromScaled(torch.autograd.Function):
+    """Mean over anchors of ``-log softmax_{b != a}(zs_a . zs_b)[pos_a]`` for ``zs`` [A, D].
+
+    Fused forward/backward: the [A, A] logits are computed once; the backward forms the
+    softmax ``P`` in one buffer, ``dzs = (G + G^T) zs`` with ``G = (P - onehot(pos)) / A``
+    computed as two matmuls (no transposed add).
+    """
+
+    @staticmethod
+    def forward(ctx, zs, pos):
+        logits = (zs @ zs.T).fill_diagonal_(float("-inf"))
+        lse = torch.logsumexp(logits, dim=1)
+        rows = torch.arange(zs.shape[0], device=zs.device)
+        loss = (lse - logits[rows, pos]).mean()
+        ctx.save_for_backward(zs, pos, logits, lse)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad):
+        zs, pos, logits, lse = ctx.saved_tensors
+        a = zs.shape[0]
+        p = torch.sub(logits, lse.unsqueeze(1)).exp_()    # softmax (logits kept: re-entrant)
+        p[torch.arange(a, device=zs.device), pos] -= 1.0
+        p.mul_(grad / a)
+        return p @ zs + p.T @ zs, None
 
 
 def ntxent_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.5) -> torch.Tensor:
@@ -79,8 +105,10 @@ def ntxent_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.5)
     """
     _check_views(z1, z2)
     _check_temperature(temperature)
-    _, logits, pos = _pair_logits(z1, z2, temperature)
-    return F.cross_entropy(logits, pos)
+    n = z1.shape[0]
+    z = F.normalize(torch.cat([z1, z2], dim=0), dim=1)
+    pos = torch.arange(2 * n, device=z.device).roll(n)  # a -> (a + N) mod 2N
+    return _NTXentFromScaled.apply(z * (1.0 / temperature) ** 0.5, pos)
 
 
 # --------------------------------------------------------------------------- MixCo
@@ -254,27 +282,30 @@ def mochi_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.5,
         mixing = sample_mochi_mixing(a_count, n_hard, s, s_prime, generator, device=z.device)
 
     zd = z.detach()
-    gram = zd @ zd.T                                  # [A, A] cosines, no grad
     rows = torch.arange(a_count, device=z.device)
-    hard_score = gram.clone()
-    hard_score[rows, rows] = float("-inf")
-    hard_score[rows, pos] = float("-inf")
-    hard = hard_score.topk(n_hard, dim=1).indices     # [A, n_hard], hardest first
+    gram = (logits.detach() * temperature).fill_diagonal_(1.0)   # [A, A] cosines
+    # hardest negatives: the top n_hard + 2 similarities minus the anchor and its positive
+    top = gram.topk(n_hard + 2, dim=1).indices
+    valid = (top != pos.unsqueeze(1)) & (top != rows.unsqueeze(1))
+    valid &= valid.cumsum(1) <= n_hard
+    hard = top[valid].view(a_count, n_hard)           # [A, n_hard], hardest first
     q_sg = z @ zd.T                                   # q . sg(v): grad to the anchor only
 
-    parts = [logits]
+    lse = [torch.logsumexp(logits, dim=1)]
     if s > 0:
         p = torch.gather(hard, 1, mixing.pair[..., 0])    # [A, s] node ids
         r = torch.gather(hard, 1, mixing.pair[..., 1])
         al = mixing.alpha.to(z.dtype)
         dot = al * torch.gather(q_sg, 1, p) + (1 - al) * torch.gather(q_sg, 1, r)
         norm2 = al**2 + (1 - al) ** 2 + 2 * al * (1 - al) * gram[p, r]
-        parts.append(dot / norm2.clamp_min(1e-12).sqrt() / temperature)
+        lse.append(torch.logsumexp(dot / norm2.clamp_min(1e-12).sqrt() / temperature, dim=1))
     if s_prime > 0:
         j = torch.gather(hard, 1, mixing.prime)           # [A, s']
         be = mixing.beta.to(z.dtype)
         self_sg = (z * zd).sum(1, keepdim=True)           # q . sg(q) = 1, grad to q
         dot = be * self_sg + (1 - be) * torch.gather(q_sg, 1, j)
         norm2 = be**2 + (1 - be) ** 2 + 2 * be * (1 - be) * torch.gather(gram, 1, j)
-        parts.append(dot / norm2.clamp_min(1e-12).sqrt() / temperature)
-    return F.cross_entropy(torch.cat(parts, dim=1), pos)
+        lse.append(torch.logsumexp(dot / norm2.clamp_min(1e-12).sqrt() / temperature, dim=1))
+    # -log softmax of the positive over [batch logits, synthetic logits], without a cat
+    total = torch.logsumexp(torch.stack(lse, dim=1), dim=1)
+    return (total - logits[rows, pos]).mean()
