@@ -48,7 +48,9 @@ def set_cpu_threads(n: int | None = None) -> int:
 
 
 def git_commit(root: Path | None = None) -> str:
-    """Return the current git commit hash (with ``-dirty`` appended when the tree has changes).
+    """Return the current git commit hash (with ``-dirty`` appended when tracked source files
+    have uncommitted changes; the pipeline's own outputs, ``reports/`` and ``dvc.lock``, do
+    not count, since every run rewrites them).
 
     Returns ``"unknown"`` outside a git checkout.
     """
@@ -58,7 +60,8 @@ def git_commit(root: Path | None = None) -> str:
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+             ":(exclude)reports", ":(exclude)dvc.lock"],
             cwd=root, capture_output=True, text=True, check=True,
         ).stdout.strip()
         return sha + ("-dirty" if dirty else "")
