@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
+from tqdm.auto import tqdm
 
 __all__ = ["normalise_ws", "body_hash", "extract_file", "extract_repositories"]
 
@@ -152,7 +153,7 @@ def extract_repositories(repos_dir: Path, names: list[str], *, include_docstring
     skips: Counter = Counter()
     per_repo: dict[str, Counter] = defaultdict(Counter)
     seen: dict[str, str] = {}
-    for name in sorted(names):
+    for name in tqdm(sorted(names), desc="extract functions", unit="repo"):
         root = repos_dir / name
         if not root.is_dir():
             raise FileNotFoundError(f"{root}: repository folder missing (run fetch_repos)")

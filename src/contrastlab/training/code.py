@@ -33,6 +33,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from tqdm.auto import tqdm
 
 from .. import distributed as D
 from ..evaluation.retrieval import build_index, search, true_ranks
@@ -203,7 +204,8 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     bad = 0
     t0 = time.time()
     step = 0
-    for epoch in range(train_p.epochs):
+    for epoch in tqdm(range(train_p.epochs), desc=f"train {loss}", unit="epoch",
+                      disable=D.rank() != 0):
         te = time.time()
         if loss == "infonce_hardneg" and epoch % train_p.hardneg_refresh == 0:
             q = train_bodies_n if epoch == 0 else predict(student, data, tr, dev)
