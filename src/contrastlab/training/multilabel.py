@@ -137,18 +137,38 @@ def train_contrastive(x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig, gen: t
     proj = ProjectionHead(cfg.enc_dim, cfg.proj_dim)
     params = list(enc.parameters()) + list(proj.parameters())
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    steps_per_epoch = len(_batches(len(x), cfg.batch_size, torch.Generator().manual_seed(0)))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(cfg.epochs * steps_per_epoch, cfg.warmup))
-    history: list[float] = []
     enc.train()
     proj.train()
-    for epoch in range(cfg.epochs):
+
+    def batch_loss(idx: torch.Tensor) -> torch.Tensor:
+        z = F.normalize(proj(enc(x[idx])), dim=1)
+        return loss_fn(z, y[idx], temperature=cfg.temperature)
+
+    history = _fit(opt, batch_loss, len(x), cfg.epochs, cfg, gen, name=cfg.loss, on_epoch=on_epoch)
+    enc.eval()
+    for p in enc.parameters():
+        p.requires_grad_(False)
+    return enc, history
+
+
+def _fit(opt: torch.optim.Optimizer, batch_loss: Callable[[torch.Tensor], torch.Tensor],
+         n: int, epochs: int, cfg: TrainConfig, gen: torch.Generator, *, name: str,
+         on_epoch: Callable[[int, float], None] | None = None) -> list[float]:
+    """The shared mini-batch loop: ``epochs`` passes over ``n`` rows in seeded batches,
+    AdamW-style step plus the warm-up/cosine schedule per step; returns the per-epoch mean loss.
+
+    Raises:
+        FloatingPointError: a non-finite loss (naming ``name`` and the epoch).
+    """
+    steps = epochs * len(_batches(n, cfg.batch_size, torch.Generator().manual_seed(0)))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(steps, cfg.warmup))
+    history: list[float] = []
+    for epoch in range(epochs):
         total, count = 0.0, 0
-        for idx in _batches(len(x), cfg.batch_size, gen):
-            z = F.normalize(proj(enc(x[idx])), dim=1)
-            loss = loss_fn(z, y[idx], temperature=cfg.temperature)
+        for idx in _batches(n, cfg.batch_size, gen):
+            loss = batch_loss(idx)
             if not torch.isfinite(loss):
-                raise FloatingPointError(f"loss {cfg.loss!r} is {loss.item()} at epoch {epoch + 1}")
+                raise FloatingPointError(f"loss {name!r} is {loss.item()} at epoch {epoch + 1}")
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -158,10 +178,7 @@ def train_contrastive(x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig, gen: t
         history.append(total / max(1, count))
         if on_epoch:
             on_epoch(epoch + 1, history[-1])
-    enc.eval()
-    for p in enc.parameters():
-        p.requires_grad_(False)
-    return enc, history
+    return history
 
 
 def train_linear(h: torch.Tensor, y: torch.Tensor, cfg: TrainConfig, gen: torch.Generator) -> tuple[nn.Linear, list[float]]:
@@ -169,20 +186,8 @@ def train_linear(h: torch.Tensor, y: torch.Tensor, cfg: TrainConfig, gen: torch.
     cosine schedule); returns the layer and the per-epoch mean BCE."""
     clf = nn.Linear(h.shape[1], y.shape[1])
     opt = torch.optim.AdamW(clf.parameters(), lr=cfg.clf_lr, weight_decay=cfg.weight_decay)
-    steps = cfg.clf_epochs * len(_batches(len(h), cfg.batch_size, torch.Generator().manual_seed(0)))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(steps, cfg.warmup))
-    hist = []
-    for _ in range(cfg.clf_epochs):
-        total, count = 0.0, 0
-        for idx in _batches(len(h), cfg.batch_size, gen):
-            loss = F.binary_cross_entropy_with_logits(clf(h[idx]), y[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            total += float(loss.detach())
-            count += 1
-        hist.append(total / max(1, count))
+    hist = _fit(opt, lambda idx: F.binary_cross_entropy_with_logits(clf(h[idx]), y[idx]),
+                len(h), cfg.clf_epochs, cfg, gen, name="linear classifier (BCE)")
     return clf, hist
 
 
@@ -192,21 +197,9 @@ def train_bce(x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig, gen: torch.Gen
     clf = nn.Linear(cfg.enc_dim, y.shape[1])
     opt = torch.optim.AdamW(list(enc.parameters()) + list(clf.parameters()), lr=cfg.lr,
                             weight_decay=cfg.weight_decay)
-    steps = cfg.epochs * len(_batches(len(x), cfg.batch_size, torch.Generator().manual_seed(0)))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(steps, cfg.warmup))
-    hist = []
     enc.train()
-    for _ in range(cfg.epochs):
-        total, count = 0.0, 0
-        for idx in _batches(len(x), cfg.batch_size, gen):
-            loss = F.binary_cross_entropy_with_logits(clf(enc(x[idx])), y[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            total += float(loss.detach())
-            count += 1
-        hist.append(total / max(1, count))
+    hist = _fit(opt, lambda idx: F.binary_cross_entropy_with_logits(clf(enc(x[idx])), y[idx]),
+                len(x), cfg.epochs, cfg, gen, name="bce")
     enc.eval()
     return enc, clf, hist
 
