@@ -27,6 +27,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _peers import supcontrast_reference  # noqa: E402
+
 from contrastlab.losses.selfsup import mochi_loss, ntxent_loss, sample_mochi_mixing
 
 
@@ -81,27 +84,6 @@ def mochi_loop(z1, z2, temperature, n_hard, mixing, anchors=None):
 
 
 # ----------------------------------------------------------------------- 2. SupContrast
-def supcon_reference(features, temperature=0.5, base_temperature=0.5):
-    """SupContrast's ``SupConLoss.forward(features)`` (labels=None, contrast_mode='all').
-
-    ``features``: ``[bsz, n_views, D]``, already L2-normalised.
-    """
-    bsz, n_views = features.shape[:2]
-    mask = torch.eye(bsz, dtype=torch.float32)
-    contrast_feature = torch.cat(torch.unbind(features, dim=1), dim=0)
-    anchor_feature, anchor_count = contrast_feature, n_views
-    anchor_dot_contrast = torch.div(anchor_feature @ contrast_feature.T, temperature)
-    logits_max, _ = torch.max(anchor_dot_contrast, dim=1, keepdim=True)
-    logits = anchor_dot_contrast - logits_max.detach()
-    mask = mask.repeat(anchor_count, n_views)
-    logits_mask = torch.scatter(torch.ones_like(mask), 1,
-                                torch.arange(bsz * anchor_count).view(-1, 1), 0)
-    mask = mask * logits_mask
-    exp_logits = torch.exp(logits) * logits_mask
-    log_prob = logits - torch.log(exp_logits.sum(1, keepdim=True))
-    mean_log_prob_pos = (mask * log_prob).sum(1) / mask.sum(1)
-    loss = -(temperature / base_temperature) * mean_log_prob_pos
-    return loss.view(anchor_count, bsz).mean()
 
 
 # ----------------------------------------------------------------------- 3. notebook epoch
@@ -217,7 +199,7 @@ def main(argv=None) -> int:
     f1 = feats[:, 0].clone().requires_grad_(True)
     f2 = feats[:, 1].clone().requires_grad_(True)
     fs = feats.clone().requires_grad_(True)
-    diff = abs(float(ntxent_loss(f1, f2, temperature=tau) - supcon_reference(fs, tau, tau)))
+    diff = abs(float(ntxent_loss(f1, f2, temperature=tau) - supcontrast_reference(fs, None, tau, tau)))
     print(f"NT-Xent vs SupContrast value difference: {diff:.2e}")
 
     def ours():
@@ -226,7 +208,7 @@ def main(argv=None) -> int:
 
     def ref():
         fs.grad = None
-        supcon_reference(fs, tau, tau).backward()
+        supcontrast_reference(fs, None, tau, tau).backward()
 
     compare("2. NT-Xent vs SupContrast SupConLoss(n_views=2) (2 x 2708, fwd+bwd)", ours, ref,
             args.repeats)

@@ -18,11 +18,16 @@ import ctypes
 import gc
 import os
 import statistics
+import sys
 import threading
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _peers import supcontrast_reference  # noqa: E402
 
 from contrastlab.losses import get_loss
 
@@ -98,21 +103,6 @@ def ratio(times: dict, num: str, den: str) -> float:
     return statistics.median(a / b for a, b in zip(times[num], times[den]))
 
 
-def supcontrast_reference(features, labels, temperature=0.1, base_temperature=0.1):
-    """The SupContrast reference algorithm (Khosla et al. code), as the peer implementation."""
-    bsz, n_views = features.shape[:2]
-    labels = labels.view(-1, 1)
-    mask = torch.eq(labels, labels.T).float()
-    contrast = torch.cat(torch.unbind(features, dim=1), dim=0)
-    adc = contrast @ contrast.T / temperature
-    logits = adc - adc.max(dim=1, keepdim=True)[0].detach()
-    mask = mask.repeat(n_views, n_views)
-    logits_mask = torch.scatter(torch.ones_like(mask), 1, torch.arange(bsz * n_views).view(-1, 1), 0)
-    mask = mask * logits_mask
-    exp_logits = torch.exp(logits) * logits_mask
-    log_prob = logits - torch.log(exp_logits.sum(1, keepdim=True))
-    mlpp = (mask * log_prob).sum(1) / mask.sum(1).clamp_min(1)
-    return -(temperature / base_temperature) * mlpp.mean()
 
 
 def batch(n: int, d: int, c: int, seed: int = 0):
