@@ -23,6 +23,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..errors import UnknownNameError
+
 
 @dataclass(frozen=True)
 class LossSpec:
@@ -63,11 +65,16 @@ LOSSES: dict[str, LossSpec] = {
 
 
 def get_spec(name: str) -> LossSpec:
-    """Registry entry of ``name``; ``KeyError`` listing the known names otherwise."""
+    """Registry entry of ``name``.
+
+    Raises:
+        contrastlab.errors.UnknownNameError: (a ``KeyError`` and an ``InputError``) ``name``
+            is not registered; the message lists the known names.
+    """
     try:
         return LOSSES[name]
     except KeyError:
-        raise KeyError(f"unknown loss {name!r}; known: {', '.join(sorted(LOSSES))}") from None
+        raise UnknownNameError(f"unknown loss {name!r}; known: {', '.join(sorted(LOSSES))}") from None
 
 
 def get_loss(name: str) -> Callable[..., Any]:
