@@ -19,6 +19,7 @@ import torch
 
 from contrastlab.cli import run_stage
 from contrastlab.data.cora import load_cora
+from contrastlab.errors import UnknownNameError
 from contrastlab.io import atomic_dir, save_safetensors, write_csv, write_json
 from contrastlab.params import load_params
 from contrastlab.tracking import stage_run
@@ -35,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     g = load_params(args.params).graph
     if args.variant not in g.variants:
-        raise KeyError(f"{args.params}: graph.variants has no {args.variant!r} "
-                       f"(known: {', '.join(g.variants)})")
+        raise UnknownNameError(f"{args.params}: graph.variants has no {args.variant!r} "
+                               f"(known: {', '.join(g.variants)})")
     v = g.variants[args.variant]
     preset = g.active_preset
     torch.set_num_threads(g.threads)

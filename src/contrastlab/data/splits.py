@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError
+
 __all__ = ["split_by_repository", "SPLITS"]
 
 SPLITS = ("train", "val", "test")
@@ -33,9 +35,9 @@ def split_by_repository(repo_sizes: dict[str, int], fractions: tuple[float, floa
         ValueError: fewer than 3 repositories, or fractions not summing to 1.
     """
     if len(repo_sizes) < 3:
-        raise ValueError(f"need at least 3 repositories to split by repository, got {len(repo_sizes)}")
+        raise InputError(f"need at least 3 repositories to split by repository, got {len(repo_sizes)}")
     if abs(sum(fractions) - 1.0) > 1e-6:
-        raise ValueError(f"split fractions must sum to 1, got {fractions}")
+        raise InputError(f"split fractions must sum to 1, got {fractions}")
     names = sorted(repo_sizes)
     rng = np.random.default_rng(seed)
     order = [names[i] for i in rng.permutation(len(names))]

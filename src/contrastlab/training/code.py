@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .. import distributed as D
+from ..errors import InputError
 from ..evaluation.retrieval import build_index, search, true_ranks
 from ..losses import get_loss
 from ..models.sig_predictor import SigPredictor
@@ -178,12 +179,12 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     world, rank = info.world_size, info.rank
     tr, va = data.rows("train"), data.rows("val")
     if len(tr) == 0 or len(va) == 0:
-        raise ValueError("code training needs train and val functions (check the split)")
+        raise InputError("code training needs train and val functions (check the split)")
     b = train_p.batch_size
     gb = b * world
     steps = len(tr) // gb
     if steps == 0:
-        raise ValueError(f"{len(tr)} training functions < global batch {gb}")
+        raise InputError(f"{len(tr)} training functions < global batch {gb}")
     loss_fn = get_loss(loss)
     student = CodeStudent(hidden_size, loss, model_p.d_model, model_p.n_layers, model_p.n_heads,
                           model_p.ffn, model_p.dropout, train_p.init_temperature).to(dev)
@@ -226,10 +227,10 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
                 tn = F.normalize(target, dim=-1)
                 targets = D.all_gather_no_grad(tn)
                 if loss == "infonce":
-                    l_r = loss_fn(pred, targets, student.log_temperature, offset=rank * b)
+                    l_r = loss_fn(pred, targets, student.log_temperature, anchor_offset=rank * b)
                 else:
                     hn = train_bodies_n[hard[local]].to(dev)
-                    l_r = loss_fn(pred, targets, student.log_temperature, hn, offset=rank * b)
+                    l_r = loss_fn(pred, targets, student.log_temperature, hn, anchor_offset=rank * b)
             else:
                 l_r = loss_fn(pred, target)
             share = l_r * (b / gb)  # this rank's share of the global-batch mean

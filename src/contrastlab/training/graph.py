@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
+from ..errors import InputError
 from ..models.gcn import GCNEncoder, ProjectionHead
 
 __all__ = ["mask_features", "drop_edges", "augment", "make_graph_loss", "GraphSSLResult",
@@ -35,7 +36,7 @@ def mask_features(x: torch.Tensor, p: float, generator: torch.Generator | None =
     same layout.
     """
     if mode not in ("column", "element"):
-        raise ValueError(f"unknown feature mask mode {mode!r}; use column or element")
+        raise InputError(f"unknown feature mask mode {mode!r}; use column or element")
     if p <= 0:
         return x
     if x.is_sparse:
@@ -73,7 +74,7 @@ def make_graph_loss(loss: str, **kwargs) -> Callable[..., torch.Tensor]:
     from ..losses import get_loss, get_spec
 
     if get_spec(loss).needs != "views":
-        raise ValueError(f"loss {loss!r} is not a two-view self-supervised loss")
+        raise InputError(f"loss {loss!r} is not a two-view self-supervised loss")
     fn = get_loss(loss)
     stochastic = loss in ("mixco", "mochi")
 
