@@ -97,7 +97,7 @@ def test_ntxent_hand_made_positive_once():
     got = ntxent_loss(z1, z1.clone(), temperature=tau)
     want = -math.log(math.exp(2) / (math.exp(2) + 2 * math.exp(0)))
     assert abs(float(got) - want) < 1e-12
-    # the notebook's version (positive twice: own column + among negatives) differs
+    # a reference notebook's version (positive twice: own column + among negatives) differs
     twice = -math.log(math.exp(2) / (2 * math.exp(2) + 2 * math.exp(0)))
     assert abs(float(got) - twice) > 0.3
 

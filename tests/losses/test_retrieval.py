@@ -1,4 +1,4 @@
-"""InfoNCE, InfoNCE + hard negatives and the regression baselines (seed 001)."""
+"""InfoNCE (van den Oord et al. 2018), InfoNCE + hard negatives and the regression baselines."""
 
 import math
 

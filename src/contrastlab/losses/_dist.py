@@ -63,10 +63,10 @@ def distributed_infonce_loss(
     targets_with_grad: bool | None = None,
     **kw,
 ) -> Tensor:
-    """This rank's share of InfoNCE with the targets of all ranks as negatives (seed 001).
+    """This rank's share of InfoNCE (van den Oord et al. 2018) with the targets of all ranks as negatives.
 
     ``targets`` (local ``[B, D]``) are gathered with gradient when they require grad (or
-    ``targets_with_grad=True``), without otherwise (frozen teacher targets, as in the seed).
+    ``targets_with_grad=True``), without otherwise (frozen teacher targets).
     The positive of ``pred[i]`` is the gathered row ``rank_offset + i``.
     """
     from .infonce import infonce_hardneg_loss, infonce_loss

@@ -1,4 +1,5 @@
-"""InfoNCE for retrieval: predictions against paired targets (seed 001, Exp 1.4 and 2.1).
+"""InfoNCE for retrieval: predictions against paired targets (van den Oord et al. 2018,
+"Representation Learning with Contrastive Predictive Coding", Eq. 4, with cosine logits).
 
 ``L_i = -log( exp(p_i . b_{o+i} / tau) / sum_j exp(p_i . b_j / tau) )`` (cross-entropy over
 in-batch cosine logits), i.e. ``F.cross_entropy(logits, arange(o, o + B))`` with ``logits = p b^T / tau``.
@@ -7,11 +8,11 @@ Both inputs are L2-normalised inside (``normalize=True``, the default; pass
 ``normalize=False`` only if they already are), so the logits are cosine similarities over
 ``tau``. The temperature is learnable: ``tau = exp(clamp(log_temperature, log(min_temperature),
 log(max_temperature)))``, by default ``tau in [0.01, 1.0]`` (CLIP's cap of the logit
-scale at 100; the seed's ``clamp(min=1e-4)`` allows logits up to 10^4 which overflow
-float16/bf16). Outside the clamp range the gradient w.r.t. ``log_temperature`` is 0.
-``InfoNCELoss`` holds the parameter, initialised at ``log(0.07)`` (seed 001).
+scale at 100, Radford et al. 2021; a lower clamp such as ``1e-4`` allows logits up to 10^4,
+which overflow float16/bf16). Outside the clamp range the gradient w.r.t. ``log_temperature``
+is 0. ``InfoNCELoss`` holds the parameter, initialised at ``log(0.07)`` (CLIP's initial value).
 
-Distributed (seed 001's all-gather of the targets): pass the targets of all ranks
+Distributed (the targets of every rank are negatives): pass the targets of all ranks
 (``contrastlab.distributed.all_gather_no_grad`` for frozen targets, ``all_gather_with_grad``
 when they are trained) and ``anchor_offset = rank_offset(B)``; with ``reduction="sum"`` divided by
 the global batch size each rank holds its share of the global mean (see ``docs/losses.md``).
@@ -96,7 +97,7 @@ def infonce_loss(
     max_temperature: float = MAX_TEMPERATURE,
     return_stats: bool = False,
 ):
-    """In-batch InfoNCE over cosine logits (seed 001, Exp 1.4).
+    """In-batch InfoNCE over cosine logits (van den Oord et al. 2018, Eq. 4).
 
     Args:
         pred: ``[B, D]`` float predictions (anchors).
@@ -137,7 +138,7 @@ def infonce_hardneg_loss(
     max_temperature: float = MAX_TEMPERATURE,
     return_stats: bool = False,
 ):
-    """InfoNCE with K explicit hard negatives per anchor appended to the logits (seed 001, Exp 2.1).
+    """InfoNCE with K explicit hard negatives per anchor appended to the logits' denominator.
 
     ``L_i = -log( e^{p_i.b_{o+i}/tau} / (sum_j e^{p_i.b_j/tau} + sum_k e^{p_i.h_ik/tau}) )``.
 
@@ -173,7 +174,7 @@ def infonce_hardneg_loss(
 
 
 class InfoNCELoss(nn.Module):
-    """Holds the learnable log-temperature (initialised at ``log(0.07)``, seed 001).
+    """Holds the learnable log-temperature (initialised at ``log(0.07)``, as CLIP, Radford et al. 2021).
 
     ``forward(pred, targets, anchor_offset=0, hard_negatives=None, **kw)`` calls
     :func:`infonce_loss` (or :func:`infonce_hardneg_loss` when ``hard_negatives`` is given).

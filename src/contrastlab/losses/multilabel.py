@@ -1,5 +1,7 @@
-"""Multi-label supervised contrastive losses: ALL, ANY (Similarity-Dissimilarity paper,
-seed 002, Eq. 1-4) and MulSupCon (Zhang & Wu 2024; seed 002 Eq. 5-7; seed 000).
+"""Multi-label supervised contrastive losses: ALL, ANY ("Similarity-Dissimilarity Loss for
+Multi-label Supervised Contrastive Learning", the Sim-Dis paper, Eq. 1-4) and MulSupCon
+(Zhang & Wu 2024, "Multi-Label Supervised Contrastive Learning", AAAI; restated as Sim-Dis
+Eq. 5-7). See docs/sources.md.
 
 Labels are multi-hot ``[N, C]`` (bool, int or float; any non-zero entry means "has the
 label"). For ``[N, n_views, D]`` features every view carries its sample's label set.
@@ -206,12 +208,12 @@ def mulsupcon_loss(features: Tensor, labels: Tensor, *, temperature: float = 0.0
 
     ``L_i = sum_{l in y_i} -1/|P_l(i)| sum_{p in P_l(i)} log softmax_ip`` with
     ``P_l(i) = {p in A(i): y_pl = 1}``. An (anchor, label) pair whose ``P_l(i)`` is empty
-    is skipped (seed 000's "0 otherwise") and not counted.
+    is skipped (its term is 0, as in a reference fine-tuning implementation) and not counted.
 
     Reductions: ``"pairs"`` (default, Eq. 7: sum over anchors divided by the number of
     (anchor, label) pairs with a positive; Eq. 7 writes ``sum_i |y_i|``, which equals it
-    when every label occurs twice in the batch), ``"anchors"`` (seed 000: mean of ``L_i``
-    over anchors with at least one such pair), ``"sum"``, ``"none"`` (``L_i`` per anchor row).
+    when every label occurs twice in the batch), ``"anchors"`` (mean of ``L_i`` over anchors
+    with at least one such pair, as a reference fine-tuning implementation averages), ``"sum"``, ``"none"`` (``L_i`` per anchor row).
     ``LossStats.n_terms`` is the number of pairs except for ``"anchors"``.
     On single-label data both means equal :func:`~contrastlab.losses.supcon.supcon_loss`.
     """

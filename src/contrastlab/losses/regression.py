@@ -1,4 +1,5 @@
-"""Regression baselines for retrieval: predict the target vector itself (seed 001, Exp 1.3).
+"""Regression baselines for retrieval: predict the target vector itself (the Smooth-L1 and
+cosine baselines of the retrieval experiment notes, Exp 1.3; see docs/sources.md).
 
 No negatives: each prediction is compared with its own target only.
 """
@@ -17,7 +18,7 @@ def _check_pair(pred: Tensor, target: Tensor) -> None:
 
 
 def smoothl1_loss(pred: Tensor, target: Tensor, *, beta: float = 1.0, reduction: str = "mean", normalize: bool = False) -> Tensor:
-    """Smooth-L1 (Huber with threshold ``beta``) between prediction and target (seed 001, Exp 1.3).
+    """Smooth-L1 (Huber with threshold ``beta``) between prediction and target (``torch.nn.SmoothL1Loss``).
 
     Args:
         pred, target: ``[B, D]`` float tensors (not normalised unless ``normalize=True``).
@@ -39,7 +40,7 @@ def smoothl1_loss(pred: Tensor, target: Tensor, *, beta: float = 1.0, reduction:
 
 
 def cosine_loss(pred: Tensor, target: Tensor, *, reduction: str = "mean", eps: float = 1e-8) -> Tensor:
-    """``1 - cos(pred_i, target_i)`` (seed 001, Exp 1.3's cosine objective); scale-invariant.
+    """``1 - cos(pred_i, target_i)``, the cosine regression objective; scale-invariant.
 
     Args:
         pred, target: ``[B, D]`` float tensors (any norm; the cosine normalises).

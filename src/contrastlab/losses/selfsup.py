@@ -1,4 +1,5 @@
-"""Self-supervised two-view losses (seed 004): NT-Xent, MixCo and MoCHi.
+"""Self-supervised two-view losses: NT-Xent (Chen et al. 2020, SimCLR), MixCo (Kim et al.
+2020) and MoCHi (Kalantidis et al. 2020).
 
 All three take the projections of two augmented views of the same N samples, ``z1`` and
 ``z2`` (``[N, D]`` float, any scale: they are L2-normalised here), and return the mean
@@ -8,9 +9,9 @@ products, no Python loop over anchors.
 Notation: ``Z = [normalize(z1); normalize(z2)]`` is ``[2N, D]``; anchor ``a`` (row of
 ``Z``) has its positive at ``(a + N) mod 2N``; ``S = Z Z^T / tau``.
 
-The seed notebook got each of these wrong (DESIGN.md, "Known mistakes" 1-3): its NT-Xent
-put the positive twice into the denominator, its MixCo never used the first view, its
-MoCHi looped over anchors and mixed one pair only. The functions below follow the papers.
+The functions follow the papers (docs/sources.md), not a reference notebook implementation
+whose NT-Xent put the positive twice into the denominator, whose MixCo never used the first
+view and whose MoCHi looped over anchors and mixed one pair only.
 """
 
 from __future__ import annotations
