@@ -1,4 +1,4 @@
-"""DVC stage ``train_code@<variant>``: SigPredictor on frozen teacher states (seed 001).
+"""DVC stage ``train_code@<variant>``: SigPredictor on frozen teacher states (retrieval experiment notes; docs/sources.md).
 
 Launched as ``python -m torch.distributed.run --standalone --nproc_per_node=N
 stages/train_code.py --variant V`` (N = ``code.train.nproc``; plain ``python`` works too).

@@ -1,4 +1,4 @@
-"""Train / val / test split by repository (seed 001: repo-stratified, seed 42).
+"""Train / val / test split by repository (repository-stratified as in the retrieval experiment notes; RNG seed 42).
 
 Whole repositories go to one split, so a test signature's repository never appeared in
 training. Repositories are visited in a seeded random order and each goes to the split

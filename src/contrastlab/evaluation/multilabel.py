@@ -83,8 +83,9 @@ def knn_label_purity(train_emb: np.ndarray, train_groups: np.ndarray, test_emb: 
     """Mean over test samples of the fraction of its k nearest training neighbours (cosine,
     exact search with FAISS inner product on L2-normalised vectors) in the same group.
 
-    For HumanEval the group is the (problem, tier) pair: this is seed 000's "embeddings
-    aware of both the problem and the correctness tier".
+    For HumanEval the group is the (problem, tier) pair: this is the multi-label fine-tuning
+    notes' goal of "embeddings aware of both the problem and the correctness tier"
+    (docs/sources.md).
 
     Args:
         train_emb ``[N, D]``, test_emb ``[M, D]`` float; train_groups ``[N]``, test_groups

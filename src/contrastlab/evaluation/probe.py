@@ -4,7 +4,7 @@
   Zhu et al. 2020): L2-regularised logistic regression (``sklearn``) on the training
   nodes, the inverse regularisation ``C`` chosen by accuracy on the validation nodes,
   accuracy reported on the test nodes.
-- :func:`notebook_probe` is the seed notebook's protocol: ``nn.Linear`` trained for 200
+- :func:`notebook_probe` is a reference notebook implementation's protocol: ``nn.Linear`` trained for 200
   full-batch Adam steps (lr 0.01) on the training nodes, no validation, test accuracy.
 """
 
@@ -74,7 +74,7 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
 def notebook_probe(emb: torch.Tensor, y: torch.Tensor, train_mask: torch.Tensor,
                    test_mask: torch.Tensor, *, steps: int = 200, lr: float = 0.01,
                    seed: int = 0) -> dict[str, float]:
-    """The seed notebook's probe: ``nn.Linear(D, C)`` trained ``steps`` full-batch Adam steps
+    """A reference notebook implementation's probe: ``nn.Linear(D, C)`` trained ``steps`` full-batch Adam steps
     (cross-entropy on the training nodes), accuracy on the test nodes.
 
     Args:

@@ -8,7 +8,7 @@ Reads ``reports/metrics/graph/<variant>.json`` (``evaluate_graph@<variant>``),
   protocol (logistic regression, C chosen on validation) and the notebook's protocol
   (``nn.Linear``, 200 Adam steps), seeds, training time per run, and the difference of
   the standard probe to the best reference row;
-- reference rows: the seed notebook's reported accuracies (SimCLR 0.791, MixCo 0.693,
+- reference rows: a reference notebook implementation's reported accuracies (SimCLR 0.791, MixCo 0.693,
   MoCHi 0.784, its own probe, one run), GRACE (Zhu et al. 2020; about 0.82 on the public
   split as reproduced in later work) and DGI (Velickovic et al. 2019, Table 2: 0.823);
 - figures: bars with error bars over seeds per probe, loss curves per variant, and a PCA
@@ -28,9 +28,9 @@ TITLES = {"ntxent": "NT-Xent (SimCLR)", "mixco": "MixCo", "mochi": "MoCHi"}
 
 #: (name, accuracy, protocol/source) of the reference rows.
 REFERENCES: list[tuple[str, float, str]] = [
-    ("Notebook SimCLR (seed 004)", 0.791, "notebook probe, 1 run, positive twice in NT-Xent"),
-    ("Notebook MixCo (seed 004)", 0.693, "notebook probe, 1 run, view 1 unused"),
-    ("Notebook MoCHi (seed 004)", 0.784, "notebook probe, 1 run, 180 epochs"),
+    ("Reference notebook SimCLR", 0.791, "notebook probe, 1 run, positive twice in NT-Xent"),
+    ("Reference notebook MixCo", 0.693, "notebook probe, 1 run, view 1 unused"),
+    ("Reference notebook MoCHi", 0.784, "notebook probe, 1 run, 180 epochs"),
     ("GRACE (Zhu et al. 2020)", 0.82, "logistic regression, public split (approx.)"),
     ("DGI (Velickovic et al. 2019)", 0.823, "logistic regression, public split, Table 2"),
 ]
@@ -185,7 +185,7 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | N
               "nodes' statistics by default, graph.probe.normalize), C chosen on the 500 "
               "validation nodes. Notebook probe: nn.Linear, 200 Adam steps (lr 0.01) on "
               "the 140 training nodes. Italic rows are references: the notebook's single "
-              "runs (its own probe, with the bugs listed in DESIGN.md) and published "
+              "runs (its own probe; its NT-Xent counts the positive twice, its MixCo ignores view 1) and published "
               "public-split results (GRACE approx. 0.82; DGI 0.823, Velickovic et al. 2019)."),
     )
     s = Section("graph", "Graph self-supervised learning on Cora (SimCLR / MixCo / MoCHi)")

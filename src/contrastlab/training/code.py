@@ -1,4 +1,5 @@
-"""Training loop of the code retrieval track (seed 001, Exp 1.3 / 1.4 / 2.1).
+"""Training loop of the code retrieval track (the retrieval experiment notes, Exp 1.3 / 1.4 /
+2.1; docs/sources.md).
 
 The SigPredictor maps a function signature's frozen teacher token states to the body's
 embedding. Losses come from the registry (``smoothl1``, ``cosine``, ``infonce``,
@@ -9,13 +10,13 @@ with patience, best checkpoint kept.
 Distributed (``torchrun --nproc_per_node=N``; gloo on CPU, NCCL on CUDA): every epoch
 draws one seeded permutation of the training functions; step ``s`` uses the global batch
 ``perm[s*N*B:(s+1)*N*B]`` and rank ``r`` takes its ``r``-th slice of ``B`` (= batch size per
-process). For InfoNCE the (frozen) target body embeddings are gathered from all ranks as in
-seed 001 and the positive of local anchor ``i`` is gathered row ``r*B + i``. Each rank
+process). For InfoNCE the (frozen) target body embeddings are gathered from all ranks (every
+rank's targets are negatives) and the positive of local anchor ``i`` is gathered row ``r*B + i``. Each rank
 backpropagates ``N * (B / (N*B)) * loss_r`` so that after DDP's gradient averaging the
 update equals one process on the same global batch (see ``contrastlab.distributed``).
 Dropout masks differ per rank, so exact equality needs ``dropout = 0`` (as in the test).
 
-Hard negatives (``infonce_hardneg``, seed 001 Exp 2.1): every ``hardneg_refresh`` epochs a
+Hard negatives (``infonce_hardneg``, Exp 2.1 of the retrieval notes): every ``hardneg_refresh`` epochs a
 FAISS inner-product index over the training bodies is searched with the current
 predictions (epoch 0: with the true bodies) and each training function keeps its ``K``
 nearest bodies that are neither its own nor an identical body (same ``body_hash``).

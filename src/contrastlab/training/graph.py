@@ -30,7 +30,7 @@ def mask_features(x: torch.Tensor, p: float, generator: torch.Generator | None =
     """Zero features with probability ``p``.
 
     ``mode="column"``: one mask over the F feature dimensions shared by all nodes (GRACE);
-    ``mode="element"``: an independent mask per entry (the seed notebook; for a sparse
+    ``mode="element"``: an independent mask per entry (a reference notebook implementation; for a sparse
     ``x`` only the stored non-zeros are drawn, which has the same distribution).
     ``x``: ``[N, F]`` float, dense or sparse COO (coalesced). Returns a new tensor of the
     same layout.
