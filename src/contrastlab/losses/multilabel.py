@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from . import _common
 from ._common import Rows, flatten_views, reduce_terms, row_blocks, scale_factor, weighted_log_softmax
 
 __all__ = ["all_loss", "any_loss", "mulsupcon_loss", "label_rows", "overlap_pass"]
@@ -79,6 +80,8 @@ def overlap_pass(rows: Rows, ya: Tensor, yc: Tensor, factor=None, weighting: str
     ``n * M <= CACHE_ELEMENTS`` and recomputed from the labels in every pass otherwise.
     """
     n, m = ya.shape[0], yc.shape[0]
+    if n * m < _common.FUSED_MIN_ELEMENTS:
+        return _overlap_dense(rows, ya, yc, factor, weighting)
     dt = ya.dtype
     allrows = torch.cat([ya, yc])
     ids = _set_ids(allrows)
@@ -125,6 +128,27 @@ def overlap_pass(rows: Rows, ya: Tensor, yc: Tensor, factor=None, weighting: str
         by_lo = {lo: raw_block(lo, hi) for lo, hi in blocks}
         return cnt, coef, const, lambda lo, hi: by_lo[lo]
     return cnt, coef, const, raw_block
+
+
+def _overlap_dense(rows: Rows, ya: Tensor, yc: Tensor, factor, weighting: str):
+    """:func:`overlap_pass` on the dense ``[n, M]`` label overlaps (small batches: fewer
+    operations than the per-label-set bookkeeping; the same values)."""
+    inter = ya @ yc.T
+    own = torch.zeros(inter.shape, dtype=torch.bool, device=inter.device)
+    own.scatter_(1, rows.self_index.view(-1, 1), True)
+    pos = (inter > 0).logical_and_(~own).to(ya.dtype)
+    cnt = pos.sum(1)
+    inv = 1.0 / cnt.clamp_min(1)
+    if factor is None:
+        w = pos * inv.unsqueeze(1)
+        return cnt, (cnt > 0).to(ya.dtype), torch.zeros_like(cnt), lambda lo, hi: w[lo:hi]
+    k = factor(inter, ya.sum(1, keepdim=True), yc.sum(1).unsqueeze(0))
+    if weighting == "log_prob":
+        w = pos * k * inv.unsqueeze(1)
+        return cnt, w.sum(1), torch.zeros_like(cnt), lambda lo, hi: w[lo:hi]
+    logk = torch.where(pos > 0, k.clamp_min(torch.finfo(k.dtype).tiny).log(), 0.0)
+    w = pos * inv.unsqueeze(1)
+    return cnt, (cnt > 0).to(ya.dtype), -logk.sum(1) * inv, lambda lo, hi: w[lo:hi]
 
 
 def _set_ids(y: Tensor) -> Tensor:

@@ -107,8 +107,11 @@ def supcon_loss(
                 if contrast_labels is None or contrast_labels.shape != (m_samples,):
                     raise ValueError(f"contrast_labels must be [M={m_samples}] with contrast_features")
                 lc = contrast_labels.to(dev)
-            ids = torch.unique(torch.cat([la, lc]), return_inverse=True)[1]
-            a_ids, c_ids = ids[:n], ids[n:]
+            if _dense(rows):
+                a_ids, c_ids = la, lc  # the dense path compares labels directly
+            else:
+                ids = torch.unique(torch.cat([la, lc]), return_inverse=True)[1]
+                a_ids, c_ids = ids[:n], ids[n:]
         per, valid = grouped_loss(rows, a_ids[rows.anchor_sample], c_ids.repeat_interleave(v), temperature)
     if scale != 1.0:
         per = per * scale
@@ -122,13 +125,18 @@ def grouped_loss(rows: Rows, a_ids: Tensor, c_ids: Tensor, temperature: float) -
     long group ids. Returns ``(per [n], valid [n] bool)``, 0 where no positive. Small
     problems (``n * M < FUSED_MIN_ELEMENTS``) take a dense path with few operations (the
     same values: at small batches the per-operation overhead dominates)."""
-    n, m = rows.anchors.shape[0], rows.contrast.shape[0]
-    if n * m < _common.FUSED_MIN_ELEMENTS and m > 1:
+    if _dense(rows):
         return _grouped_dense(rows, a_ids, c_ids, temperature)
     mean_pos, cnt = grouped_positive_term(rows.anchors, rows.contrast, a_ids, c_ids, rows.self_index, temperature)
     valid = cnt > 0
     lse = weighted_log_softmax(rows.anchors, rows.contrast, valid, rows.self_index, temperature)
     return lse - torch.where(valid, mean_pos, torch.zeros_like(mean_pos)), valid
+
+
+def _dense(rows: Rows) -> bool:
+    """Small problem (``n * M < FUSED_MIN_ELEMENTS``): take the dense path."""
+    m = rows.contrast.shape[0]
+    return 1 < m and rows.anchors.shape[0] * m < _common.FUSED_MIN_ELEMENTS
 
 
 def _grouped_dense(rows: Rows, a_ids: Tensor, c_ids: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
