@@ -297,8 +297,10 @@ def flatten_views(
     dev = features.device
     if contrast_mode == "all":
         anchors = features.reshape(-1, d) if contrast_features is not None else contrast
-        self_index = torch.arange(n * v, device=dev) + anchor_offset * v
-        anchor_sample = torch.arange(n, device=dev).repeat_interleave(v)
+        self_index = torch.arange(anchor_offset * v, (anchor_offset + n) * v, device=dev)
+        anchor_sample = torch.arange(n, device=dev)
+        if v > 1:
+            anchor_sample = anchor_sample.repeat_interleave(v)
         av = v
     elif contrast_mode == "one":
         anchors = features[:, 0]

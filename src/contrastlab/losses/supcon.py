@@ -112,7 +112,9 @@ def supcon_loss(
             else:
                 ids = torch.unique(torch.cat([la, lc]), return_inverse=True)[1]
                 a_ids, c_ids = ids[:n], ids[n:]
-        per, valid = grouped_loss(rows, a_ids[rows.anchor_sample], c_ids.repeat_interleave(v), temperature)
+        if v > 1 or contrast_mode != "all":
+            a_ids, c_ids = a_ids[rows.anchor_sample], c_ids.repeat_interleave(v)
+        per, valid = grouped_loss(rows, a_ids, c_ids, temperature)
     if scale != 1.0:
         per = per * scale
     return reduce_terms(per, valid, reduction, return_stats)
@@ -141,14 +143,14 @@ def _dense(rows: Rows) -> bool:
 
 def _grouped_dense(rows: Rows, a_ids: Tensor, c_ids: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
     """:func:`grouped_loss` with a dense ``[n, M]`` positive mask (small batches)."""
-    s = (rows.anchors @ rows.contrast.T) * (1.0 / temperature)
+    s = (rows.anchors * (1.0 / temperature)) @ rows.contrast.T
     own = torch.zeros(s.shape, dtype=torch.bool, device=s.device).scatter_(1, rows.self_index.view(-1, 1), True)
-    pos = (a_ids.view(-1, 1) == c_ids.view(1, -1)).logical_and_(~own)
+    pos = (a_ids.view(-1, 1) == c_ids.view(1, -1)).logical_and_(own.logical_not())
     cnt = pos.sum(1)
     valid = cnt > 0
-    lse = torch.logsumexp(s.masked_fill(own, float("-inf")), dim=1)
-    mean_pos = (s * pos).sum(1) / cnt.clamp_min(1)
-    return torch.where(valid, lse - mean_pos, torch.zeros_like(lse)), valid
+    w = pos.to(s.dtype).div_(cnt.clamp_min(1).unsqueeze(1))  # 1/|P(i)| on positives, 0 elsewhere
+    # lse * [valid] - sum_p s_ip / |P(i)|: 0 (connected to the graph) without a positive
+    return torch.logsumexp(s.masked_fill(own, float("-inf")), dim=1) * valid - (s * w).sum(1), valid
 
 
 def _mask_path(rows: Rows, mask: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
