@@ -251,8 +251,11 @@ def mochi_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.5,
 
     Implementation: because every vector is unit-norm, ``q . h`` and ``||h||`` are linear
     combinations of entries of ``Z Z^T`` (``||a n_p + b n_q||^2 = a^2 + b^2 + 2ab n_p.n_q``),
-    so the synthetic logits are gathered from ``Z sg(Z)^T``: ``O(A (s + s'))`` memory, no
-    ``[A, s, D]`` tensor.
+    so the synthetic logits are gathered from the one Gram matrix ``Z Z^T`` that also gives
+    the batch logits and the hard-negative ranking: ``O(A (s + s'))`` extra memory, no
+    ``[A, s, D]`` tensor, and a fused backward of two ``[A, A] x [A, D]`` products, as
+    NT-Xent's (:class:`_MochiFromUnit`; second derivatives exact, synthetics constant).
+    With ``s = s' = 0`` it is :func:`ntxent_loss`.
 
     Args:
         z1, z2: ``[N, D]`` projections of the two views.
