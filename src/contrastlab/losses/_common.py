@@ -132,18 +132,24 @@ def weighted_log_softmax_plain(anchors: Tensor, contrast: Tensor, coef: Tensor, 
     Same numbers (max-shifted log-sum-exp over ``j != i``, the ``W`` term from the blocks of
     ``weight_fn``), but autograd keeps every intermediate: used for second derivatives and
     for small batches, where the fused kernel's bookkeeping costs more than it saves."""
-    s = (anchors @ contrast.T) * inv_tau
+    s = (anchors * inv_tau) @ contrast.T
     n, m_cols = s.shape
     out = None
     if weight_fn is not None:
-        w = torch.cat([weight_fn(lo, hi) for lo, hi in row_blocks(n, m_cols)]) if n else s.new_zeros(0, m_cols)
-        out = torch.linalg.vecdot(w.to(s.dtype), s)
-    if self_index is not None:
+        blocks = row_blocks(n, m_cols)
+        w = weight_fn(0, n) if len(blocks) == 1 else torch.cat([weight_fn(lo, hi) for lo, hi in blocks])
+        out = (w.to(s.dtype) * s).sum(1) if n else s.new_zeros(0)
+    if m_cols > 1 or self_index is None:  # every row keeps a finite logit
+        if self_index is not None:
+            own = torch.zeros(s.shape, dtype=torch.bool, device=s.device).scatter_(1, self_index.view(-1, 1), True)
+            s = s.masked_fill(own, float("-inf"))
+        lse = torch.logsumexp(s, dim=1)
+    else:  # a single contrast row, excluded: empty log-sum-exp, kept finite as in the kernel
         s = s.scatter(1, self_index.view(-1, 1), float("-inf"))
-    m = s.detach().amax(1, keepdim=True)
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    z = (s - m).exp().sum(1, keepdim=True).clamp_min(torch.finfo(s.dtype).tiny)
-    lse = (m + z.log()).view(-1)
+        m = s.detach().amax(1, keepdim=True)
+        m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+        z = (s - m).exp().sum(1, keepdim=True).clamp_min(torch.finfo(s.dtype).tiny)
+        lse = (m + z.log()).view(-1)
     per = coef * lse
     return per if out is None else per - out
 

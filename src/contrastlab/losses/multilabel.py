@@ -249,6 +249,17 @@ def mulsupcon_loss(features: Tensor, labels: Tensor, *, temperature: float = 0.0
     n_il = yc.sum(0, keepdim=True) - ya
     valid = (ya > 0) & (n_il > 0)
     a = torch.where(valid, 1.0 / n_il.clamp_min(1), torch.zeros_like(n_il))
+    n_rows, m_rows = rows.anchors.shape[0], rows.contrast.shape[0]
+    if n_rows * m_rows < _common.FUSED_MIN_ELEMENTS:
+        # small batch: the dense weights W_ij = sum_l a_il y_jl (0 on the own column)
+        w = (a @ yc.T).scatter_(1, rows.self_index.view(-1, 1), 0.0)
+        per = weighted_log_softmax(rows.anchors, rows.contrast, valid.sum(1), rows.self_index, temperature,
+                                   lambda lo, hi: w[lo:hi])
+        if scale != 1.0:
+            per = per * scale
+        n_pairs = valid.sum(1)
+        red = {"pairs": "mean", "anchors": "mean"}.get(reduction, reduction)
+        return reduce_terms(per, n_pairs > 0, red, return_stats, None if reduction == "anchors" else n_pairs.sum())
     # sum_j W_ij z_j with W_ij = sum_l a_il y_jl (j != i): label sums of the contrast rows, O((n + M) C D)
     v = a @ (yc.T @ rows.contrast) - (a * ya).sum(1, keepdim=True) * rows.contrast[rows.self_index]
     pos_term = torch.linalg.vecdot(rows.anchors, v) / temperature
