@@ -90,6 +90,15 @@ def collect_sections(root: Path, figures_dir: Path, tracks: Sequence[str] = TRAC
     return sections
 
 
+def headline_section(sections: Sequence[Section]) -> list[Section]:
+    """``[Section("headlines", ...)]`` gathering every track's headline (one paragraph each,
+    named after the track), or ``[]`` when no track has one."""
+    notes = [f"**{s.title}.** {s.headline}" for s in sections if s.headline]
+    if not notes:
+        return []
+    return [Section("headlines", "Headlines", notes=notes)]
+
+
 def render_markdown(sections: Sequence[Section], header: str = "") -> str:
     """The whole ``comparison.md``: header, then each section's notes, tables and figures."""
     parts = ["# contrastlab: loss comparison", ""]
