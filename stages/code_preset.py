@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from contrastlab.cli import run_stage
+from contrastlab.errors import InputError
 from contrastlab.io import atomic_path
 from contrastlab.params import load_params
 
@@ -26,7 +27,7 @@ def _code_block(text: str) -> tuple[int, int]:
     lines = text.splitlines(keepends=True)
     starts = [i for i, line in enumerate(lines) if line.startswith("code:")]
     if len(starts) != 1:
-        raise ValueError("params.yaml: expected exactly one top-level 'code:' key")
+        raise InputError("params.yaml: expected exactly one top-level 'code:' key")
     i = starts[0]
     j = i + 1
     while j < len(lines) and not re.match(r"^[A-Za-z_]", lines[j]):
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     preset_text = src.read_text(encoding="utf-8")
     preset = yaml.safe_load(preset_text)
     if set(preset) != {"code"}:
-        raise ValueError(f"{src}: must hold exactly the top-level key 'code'")
+        raise InputError(f"{src}: must hold exactly the top-level key 'code'")
     params = Path(args.params)
     text = params.read_text(encoding="utf-8")
     a, b = _code_block(text)

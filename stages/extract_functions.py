@@ -12,6 +12,7 @@ from pathlib import Path
 
 from contrastlab.cli import run_stage
 from contrastlab.data.functions import extract_repositories
+from contrastlab.errors import InputError
 from contrastlab.io import read_json, write_json, write_parquet
 from contrastlab.params import load_params
 
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         max_body_lines=e.max_body_lines, max_body_chars=e.max_body_chars,
         skip_tests=e.skip_tests, max_functions_per_repo=e.max_functions_per_repo, seed=e.seed)
     if len(df) == 0:
-        raise ValueError(f"{repos}: no function passed the filters (see code.extract)")
+        raise InputError(f"{repos}: no function passed the filters (see code.extract)")
     write_parquet(args.out, df)
     write_json(args.stats, stats)
     print(f"extract_functions: {stats['functions']} functions from {stats['repositories']} "

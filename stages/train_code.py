@@ -1,4 +1,4 @@
-"""DVC stage ``train_code@<variant>``: SigPredictor on frozen teacher states (seed 001).
+"""DVC stage ``train_code@<variant>``: SigPredictor on frozen teacher states (retrieval experiment notes; docs/sources.md).
 
 Launched as ``python -m torch.distributed.run --standalone --nproc_per_node=N
 stages/train_code.py --variant V`` (N = ``code.train.nproc``; plain ``python`` works too).
@@ -18,6 +18,7 @@ import pandas as pd
 
 from contrastlab.cli import run_stage
 from contrastlab.data.teacher_states import load_teacher_states
+from contrastlab.errors import InputError, UnknownNameError
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
 from contrastlab.tracking import stage_run
@@ -30,7 +31,7 @@ def load_code_data(functions: str, splits: str, teacher: str) -> tuple[CodeData,
     fn = pd.read_parquet(functions, columns=["id", "body_hash"]).sort_values("id")
     ids = st["ids"].numpy()
     if len(ids) != len(sp) or (sp["id"].to_numpy() != ids).any():
-        raise ValueError(f"{teacher}: teacher states do not match {splits} (rerun teacher_states)")
+        raise InputError(f"{teacher}: teacher states do not match {splits} (rerun teacher_states)")
     data = CodeData(st["sig_states"], st["sig_mask"], st["body_emb"], sp["split"].to_numpy(),
                     fn["body_hash"].to_numpy())
     return data, int(st["index"]["hidden_size"])
@@ -50,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     code = load_params(args.params).code
     if args.variant not in code.variants:
-        raise KeyError(f"{args.params}: code.variants has no {args.variant!r} "
-                       f"(known: {', '.join(code.variants)})")
+        raise UnknownNameError(f"{args.params}: code.variants has no {args.variant!r} "
+                               f"(known: {', '.join(code.variants)})")
     v = code.variants[args.variant]
     data, hidden = load_code_data(args.functions, args.splits, args.teacher)
     rank0 = int(os.environ.get("RANK", "0")) == 0

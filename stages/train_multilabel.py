@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from contrastlab.cli import run_stage
+from contrastlab.errors import InputError, UnknownNameError
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
 from contrastlab.tracking import stage_run
@@ -75,20 +76,20 @@ def main(argv: list[str] | None = None) -> int:
     ml = p.multilabel
     ds, loss = args.dataset, args.loss
     if ds not in ml.data:
-        raise KeyError(f"{args.params}: multilabel.data has no entry {ds!r}")
+        raise UnknownNameError(f"{args.params}: multilabel.data has no entry {ds!r}")
     if loss not in ml.variants:
-        raise KeyError(f"{args.params}: multilabel.variants has no entry {loss!r}")
+        raise UnknownNameError(f"{args.params}: multilabel.variants has no entry {loss!r}")
     if loss != "bce":
         from contrastlab.losses import get_spec
 
         if get_spec(loss).needs != "multilabels":
-            raise ValueError(f"loss {loss!r} is not a multi-label loss (needs={get_spec(loss).needs})")
+            raise InputError(f"loss {loss!r} is not a multi-label loss (needs={get_spec(loss).needs})")
         from contrastlab.training.multilabel import resolve_loss
 
         try:
             resolve_loss(loss, dict(ml.variants[loss].kwargs))
         except ValueError as e:
-            raise ValueError(f"{args.params}: multilabel.variants.{loss}.kwargs: {e}") from None
+            raise InputError(f"{args.params}: multilabel.variants.{loss}.kwargs: {e}") from None
     src = Path(args.data_dir) / ds
     meta_path = src / "meta.json"
     if not meta_path.exists():

@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+from .errors import InputError
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
@@ -149,7 +151,7 @@ def verify_sha256sums(folder: str | os.PathLike, sums_file: str | os.PathLike) -
             raise FileNotFoundError(f"{f}: listed in {sums_file} but missing")
         got = sha256_file(f)
         if got != digest:
-            raise ValueError(f"{f}: SHA-256 mismatch (expected {digest}, got {got})")
+            raise InputError(f"{f}: SHA-256 mismatch (expected {digest}, got {got})")
 
 
 def _json_default(o: Any) -> Any:

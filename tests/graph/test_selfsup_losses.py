@@ -97,7 +97,7 @@ def test_ntxent_hand_made_positive_once():
     got = ntxent_loss(z1, z1.clone(), temperature=tau)
     want = -math.log(math.exp(2) / (math.exp(2) + 2 * math.exp(0)))
     assert abs(float(got) - want) < 1e-12
-    # the notebook's version (positive twice: own column + among negatives) differs
+    # a reference notebook's version (positive twice: own column + among negatives) differs
     twice = -math.log(math.exp(2) / (2 * math.exp(2) + 2 * math.exp(0)))
     assert abs(float(got) - twice) > 0.3
 
@@ -242,3 +242,67 @@ def test_registry_names_resolve():
     assert get_loss("ntxent") is ntxent_loss
     assert get_loss("mixco") is mixco_loss
     assert get_loss("mochi") is mochi_loss
+
+
+# ----------------------------------------------------------------------- second derivatives
+def test_second_derivatives_ntxent_mixco_mochi():
+    """Hessian-vector products through the fused NT-Xent and MoCHi backward are exact."""
+    z1, z2 = _views(n=4, d=3, seed=5)
+    z1.requires_grad_(True)
+    z2.requires_grad_(True)
+    assert torch.autograd.gradgradcheck(lambda a, b: ntxent_loss(a, b, temperature=0.3), (z1, z2))
+    mix = sample_mixco_mixing(4, 2.0, torch.Generator().manual_seed(1))
+    mix = MixcoMixing(mix.partner, mix.lam.double())
+    assert torch.autograd.gradgradcheck(lambda a, b: mixco_loss(a, b, temperature=0.3, mixing=mix), (z1, z2))
+    # MoCHi with s = s' = 0 is NT-Xent; with synthetics, its stop-gradient makes the "gradient"
+    # not the derivative of any function, so finite differences cannot check it: the next test
+    # compares its Hessian-vector products with the per-anchor reference's instead
+    assert torch.autograd.gradgradcheck(
+        lambda a, b: mochi_loss(a, b, temperature=0.4, n_hard=3, s=0, s_prime=0), (z1, z2))
+
+
+def test_mochi_hessian_vector_product_matches_reference():
+    """The fused MoCHi's double backward equals the per-anchor reference's (autograd treats
+    the detached synthetic points as constants at every order)."""
+    z1, z2 = _views(n=4, d=3, seed=6)
+    mm = sample_mochi_mixing(8, 3, 2, 2, torch.Generator().manual_seed(3))
+    mm = MochiMixing(mm.pair, mm.alpha.double(), mm.prime, mm.beta.double())
+    v1, v2 = torch.randn(4, 3), torch.randn(4, 3)
+
+    def hvp(fn):
+        a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
+        ga, gb = torch.autograd.grad(fn(a, b), (a, b), create_graph=True)
+        return torch.autograd.grad((ga * v1).sum() + (gb * v2).sum(), (a, b))
+
+    got = hvp(lambda a, b: mochi_loss(a, b, temperature=0.4, n_hard=3, s=2, s_prime=2, mixing=mm))
+    want = hvp(lambda a, b: ref_mochi(a, b, 0.4, 3, mm))
+    torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_fused_mochi_equals_plain_on_a_larger_batch(dtype):
+    """The fused MoCHi (one Gram matrix, gradients scattered into it) against the plain
+    autograd formulation on 2 x 150 views: same hard negatives, value and gradient."""
+    from contrastlab.losses.selfsup import _mochi_plain
+
+    g = torch.Generator().manual_seed(7)
+    n, d = 150, 16
+    z1 = torch.randn(n, d, generator=g, dtype=dtype)
+    z2 = torch.randn(n, d, generator=g, dtype=dtype)
+    mm = sample_mochi_mixing(2 * n, 40, 12, 6, g)
+    a1, a2 = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
+    got = mochi_loss(a1, a2, temperature=0.3, n_hard=40, s=12, s_prime=6, mixing=mm)
+    got.backward()
+    b1, b2 = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
+    z = F.normalize(torch.cat([b1, b2]), dim=1)
+    pos = torch.arange(2 * n).roll(n)
+    gram = (z @ z.T).detach()
+    gram.fill_diagonal_(float("-inf"))
+    gram[torch.arange(2 * n), pos] = float("-inf")
+    hard = gram.topk(40, dim=1).indices
+    want = _mochi_plain(z, pos, hard, mm.pair, mm.alpha, mm.prime, mm.beta, 0.3)
+    want.backward()
+    tol = {"atol": 1e-12, "rtol": 1e-10} if dtype == torch.float64 else {"atol": 1e-6, "rtol": 1e-5}
+    torch.testing.assert_close(got, want, **tol)
+    torch.testing.assert_close(a1.grad, b1.grad, **tol)
+    torch.testing.assert_close(a2.grad, b2.grad, **tol)

@@ -73,7 +73,7 @@ def ks_kd(S, T, dissimilarity="inverse", alpha=1.0):
 
 
 def supcontrast_reference(features, labels, temperature, base_temperature, contrast_mode="all"):
-    """The SupContrast reference algorithm (Khosla et al. code, seed 003), rewritten here."""
+    """The SupContrast reference algorithm (Khosla et al. 2020, github.com/HobbitLong/SupContrast), rewritten here."""
     bsz, n_views = features.shape[:2]
     labels = labels.contiguous().view(-1, 1)
     mask = torch.eq(labels, labels.T).to(features.dtype)

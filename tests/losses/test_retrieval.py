@@ -1,4 +1,4 @@
-"""InfoNCE, InfoNCE + hard negatives and the regression baselines (seed 001)."""
+"""InfoNCE (van den Oord et al. 2018), InfoNCE + hard negatives and the regression baselines."""
 
 import math
 
@@ -30,7 +30,7 @@ def test_infonce_matches_reference_with_offset():
     pred = torch.randn(5, 8, generator=g, dtype=torch.float64)
     targets = torch.randn(12, 8, generator=g, dtype=torch.float64)
     for off in (0, 3, 7):
-        got = infonce_loss(pred, targets, math.log(0.1), offset=off)
+        got = infonce_loss(pred, targets, math.log(0.1), anchor_offset=off)
         assert torch.allclose(got, _ref_infonce(pred, targets, 0.1, off))
 
 
@@ -64,8 +64,8 @@ def test_infonce_module_learnable_temperature_and_clamp():
 
 
 def test_infonce_errors_and_registry():
-    with pytest.raises(ValueError, match="offset"):
-        infonce_loss(torch.randn(4, 3), torch.randn(5, 3), offset=2)
+    with pytest.raises(ValueError, match="anchor_offset"):
+        infonce_loss(torch.randn(4, 3), torch.randn(5, 3), anchor_offset=2)
     with pytest.raises(ValueError, match="share D"):
         infonce_loss(torch.randn(4, 3), torch.randn(5, 2))
     assert get_loss("infonce") is infonce_loss
@@ -75,7 +75,7 @@ def test_infonce_equals_cross_entropy_and_gradcheck():
     pred = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     targets = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
     lt = torch.tensor(math.log(0.2), dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda p, t, l: infonce_loss(p, t, l, offset=1), (pred, targets, lt))
+    assert torch.autograd.gradcheck(lambda p, t, l: infonce_loss(p, t, l, anchor_offset=1), (pred, targets, lt))
 
 
 def test_regression_baselines():
@@ -86,4 +86,28 @@ def test_regression_baselines():
     assert torch.allclose(cosine_loss(p, 3 * p), torch.tensor(0.0), atol=1e-6)
     with pytest.raises(ValueError, match="same shape"):
         cosine_loss(p, t[:3])
-    assert get_loss("smoothl1")(p, t, temperature=0.1) == smoothl1_loss(p, t)
+    assert get_loss("smoothl1")(p, t) == smoothl1_loss(p, t)
+    # no keyword is swallowed: a temperature given to a loss without one is a caller's bug
+    for name in ("smoothl1", "cosine"):
+        with pytest.raises(TypeError, match="temperature"):
+            get_loss(name)(p, t, temperature=0.1)
+
+
+def test_infonce_float_log_temperature_uses_input_dtype():
+    # tau = exp(log 0.07) in float64, not a float32 tau cast up (which is off by ~1e-9 relative)
+    g = torch.Generator().manual_seed(2)
+    pred = torch.randn(5, 8, generator=g, dtype=torch.float64)
+    targets = torch.randn(5, 8, generator=g, dtype=torch.float64)
+    lt = math.log(0.07)
+    tau64 = math.exp(lt)
+    want = _ref_infonce(pred, targets, tau64)
+    got = infonce_loss(pred, targets, lt)
+    assert got.dtype == torch.float64
+    assert abs(float(got - want)) < 1e-13
+    tau32 = float(torch.tensor(lt, dtype=torch.float32).exp())
+    assert abs(float(_ref_infonce(pred, targets, tau32) - want)) > 1e-9  # the old result differs
+    hard = torch.randn(5, 2, 8, generator=g, dtype=torch.float64)
+    got_h = infonce_hardneg_loss(pred, targets, lt, hard)
+    assert abs(float(got_h - _ref_infonce(pred, targets, tau64, 0, hard))) < 1e-13
+    # float32 inputs keep a float32 loss
+    assert infonce_loss(pred.float(), targets.float(), lt).dtype == torch.float32

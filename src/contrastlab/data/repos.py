@@ -24,6 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError
+
 __all__ = ["UnsafeGitSource", "validate_git_url", "validate_git_ref", "fetch_dist",
            "fetch_git", "fetch_path", "fetch_sources"]
 
@@ -203,7 +205,7 @@ def fetch_sources(sources: list, out_dir: Path) -> dict[str, Any]:
     for s in sources:
         name = s.repo_name
         if name in seen:
-            raise ValueError(f"code.repos.sources: repository name {name!r} used twice")
+            raise InputError(f"code.repos.sources: repository name {name!r} used twice")
         seen.add(name)
         dest = out_dir / name
         dest.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
+
 __all__ = ["ReutersDoc", "read_reuters", "modapte_90"]
 
 _DOC = re.compile(r"<REUTERS(?P<attrs>[^>]*)>(?P<body>.*?)</REUTERS>", re.S)
@@ -71,7 +73,7 @@ def read_reuters(raw_dir: str | Path) -> list[ReutersDoc]:
             docs.append(ReutersDoc(int(attrs.get("NEWID", -1)), attrs.get("LEWISSPLIT", ""),
                                    attrs.get("TOPICS", "") == "YES", topics, txt))
         if len(docs) == n0:
-            raise ValueError(f"{f}: no <REUTERS> documents found")
+            raise InputError(f"{f}: no <REUTERS> documents found")
     docs.sort(key=lambda d: d.newid)
     return docs
 

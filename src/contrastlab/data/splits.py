@@ -1,4 +1,4 @@
-"""Train / val / test split by repository (seed 001: repo-stratified, seed 42).
+"""Train / val / test split by repository (repository-stratified as in the retrieval experiment notes; RNG seed 42).
 
 Whole repositories go to one split, so a test signature's repository never appeared in
 training. Repositories are visited in a seeded random order and each goes to the split
@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
+from ..errors import InputError
 
 __all__ = ["split_by_repository", "SPLITS"]
 
@@ -33,9 +35,9 @@ def split_by_repository(repo_sizes: dict[str, int], fractions: tuple[float, floa
         ValueError: fewer than 3 repositories, or fractions not summing to 1.
     """
     if len(repo_sizes) < 3:
-        raise ValueError(f"need at least 3 repositories to split by repository, got {len(repo_sizes)}")
+        raise InputError(f"need at least 3 repositories to split by repository, got {len(repo_sizes)}")
     if abs(sum(fractions) - 1.0) > 1e-6:
-        raise ValueError(f"split fractions must sum to 1, got {fractions}")
+        raise InputError(f"split fractions must sum to 1, got {fractions}")
     names = sorted(repo_sizes)
     rng = np.random.default_rng(seed)
     order = [names[i] for i in rng.permutation(len(names))]

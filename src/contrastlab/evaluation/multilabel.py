@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InputError
+
 __all__ = ["multilabel_metrics", "precision_at_k", "knn_label_purity"]
 
 
@@ -64,7 +66,7 @@ def multilabel_metrics(y_true: np.ndarray, scores: np.ndarray, threshold: float 
     pred = (scores >= threshold).astype(np.int64)
     has_pos = y_true.sum(0) > 0
     if not has_pos.any():
-        raise ValueError("multilabel_metrics: no label has a positive test sample; mAP undefined")
+        raise InputError("multilabel_metrics: no label has a positive test sample; mAP undefined")
     out = {
         "micro_f1": float(f1_score(y_true, pred, average="micro", zero_division=0)),
         "macro_f1": float(f1_score(y_true, pred, average="macro", zero_division=0)),
@@ -81,8 +83,9 @@ def knn_label_purity(train_emb: np.ndarray, train_groups: np.ndarray, test_emb: 
     """Mean over test samples of the fraction of its k nearest training neighbours (cosine,
     exact search with FAISS inner product on L2-normalised vectors) in the same group.
 
-    For HumanEval the group is the (problem, tier) pair: this is seed 000's "embeddings
-    aware of both the problem and the correctness tier".
+    For HumanEval the group is the (problem, tier) pair: this is the multi-label fine-tuning
+    notes' goal of "embeddings aware of both the problem and the correctness tier"
+    (docs/sources.md).
 
     Args:
         train_emb ``[N, D]``, test_emb ``[M, D]`` float; train_groups ``[N]``, test_groups
@@ -98,7 +101,7 @@ def knn_label_purity(train_emb: np.ndarray, train_groups: np.ndarray, test_emb: 
     if len(a) != len(train_groups) or len(b) != len(test_groups):
         raise ValueError("knn_label_purity: embeddings and groups differ in length")
     if k > len(a):
-        raise ValueError(f"knn_label_purity: k={k} > {len(a)} training samples")
+        raise InputError(f"knn_label_purity: k={k} > {len(a)} training samples")
     a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
     b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
     index = faiss.IndexFlatIP(a.shape[1])

@@ -4,7 +4,7 @@
   Zhu et al. 2020): L2-regularised logistic regression (``sklearn``) on the training
   nodes, the inverse regularisation ``C`` chosen by accuracy on the validation nodes,
   accuracy reported on the test nodes.
-- :func:`notebook_probe` is the seed notebook's protocol: ``nn.Linear`` trained for 200
+- :func:`notebook_probe` is a reference notebook implementation's protocol: ``nn.Linear`` trained for 200
   full-batch Adam steps (lr 0.01) on the training nodes, no validation, test accuracy.
 """
 
@@ -15,6 +15,8 @@ from typing import Sequence
 import numpy as np
 import torch
 from torch import nn
+
+from ..errors import InputError
 
 __all__ = ["logreg_probe", "notebook_probe"]
 
@@ -50,7 +52,7 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
     from sklearn.metrics import accuracy_score
 
     if not len(c_grid):
-        raise ValueError("c_grid must not be empty")
+        raise InputError("c_grid must not be empty")
     x, y = _np(emb).astype(np.float64), _np(y)
     tr, va, te = (_np(m).astype(bool) for m in (train_mask, val_mask, test_mask))
     if normalize == "l2":
@@ -59,7 +61,7 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
         mu, sd = x[tr].mean(0), x[tr].std(0)
         x = (x - mu) / np.where(sd > 0, sd, 1.0)
     elif normalize != "none":
-        raise ValueError(f"unknown normalize {normalize!r}; use l2, standard or none")
+        raise InputError(f"unknown normalize {normalize!r}; use l2, standard or none")
     best = None
     for c in c_grid:
         clf = LogisticRegression(C=float(c), max_iter=max_iter)
@@ -78,7 +80,7 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
 def notebook_probe(emb: torch.Tensor, y: torch.Tensor, train_mask: torch.Tensor,
                    test_mask: torch.Tensor, *, steps: int = 200, lr: float = 0.01,
                    seed: int = 0) -> dict[str, float]:
-    """The seed notebook's probe: ``nn.Linear(D, C)`` trained ``steps`` full-batch Adam steps
+    """A reference notebook implementation's probe: ``nn.Linear(D, C)`` trained ``steps`` full-batch Adam steps
     (cross-entropy on the training nodes), accuracy on the test nodes.
 
     Args:

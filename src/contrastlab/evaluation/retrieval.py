@@ -1,4 +1,5 @@
-"""Retrieval metrics over a corpus with a FAISS inner-product index (seed 001's Rank@k).
+"""Retrieval metrics over a corpus with a FAISS inner-product index (Rank@k, as in the
+retrieval experiment notes; docs/sources.md).
 
 Queries (predicted body embeddings) and corpus (teacher body embeddings) are
 L2-normalised, so inner product = cosine similarity. The rank of the true body is
@@ -7,8 +8,8 @@ list when the true body is there and counted exactly (chunked matrix product) ot
 so MRR and median rank are exact. The index is built on the GPU when a GPU FAISS build and
 CUDA are present, else on the CPU.
 
-Rank@k = fraction of queries whose true body is among the top ``k`` (seed 001 reports it
-in percent); MRR = mean of 1/rank.
+Rank@k = fraction of queries whose true body is among the top ``k`` (the retrieval experiment
+notes report it in percent); MRR = mean of 1/rank.
 """
 
 from __future__ import annotations

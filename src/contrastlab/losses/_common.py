@@ -96,6 +96,58 @@ def row_blocks(n: int, m: int):
 WeightFn = Callable[[int, int], Tensor]
 
 
+def recompute_grads(plain: Callable[..., Tensor], inputs: tuple, needs: tuple, grad_out: Tensor) -> list:
+    """Gradients of ``plain(*inputs)`` w.r.t. the inputs flagged in ``needs``, with a graph.
+
+    Used by the custom autograd Functions of this package when their backward runs under
+    ``create_graph=True`` (a second derivative is being built): the fused, in-place
+    backward is not differentiable, so the loss is recomputed with ordinary differentiable
+    operations on the saved inputs and ``torch.autograd.grad(..., create_graph=True)``
+    gives first derivatives that autograd can differentiate again (Hessian-vector products,
+    gradient penalties). Returns one entry per input (None where not needed).
+    """
+    if not any(nd for x, nd in zip(inputs, needs)):
+        return [None] * len(inputs)
+    with torch.enable_grad():
+        # a fresh view per input: an argument passed twice (anchors = contrast) must get
+        # each slot's own share of the gradient, as the fused backward returns it
+        inputs = tuple(x.view_as(x) if nd else x for x, nd in zip(inputs, needs))
+        want = [x for x, nd in zip(inputs, needs) if nd]
+        out = plain(*inputs)
+        got = iter(torch.autograd.grad(out, want, grad_out, create_graph=True, allow_unused=True))
+    res = []
+    for x, nd in zip(inputs, needs):
+        if not nd:
+            res.append(None)
+            continue
+        gx = next(got)
+        res.append(torch.zeros_like(x) if gx is None else gx)
+    return res
+
+
+def weighted_log_softmax_plain(anchors: Tensor, contrast: Tensor, coef: Tensor, self_index: Tensor | None,
+                               inv_tau: float, weight_fn: WeightFn | None) -> Tensor:
+    """:class:`WeightedLogSoftmax`'s value written with ordinary differentiable operations.
+
+    Same numbers (max-shifted log-sum-exp over ``j != i``, the ``W`` term from the blocks of
+    ``weight_fn``), but autograd keeps every intermediate: used for second derivatives and
+    for small batches, where the fused kernel's bookkeeping costs more than it saves."""
+    s = (anchors @ contrast.T) * inv_tau
+    n, m_cols = s.shape
+    out = None
+    if weight_fn is not None:
+        w = torch.cat([weight_fn(lo, hi) for lo, hi in row_blocks(n, m_cols)]) if n else s.new_zeros(0, m_cols)
+        out = torch.linalg.vecdot(w.to(s.dtype), s)
+    if self_index is not None:
+        s = s.scatter(1, self_index.view(-1, 1), float("-inf"))
+    m = s.detach().amax(1, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    z = (s - m).exp().sum(1, keepdim=True).clamp_min(torch.finfo(s.dtype).tiny)
+    lse = (m + z.log()).view(-1)
+    per = coef * lse
+    return per if out is None else per - out
+
+
 class WeightedLogSoftmax(torch.autograd.Function):
     """Per-anchor ``l_i = c_i * lse_i - sum_j W_ij s_ij`` with ``s = inv_tau * A C^T``.
 
@@ -109,6 +161,10 @@ class WeightedLogSoftmax(torch.autograd.Function):
 
     Memory: one ``[n, M]`` buffer holds the logits, then the softmax (saved), then the
     gradient (in place). A second backward through the same graph recomputes the softmax.
+
+    Second derivatives: under ``create_graph=True`` the backward recomputes the loss with
+    :func:`weighted_log_softmax_plain` and differentiates it with autograd, so that
+    Hessian-vector products are exact (checked with ``torch.autograd.gradgradcheck``).
     """
 
     @staticmethod
@@ -138,6 +194,11 @@ class WeightedLogSoftmax(torch.autograd.Function):
     def backward(ctx, g):
         anchors, contrast, coef, m, z, self_index = ctx.saved_tensors
         p, ctx.p = ctx.p, None
+        if torch.is_grad_enabled():  # create_graph=True: differentiable recomputation
+            da, dc = recompute_grads(
+                lambda a, c: weighted_log_softmax_plain(a, c, coef, self_index, ctx.inv_tau, ctx.weight_fn),
+                (anchors, contrast), ctx.needs_input_grad[:2], g)
+            return da, dc, None, None, None, None
         if p is None:  # second backward through a retained graph: rebuild the softmax
             p = anchors @ contrast.T
             p.mul_(ctx.inv_tau)
@@ -154,12 +215,30 @@ class WeightedLogSoftmax(torch.autograd.Function):
         return da, dc, None, None, None, None
 
 
+#: Below this many logits (``n * M``) :func:`weighted_log_softmax` uses the plain-autograd
+#: path: at small batches the fused kernel's bookkeeping costs more than its saved passes
+#: (measured with ``bench/bench_losses.py``); both give the same values and gradients.
+FUSED_MIN_ELEMENTS = 1 << 18
+
+
 def weighted_log_softmax(anchors: Tensor, contrast: Tensor, coef: Tensor, self_index: Tensor | None,
                          temperature: float, weight_fn: WeightFn | None = None) -> Tensor:
-    """``c_i lse_i - sum_j W_ij s_ij`` per anchor row (see :class:`WeightedLogSoftmax`)."""
+    """``c_i lse_i - sum_j W_ij s_ij`` per anchor row (see :class:`WeightedLogSoftmax`).
+
+    Shapes: ``anchors [n, D]``, ``contrast [M, D]`` float; ``coef [n]``; ``self_index [n]``
+    long or None; returns ``[n]`` in the anchors' dtype. Small problems (``n * M <
+    FUSED_MIN_ELEMENTS``) go through :func:`weighted_log_softmax_plain`, larger ones through
+    the fused :class:`WeightedLogSoftmax`.
+
+    Raises:
+        ValueError: ``temperature <= 0``.
+    """
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    return WeightedLogSoftmax.apply(anchors, contrast, coef.to(anchors.dtype), self_index, 1.0 / float(temperature), weight_fn)
+    inv_tau = 1.0 / float(temperature)
+    if anchors.shape[0] * contrast.shape[0] < FUSED_MIN_ELEMENTS:
+        return weighted_log_softmax_plain(anchors, contrast, coef.to(anchors.dtype), self_index, inv_tau, weight_fn)
+    return WeightedLogSoftmax.apply(anchors, contrast, coef.to(anchors.dtype), self_index, inv_tau, weight_fn)
 
 
 def grouped_positive_term(anchors: Tensor, contrast: Tensor, a_ids: Tensor, c_ids: Tensor, self_index: Tensor,
@@ -218,8 +297,10 @@ def flatten_views(
     dev = features.device
     if contrast_mode == "all":
         anchors = features.reshape(-1, d) if contrast_features is not None else contrast
-        self_index = torch.arange(n * v, device=dev) + anchor_offset * v
-        anchor_sample = torch.arange(n, device=dev).repeat_interleave(v)
+        self_index = torch.arange(anchor_offset * v, (anchor_offset + n) * v, device=dev)
+        anchor_sample = torch.arange(n, device=dev)
+        if v > 1:
+            anchor_sample = anchor_sample.repeat_interleave(v)
         av = v
     elif contrast_mode == "one":
         anchors = features[:, 0]

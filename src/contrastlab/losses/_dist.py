@@ -48,7 +48,7 @@ def distributed_loss(loss: str | Callable, features: Tensor, labels: Tensor | No
     glabels = D.all_gather_no_grad(labels) if labels is not None else None
     offset = D.rank_offset(features.shape[0], features.device)
     total, stats = loss(features, labels, contrast_features=gathered, contrast_labels=glabels,
-                        anchor_offset=offset, reduction="sum", return_stats=True, **kw)
+                        anchor_anchor_offset=offset, reduction="sum", return_stats=True, **kw)
     count = stats.n_anchors if mean_kind == "anchors" else stats.n_terms
     n = D.all_reduce_sum(count.to(torch.float64))
     return total / n.clamp_min(1).to(total.dtype)
@@ -63,10 +63,10 @@ def distributed_infonce_loss(
     targets_with_grad: bool | None = None,
     **kw,
 ) -> Tensor:
-    """This rank's share of InfoNCE with the targets of all ranks as negatives (seed 001).
+    """This rank's share of InfoNCE (van den Oord et al. 2018) with the targets of all ranks as negatives.
 
     ``targets`` (local ``[B, D]``) are gathered with gradient when they require grad (or
-    ``targets_with_grad=True``), without otherwise (frozen teacher targets, as in the seed).
+    ``targets_with_grad=True``), without otherwise (frozen teacher targets).
     The positive of ``pred[i]`` is the gathered row ``rank_offset + i``.
     """
     from .infonce import infonce_hardneg_loss, infonce_loss
@@ -79,8 +79,8 @@ def distributed_infonce_loss(
         gathered = D.all_gather_with_grad(targets) if targets_with_grad else D.all_gather_no_grad(targets)
         offset = D.rank_offset(pred.shape[0], pred.device)
     if hard_negatives is not None:
-        s = infonce_hardneg_loss(pred, gathered, log_temperature, hard_negatives, offset=offset, reduction="sum", **kw)
+        s = infonce_hardneg_loss(pred, gathered, log_temperature, hard_negatives, anchor_offset=offset, reduction="sum", **kw)
     else:
-        s = infonce_loss(pred, gathered, log_temperature, offset=offset, reduction="sum", **kw)
+        s = infonce_loss(pred, gathered, log_temperature, anchor_offset=offset, reduction="sum", **kw)
     n = D.all_reduce_sum(torch.tensor(float(pred.shape[0]), dtype=torch.float64, device=pred.device))
     return s / n.to(s.dtype)

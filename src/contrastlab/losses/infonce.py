@@ -1,20 +1,20 @@
-"""InfoNCE for retrieval: predictions against paired targets (seed 001, Exp 1.4 and 2.1).
+"""InfoNCE for retrieval: predictions against paired targets (van den Oord et al. 2018,
+"Representation Learning with Contrastive Predictive Coding", Eq. 4, with cosine logits).
 
-``L_i = -log( exp(p_i . b_{o+i} / tau) / sum_j exp(p_i . b_j / tau) )`` (seed 001,
-"Why InfoNCE": cross-entropy over in-batch cosine logits), i.e.
-``F.cross_entropy(logits, arange(o, o + B))`` with ``logits = p b^T / tau``.
+``L_i = -log( exp(p_i . b_{o+i} / tau) / sum_j exp(p_i . b_j / tau) )`` (cross-entropy over
+in-batch cosine logits), i.e. ``F.cross_entropy(logits, arange(o, o + B))`` with ``logits = p b^T / tau``.
 
 Both inputs are L2-normalised inside (``normalize=True``, the default; pass
 ``normalize=False`` only if they already are), so the logits are cosine similarities over
 ``tau``. The temperature is learnable: ``tau = exp(clamp(log_temperature, log(min_temperature),
 log(max_temperature)))``, by default ``tau in [0.01, 1.0]`` (CLIP's cap of the logit
-scale at 100; the seed's ``clamp(min=1e-4)`` allows logits up to 10^4 which overflow
-float16/bf16). Outside the clamp range the gradient w.r.t. ``log_temperature`` is 0.
-``InfoNCELoss`` holds the parameter, initialised at ``log(0.07)`` (seed 001).
+scale at 100, Radford et al. 2021; a lower clamp such as ``1e-4`` allows logits up to 10^4,
+which overflow float16/bf16). Outside the clamp range the gradient w.r.t. ``log_temperature``
+is 0. ``InfoNCELoss`` holds the parameter, initialised at ``log(0.07)`` (CLIP's initial value).
 
-Distributed (seed 001's all-gather of the targets): pass the targets of all ranks
+Distributed (the targets of every rank are negatives): pass the targets of all ranks
 (``contrastlab.distributed.all_gather_no_grad`` for frozen targets, ``all_gather_with_grad``
-when they are trained) and ``offset = rank_offset(B)``; with ``reduction="sum"`` divided by
+when they are trained) and ``anchor_offset = rank_offset(B)``; with ``reduction="sum"`` divided by
 the global batch size each rank holds its share of the global mean (see ``docs/losses.md``).
 """
 
@@ -39,29 +39,49 @@ def temperature_from_log(
     log_temperature: Tensor | float,
     min_temperature: float = MIN_TEMPERATURE,
     max_temperature: float = MAX_TEMPERATURE,
+    *,
+    like: Tensor | None = None,
 ) -> Tensor:
-    """``exp(clamp(log_temperature, log(min_temperature), log(max_temperature)))`` (a scalar tensor)."""
+    """``exp(clamp(log_temperature, log(min_temperature), log(max_temperature)))`` (a scalar tensor).
+
+    Args:
+        log_temperature: scalar tensor (any float dtype; gradient flows through it) or float.
+        min_temperature, max_temperature: the clamp range of tau, ``0 < min <= max``.
+        like: the logits' tensor: tau is computed in its dtype (at least float32, so that a
+            half-precision input does not round the exponent) on its device, then cast to
+            its dtype. ``None``: float32 for a float, the tensor's own dtype otherwise.
+
+    Raises:
+        ValueError: bad clamp range, or a ``log_temperature`` with more than one element.
+    """
     if not 0 < min_temperature <= max_temperature:
         raise ValueError(f"need 0 < min_temperature <= max_temperature, got {min_temperature}, {max_temperature}")
-    lt = log_temperature if isinstance(log_temperature, Tensor) else torch.tensor(float(log_temperature))
+    dt = None if like is None else torch.promote_types(like.dtype, torch.float32)
+    if isinstance(log_temperature, Tensor):
+        lt = log_temperature if dt is None else log_temperature.to(device=like.device, dtype=dt)
+    else:
+        lt = torch.tensor(float(log_temperature), dtype=dt or torch.float32,
+                          device=None if like is None else like.device)
     if lt.numel() != 1:
         raise ValueError(f"log_temperature must be a scalar, got shape {tuple(lt.shape)}")
-    return lt.reshape(()).clamp(math.log(min_temperature), math.log(max_temperature)).exp()
+    tau = lt.reshape(()).clamp(math.log(min_temperature), math.log(max_temperature)).exp()
+    return tau if like is None else tau.to(like.dtype)
 
 
-def _prep(pred: Tensor, targets: Tensor, offset: int, normalize: bool) -> tuple[Tensor, Tensor, Tensor]:
+def _prep(pred: Tensor, targets: Tensor, anchor_offset: int, normalize: bool) -> tuple[Tensor, Tensor, Tensor]:
     check_2d("pred", pred)
     check_2d("targets", targets)
     b, d = pred.shape
     m, d2 = targets.shape
     if d != d2:
         raise ValueError(f"pred [B, D] and targets [M, D] must share D, got {tuple(pred.shape)} and {tuple(targets.shape)}")
-    if not 0 <= offset or offset + b > m:
-        raise ValueError(f"positives targets[offset:offset+B] must exist: offset={offset}, B={b}, M={m}")
+    if not 0 <= anchor_offset or anchor_offset + b > m:
+        raise ValueError(f"positives targets[anchor_offset:anchor_offset+B] must exist: "
+                         f"anchor_offset={anchor_offset}, B={b}, M={m}")
     if normalize:
         pred = F.normalize(pred, dim=-1)
         targets = F.normalize(targets, dim=-1)
-    pos = torch.arange(offset, offset + b, device=pred.device)
+    pos = torch.arange(anchor_offset, anchor_offset + b, device=pred.device)
     return pred, targets, pos
 
 
@@ -70,22 +90,23 @@ def infonce_loss(
     targets: Tensor,
     log_temperature: Tensor | float = math.log(DEFAULT_TEMPERATURE),
     *,
-    offset: int = 0,
+    anchor_offset: int = 0,
     reduction: str = "mean",
     normalize: bool = True,
     min_temperature: float = MIN_TEMPERATURE,
     max_temperature: float = MAX_TEMPERATURE,
     return_stats: bool = False,
 ):
-    """In-batch InfoNCE over cosine logits (seed 001, Exp 1.4).
+    """In-batch InfoNCE over cosine logits (van den Oord et al. 2018, Eq. 4).
 
     Args:
         pred: ``[B, D]`` float predictions (anchors).
         targets: ``[M, D]`` float targets, ``M >= B`` (e.g. gathered from all ranks); the
-            positive of ``pred[i]`` is ``targets[offset + i]``, every other row is a negative.
+            positive of ``pred[i]`` is ``targets[anchor_offset + i]``, every other row is a negative.
         log_temperature: scalar tensor (learnable, see :class:`InfoNCELoss`) or float;
             clamped to ``[log(min_temperature), log(max_temperature)]``.
-        offset: index of this rank's first target (``contrastlab.distributed.rank_offset``).
+        anchor_offset: index of this rank's first target (``contrastlab.distributed.rank_offset``;
+            the same keyword as the supervised losses).
         reduction: ``"mean"`` over the B anchors, ``"sum"`` or ``"none"`` (``[B]``).
         normalize: L2-normalise ``pred`` and ``targets`` inside (default True).
         return_stats: also return :class:`~contrastlab.losses._common.LossStats`.
@@ -94,10 +115,10 @@ def infonce_loss(
         The loss (scalar, or ``[B]`` for ``reduction="none"``); ``(loss, stats)`` with ``return_stats``.
 
     Raises:
-        ValueError: non-2-D inputs, mismatched D, ``offset + B > M``, bad reduction.
+        ValueError: non-2-D inputs, mismatched D, ``anchor_offset + B > M``, bad reduction.
     """
-    pred, targets, pos = _prep(pred, targets, offset, normalize)
-    tau = temperature_from_log(log_temperature, min_temperature, max_temperature).to(pred)
+    pred, targets, pos = _prep(pred, targets, anchor_offset, normalize)
+    tau = temperature_from_log(log_temperature, min_temperature, max_temperature, like=pred)
     logits = (pred @ targets.T) / tau
     per = F.cross_entropy(logits, pos, reduction="none")
     return reduce_terms(per, None, reduction, return_stats)
@@ -109,7 +130,7 @@ def infonce_hardneg_loss(
     log_temperature: Tensor | float = math.log(DEFAULT_TEMPERATURE),
     hard_negatives: Tensor | None = None,
     *,
-    offset: int = 0,
+    anchor_offset: int = 0,
     hard_negative_mask: Tensor | None = None,
     reduction: str = "mean",
     normalize: bool = True,
@@ -117,12 +138,12 @@ def infonce_hardneg_loss(
     max_temperature: float = MAX_TEMPERATURE,
     return_stats: bool = False,
 ):
-    """InfoNCE with K explicit hard negatives per anchor appended to the logits (seed 001, Exp 2.1).
+    """InfoNCE with K explicit hard negatives per anchor appended to the logits' denominator.
 
     ``L_i = -log( e^{p_i.b_{o+i}/tau} / (sum_j e^{p_i.b_j/tau} + sum_k e^{p_i.h_ik/tau}) )``.
 
     Args:
-        pred, targets, log_temperature, offset, reduction, normalize, min/max_temperature,
+        pred, targets, log_temperature, anchor_offset, reduction, normalize, min/max_temperature,
         return_stats: as :func:`infonce_loss`.
         hard_negatives: ``[B, K, D]`` mined negatives for each anchor (e.g. FAISS top-K of
             the target corpus without the anchor's own target; L2-normalised inside when
@@ -134,8 +155,8 @@ def infonce_hardneg_loss(
         ValueError: as :func:`infonce_loss`, plus a ``hard_negatives`` shape other than
             ``[B, K, D]`` or a mask shape other than ``[B, K]``.
     """
-    pred_n, targets_n, pos = _prep(pred, targets, offset, normalize)
-    tau = temperature_from_log(log_temperature, min_temperature, max_temperature).to(pred_n)
+    pred_n, targets_n, pos = _prep(pred, targets, anchor_offset, normalize)
+    tau = temperature_from_log(log_temperature, min_temperature, max_temperature, like=pred_n)
     logits = pred_n @ targets_n.T
     if hard_negatives is not None and hard_negatives.shape[1:2] != (0,):
         b, d = pred.shape
@@ -153,9 +174,9 @@ def infonce_hardneg_loss(
 
 
 class InfoNCELoss(nn.Module):
-    """Holds the learnable log-temperature (initialised at ``log(0.07)``, seed 001).
+    """Holds the learnable log-temperature (initialised at ``log(0.07)``, as CLIP, Radford et al. 2021).
 
-    ``forward(pred, targets, offset=0, hard_negatives=None, **kw)`` calls
+    ``forward(pred, targets, anchor_offset=0, hard_negatives=None, **kw)`` calls
     :func:`infonce_loss` (or :func:`infonce_hardneg_loss` when ``hard_negatives`` is given).
     Under DDP the parameter is averaged like any other.
     """
@@ -184,9 +205,10 @@ class InfoNCELoss(nn.Module):
         """Current (clamped) temperature as a float."""
         return float(temperature_from_log(self.log_temperature.detach(), self.min_temperature, self.max_temperature))
 
-    def forward(self, pred: Tensor, targets: Tensor, offset: int = 0, hard_negatives: Tensor | None = None, **kw):
+    def forward(self, pred: Tensor, targets: Tensor, anchor_offset: int = 0, hard_negatives: Tensor | None = None,
+                **kw):
         kw.setdefault("min_temperature", self.min_temperature)
         kw.setdefault("max_temperature", self.max_temperature)
         if hard_negatives is not None:
-            return infonce_hardneg_loss(pred, targets, self.log_temperature, hard_negatives, offset=offset, **kw)
-        return infonce_loss(pred, targets, self.log_temperature, offset=offset, **kw)
+            return infonce_hardneg_loss(pred, targets, self.log_temperature, hard_negatives, anchor_offset=anchor_offset, **kw)
+        return infonce_loss(pred, targets, self.log_temperature, anchor_offset=anchor_offset, **kw)

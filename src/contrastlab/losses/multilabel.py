@@ -1,5 +1,7 @@
-"""Multi-label supervised contrastive losses: ALL, ANY (Similarity-Dissimilarity paper,
-seed 002, Eq. 1-4) and MulSupCon (Zhang & Wu 2024; seed 002 Eq. 5-7; seed 000).
+"""Multi-label supervised contrastive losses: ALL, ANY ("Similarity-Dissimilarity Loss for
+Multi-label Supervised Contrastive Learning", the Sim-Dis paper, Eq. 1-4) and MulSupCon
+(Zhang & Wu 2024, "Multi-Label Supervised Contrastive Learning", AAAI; restated as Sim-Dis
+Eq. 5-7). See docs/sources.md.
 
 Labels are multi-hot ``[N, C]`` (bool, int or float; any non-zero entry means "has the
 label"). For ``[N, n_views, D]`` features every view carries its sample's label set.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from . import _common
 from ._common import Rows, flatten_views, reduce_terms, row_blocks, scale_factor, weighted_log_softmax
 
 __all__ = ["all_loss", "any_loss", "mulsupcon_loss", "label_rows", "overlap_pass"]
@@ -77,6 +80,8 @@ def overlap_pass(rows: Rows, ya: Tensor, yc: Tensor, factor=None, weighting: str
     ``n * M <= CACHE_ELEMENTS`` and recomputed from the labels in every pass otherwise.
     """
     n, m = ya.shape[0], yc.shape[0]
+    if n * m < _common.FUSED_MIN_ELEMENTS:
+        return _overlap_dense(rows, ya, yc, factor, weighting)
     dt = ya.dtype
     allrows = torch.cat([ya, yc])
     ids = _set_ids(allrows)
@@ -123,6 +128,27 @@ def overlap_pass(rows: Rows, ya: Tensor, yc: Tensor, factor=None, weighting: str
         by_lo = {lo: raw_block(lo, hi) for lo, hi in blocks}
         return cnt, coef, const, lambda lo, hi: by_lo[lo]
     return cnt, coef, const, raw_block
+
+
+def _overlap_dense(rows: Rows, ya: Tensor, yc: Tensor, factor, weighting: str):
+    """:func:`overlap_pass` on the dense ``[n, M]`` label overlaps (small batches: fewer
+    operations than the per-label-set bookkeeping; the same values)."""
+    inter = ya @ yc.T
+    own = torch.zeros(inter.shape, dtype=torch.bool, device=inter.device)
+    own.scatter_(1, rows.self_index.view(-1, 1), True)
+    pos = (inter > 0).logical_and_(~own).to(ya.dtype)
+    cnt = pos.sum(1)
+    inv = 1.0 / cnt.clamp_min(1)
+    if factor is None:
+        w = pos * inv.unsqueeze(1)
+        return cnt, (cnt > 0).to(ya.dtype), torch.zeros_like(cnt), lambda lo, hi: w[lo:hi]
+    k = factor(inter, ya.sum(1, keepdim=True), yc.sum(1).unsqueeze(0))
+    if weighting == "log_prob":
+        w = pos * k * inv.unsqueeze(1)
+        return cnt, w.sum(1), torch.zeros_like(cnt), lambda lo, hi: w[lo:hi]
+    logk = torch.where(pos > 0, k.clamp_min(torch.finfo(k.dtype).tiny).log(), 0.0)
+    w = pos * inv.unsqueeze(1)
+    return cnt, (cnt > 0).to(ya.dtype), -logk.sum(1) * inv, lambda lo, hi: w[lo:hi]
 
 
 def _set_ids(y: Tensor) -> Tensor:
@@ -206,12 +232,12 @@ def mulsupcon_loss(features: Tensor, labels: Tensor, *, temperature: float = 0.0
 
     ``L_i = sum_{l in y_i} -1/|P_l(i)| sum_{p in P_l(i)} log softmax_ip`` with
     ``P_l(i) = {p in A(i): y_pl = 1}``. An (anchor, label) pair whose ``P_l(i)`` is empty
-    is skipped (seed 000's "0 otherwise") and not counted.
+    is skipped (its term is 0, as in a reference fine-tuning implementation) and not counted.
 
     Reductions: ``"pairs"`` (default, Eq. 7: sum over anchors divided by the number of
     (anchor, label) pairs with a positive; Eq. 7 writes ``sum_i |y_i|``, which equals it
-    when every label occurs twice in the batch), ``"anchors"`` (seed 000: mean of ``L_i``
-    over anchors with at least one such pair), ``"sum"``, ``"none"`` (``L_i`` per anchor row).
+    when every label occurs twice in the batch), ``"anchors"`` (mean of ``L_i`` over anchors
+    with at least one such pair, as a reference fine-tuning implementation averages), ``"sum"``, ``"none"`` (``L_i`` per anchor row).
     ``LossStats.n_terms`` is the number of pairs except for ``"anchors"``.
     On single-label data both means equal :func:`~contrastlab.losses.supcon.supcon_loss`.
     """

@@ -23,6 +23,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..errors import UnknownNameError
+
 
 @dataclass(frozen=True)
 class LossSpec:
@@ -42,7 +44,7 @@ class LossSpec:
 
 
 LOSSES: dict[str, LossSpec] = {
-    # supervised / multi-label (Khosla et al. 2020; Sim-Dis paper, seed 002; MulSupCon, seed 000)
+    # supervised / multi-label (Khosla et al. 2020; Sim-Dis paper; Zhang & Wu 2024) -- docs/sources.md
     "supcon": LossSpec("contrastlab.losses.supcon:supcon_loss", "labels", "supervised", "SupCon"),
     "all": LossSpec("contrastlab.losses.multilabel:all_loss", "multilabels", "multilabel", "ALL"),
     "any": LossSpec("contrastlab.losses.multilabel:any_loss", "multilabels", "multilabel", "ANY"),
@@ -50,12 +52,12 @@ LOSSES: dict[str, LossSpec] = {
     "simdis": LossSpec("contrastlab.losses.simdis:simdis_loss", "multilabels", "multilabel", "Sim-Dis"),
     "sim_only": LossSpec("contrastlab.losses.simdis:simdis_loss", "multilabels", "multilabel", "Sim only", {"mode": "sim_only"}),
     "dis_only": LossSpec("contrastlab.losses.simdis:simdis_loss", "multilabels", "multilabel", "Dis only", {"mode": "dis_only"}),
-    # retrieval (seed 001)
+    # retrieval (van den Oord et al. 2018; regression baselines)
     "infonce": LossSpec("contrastlab.losses.infonce:infonce_loss", "targets", "retrieval", "InfoNCE"),
     "infonce_hardneg": LossSpec("contrastlab.losses.infonce:infonce_hardneg_loss", "targets", "retrieval", "InfoNCE + hard negatives"),
     "smoothl1": LossSpec("contrastlab.losses.regression:smoothl1_loss", "regression", "retrieval", "SmoothL1"),
     "cosine": LossSpec("contrastlab.losses.regression:cosine_loss", "regression", "retrieval", "Cosine"),
-    # self-supervised, two views (seed 004)
+    # self-supervised, two views (Chen et al. 2020; Kim et al. 2020; Kalantidis et al. 2020)
     "ntxent": LossSpec("contrastlab.losses.selfsup:ntxent_loss", "views", "selfsup", "NT-Xent (SimCLR)"),
     "mixco": LossSpec("contrastlab.losses.selfsup:mixco_loss", "views", "selfsup", "MixCo"),
     "mochi": LossSpec("contrastlab.losses.selfsup:mochi_loss", "views", "selfsup", "MoCHi"),
@@ -63,11 +65,16 @@ LOSSES: dict[str, LossSpec] = {
 
 
 def get_spec(name: str) -> LossSpec:
-    """Registry entry of ``name``; ``KeyError`` listing the known names otherwise."""
+    """Registry entry of ``name``.
+
+    Raises:
+        contrastlab.errors.UnknownNameError: (a ``KeyError`` and an ``InputError``) ``name``
+            is not registered; the message lists the known names.
+    """
     try:
         return LOSSES[name]
     except KeyError:
-        raise KeyError(f"unknown loss {name!r}; known: {', '.join(sorted(LOSSES))}") from None
+        raise UnknownNameError(f"unknown loss {name!r}; known: {', '.join(sorted(LOSSES))}") from None
 
 
 def get_loss(name: str) -> Callable[..., Any]:

@@ -1,4 +1,5 @@
-"""Self-supervised two-view losses (seed 004): NT-Xent, MixCo and MoCHi.
+"""Self-supervised two-view losses: NT-Xent (Chen et al. 2020, SimCLR), MixCo (Kim et al.
+2020) and MoCHi (Kalantidis et al. 2020).
 
 All three take the projections of two augmented views of the same N samples, ``z1`` and
 ``z2`` (``[N, D]`` float, any scale: they are L2-normalised here), and return the mean
@@ -8,9 +9,9 @@ products, no Python loop over anchors.
 Notation: ``Z = [normalize(z1); normalize(z2)]`` is ``[2N, D]``; anchor ``a`` (row of
 ``Z``) has its positive at ``(a + N) mod 2N``; ``S = Z Z^T / tau``.
 
-The seed notebook got each of these wrong (DESIGN.md, "Known mistakes" 1-3): its NT-Xent
-put the positive twice into the denominator, its MixCo never used the first view, its
-MoCHi looped over anchors and mixed one pair only. The functions below follow the papers.
+The functions follow the papers (docs/sources.md), not a reference notebook implementation
+whose NT-Xent put the positive twice into the denominator, whose MixCo never used the first
+view and whose MoCHi looped over anchors and mixed one pair only.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from ._common import recompute_grads
 
 __all__ = [
     "ntxent_loss", "mixco_loss", "mochi_loss",
@@ -45,14 +48,10 @@ def _seed_from(generator: torch.Generator | None) -> int:
     return int(torch.randint(0, 2**62, (1,), generator=generator).item())
 
 
-def _pair_logits(z1: torch.Tensor, z2: torch.Tensor, temperature: float):
-    """Normalised ``Z`` [2N, D], self-masked logits ``S`` [2N, 2N] and positive index [2N]."""
-    n = z1.shape[0]
-    z = F.normalize(torch.cat([z1, z2], dim=0), dim=1)
-    zs = z * (1.0 / temperature) ** 0.5
-    logits = (zs @ zs.T).fill_diagonal_(float("-inf"))  # z_a . z_b / tau; in place is safe
-    pos = torch.arange(2 * n, device=z.device).roll(n)  # a -> (a + N) mod 2N
-    return z, logits, pos
+def _ntxent_plain(zs: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """:class:`_NTXentFromScaled`'s value with ordinary differentiable operations."""
+    eye = torch.eye(zs.shape[0], dtype=torch.bool, device=zs.device)
+    return F.cross_entropy((zs @ zs.T).masked_fill(eye, float("-inf")), pos)
 
 
 class _NTXentFromScaled(torch.autograd.Function):
@@ -60,7 +59,8 @@ class _NTXentFromScaled(torch.autograd.Function):
 
     Fused forward/backward: the [A, A] logits are computed once; the backward forms the
     softmax ``P`` in one buffer, ``dzs = (G + G^T) zs`` with ``G = (P - onehot(pos)) / A``
-    computed as two matmuls (no transposed add).
+    computed as two matmuls (no transposed add). Under ``create_graph=True`` the backward
+    differentiates :func:`_ntxent_plain` instead, so second derivatives are exact.
     """
 
     @staticmethod
@@ -75,6 +75,8 @@ class _NTXentFromScaled(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         zs, pos, logits, lse = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True: differentiable recomputation
+            return recompute_grads(lambda x: _ntxent_plain(x, pos), (zs,), ctx.needs_input_grad[:1], grad)[0], None
         a = zs.shape[0]
         p = torch.sub(logits, lse.unsqueeze(1)).exp_()    # softmax (logits kept: re-entrant)
         p[torch.arange(a, device=zs.device), pos] -= 1.0
@@ -249,8 +251,11 @@ def mochi_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.5,
 
     Implementation: because every vector is unit-norm, ``q . h`` and ``||h||`` are linear
     combinations of entries of ``Z Z^T`` (``||a n_p + b n_q||^2 = a^2 + b^2 + 2ab n_p.n_q``),
-    so the synthetic logits are gathered from ``Z sg(Z)^T``: ``O(A (s + s'))`` memory, no
-    ``[A, s, D]`` tensor.
+    so the synthetic logits are gathered from the one Gram matrix ``Z Z^T`` that also gives
+    the batch logits and the hard-negative ranking: ``O(A (s + s'))`` extra memory, no
+    ``[A, s, D]`` tensor, and a fused backward of two ``[A, A] x [A, D]`` products, as
+    NT-Xent's (:class:`_MochiFromUnit`; second derivatives exact, synthetics constant).
+    With ``s = s' = 0`` it is :func:`ntxent_loss`.
 
     Args:
         z1, z2: ``[N, D]`` projections of the two views.
@@ -275,37 +280,131 @@ def mochi_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.5,
         raise ValueError(f"n_hard must be in [1, 2N-2] = [1, {a_count - 2}], got {n_hard}")
     if s < 0 or s_prime < 0:
         raise ValueError(f"s and s_prime must be >= 0, got s={s}, s_prime={s_prime}")
-    z, logits, pos = _pair_logits(z1, z2, temperature)
     if s == 0 and s_prime == 0:
-        return F.cross_entropy(logits, pos)
+        return ntxent_loss(z1, z2, temperature=temperature)
     if mixing is None:
-        mixing = sample_mochi_mixing(a_count, n_hard, s, s_prime, generator, device=z.device)
+        mixing = sample_mochi_mixing(a_count, n_hard, s, s_prime, generator, device=z1.device)
+    z = F.normalize(torch.cat([z1, z2], dim=0), dim=1)
+    pos = torch.arange(a_count, device=z.device).roll(n)  # a -> (a + N) mod 2N
+    return _MochiFromUnit.apply(z, pos, n_hard, mixing.pair, mixing.alpha, mixing.prime, mixing.beta,
+                                float(temperature))
 
+
+def _mochi_plain(z: torch.Tensor, pos: torch.Tensor, hard: torch.Tensor, pair: torch.Tensor,
+                 alpha: torch.Tensor, prime: torch.Tensor, beta: torch.Tensor,
+                 temperature: float) -> torch.Tensor:
+    """MoCHi's loss on unit rows ``z`` [A, D] given the hard negatives ``hard`` [A, n_hard]
+    (hardest first), with ordinary differentiable operations: the definition that
+    :class:`_MochiFromUnit` fuses, and its second derivative."""
+    a_count = z.shape[0]
     zd = z.detach()
     rows = torch.arange(a_count, device=z.device)
-    gram = (logits.detach() * temperature).fill_diagonal_(1.0)   # [A, A] cosines
-    # hardest negatives: the top n_hard + 2 similarities minus the anchor and its positive
-    top = gram.topk(n_hard + 2, dim=1).indices
-    valid = (top != pos.unsqueeze(1)) & (top != rows.unsqueeze(1))
-    valid &= valid.cumsum(1) <= n_hard
-    hard = top[valid].view(a_count, n_hard)           # [A, n_hard], hardest first
+    zs = z * (1.0 / temperature) ** 0.5
+    eye = torch.eye(a_count, dtype=torch.bool, device=z.device)
+    logits = (zs @ zs.T).masked_fill(eye, float("-inf"))
+    gram = (zd @ zd.T).masked_fill(eye, 1.0)          # [A, A] cosines, no gradient
     q_sg = z @ zd.T                                   # q . sg(v): grad to the anchor only
-
     lse = [torch.logsumexp(logits, dim=1)]
-    if s > 0:
-        p = torch.gather(hard, 1, mixing.pair[..., 0])    # [A, s] node ids
-        r = torch.gather(hard, 1, mixing.pair[..., 1])
-        al = mixing.alpha.to(z.dtype)
+    if pair.shape[1] > 0:
+        p = torch.gather(hard, 1, pair[..., 0])       # [A, s] node ids
+        r = torch.gather(hard, 1, pair[..., 1])
+        al = alpha.to(z.dtype)
         dot = al * torch.gather(q_sg, 1, p) + (1 - al) * torch.gather(q_sg, 1, r)
         norm2 = al**2 + (1 - al) ** 2 + 2 * al * (1 - al) * gram[p, r]
         lse.append(torch.logsumexp(dot / norm2.clamp_min(1e-12).sqrt() / temperature, dim=1))
-    if s_prime > 0:
-        j = torch.gather(hard, 1, mixing.prime)           # [A, s']
-        be = mixing.beta.to(z.dtype)
-        self_sg = (z * zd).sum(1, keepdim=True)           # q . sg(q) = 1, grad to q
+    if prime.shape[1] > 0:
+        j = torch.gather(hard, 1, prime)               # [A, s']
+        be = beta.to(z.dtype)
+        self_sg = (z * zd).sum(1, keepdim=True)       # q . sg(q) = 1, grad to q
         dot = be * self_sg + (1 - be) * torch.gather(q_sg, 1, j)
         norm2 = be**2 + (1 - be) ** 2 + 2 * be * (1 - be) * torch.gather(gram, 1, j)
         lse.append(torch.logsumexp(dot / norm2.clamp_min(1e-12).sqrt() / temperature, dim=1))
-    # -log softmax of the positive over [batch logits, synthetic logits], without a cat
     total = torch.logsumexp(torch.stack(lse, dim=1), dim=1)
     return (total - logits[rows, pos]).mean()
+
+
+class _MochiFromUnit(torch.autograd.Function):
+    """MoCHi's loss (see :func:`mochi_loss`) on unit rows ``z`` [A, D], fused.
+
+    Forward: one ``[A, A]`` Gram matrix ``G = Z Z^T`` gives the batch logits ``G / tau``,
+    the hard-negative ranking (top-k of ``G`` without the anchor and its positive) and,
+    because every vector is unit-norm, the synthetic logits: ``q . h`` and ``||h||`` are
+    linear in entries of ``G`` (``||a n_p + b n_q||^2 = a^2 + b^2 + 2ab n_p.n_q``), so no
+    ``[A, s, D]`` tensor is formed.
+
+    Backward: the synthetic points are detached, so their logits send gradient to the
+    anchor only: ``dL/dq += sum_k P_k c_k n_k`` with the mixing coefficients ``c_k``. These
+    are scattered into the anchor side of the batch-logit gradient ``P`` [A, A] after its
+    transpose product is taken: ``dZ = P_anchor Z + P_batch^T Z``, two matmuls, as NT-Xent.
+    Under ``create_graph=True`` the backward differentiates :func:`_mochi_plain` instead,
+    so second derivatives are exact.
+    """
+
+    @staticmethod
+    def forward(ctx, z, pos, n_hard, pair, alpha, prime, beta, temperature):
+        a_count = z.shape[0]
+        inv = 1.0 / temperature
+        rows = torch.arange(a_count, device=z.device)
+        gram = z @ z.T                                 # [A, A] cosines
+        cos_pos = gram[rows, pos]                      # copy
+        gram.fill_diagonal_(float("-inf"))
+        gram[rows, pos] = float("-inf")
+        hard = gram.topk(n_hard, dim=1).indices        # [A, n_hard], hardest first
+        gram[rows, pos] = cos_pos                      # gram: batch cosines, -inf on the diagonal
+        # synthetic logits are (linear combination of cosines) * k_, k_ = 1 / (tau ||h||); the
+        # gradient coefficients are kept without the 1 / tau, which the backward applies once
+        logits, index, coef = [], [], []
+        if pair.shape[1] > 0:
+            p = torch.gather(hard, 1, pair[..., 0])    # [A, s] node ids
+            r = torch.gather(hard, 1, pair[..., 1])
+            al = alpha.to(z.dtype)
+            g_pr = torch.where(p == r, 1.0, gram[p, r])
+            k = (al**2 + (1 - al) ** 2 + 2 * al * (1 - al) * g_pr).clamp_min(1e-12).rsqrt()
+            logits.append((al * gram.gather(1, p) + (1 - al) * gram.gather(1, r)) * k * inv)
+            index += [p, r]
+            coef += [al * k, (1 - al) * k]
+        if prime.shape[1] > 0:
+            j = torch.gather(hard, 1, prime)           # [A, s']
+            be = beta.to(z.dtype)
+            g_j = gram.gather(1, j)
+            k = (be**2 + (1 - be) ** 2 + 2 * be * (1 - be) * g_j).clamp_min(1e-12).rsqrt()
+            self_dot = (z * z).sum(1, keepdim=True)    # q . q = 1 (as computed)
+            logits.append((be * self_dot + (1 - be) * g_j) * k * inv)
+            index += [rows.unsqueeze(1).expand_as(j), j]
+            coef += [be * k, (1 - be) * k]
+        syn = torch.cat(logits, dim=1)                 # [A, s + s'] synthetic logits
+        gram.mul_(inv)                                 # gram: batch logits from here on
+        m = gram.amax(1, keepdim=True)
+        lse_batch = (m + torch.sub(gram, m).exp_().sum(1, keepdim=True).log_()).view(-1)
+        total = torch.logaddexp(lse_batch, torch.logsumexp(syn, dim=1))
+        loss = (total - cos_pos * inv).mean()
+        ctx.save_for_backward(z, pos, hard, pair, alpha, prime, beta, gram, total, syn,
+                              torch.cat(index, dim=1), torch.cat(coef, dim=1))
+        ctx.temperature = temperature
+        ctx.n_split = (pair.shape[1], prime.shape[1])
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad):
+        z, pos, hard, pair, alpha, prime, beta, gram, total, syn, index, coef = ctx.saved_tensors
+        none = (None,) * 7
+        if torch.is_grad_enabled():  # create_graph=True: differentiable recomputation
+            dz = recompute_grads(
+                lambda x: _mochi_plain(x, pos, hard, pair, alpha, prime, beta, ctx.temperature),
+                (z,), ctx.needs_input_grad[:1], grad)[0]
+            return (dz,) + none
+        if not ctx.needs_input_grad[0]:
+            return (None,) + none
+        a_count = z.shape[0]
+        inv = 1.0 / ctx.temperature
+        rows = torch.arange(a_count, device=z.device)
+        p = torch.sub(gram, total.unsqueeze(1)).exp_()  # batch softmax (0 on the diagonal)
+        p[rows, pos] -= 1.0                            # d loss_a / d logit_ab (x A)
+        gb = p.T @ z                                   # the contrast side of the batch logits
+        ps = (syn - total.unsqueeze(1)).exp_()         # softmax of the synthetic logits
+        s, sp = ctx.n_split
+        ps = torch.cat([ps[:, :s], ps[:, :s], ps[:, s:], ps[:, s:]], dim=1) if s and sp else \
+            torch.cat([ps, ps], dim=1)
+        p.scatter_add_(1, index, ps.mul_(coef))       # synthetic: the anchor side only
+        dz = (p @ z).add_(gb).mul_(grad * (inv / a_count))
+        return (dz,) + none

@@ -1,4 +1,5 @@
-"""Similarity-Dissimilarity loss (seed 002, Eq. 13-15) and its ablations (Table 4).
+"""Similarity-Dissimilarity loss ("Similarity-Dissimilarity Loss for Multi-label Supervised
+Contrastive Learning", anonymous, under review; Eq. 13-15) and its ablations (Table 4).
 
 For an anchor ``i`` with label set ``S`` and a row ``p`` with label set ``T``:
 
@@ -131,7 +132,7 @@ def simdis_loss(
     anchor_offset: int = 0,
     return_stats: bool = False,
 ):
-    """Similarity-Dissimilarity loss (seed 002, Eq. 13-15); ``sim_only``/``dis_only`` via ``mode``.
+    """Similarity-Dissimilarity loss (Sim-Dis paper Eq. 13-15); ``sim_only``/``dis_only`` via ``mode``.
 
     Args:
         features: ``[N, D]`` or ``[N, n_views, D]`` float, L2-normalised by the caller.

@@ -1,12 +1,12 @@
-"""Supervised contrastive loss, Khosla et al. 2020, L_out (their Eq. 2; seed 003).
+"""Supervised contrastive loss, Khosla et al. 2020, "Supervised Contrastive Learning", L_out (Eq. 2).
 
     L_i = -(tau / base_tau) * 1/|P(i)| * sum_{p in P(i)} log( exp(z_i.z_p/tau) / sum_{a in A(i)} exp(z_i.z_a/tau) )
 
 ``A(i)`` is every contrast row except ``i`` itself; ``P(i)`` the rows of ``A(i)`` with the
 anchor's label (or ``mask[i, j] = 1``). The loss is the mean over anchors that have at
 least one positive. Anchors without a positive are left out of the mean and counted
-(``return_stats=True``); the reference code divides 0/0 for them (NaN), see DESIGN.md
-"Known mistakes" 4.
+(``return_stats=True``); the reference code (github.com/HobbitLong/SupContrast) divides
+0/0 for them (NaN).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from . import _common
 from ._common import (
     Rows,
     flatten_views,
@@ -106,20 +107,50 @@ def supcon_loss(
                 if contrast_labels is None or contrast_labels.shape != (m_samples,):
                     raise ValueError(f"contrast_labels must be [M={m_samples}] with contrast_features")
                 lc = contrast_labels.to(dev)
-            ids = torch.unique(torch.cat([la, lc]), return_inverse=True)[1]
-            a_ids, c_ids = ids[:n], ids[n:]
-        per, valid = grouped_loss(rows, a_ids[rows.anchor_sample], c_ids.repeat_interleave(v), temperature)
+            if _dense(rows):
+                a_ids, c_ids = la, lc  # the dense path compares labels directly
+            else:
+                ids = torch.unique(torch.cat([la, lc]), return_inverse=True)[1]
+                a_ids, c_ids = ids[:n], ids[n:]
+        if v > 1 or contrast_mode != "all":
+            a_ids, c_ids = a_ids[rows.anchor_sample], c_ids.repeat_interleave(v)
+        per, valid = grouped_loss(rows, a_ids, c_ids, temperature)
     if scale != 1.0:
         per = per * scale
     return reduce_terms(per, valid, reduction, return_stats)
 
 
 def grouped_loss(rows: Rows, a_ids: Tensor, c_ids: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
-    """Per-anchor SupCon loss when positives are the rows with the same group id."""
+    """Per-anchor SupCon loss when positives are the rows with the same group id.
+
+    ``rows``: flattened anchors ``[n, D]`` / contrast ``[M, D]``; ``a_ids [n]``, ``c_ids [M]``
+    long group ids. Returns ``(per [n], valid [n] bool)``, 0 where no positive. Small
+    problems (``n * M < FUSED_MIN_ELEMENTS``) take a dense path with few operations (the
+    same values: at small batches the per-operation overhead dominates)."""
+    if _dense(rows):
+        return _grouped_dense(rows, a_ids, c_ids, temperature)
     mean_pos, cnt = grouped_positive_term(rows.anchors, rows.contrast, a_ids, c_ids, rows.self_index, temperature)
     valid = cnt > 0
     lse = weighted_log_softmax(rows.anchors, rows.contrast, valid, rows.self_index, temperature)
     return lse - torch.where(valid, mean_pos, torch.zeros_like(mean_pos)), valid
+
+
+def _dense(rows: Rows) -> bool:
+    """Small problem (``n * M < FUSED_MIN_ELEMENTS``): take the dense path."""
+    m = rows.contrast.shape[0]
+    return 1 < m and rows.anchors.shape[0] * m < _common.FUSED_MIN_ELEMENTS
+
+
+def _grouped_dense(rows: Rows, a_ids: Tensor, c_ids: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
+    """:func:`grouped_loss` with a dense ``[n, M]`` positive mask (small batches)."""
+    s = (rows.anchors * (1.0 / temperature)) @ rows.contrast.T
+    own = torch.zeros(s.shape, dtype=torch.bool, device=s.device).scatter_(1, rows.self_index.view(-1, 1), True)
+    pos = (a_ids.view(-1, 1) == c_ids.view(1, -1)).logical_and_(own.logical_not())
+    cnt = pos.sum(1)
+    valid = cnt > 0
+    w = pos.to(s.dtype).div_(cnt.clamp_min(1).unsqueeze(1))  # 1/|P(i)| on positives, 0 elsewhere
+    # lse * [valid] - sum_p s_ip / |P(i)|: 0 (connected to the graph) without a positive
+    return torch.logsumexp(s.masked_fill(own, float("-inf")), dim=1) * valid - (s * w).sum(1), valid
 
 
 def _mask_path(rows: Rows, mask: Tensor, temperature: float) -> tuple[Tensor, Tensor]:

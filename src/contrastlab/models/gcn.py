@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..errors import InputError
+
 __all__ = ["GCNEncoder", "ProjectionHead", "make_activation"]
 
 
@@ -23,7 +25,7 @@ def make_activation(name: str, dim: int) -> nn.Module:
         return nn.PReLU(dim)
     if name == "elu":
         return nn.ELU()
-    raise ValueError(f"unknown activation {name!r}; use relu, prelu or elu")
+    raise InputError(f"unknown activation {name!r}; use relu, prelu or elu")
 
 
 class GCNEncoder(nn.Module):

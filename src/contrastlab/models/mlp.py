@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..errors import InputError
+
 __all__ = ["MLPEncoder", "TeacherHead", "ProjectionHead", "build_encoder"]
 
 
@@ -83,4 +85,4 @@ def build_encoder(kind: str, in_dim: int, hidden: list[int], out_dim: int, dropo
         return MLPEncoder(in_dim, hidden, out_dim, dropout)
     if kind == "teacher_head":
         return TeacherHead(in_dim, hidden, out_dim, dropout)
-    raise ValueError(f"unknown encoder kind {kind!r} (expected 'mlp' or 'teacher_head')")
+    raise InputError(f"unknown encoder kind {kind!r} (expected 'mlp' or 'teacher_head')")

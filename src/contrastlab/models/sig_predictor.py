@@ -1,9 +1,9 @@
-"""SigPredictor (seed 001, Exp 1.3/1.4): signature token states -> predicted body embedding.
+"""SigPredictor (retrieval experiment notes, Exp 1.3/1.4; docs/sources.md): signature token states -> predicted body embedding.
 
 ``Linear(H -> d_model)``, ``n_layers`` x ``TransformerEncoderLayer(d_model, n_heads,
 ffn, dropout)``, mean pool over non-padding tokens, ``Linear(d_model -> H)``; the output is
 L2-normalised for the contrastive losses (``normalize=True``), left raw for SmoothL1.
-With the seed's sizes (H=2048, d_model=512, 2 layers, 8 heads, FFN 2048) it has 8,404,480
+With the notes' sizes (H=2048, d_model=512, 2 layers, 8 heads, FFN 2048) it has 8,404,480
 parameters.
 """
 

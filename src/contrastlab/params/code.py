@@ -1,8 +1,8 @@
-"""Schema of the ``code`` section of ``params.yaml`` (code retrieval track, seed 001).
+"""Schema of the ``code`` section of ``params.yaml`` (code retrieval track; docs/sources.md).
 
 Defaults are the offline CPU setting (about 30 installed distributions, a few thousand
-functions, MiniLM teacher, a few epochs). ``presets/code-seed-scale.yaml`` holds the seed's
-scale (Qwen2.5-Coder-3B layer 18, ~150 git repositories, batch 64 x 8 GPUs, 100 epochs,
+functions, MiniLM teacher, a few epochs). ``presets/code-seed-scale.yaml`` holds the retrieval
+notes' scale (Qwen2.5-Coder-3B layer 18, ~150 git repositories, batch 64 x 8 GPUs, 100 epochs,
 patience 15); ``python stages/code_preset.py seed-scale`` switches to it (see docs/code.md).
 """
 
@@ -121,9 +121,9 @@ class TeacherParams(BaseModel):
 
 
 class ModelParams(BaseModel):
-    """SigPredictor (seed 001): Linear(H->d_model), n_layers encoder layers, mean pool, Linear(d_model->H).
+    """SigPredictor (retrieval experiment notes): Linear(H->d_model), n_layers encoder layers, mean pool, Linear(d_model->H).
 
-    The seed's sizes are d_model 512, 8 heads, FFN 2048 (the seed-scale preset); the CPU
+    The notes' sizes are d_model 512, 8 heads, FFN 2048 (the seed-scale preset); the CPU
     default is 128 / 4 / 512 so that four variants train in minutes on 2 cores.
     """
 

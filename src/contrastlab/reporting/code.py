@@ -1,4 +1,4 @@
-"""Code retrieval track section of the comparison report (seed 001).
+"""Code retrieval track section of the comparison report (retrieval experiment notes; docs/sources.md).
 
 Reads ``reports/metrics/code/<variant>.json`` (``evaluate_code@<variant>``),
 ``reports/plots/code/<variant>.csv`` (per-epoch train loss and val Rank@10) and
@@ -6,7 +6,7 @@ Reads ``reports/metrics/code/<variant>.json`` (``evaluate_code@<variant>``),
 
 - a table: test Rank@1/5/10 (%), MRR, median rank, mean cosine to the true body, corpus
   size, best epoch, training seconds, and the Rank@10 difference to the Exp 1.4 target;
-- reference rows from seed 001: Exp 1.3 (SmoothL1, Qwen2.5-Coder-3B layer 18, corpus
+- reference rows from the retrieval experiment notes: Exp 1.3 (SmoothL1, Qwen2.5-Coder-3B layer 18, corpus
   49,631): test Rank@1 0.03 %, Rank@10 0.24 %; Exp 1.4 targets: Rank@1 > 1 %, Rank@10 > 5 %;
 - figures: Rank@k against k per variant, training curves (loss and val Rank@10), a bar
   chart of test Rank@1/5/10.
@@ -26,11 +26,11 @@ __all__ = ["build_section", "REFERENCES", "TITLES"]
 TITLES = {"smoothl1": "SmoothL1 (Exp 1.3)", "cosine": "Cosine (Exp 1.3 variant)",
           "infonce": "InfoNCE (Exp 1.4)", "infonce_hardneg": "InfoNCE + hard negatives (Exp 2.1)"}
 
-#: Seed 001's rows.
+#: The retrieval experiment notes' rows.
 REFERENCES = [
     # (name, Rank@1 %, Rank@10 %, corpus, Rank@10 - 5 % target in points)
-    ("Seed 001 Exp 1.3 SmoothL1 (test, Qwen2.5-Coder-3B L18, reported)", "0.03", "0.24", 49631, -4.76),
-    ("Seed 001 Exp 1.4 target (test; a target, not a result)", "> 1", "> 5", 49631, None),
+    ("Retrieval notes Exp 1.3 SmoothL1 (test, Qwen2.5-Coder-3B L18, reported)", "0.03", "0.24", 49631, -4.76),
+    ("Retrieval notes Exp 1.4 target (test; a target, not a result)", "> 1", "> 5", 49631, None),
 ]
 TARGET_R10 = 0.05
 
@@ -161,19 +161,19 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | N
                      f"{corpus:,}", "-", "-", "-" if delta is None else f"{delta:+.2f}"])
     n_q = max(int(m.get("n_queries", 0)) for m in metrics.values())
     table = Table(
-        "Signature -> body retrieval (seed 001): test signatures against all extracted bodies",
+        "Signature -> body retrieval: test signatures against all extracted bodies",
         ["variant", "R@1 %", "R@5 %", "R@10 %", "MRR", "median rank", "mean cos",
          "corpus", "best epoch", "train s", "Δ R@10 vs 5 % target (pp)"],
         rows,
         note=(f"{n_q} test signatures from held-out repositories, ranked against every "
               "extracted body (train + val + test; FAISS inner product on L2-normalised "
               "vectors). Rank@k: share of queries whose own body is in the top k. One run "
-              "per variant. Italic rows are seed 001's numbers: Exp 1.3 as reported (its "
+              "per variant. Italic rows are the retrieval experiment notes' numbers (docs/sources.md): Exp 1.3 as reported (its "
               "mean cosine 0.585 is on validation) and Exp 1.4's targets; they use "
               "Qwen2.5-Coder-3B layer 18 and a 49,631-function corpus, so absolute values are "
               "not comparable with this corpus size; the ordering of the losses is."),
     )
-    s = Section("code", "Code retrieval: signature -> body embedding (seed 001)")
+    s = Section("code", "Code retrieval: signature -> body embedding")
     s.tables.append(table)
     figures_dir = Path(figures_dir)
     figures_dir.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ TABLE1_ROWS = ["all", "any", "mulsupcon", "simdis", "bce"]
 METRICS = [("micro_f1", "micro-F1"), ("macro_f1", "macro-F1"), ("map", "mAP")]
 ALPHA = 0.05
 
-#: Sim-Dis paper (seed 002) Table 1 (image data, ResNet-50) and Table 2 (AAPD, RoBERTa), in %.
+#: Sim-Dis paper (docs/sources.md) Table 1 (image data, ResNet-50) and Table 2 (AAPD, RoBERTa), in %.
 PAPER_TABLE1 = {
     "MS-COCO": {"all": (68.93, 63.32, 64.11), "any": (64.80, 57.37, 56.90),
                 "mulsupcon": (71.33, 66.25, 67.69), "simdis": (73.40, 70.03, 69.20)},
@@ -321,7 +321,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                                             else ("micro-F1", "macro-F1"))]
     s.tables.append(Table(
         "Reference: the Sim-Dis paper's reported numbers (Tables 1 and 2)", ref_cols, ref_rows,
-        note="Published numbers, copied from the paper (seed 002), in %. These are DIFFERENT data sets "
+        note="Published numbers, copied from the Sim-Dis paper (docs/sources.md), in %. These are DIFFERENT data sets "
              "(MS-COCO, PASCAL VOC, NUS-WIDE images with ResNet-50; AAPD text with RoBERTa) from ours "
              "(MULAN feature sets with an MLP): compare the ranking of the losses, not the values."))
     t4 = [[TITLES[l] if l not in ("any", "simdis") else ("neither (= ANY)" if l == "any" else "both (= Sim-Dis)")]

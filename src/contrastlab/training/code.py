@@ -1,4 +1,5 @@
-"""Training loop of the code retrieval track (seed 001, Exp 1.3 / 1.4 / 2.1).
+"""Training loop of the code retrieval track (the retrieval experiment notes, Exp 1.3 / 1.4 /
+2.1; docs/sources.md).
 
 The SigPredictor maps a function signature's frozen teacher token states to the body's
 embedding. Losses come from the registry (``smoothl1``, ``cosine``, ``infonce``,
@@ -9,13 +10,13 @@ with patience, best checkpoint kept.
 Distributed (``torchrun --nproc_per_node=N``; gloo on CPU, NCCL on CUDA): every epoch
 draws one seeded permutation of the training functions; step ``s`` uses the global batch
 ``perm[s*N*B:(s+1)*N*B]`` and rank ``r`` takes its ``r``-th slice of ``B`` (= batch size per
-process). For InfoNCE the (frozen) target body embeddings are gathered from all ranks as in
-seed 001 and the positive of local anchor ``i`` is gathered row ``r*B + i``. Each rank
+process). For InfoNCE the (frozen) target body embeddings are gathered from all ranks (every
+rank's targets are negatives) and the positive of local anchor ``i`` is gathered row ``r*B + i``. Each rank
 backpropagates ``N * (B / (N*B)) * loss_r`` so that after DDP's gradient averaging the
 update equals one process on the same global batch (see ``contrastlab.distributed``).
 Dropout masks differ per rank, so exact equality needs ``dropout = 0`` (as in the test).
 
-Hard negatives (``infonce_hardneg``, seed 001 Exp 2.1): every ``hardneg_refresh`` epochs a
+Hard negatives (``infonce_hardneg``, Exp 2.1 of the retrieval notes): every ``hardneg_refresh`` epochs a
 FAISS inner-product index over the training bodies is searched with the current
 predictions (epoch 0: with the true bodies) and each training function keeps its ``K``
 nearest bodies that are neither its own nor an identical body (same ``body_hash``).
@@ -36,6 +37,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .. import distributed as D
+from ..errors import InputError
 from ..evaluation.retrieval import build_index, search, true_ranks
 from ..losses import get_loss
 from ..models.sig_predictor import SigPredictor
@@ -178,12 +180,12 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     world, rank = info.world_size, info.rank
     tr, va = data.rows("train"), data.rows("val")
     if len(tr) == 0 or len(va) == 0:
-        raise ValueError("code training needs train and val functions (check the split)")
+        raise InputError("code training needs train and val functions (check the split)")
     b = train_p.batch_size
     gb = b * world
     steps = len(tr) // gb
     if steps == 0:
-        raise ValueError(f"{len(tr)} training functions < global batch {gb}")
+        raise InputError(f"{len(tr)} training functions < global batch {gb}")
     loss_fn = get_loss(loss)
     student = CodeStudent(hidden_size, loss, model_p.d_model, model_p.n_layers, model_p.n_heads,
                           model_p.ffn, model_p.dropout, train_p.init_temperature).to(dev)
@@ -226,10 +228,10 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
                 tn = F.normalize(target, dim=-1)
                 targets = D.all_gather_no_grad(tn)
                 if loss == "infonce":
-                    l_r = loss_fn(pred, targets, student.log_temperature, offset=rank * b)
+                    l_r = loss_fn(pred, targets, student.log_temperature, anchor_offset=rank * b)
                 else:
                     hn = train_bodies_n[hard[local]].to(dev)
-                    l_r = loss_fn(pred, targets, student.log_temperature, hn, offset=rank * b)
+                    l_r = loss_fn(pred, targets, student.log_temperature, hn, anchor_offset=rank * b)
             else:
                 l_r = loss_fn(pred, target)
             share = l_r * (b / gb)  # this rank's share of the global-batch mean

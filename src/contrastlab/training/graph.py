@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
+from ..errors import InputError
 from ..models.gcn import GCNEncoder, ProjectionHead
 
 __all__ = ["mask_features", "drop_edges", "augment", "make_graph_loss", "GraphSSLResult",
@@ -30,13 +31,13 @@ def mask_features(x: torch.Tensor, p: float, generator: torch.Generator | None =
     """Zero features with probability ``p``.
 
     ``mode="column"``: one mask over the F feature dimensions shared by all nodes (GRACE);
-    ``mode="element"``: an independent mask per entry (the seed notebook; for a sparse
+    ``mode="element"``: an independent mask per entry (a reference notebook implementation; for a sparse
     ``x`` only the stored non-zeros are drawn, which has the same distribution).
     ``x``: ``[N, F]`` float, dense or sparse COO (coalesced). Returns a new tensor of the
     same layout.
     """
     if mode not in ("column", "element"):
-        raise ValueError(f"unknown feature mask mode {mode!r}; use column or element")
+        raise InputError(f"unknown feature mask mode {mode!r}; use column or element")
     if p <= 0:
         return x
     if x.is_sparse:
@@ -74,7 +75,7 @@ def make_graph_loss(loss: str, **kwargs) -> Callable[..., torch.Tensor]:
     from ..losses import get_loss, get_spec
 
     if get_spec(loss).needs != "views":
-        raise ValueError(f"loss {loss!r} is not a two-view self-supervised loss")
+        raise InputError(f"loss {loss!r} is not a two-view self-supervised loss")
     fn = get_loss(loss)
     stochastic = loss in ("mixco", "mochi")
 
@@ -202,10 +203,12 @@ def graph_run_config(g, variant: str) -> GraphRunConfig:
     """The untuned configuration of ``graph.variants.<variant>`` (a ``GraphParams``).
 
     Raises:
-        KeyError: no such variant.
+        UnknownNameError: no such variant (a ``KeyError``).
     """
     if variant not in g.variants:
-        raise KeyError(f"graph.variants has no {variant!r} (known: {', '.join(g.variants)})")
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError(f"graph.variants has no {variant!r} (known: {', '.join(g.variants)})")
     v = g.variants[variant]
     train = dict(epochs=g.train.epochs, batch_nodes=g.train.batch_nodes,
                  lr=v.lr or g.train.lr,

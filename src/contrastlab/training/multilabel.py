@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InputError
 from ..evaluation.multilabel import knn_label_purity, multilabel_metrics
 from ..models.mlp import ProjectionHead, build_encoder
 
@@ -109,7 +110,7 @@ def resolve_loss(name: str, kwargs: dict[str, Any] | None = None) -> Callable[..
     sig = inspect.signature(fn.func if isinstance(fn, functools.partial) else fn)
     bad = [k for k in kwargs if k not in sig.parameters]
     if bad:
-        raise ValueError(f"loss {name!r} has no keyword argument(s) {bad}; "
+        raise InputError(f"loss {name!r} has no keyword argument(s) {bad}; "
                          f"it accepts {[p for p in sig.parameters if p not in ('features', 'labels')]}")
     return functools.partial(fn, **kwargs)
 
