@@ -48,7 +48,7 @@ def distributed_loss(loss: str | Callable, features: Tensor, labels: Tensor | No
     glabels = D.all_gather_no_grad(labels) if labels is not None else None
     offset = D.rank_offset(features.shape[0], features.device)
     total, stats = loss(features, labels, contrast_features=gathered, contrast_labels=glabels,
-                        anchor_anchor_offset=offset, reduction="sum", return_stats=True, **kw)
+                        anchor_offset=offset, reduction="sum", return_stats=True, **kw)
     count = stats.n_anchors if mean_kind == "anchors" else stats.n_terms
     n = D.all_reduce_sum(count.to(torch.float64))
     return total / n.clamp_min(1).to(total.dtype)
