@@ -31,5 +31,8 @@ def run_stage(main: Callable[[], int | None]) -> int:
         if os.environ.get("CONTRASTLAB_DEBUG"):
             traceback.print_exc()
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(f"error: {msg}", file=sys.stderr)
+        from .launch import report_worker_error  # a torchrun worker: the launcher prints it once
+
+        if not report_worker_error(str(msg)):
+            print(f"error: {msg}", file=sys.stderr)
         return 2
