@@ -53,15 +53,19 @@ def _lines(text: str) -> list[str]:
 
 @pytest.mark.distributed
 @pytest.mark.parametrize("which,expected", [
-    ("all", "error: infonce: non-finite loss at epoch 1 step 3"),
-    ("1", "error: infonce: non-finite loss at epoch 1 step 3 (rank 1)"),
+    # both ranks fail: the first by time is reported, whichever rank it is
+    ("all", r"error: infonce: non-finite loss at epoch 1 step 3( \(rank 1\))?"),
+    ("1", r"error: infonce: non-finite loss at epoch 1 step 3 \(rank 1\)"),
 ])
 def test_bad_input_in_a_worker_is_one_line(tmp_path, which, expected):
+    import re
+
     script = tmp_path / "stage.py"
     script.write_text(SCRIPT)
     r = _launch(str(script), which)
     assert r.returncode == 2
-    assert _lines(r.stderr) == [expected], r.stderr
+    lines = _lines(r.stderr)
+    assert len(lines) == 1 and re.fullmatch(expected, lines[0]), r.stderr
     assert "ChildFailedError" not in r.stdout + r.stderr
 
 

@@ -8,8 +8,8 @@ Shard ``shard_00000.safetensors`` holds, for ``n`` consecutive functions (by ``i
 - ``sig_mask``   uint8 ``[n, T]``: 1 for real tokens
 - ``body_emb``   float32 ``[n, H]``: mean of the body's token states at that layer
 
-Each shard's safetensors metadata (one key, so the bytes are reproducible) stores a fingerprint of the teacher settings and of its
-functions' text; a rerun (after an interruption) keeps every shard whose fingerprint still
+Each shard's safetensors metadata (one key, so the bytes are reproducible) stores a
+fingerprint of the teacher settings and of its functions' text; a rerun (after an interruption) keeps every shard whose fingerprint still
 matches and computes only the rest. ``index.json`` is written last.
 
 The folder is a ``persist: true`` DVC output, so it must only ever hold finished files:
