@@ -42,12 +42,16 @@ def build_humaneval(p, out_dir: Path) -> dict:
     import pandas as pd
     from tqdm import tqdm
 
-    from contrastlab.data.humaneval import TIERS, load_problems, tier_problem
+    from contrastlab.data.humaneval import TIERS, load_problems, sandbox_mode, tier_problem
 
     h = p.multilabel.humaneval
+    mode = sandbox_mode(h.allow_unsandboxed)  # raises SandboxUnavailable unless allowed
+    print(f"humaneval: running variants in mode {mode!r}"
+          + ("" if mode == "bwrap" else " (NOT sandboxed: allow_unsandboxed is set; trusted code only)"),
+          flush=True)
     probs = load_problems(h.max_problems)
     sandbox = dict(timeout_s=h.timeout_s, assert_timeout_s=min(1.0, h.timeout_s), cpu_s=h.cpu_s,
-                   memory_mb=h.memory_mb, fsize_mb=h.fsize_mb)
+                   memory_mb=h.memory_mb, fsize_mb=h.fsize_mb, mode=mode)
     with ThreadPoolExecutor(h.workers) as pool:
         jobs = [pool.submit(tier_problem, pr, h.variants_per_problem, h.seed + i, **sandbox)
                 for i, pr in enumerate(probs)]
@@ -74,7 +78,7 @@ def build_humaneval(p, out_dir: Path) -> dict:
     purity = knn_label_purity(x[~test], groups[~test], x[test], groups[test], p.multilabel.train.knn_k)
     return {"x_train": x[~test], "y_train": y[~test], "x_test": x[test], "y_test": y[test],
             "g_train": groups[~test], "g_test": groups[test], "labels": labels,
-            "extra": {"knn_purity_teacher": purity,"tiers": df["tier"].value_counts().to_dict(),
+            "extra": {"sandbox": mode, "knn_purity_teacher": purity,"tiers": df["tier"].value_counts().to_dict(),
                       "canonical_not_pass": int(((df["mutation"] == "canonical") & (df["tier"] != "PASS")).sum()),
                       "status": df["status"].value_counts().to_dict()}}
 

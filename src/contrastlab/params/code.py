@@ -35,6 +35,9 @@ class RepoSource(BaseModel):
     dist: str | None = None
     git: str | None = None
     commit: str | None = Field(None, description="commit (or tag) the git source is pinned to")
+    allow_ref: bool = Field(False, description="git only: accept a tag or branch name in commit "
+                            "(a ref can move, so the fetch is not reproducible); otherwise "
+                            "commit must be the full 40-hex hash")
     path: str | None = None
     name: str | None = None
 
