@@ -116,7 +116,7 @@ def safe_repo_name(raw: str) -> str:
     """
     name = re.sub(r"[^A-Za-z0-9._-]", "_", str(raw)).lstrip("._-")
     if not name:
-        raise ValueError(f"code.repos.sources: cannot derive a repository name from {raw!r}; "
+        raise InputError(f"code.repos.sources: cannot derive a repository name from {raw!r}; "
                          "give the source a name:")
     return name
 
