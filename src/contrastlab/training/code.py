@@ -41,6 +41,8 @@ from ..losses import get_loss
 from ..models.sig_predictor import SigPredictor
 
 __all__ = ["CodeStudent", "CodeData", "train_code", "predict", "warmup_cosine"]
+#: ``needs`` of the registry losses this module loads (read by scripts/stage_deps.py).
+LOSS_NEEDS = ("targets", "regression")
 
 CONTRASTIVE = {"infonce", "infonce_hardneg"}
 

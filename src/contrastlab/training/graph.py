@@ -22,6 +22,8 @@ from ..models.gcn import GCNEncoder, ProjectionHead
 
 __all__ = ["mask_features", "drop_edges", "augment", "make_graph_loss", "GraphSSLResult",
            "train_graph_ssl", "embed"]
+#: ``needs`` of the registry losses this module loads (read by scripts/stage_deps.py).
+LOSS_NEEDS = ("views",)
 
 
 def mask_features(x: torch.Tensor, p: float, generator: torch.Generator | None = None,

@@ -32,6 +32,8 @@ from ..models.mlp import ProjectionHead, build_encoder
 
 __all__ = ["TrainConfig", "SeedResult", "warmup_cosine", "train_contrastive", "train_linear",
            "train_bce", "run_seed", "run_seeds", "resolve_loss", "summarize"]
+#: ``needs`` of the registry losses this module loads (read by scripts/stage_deps.py).
+LOSS_NEEDS = ("multilabels",)
 
 
 @dataclass
