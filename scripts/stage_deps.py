@@ -12,6 +12,8 @@ transitive closure of its imports inside ``src/contrastlab`` is computed:
 - sibling scripts a stage imports after putting its own folder on ``sys.path``
   (``from train_code import ...`` -> ``stages/train_code.py``);
 - ``importlib.import_module(f"contrastlab.pkg.{x}")``: every module of ``contrastlab.pkg``;
+- a package ``__init__``'s module-level ``__getattr__`` (lazy attributes): its imports count
+  for a file that imports from the package a name the ``__init__`` does not define;
 - the loss registry: ``"contrastlab.losses.x:fn"`` strings in ``losses/registry.py`` name
   modules that are imported lazily. A module that loads registry losses declares which
   ones with a module-level ``LOSS_NEEDS = ("views",)`` (the ``needs`` values of
@@ -26,6 +28,9 @@ Usage::
     python scripts/stage_deps.py            # check: exit 1 listing every missing dependency
     python scripts/stage_deps.py --write    # rewrite the code deps of every stage in dvc.yaml
     python scripts/stage_deps.py --show train_graph
+
+If ``dvc.yaml`` has a ``validate_params`` stage, every other stage must also depend on its
+output (a bad ``params.yaml`` then stops ``dvc repro`` before any stage deletes its outputs).
 
 ``--write`` replaces, in each stage's ``deps``, the entries that are Python code (``*.py``
 files and folders under ``src/`` or next to the stage script) with the computed closure and
@@ -46,7 +51,17 @@ from pathlib import Path
 PACKAGE = "contrastlab"
 #: Names that load a registry loss and so require a ``LOSS_NEEDS`` declaration.
 LOADERS = {"get_loss", "load_loss"}
+#: The first stage: validates params.yaml; every other stage depends on its output.
+GATE_STAGE = "validate_params"
 _REG_RE = re.compile(r"^(contrastlab(?:\.\w+)+):\w+$")
+
+
+class _AllNames(set):
+    def __contains__(self, item) -> bool:  # a plain module: any name may be defined
+        return True
+
+
+_ALL = _AllNames()
 
 
 class DepsError(RuntimeError):
@@ -128,6 +143,49 @@ class Analyzer:
                     self._registry.setdefault(needs or "?", set()).add(mod)
         return self._registry
 
+    def _init_tree(self, dotted: str):
+        f = self.module_file(dotted)
+        if f is None or f.name != "__init__.py":
+            return None, None
+        return f, ast.parse(f.read_text(encoding="utf-8"), str(f))
+
+    def top_names(self, dotted: str) -> set[str]:
+        """Names a package's ``__init__`` defines at module level (all names for a module)."""
+        f, tree = self._init_tree(dotted)
+        if tree is None:
+            return _ALL
+        out: set[str] = set()
+        for n in tree.body:
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+                out.add(n.name)
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                out.update((a.asname or a.name).split(".")[0] for a in n.names)
+            elif isinstance(n, (ast.Assign, ast.AnnAssign)):
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                    out.update(x.id for x in ast.walk(t) if isinstance(x, ast.Name))
+        return out
+
+    def lazy(self, dotted: str) -> set[str]:
+        """Modules a package's module-level ``__getattr__`` imports on attribute access."""
+        f, tree = self._init_tree(dotted)
+        fn = None if tree is None else next(
+            (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"),
+            None)
+        out: set[str] = set()
+        if fn is None:
+            return out
+        for node in ast.walk(fn):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = ".".join([dotted] + ([node.module] if node.module else []))
+                out.add(base)
+                out.update(f"{base}.{a.name}" for a in node.names
+                           if self.module_file(f"{base}.{a.name}") is not None)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE):
+                out.add(node.module)
+            elif isinstance(node, ast.Import):
+                out.update(a.name for a in node.names if a.name.startswith(PACKAGE))
+        return out
+
     # ------------------------------------------------------------------ one file
     def direct(self, path: Path) -> tuple[set[str], set[Path], set[str] | None, bool]:
         """``(modules, sibling script files, LOSS_NEEDS or None, calls a loader)`` of one file."""
@@ -139,7 +197,12 @@ class Analyzer:
             pkg = pkg.rpartition(".")[0]
         needs: set[str] | None = None
         loader = False
+        lazy_fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
+                        and n.name == "__getattr__"), None) if path.name == "__init__.py" else None
+        skip = set(map(id, ast.walk(lazy_fn))) if lazy_fn is not None else set()
         for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.name.split(".")[0] == PACKAGE:
@@ -161,6 +224,8 @@ class Analyzer:
                     for a in node.names:  # `from pkg import submodule`
                         if self.module_file(f"{base}.{a.name}") is not None:
                             mods.add(f"{base}.{a.name}")
+                        elif a.name not in self.top_names(base):
+                            mods.update(self.lazy(base))  # served by the package's __getattr__
                 elif pkg is None and base and (path.parent / f"{base}.py").is_file():
                     siblings.add(path.parent / f"{base}.py")
             elif isinstance(node, ast.Call):
@@ -283,21 +348,39 @@ def required(root: Path, stages: dict | None = None) -> dict[str, list[str]]:
     return out
 
 
+def gate(stages: dict) -> str | None:
+    """The output of the ``validate_params`` stage (every other stage depends on it, so a bad
+    params.yaml stops ``dvc repro`` before any stage removes its outputs), or None."""
+    st = stages.get(GATE_STAGE)
+    if not st:
+        return None
+    outs = _body(st).get("outs") or []
+    return (next(iter(outs[0])) if isinstance(outs[0], dict) else str(outs[0])) if outs else None
+
+
 def missing(root: Path) -> dict[str, list[str]]:
-    """``stage -> code files it imports that its deps do not cover`` (empty dict: all good)."""
+    """``stage -> code files it imports that its deps do not cover``, plus the params gate
+    (see :func:`gate`) for every stage but the gate's own (empty dict: all good)."""
     stages = load_stages(root)
+    req = required(root, stages)
+    g = gate(stages)
     gaps = {}
-    for name, files in required(root, stages).items():
-        deps = _dep_paths(_body(stages[name]))
-        lack = [f for f in files if not covered(f, deps)]
+    for name, st in stages.items():
+        need = list(req.get(name, []))
+        if g is not None and name != GATE_STAGE:
+            need.append(g)
+        deps = _dep_paths(_body(st))
+        lack = [f for f in need if not covered(f, deps)]
         if lack:
             gaps[name] = lack
     return gaps
 
 
-def _is_code_dep(dep: str, script_dirs: set[str]) -> bool:
+def _is_code_dep(dep: str, script_dirs: set[str], gate_out: str | None = None) -> bool:
     if "${" in dep:
         return False
+    if dep == gate_out:
+        return True
     if dep.startswith("src/"):
         return True
     return dep.endswith(".py") and dep.rpartition("/")[0] in script_dirs
@@ -314,7 +397,13 @@ def write(root: Path) -> list[str]:
     y.width = 4096
     y.indent(mapping=2, sequence=4, offset=2)
     doc = y.load(path.read_text(encoding="utf-8"))
-    req = required(root, load_stages(root))
+    plain = load_stages(root)
+    req = required(root, plain)
+    g = gate(plain)
+    if g is not None:
+        for name in plain:
+            if name != GATE_STAGE:
+                req[name] = req.get(name, []) + [g]
     changed = []
     for name, files in req.items():
         body = _body(doc["stages"][name])
@@ -323,9 +412,9 @@ def write(root: Path) -> list[str]:
             from ruamel.yaml.comments import CommentedSeq
 
             deps = body["deps"] = CommentedSeq()
-        script_dirs = {f.rpartition("/")[0] for f in files if not f.startswith("src/")}
+        script_dirs = {f.rpartition("/")[0] for f in files if not f.startswith("src/") and f != g}
         old = [next(iter(d)) if isinstance(d, dict) else str(d) for d in deps]
-        keep_idx = [i for i, d in enumerate(old) if not _is_code_dep(d, script_dirs)]
+        keep_idx = [i for i, d in enumerate(old) if not _is_code_dep(d, script_dirs, g)]
         new_list = files + [old[i] for i in keep_idx]
         if new_list == old:
             continue

@@ -97,10 +97,12 @@ def test_repo_params_valid():
 
 
 @pytest.mark.parametrize("patch,key", [
-    ({"variants.ntxent.temperature": 0.0}, "graph.variants.ntxent.ntxent.temperature"),
-    ({"variants.mixco.alpha": -1}, "graph.variants.mixco.mixco.alpha"),
-    ({"variants.mochi.loss": "supcon"}, "graph.variants.mochi"),
-    ({"variants.ntxent.n_hard": 3}, "graph.variants.ntxent.ntxent.n_hard"),
+    ({"variants.ntxent.temperature": 0.0}, "graph.variants.ntxent.temperature"),
+    ({"variants.mixco.alpha": [1]}, "graph.variants.mixco"),
+    ({"variants.mixco.alpha": 1e12}, "graph.variants.mixco"),
+    ({"variants.mochi.loss": "supcon"}, "graph.variants.mochi.loss"),
+    ({"variants.ntxent.epochs": 10**6}, "graph.variants.ntxent.epochs"),
+    ({"presets.fast.seeds": [2**63]}, "graph.presets.fast.seeds.0"),
     ({"train.edge_drop": [0.2, 1.0]}, "graph.train.edge_drop.1"),
     ({"train.lr": "fast"}, "graph.train.lr"),
     ({"model.activation": "tanh"}, "graph.model.activation"),
@@ -112,6 +114,23 @@ def test_params_errors_name_key_and_file(tmp_path, patch, key):
     with pytest.raises(ParamsError) as e:
         load_params(p)
     assert str(p) in str(e.value) and key in str(e.value)
+    # the variant name appears once (no discriminator tag repeated in the key)
+    assert ".ntxent.ntxent." not in str(e.value) and ".mixco.mixco." not in str(e.value)
+
+
+@pytest.mark.parametrize("patch,key", [
+    ({"variants.ntxent.n_hard": 3}, "graph.variants.ntxent.n_hard"),
+    ({"variants.mixco.n_hard": 3}, "graph.variants.mixco.n_hard"),
+])
+def test_loss_keywords_are_checked_against_the_loss_signature(tmp_path, patch, key):
+    from contrastlab.params.losses import check_loss_keywords
+
+    p = _params_with(tmp_path, patch)
+    params = load_params(p)  # structurally fine: extra keys are the loss's business
+    with pytest.raises(ParamsError) as e:
+        check_loss_keywords(params, p)
+    assert str(p) in str(e.value) and key in str(e.value) and "accepts" in str(e.value)
+    check_loss_keywords(load_params(ROOT / "params.yaml"))  # the shipped file passes
 
 
 def test_params_preset_and_n_hard_cross_checks(tmp_path):

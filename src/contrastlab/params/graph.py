@@ -17,8 +17,11 @@ Layout::
         mixco: {loss: mixco, temperature: 0.4, alpha: 1.0, weight: 1.0}
         mochi: {loss: mochi, temperature: 0.4, n_hard: 256, s: 128, s_prime: 64}
 
-A variant may override ``lr``, ``weight_decay`` or ``epochs`` for itself only. Unknown keys
-are rejected everywhere (``extra="forbid"``); ranges are checked.
+A variant names a registry loss whose ``needs`` is ``views`` (``names_for("graph")``); its
+other keys are the loss's keyword arguments (checked against the function's signature by
+the ``validate_params`` stage). A variant may override ``lr``, ``weight_decay`` or
+``epochs`` for itself only. Unknown keys are rejected everywhere else
+(``extra="forbid"``); ranges are checked.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ class _Strict(BaseModel):
 class GraphPreset(_Strict):
     """Seeds, epochs and loss batch of one preset."""
 
-    seeds: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0, 1], min_length=1)
+    seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(default_factory=lambda: [0, 1], min_length=1)
     epochs: int = Field(100, ge=1, le=100_000)
     batch_nodes: Optional[int] = Field(
         1024, ge=2, description="Nodes per loss batch (null: all 2708 nodes every step).")
@@ -74,50 +77,64 @@ class GraphProbe(_Strict):
     """Linear probes: logistic regression (C picked on validation) and the notebook's."""
 
     c_grid: list[Annotated[float, Field(gt=0.0)]] = Field(
-        default_factory=lambda: [0.01, 0.1, 1.0, 10.0, 100.0], min_length=1)
+        default_factory=lambda: [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0], min_length=1)
     normalize: Literal["l2", "standard", "none"] = "standard"
     notebook_steps: int = Field(200, ge=1, le=100_000)
     notebook_lr: float = Field(0.01, gt=0.0, le=10.0)
 
 
-class _VariantBase(_Strict):
+#: A loss-specific knob's value in ``params.yaml`` (checked against the loss's signature by
+#: :func:`contrastlab.params.losses.check_loss_keywords`).
+KnobValue = Union[bool, int, float, str]
+_KNOB_ABS_MAX = 1e9
+
+
+class GraphVariant(BaseModel):
+    """One variant: a registry loss with ``needs: views``, its temperature, optional
+    per-variant optimiser overrides, and the loss's own keyword arguments as extra keys
+    (e.g. MixCo's ``alpha``/``weight``, MoCHi's ``n_hard``/``s``/``s_prime``): any keyword
+    argument of the loss function (see :attr:`contrastlab.losses.LossSpec.kwargs`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    loss: str
     temperature: float = Field(0.4, gt=0.0, le=10.0)
     lr: Optional[float] = Field(None, gt=0.0, le=1.0, description="Overrides train.lr.")
     weight_decay: Optional[float] = Field(None, ge=0.0, le=1.0)
     epochs: Optional[int] = Field(None, ge=1, le=100_000, description="Overrides the preset.")
 
+    @field_validator("loss")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        from ..losses.registry import names_for
+
+        ok = names_for("graph")
+        if v not in ok:
+            raise ValueError(f"{v!r} is not a registered two-view loss; known: {', '.join(ok)}")
+        return v
+
+    @model_validator(mode="after")
+    def _knobs(self) -> "GraphVariant":
+        for k, v in (self.model_extra or {}).items():
+            if not isinstance(v, (bool, int, float, str)):
+                raise ValueError(f"{k}: a loss keyword must be a number, a string or a "
+                                 f"boolean, got {type(v).__name__}")
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and not (
+                    abs(v) <= _KNOB_ABS_MAX):
+                raise ValueError(f"{k}={v!r}: must be finite and at most {_KNOB_ABS_MAX:g} "
+                                 f"in absolute value")
+        return self
+
     def loss_kwargs(self) -> dict:
-        """Keyword arguments of the loss function."""
-        skip = {"loss", "lr", "weight_decay", "epochs"}
-        return {k: v for k, v in self.model_dump().items() if k not in skip}
-
-
-class NtxentVariant(_VariantBase):
-    loss: Literal["ntxent"]
-
-
-class MixcoVariant(_VariantBase):
-    loss: Literal["mixco"]
-    alpha: float = Field(1.0, gt=0.0, le=100.0, description="Beta(alpha, alpha) of lambda.")
-    weight: float = Field(1.0, ge=0.0, le=100.0, description="Weight of the mix-up term.")
-
-
-class MochiVariant(_VariantBase):
-    loss: Literal["mochi"]
-    n_hard: int = Field(256, ge=1, description="N: hardest negatives kept per anchor.")
-    s: int = Field(128, ge=0, description="Synthetic negatives mixing two hard negatives.")
-    s_prime: int = Field(64, ge=0, description="Synthetic negatives mixing the query in.")
-
-
-GraphVariant = Annotated[Union[NtxentVariant, MixcoVariant, MochiVariant],
-                         Field(discriminator="loss")]
+        """Keyword arguments of the loss function (temperature and the extra keys)."""
+        return {"temperature": self.temperature, **(self.model_extra or {})}
 
 
 def _default_variants() -> dict:
     return {
-        "ntxent": NtxentVariant(loss="ntxent"),
-        "mixco": MixcoVariant(loss="mixco"),
-        "mochi": MochiVariant(loss="mochi"),
+        "ntxent": GraphVariant(loss="ntxent"),
+        "mixco": GraphVariant(loss="mixco", alpha=1.0, weight=1.0),
+        "mochi": GraphVariant(loss="mochi", n_hard=256, s=128, s_prime=64),
     }
 
 
@@ -143,10 +160,11 @@ class GraphParams(_Strict):
             if not re.fullmatch(r"[A-Za-z0-9_\-]+", name):
                 raise ValueError(f"variant name {name!r}: use letters, digits, _ or -")
         for name, v in self.variants.items():
-            if isinstance(v, MochiVariant):
+            n_hard = (v.model_extra or {}).get("n_hard")
+            if isinstance(n_hard, int):  # MoCHi: hardest negatives kept per anchor
                 b = self.active_preset.batch_nodes or 2708
-                if v.n_hard > 2 * min(b, 2708) - 2:
-                    raise ValueError(f"variants.{name}.n_hard={v.n_hard} exceeds the "
+                if n_hard > 2 * min(b, 2708) - 2:
+                    raise ValueError(f"variants.{name}.n_hard={n_hard} exceeds the "
                                      f"2B-2 = {2 * min(b, 2708) - 2} negatives per anchor")
         return self
 

@@ -74,10 +74,12 @@ def make_graph_loss(loss: str, **kwargs) -> Callable[..., torch.Tensor]:
     with its keyword parameters (e.g. ``temperature``, ``alpha``, ``n_hard``)."""
     from ..losses import get_loss, get_spec
 
-    if get_spec(loss).needs != "views":
-        raise ValueError(f"loss {loss!r} is not a two-view self-supervised loss")
+    spec = get_spec(loss)
+    if spec.needs not in LOSS_NEEDS:
+        raise ValueError(f"loss {loss!r} is not a two-view self-supervised loss "
+                         f"(needs={spec.needs!r})")
     fn = get_loss(loss)
-    stochastic = loss in ("mixco", "mochi")
+    stochastic = spec.stochastic
 
     def f(z1, z2, generator=None):
         if stochastic:
