@@ -18,6 +18,7 @@ from pathlib import Path
 from contrastlab.cli import run_stage
 from contrastlab.io import write_json, write_text
 from contrastlab.params import load_params
+from contrastlab.timings import timings_dir
 from contrastlab.reporting import collect_sections, render_markdown
 from contrastlab.reporting.html import render_html
 from contrastlab.reporting.provenance import (collect_provenance, metrics_summary,
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         prov = collect_provenance(params, git_commit(root))
         sections = collect_sections(root, figures)
         stamp_sections(sections, prov)
-        sections = [provenance_section(prov, stage_timings(metrics)), *sections]
+        sections = [provenance_section(prov, stage_timings(timings_dir())), *sections]
         digits = params.report.digits
         for s in sections:
             for t in s.tables:  # bare floats shown with report.digits decimals in both files

@@ -1,4 +1,4 @@
-"""fetch_cora checks, the graph params schema, and a tiny end-to-end run on the real Cora."""
+"""fetch_graph checks on Cora, the graph params schema, and a tiny end-to-end run on the real Cora."""
 
 import json
 import shutil
@@ -58,7 +58,7 @@ def test_fetch_cora_missing_file_and_sums(tmp_path):
 def test_fetch_cora_stage_exit_code(tmp_path):
     v = _vendor_copy(tmp_path)
     (v / "raw" / "ind.cora.y").write_bytes(b"corrupt")
-    r = subprocess.run([sys.executable, str(ROOT / "stages" / "fetch_cora.py"),
+    r = subprocess.run([sys.executable, str(ROOT / "stages" / "fetch_graph.py"),
                         "--params", str(ROOT / "params.yaml"), "--vendor", str(v),
                         "--out", str(tmp_path / "out")], capture_output=True, text=True)
     assert r.returncode == 2
@@ -71,7 +71,7 @@ def test_vendored_files_listed():
 
 
 def test_load_cora_unprepared(tmp_path):
-    with pytest.raises(FileNotFoundError, match="fetch_cora"):
+    with pytest.raises(FileNotFoundError, match="fetch_graph"):
         load_cora(tmp_path)
 
 

@@ -106,10 +106,10 @@ def write_teacher_states(out_dir: Path, ids: Sequence[int], signatures: Sequence
     for sh in shards:
         sh["sha256"] = sha256_file(out_dir / sh["file"])
     index = {"n_functions": n, "hidden_size": hidden_size, "max_sig_tokens": max_sig_tokens,
-             "fingerprint": fp, "settings": settings, "shards": shards,
-             "reused_shards": reused}
+             "fingerprint": fp, "settings": settings, "shards": shards}
     write_json(out_dir / "index.json", index)
-    return index
+    # run-dependent: returned to the caller, never written into the (DVC-hashed) folder
+    return {**index, "reused_shards": reused}
 
 
 def load_teacher_states(out_dir: Path) -> dict[str, Any]:

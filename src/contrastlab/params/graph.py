@@ -1,8 +1,10 @@
-"""Schema of the ``graph`` section of ``params.yaml`` (graph self-supervised track, Cora).
+"""Schema of the ``graph`` section of ``params.yaml`` (graph self-supervised track, Planetoid graphs).
 
 Layout::
 
     graph:
+      dataset: Cora               # Cora | CiteSeer | PubMed (Planetoid format, public split)
+      raw_dir: null               # folder with SHA256SUMS + raw/; null: data/vendor/planetoid/<dataset>
       source: vendored            # vendored (offline, checksummed) | download (PyG's loader)
       preset: fast                # which entry of `presets` the train stages use
       presets:                    # seeds / epochs / loss batch per preset
@@ -32,6 +34,8 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Rate = Annotated[float, Field(ge=0.0, lt=1.0)]
+#: Nodes of each public Planetoid graph (``contrastlab.data.planetoid.PUBLIC_STATS``).
+NUM_NODES = {"Cora": 2708, "CiteSeer": 3327, "PubMed": 19717}
 
 
 class _Strict(BaseModel):
@@ -141,6 +145,11 @@ def _default_variants() -> dict:
 class GraphParams(_Strict):
     """``graph:`` section. Unknown keys are rejected."""
 
+    dataset: Literal["Cora", "CiteSeer", "PubMed"] = Field(
+        "Cora", description="Planetoid citation graph (public split), by name.")
+    raw_dir: Optional[str] = Field(
+        None, description="Folder with SHA256SUMS and raw/ind.<name>.* (repo-relative or "
+        "absolute); null: data/vendor/planetoid/<dataset>.")
     source: Literal["vendored", "download"] = "vendored"
     preset: str = "fast"
     presets: dict[str, GraphPreset] = Field(default_factory=lambda: {
@@ -162,11 +171,17 @@ class GraphParams(_Strict):
         for name, v in self.variants.items():
             n_hard = (v.model_extra or {}).get("n_hard")
             if isinstance(n_hard, int):  # MoCHi: hardest negatives kept per anchor
-                b = self.active_preset.batch_nodes or 2708
-                if n_hard > 2 * min(b, 2708) - 2:
+                n = NUM_NODES[self.dataset]
+                b = self.active_preset.batch_nodes or n
+                if n_hard > 2 * min(b, n) - 2:
                     raise ValueError(f"variants.{name}.n_hard={n_hard} exceeds the "
-                                     f"2B-2 = {2 * min(b, 2708) - 2} negatives per anchor")
+                                     f"2B-2 = {2 * min(b, n) - 2} negatives per anchor")
         return self
+
+    @property
+    def raw_folder(self) -> str:
+        """``raw_dir`` or the vendored folder of ``dataset``."""
+        return self.raw_dir or f"data/vendor/planetoid/{self.dataset}"
 
     @property
     def active_preset(self) -> GraphPreset:

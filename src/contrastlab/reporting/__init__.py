@@ -18,6 +18,43 @@ from typing import Any, Sequence
 TRACKS: list[str] = ["graph", "code", "multilabel"]
 
 
+def wall_time(root: Path, track: str, name: str, metrics: dict | None = None) -> float:
+    """``time_s`` of ``reports/timings/<track>/<name>.json`` (:mod:`contrastlab.timings`);
+    falls back to a ``time_s`` still found in ``metrics`` (older runs); NaN when neither."""
+    from ..timings import read_timing
+
+    t = (read_timing(track, name, root) or {}).get("time_s")
+    if t is None and metrics is not None:
+        t = metrics.get("time_s")
+    return float(t) if isinstance(t, (int, float)) else float("nan")
+
+
+def variant_titles(root: Path, track: str) -> dict[str, str]:
+    """``{variant: row label}`` of a track, in ``params.yaml`` order, from the registry.
+
+    A variant's label is its loss's :attr:`contrastlab.losses.LossSpec.title`, followed by
+    `` (<variant>)`` when the variant is not named after its loss (two variants of one loss
+    stay apart). Multi-label variants are the loss names of ``multilabel.losses``. A name
+    the registry does not know (``bce``) keeps its name. Returns ``{}`` when
+    ``<root>/params.yaml`` is missing or invalid (the report still renders).
+    """
+    from ..losses.registry import title
+    from ..params import ParamsError, load_params
+
+    try:
+        p = load_params(Path(root) / "params.yaml")
+    except ParamsError:
+        return {}
+    if track == "multilabel":
+        return {x: title(x) for x in p.multilabel.losses}
+    variants = getattr(p, track).variants
+    out = {}
+    for name, v in variants.items():
+        t = title(v.loss)
+        out[name] = t if name == v.loss else f"{t} ({name})"
+    return out
+
+
 @dataclass
 class Table:
     """A table: ``columns`` names and ``rows`` of already formatted cells (str or number)."""

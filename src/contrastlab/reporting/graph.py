@@ -20,11 +20,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import Figure, Section, Table, fmt_mean_std
+from . import Figure, Section, Table, fmt_mean_std, variant_titles, wall_time
 
 __all__ = ["build_section", "REFERENCES", "load_graph_metrics"]
 
-TITLES = {"ntxent": "NT-Xent (SimCLR)", "mixco": "MixCo", "mochi": "MoCHi"}
+#: ``{variant: row label}``; filled from params.yaml + the loss registry by :func:`build_section`.
+TITLES: dict[str, str] = {}
 
 #: (name, accuracy, protocol/source) of the reference rows.
 REFERENCES: list[tuple[str, float, str]] = [
@@ -156,6 +157,8 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | N
     metrics = load_graph_metrics(root / "reports" / "metrics" / "graph")
     if not metrics:
         return None
+    TITLES.clear()
+    TITLES.update(variant_titles(root, "graph"))
     names = _order(metrics)
     best_ref = max(acc for _, acc, _ in REFERENCES)
     rows = []
@@ -167,7 +170,7 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | N
             fmt_mean_std(lr_mean, m.get("logreg_acc_std"), digits),
             fmt_mean_std(m.get("notebook_acc_mean"), m.get("notebook_acc_std"), digits),
             int(m.get("n_seeds", 0)), int(m.get("epochs", 0)),
-            f"{m.get('time_s', float('nan')):.1f}",
+            f"{wall_time(root, 'graph', n, m):.1f}",
             f"{lr_mean - best_ref:+.{digits}f}" if lr_mean is not None else "-",
         ])
     for name, acc, how in REFERENCES:

@@ -300,7 +300,7 @@ def run_seeds(data: dict[str, np.ndarray], cfg: TrainConfig, seeds: list[int], w
 
 def summarize(results: list[SeedResult]) -> dict[str, Any]:
     """Flat metrics JSON: ``<metric>`` (mean), ``<metric>_std`` (sample std, ddof=1),
-    ``<metric>_seed<s>`` per seed, ``n_seeds``, ``time_s`` (sum of the seeds' wall seconds)."""
+    ``<metric>_seed<s>`` per seed, ``n_seeds``, ``map_labels_skipped``, ``final_loss``."""
     out: dict[str, Any] = {"n_seeds": len(results)}
     keys = [k for k in results[0].metrics if k != "map_labels_skipped"]
     for k in keys:
