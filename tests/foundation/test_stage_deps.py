@@ -124,3 +124,34 @@ def test_closure_rules_on_a_synthetic_project(tmp_path):
     sd.write(r)
     assert sd.missing(r) == {}
     assert "data/x" in yaml.safe_load((r / "dvc.yaml").read_text())["stages"]["s2"]["do"]["deps"]
+
+
+def test_lazy_package_attributes_count_only_when_used(tmp_path):
+    """Imports inside a package ``__init__``'s ``__getattr__`` count for a file importing a
+    name the package does not define, not for every importer of the package."""
+    r = tmp_path
+    _write(r, "src/contrastlab/__init__.py", "")
+    _write(r, "src/contrastlab/p/__init__.py", """
+        from .reg import get
+        def __getattr__(name):
+            from . import heavy
+            return getattr(heavy, name)
+        """)
+    _write(r, "src/contrastlab/p/reg.py", "")
+    _write(r, "src/contrastlab/p/heavy.py", "")
+    _write(r, "stages/a.py", "from contrastlab.p import get\n")
+    _write(r, "stages/b.py", "from contrastlab.p import big_thing\n")
+    an = sd.Analyzer(r)
+    a = {p.as_posix() for p in an.closure([r / "stages/a.py"]).files}
+    b = {p.as_posix() for p in an.closure([r / "stages/b.py"]).files}
+    assert "src/contrastlab/p/heavy.py" not in a and "src/contrastlab/p/reg.py" in a
+    assert "src/contrastlab/p/heavy.py" in b
+
+
+def test_every_stage_depends_on_the_params_gate():
+    stages = sd.load_stages(ROOT)
+    gate = sd.gate(stages)
+    assert gate == "data/params_ok.json"
+    for name, st in stages.items():
+        if name != sd.GATE_STAGE:
+            assert sd.covered(gate, sd._dep_paths(sd._body(st))), name

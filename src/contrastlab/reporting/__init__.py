@@ -29,29 +29,33 @@ def wall_time(root: Path, track: str, name: str, metrics: dict | None = None) ->
     return float(t) if isinstance(t, (int, float)) else float("nan")
 
 
-def variant_titles(root: Path, track: str) -> dict[str, str]:
+def variant_titles(root: Path, track: str, names: Sequence[str] = ()) -> dict[str, str]:
     """``{variant: row label}`` of a track, in ``params.yaml`` order, from the registry.
 
     A variant's label is its loss's :attr:`contrastlab.losses.LossSpec.title`, followed by
     `` (<variant>)`` when the variant is not named after its loss (two variants of one loss
     stay apart). Multi-label variants are the loss names of ``multilabel.losses``. A name
-    the registry does not know (``bce``) keeps its name. Returns ``{}`` when
-    ``<root>/params.yaml`` is missing or invalid (the report still renders).
+    the registry does not know (``bce``) keeps its name. ``names`` (e.g. the metrics files
+    found) that ``<root>/params.yaml`` does not list, or all of them when the file is missing
+    or invalid, follow in registry order, then sorted, labelled by the registry title.
     """
-    from ..losses.registry import title
+    from ..losses.registry import LOSSES, title
     from ..params import ParamsError, load_params
 
+    out: dict[str, str] = {}
     try:
         p = load_params(Path(root) / "params.yaml")
     except ParamsError:
-        return {}
-    if track == "multilabel":
-        return {x: title(x) for x in p.multilabel.losses}
-    variants = getattr(p, track).variants
-    out = {}
-    for name, v in variants.items():
-        t = title(v.loss)
-        out[name] = t if name == v.loss else f"{t} ({name})"
+        p = None
+    if p is not None and track == "multilabel":
+        out = {x: title(x) for x in p.multilabel.losses}
+    elif p is not None:
+        for name, v in getattr(p, track).variants.items():
+            t = title(v.loss)
+            out[name] = t if name == v.loss else f"{t} ({name})"
+    rest = [n for n in names if n not in out]
+    for n in [n for n in LOSSES if n in rest] + sorted(n for n in rest if n not in LOSSES):
+        out[n] = title(n)
     return out
 
 

@@ -137,7 +137,7 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | N
     mdir = root / "reports" / "metrics" / "code"
     metrics = {f.stem: json.loads(f.read_text()) for f in sorted(mdir.glob("*.json"))}
     TITLES.clear()
-    TITLES.update(variant_titles(root, "code"))
+    TITLES.update(variant_titles(root, "code", list(metrics)))
     if not metrics:
         return None
     names = _order(metrics)

@@ -158,7 +158,7 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | N
     if not metrics:
         return None
     TITLES.clear()
-    TITLES.update(variant_titles(root, "graph"))
+    TITLES.update(variant_titles(root, "graph", list(metrics)))
     names = _order(metrics)
     best_ref = max(acc for _, acc, _ in REFERENCES)
     rows = []
