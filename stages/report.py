@@ -1,10 +1,11 @@
 """DVC stage ``report``: render every track's comparison into ``reports/``.
 
 Writes ``reports/comparison.md`` (Markdown, figures linked) and ``reports/index.html``
-(self-contained: figures embedded, opens offline), both from the same sections: a first
-``Run`` section (git commit, params hash per ``params.yaml`` section, wall time of every
-stage from the ``time_s`` of its metrics JSON), then one section per track whose metrics
-exist. Every table's note says which params hash and git commit produced it. Also writes
+(self-contained: figures embedded, opens offline), both from the same sections: first a
+``Headlines`` section (each track's headline: the best variant with its CI, the variants
+tied with it, the gap to the strongest baseline), then one section per track whose metrics
+exist, and last the ``Run`` section (git commit, params hash per ``params.yaml`` section,
+stage times). Every table's note says which params hash and git commit produced it. Also writes
 ``reports/summary.json``: every track's metrics under short names for ``dvc exp show``.
 """
 
@@ -18,12 +19,12 @@ from pathlib import Path
 from contrastlab.cli import run_stage
 from contrastlab.io import write_json, write_text
 from contrastlab.params import load_params
-from contrastlab.timings import timings_dir
-from contrastlab.reporting import collect_sections, render_markdown
+from contrastlab.reporting import collect_sections, headline_section, render_markdown
 from contrastlab.reporting.html import render_html
 from contrastlab.reporting.provenance import (collect_provenance, metrics_summary,
                                               provenance_section, stage_timings,
                                               stamp_sections)
+from contrastlab.timings import timings_dir
 from contrastlab.tracking import stage_run
 from contrastlab.utils import git_commit, repo_root
 
@@ -45,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         prov = collect_provenance(params, git_commit(root))
         sections = collect_sections(root, figures)
         stamp_sections(sections, prov)
-        sections = [provenance_section(prov, stage_timings(timings_dir())), *sections]
+        # The answer first (one headline per track), provenance and stage times at the end.
+        sections = [*headline_section(sections), *sections,
+                    provenance_section(prov, stage_timings(timings_dir()))]
         digits = params.report.digits
         for s in sections:
             for t in s.tables:  # bare floats shown with report.digits decimals in both files

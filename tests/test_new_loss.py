@@ -151,7 +151,9 @@ def test_new_two_view_loss_reaches_the_graph_table(tmp_path):
 
     def tiny(raw):  # test-speed settings, not part of the recipe
         g = raw["graph"]
-        g["presets"]["fast"] = {"seeds": [0], "epochs": 3, "batch_nodes": 256}
+        g["train"].update(epochs=3, batch_nodes=512)
+        g["final"] = {"seeds": [0, 1], "ablation_seeds": []}
+        g["tune"]["seeds"] = [100]
         g["model"] = {"hidden_dim": 16, "out_dim": 16, "proj_dim": 16, "activation": "prelu"}
         g["probe"]["c_grid"] = [1.0]
         g["probe"]["notebook_steps"] = 5
@@ -174,12 +176,13 @@ def test_new_two_view_loss_reaches_the_graph_table(tmp_path):
     run(root, "scripts/stage_deps.py", "--write")
     run(root, "scripts/stage_deps.py")
 
-    # training (3 steps), evaluation, report
+    # tuning (nothing searched: the declared configuration, scored once on validation),
+    # final training (3 steps, 2 seeds) with its test evaluation, then the report
     run(root, "stages/fetch_graph.py", "--vendor", str(ROOT / "data/vendor/planetoid/Cora"))
+    run(root, "stages/tune_graph.py", "--variant", "dcl")
     run(root, "stages/train_graph.py", "--variant", "dcl")
-    run(root, "stages/evaluate_graph.py", "--variant", "dcl")
     m = json.loads((root / "reports/metrics/graph/dcl.json").read_text())
-    assert m["n_seeds"] == 1 and 0.0 < m["logreg_acc_mean"] <= 1.0
+    assert m["n_seeds"] == 2 and m["loss"] == "dcl" and 0.0 < m["logreg_acc_mean"] <= 1.0
     curve = (root / "reports/plots/graph/dcl.csv").read_text().splitlines()
     assert len(curve) == 1 + 3
     run(root, "stages/report.py")

@@ -94,7 +94,8 @@ def test_schema_defaults_equal_the_shipped_params_file(tmp_path):
 
 
 @pytest.mark.parametrize("section,key,value", [
-    ("graph", ["presets", "fast", "epochs"], 10**7),
+    ("graph", ["train", "epochs"], 10**7),
+    ("graph", ["final", "seeds"], [2**63]),
     ("graph", ["train", "lr"], 5.0),
     ("code", ["train", "nproc"], 10**6),
     ("code", ["train", "seed"], 2**63),

@@ -29,34 +29,41 @@ def wall_time(root: Path, track: str, name: str, metrics: dict | None = None) ->
     return float(t) if isinstance(t, (int, float)) else float("nan")
 
 
-def variant_titles(root: Path, track: str, names: Sequence[str] = ()) -> dict[str, str]:
-    """``{variant: row label}`` of a track, in ``params.yaml`` order, from the registry.
+def params_titles(params, track: str, names: Sequence[str] = ()) -> dict[str, str]:
+    """``{variant: row label}`` of a track from loaded params (``None``: no params), in
+    params order, from the registry.
 
     A variant's label is its loss's :attr:`contrastlab.losses.LossSpec.title`, followed by
     `` (<variant>)`` when the variant is not named after its loss (two variants of one loss
     stay apart). Multi-label variants are the loss names of ``multilabel.losses``. A name
     the registry does not know (``bce``) keeps its name. ``names`` (e.g. the metrics files
-    found) that ``<root>/params.yaml`` does not list, or all of them when the file is missing
-    or invalid, follow in registry order, then sorted, labelled by the registry title.
+    found) that the params do not list follow in registry order, then sorted, labelled by
+    the registry title.
     """
     from ..losses.registry import LOSSES, title
-    from ..params import ParamsError, load_params
 
     out: dict[str, str] = {}
-    try:
-        p = load_params(Path(root) / "params.yaml")
-    except ParamsError:
-        p = None
-    if p is not None and track == "multilabel":
-        out = {x: title(x) for x in p.multilabel.losses}
-    elif p is not None:
-        for name, v in getattr(p, track).variants.items():
+    if params is not None and track == "multilabel":
+        out = {x: title(x) for x in params.multilabel.losses}
+    elif params is not None:
+        for name, v in getattr(params, track).variants.items():
             t = title(v.loss)
             out[name] = t if name == v.loss else f"{t} ({name})"
     rest = [n for n in names if n not in out]
     for n in [n for n in LOSSES if n in rest] + sorted(n for n in rest if n not in LOSSES):
         out[n] = title(n)
     return out
+
+
+def variant_titles(root: Path, track: str, names: Sequence[str] = ()) -> dict[str, str]:
+    """:func:`params_titles` with ``<root>/params.yaml`` (none when missing or invalid)."""
+    from ..params import ParamsError, load_params
+
+    try:
+        p = load_params(Path(root) / "params.yaml")
+    except ParamsError:
+        p = None
+    return params_titles(p, track, names)
 
 
 @dataclass
@@ -82,6 +89,9 @@ class Figure:
 class Section:
     track: str
     title: str
+    #: One short paragraph generated from the numbers: the best variant with its CI, the
+    #: variants tied with it, the gap to the strongest baseline (inline Markdown).
+    headline: str = ""
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -128,6 +138,15 @@ def collect_sections(root: Path, figures_dir: Path, tracks: Sequence[str] = TRAC
     return sections
 
 
+def headline_section(sections: Sequence[Section]) -> list[Section]:
+    """``[Section("headlines", ...)]`` gathering every track's headline (one paragraph each,
+    named after the track), or ``[]`` when no track has one."""
+    notes = [f"**{s.title}.** {s.headline}" for s in sections if s.headline]
+    if not notes:
+        return []
+    return [Section("headlines", "Headlines", notes=notes)]
+
+
 def render_markdown(sections: Sequence[Section], header: str = "") -> str:
     """The whole ``comparison.md``: header, then each section's notes, tables and figures."""
     parts = ["# contrastlab: loss comparison", ""]
@@ -135,6 +154,8 @@ def render_markdown(sections: Sequence[Section], header: str = "") -> str:
         parts += [header, ""]
     for s in sections:
         parts += [f"## {s.title}", ""]
+        if s.headline:
+            parts += [f"**Headline.** {s.headline}", ""]
         for n in s.notes:
             parts += [n, ""]
         for t in s.tables:
