@@ -100,3 +100,23 @@ def test_write_and_read_tuned(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(ValueError, match="not valid JSON"):
         read_tuned(tmp_path / "bad.json")
+
+
+def test_mlflow_parent_run_with_one_nested_run_per_trial(tmp_path, monkeypatch):
+    import mlflow
+
+    from contrastlab.tracking import stage_run
+
+    monkeypatch.setenv("CONTRASTLAB_MLFLOW", "1")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    with stage_run("graph", "tune_graph@v", {"budget": 3}) as tracker:
+        run_study(track="t", variant="v", space=SPACE, objective=_obj, n_trials=3, seed=0,
+                  out_dir=tmp_path / "s", progress=False, tracker=tracker)
+        parent = tracker.run_id
+    client = mlflow.tracking.MlflowClient()
+    exp = client.get_experiment_by_name("contrastlab-graph")
+    runs = client.search_runs([exp.experiment_id],
+                              filter_string=f"tags.mlflow.parentRunId = '{parent}'")
+    assert len(runs) == 3
+    assert all("objective" in r.data.metrics and set(r.data.params) == {"x", "k", "c"}
+               for r in runs)
