@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from contrastlab.cli import run_stage
-from contrastlab.data.cora import load_cora
+from contrastlab.data.planetoid import load_planetoid
 from contrastlab.evaluation.probe import logreg_probe
 from contrastlab.evaluation.stats import bootstrap_per_item, summarize
 from contrastlab.io import write_csv, write_json
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     g = load_params(args.params).graph
     torch.set_num_threads(g.threads)
-    data, _ = load_cora(args.data)
+    data, _ = load_planetoid(args.data, g.dataset)
     probe = dict(c_grid=g.probe.c_grid, normalize=g.probe.normalize, return_pred=True)
     masks = (data.y, data.train_mask, data.val_mask, data.test_mask)
     y_test = data.y[data.test_mask].numpy()

@@ -25,6 +25,7 @@ from contrastlab.data.multilabel import MULAN, label_stats, load_mulan
 from contrastlab.errors import UnknownNameError
 from contrastlab.io import save_safetensors, write_json, write_parquet
 from contrastlab.params import load_params
+from contrastlab.timings import write_timing
 from contrastlab.utils import repo_root
 
 
@@ -161,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     write_json(out_dir / "meta.json", meta)
     write_json(Path(args.report_dir) / f"{name}_dataset.json",
                {k: v for k, v in meta.items() if k != "labels"}
-               | {"n_labels": len(labels), "build_s": round(time.perf_counter() - t0, 2)})
+               | {"n_labels": len(labels)})
+    write_timing("multilabel", f"build_{name}", {"time_s": round(time.perf_counter() - t0, 3)})
     print(f"{name}: train {tuple(arrays['x_train'].shape)} (of {n_full}), test {tuple(arrays['x_test'].shape)}, "
           f"{len(labels)} labels, cardinality {meta['train']['cardinality']:.2f}")
     return 0

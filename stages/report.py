@@ -24,6 +24,7 @@ from contrastlab.reporting.html import render_html
 from contrastlab.reporting.provenance import (collect_provenance, metrics_summary,
                                               provenance_section, stage_timings,
                                               stamp_sections)
+from contrastlab.timings import timings_dir
 from contrastlab.tracking import stage_run
 from contrastlab.utils import git_commit, repo_root
 
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         stamp_sections(sections, prov)
         # The answer first (one headline per track), provenance and stage times at the end.
         sections = [*headline_section(sections), *sections,
-                    provenance_section(prov, stage_timings(metrics))]
+                    provenance_section(prov, stage_timings(timings_dir()))]
         digits = params.report.digits
         for s in sections:
             for t in s.tables:  # bare floats shown with report.digits decimals in both files

@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 
 from contrastlab.cli import run_stage
-from contrastlab.data.cora import load_cora
+from contrastlab.data.planetoid import load_planetoid
 from contrastlab.evaluation.stats import bootstrap_per_item, summarize
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         if not seeds:
             raise ValueError("graph.final.ablation_seeds is empty: the ablation is off")
     torch.set_num_threads(g.threads)
-    data, _ = load_cora(args.data)
+    data, _ = load_planetoid(args.data, g.dataset)
     stage = f"{'ablate' if args.ablation else 'train'}_graph@{args.variant}"
     test_idx = torch.nonzero(data.test_mask).flatten().numpy()
     y_test = data.y[data.test_mask].numpy()

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from contrastlab.cli import run_stage
-from contrastlab.data.cora import load_cora
+from contrastlab.data.planetoid import load_planetoid
 from contrastlab.io import write_csv
 from contrastlab.params import load_params
 from contrastlab.tracking import stage_run
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     base = graph_run_config(g, args.variant)
     space = g.variants[args.variant].search
     torch.set_num_threads(g.threads)
-    data, _ = load_cora(args.data)
+    data, _ = load_planetoid(args.data, g.dataset)
     tune = g.tune
     fixed = {"config": base.flat(), "probe": g.probe.model_dump(), "seeds": tune.seeds,
              "objective": "val_acc"}

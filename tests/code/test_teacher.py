@@ -103,6 +103,10 @@ def test_sharded_states_resume(tmp_path):
     calls.clear()
     idx = write_teacher_states(tmp_path, ids, sigs, bodies, encode, **kw)
     assert calls == [4] and idx["reused_shards"] == 2
+    # run-dependent: returned, never written into the DVC-hashed folder
+    import json
+
+    assert "reused_shards" not in json.loads((tmp_path / "index.json").read_text())
     again = load_teacher_states(tmp_path)
     assert again["sig_states"].shape == (10, 5, 8) and again["sig_mask"][0].sum() == 3
     torch.testing.assert_close(again["body_emb"], first["body_emb"])

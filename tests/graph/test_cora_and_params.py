@@ -1,4 +1,4 @@
-"""fetch_cora checks, the graph params schema, and a tiny end-to-end run on the real Cora."""
+"""fetch_graph checks on Cora, the graph params schema, and a tiny end-to-end run on the real Cora."""
 
 import json
 import shutil
@@ -58,7 +58,7 @@ def test_fetch_cora_missing_file_and_sums(tmp_path):
 def test_fetch_cora_stage_exit_code(tmp_path):
     v = _vendor_copy(tmp_path)
     (v / "raw" / "ind.cora.y").write_bytes(b"corrupt")
-    r = subprocess.run([sys.executable, str(ROOT / "stages" / "fetch_cora.py"),
+    r = subprocess.run([sys.executable, str(ROOT / "stages" / "fetch_graph.py"),
                         "--params", str(ROOT / "params.yaml"), "--vendor", str(v),
                         "--out", str(tmp_path / "out")], capture_output=True, text=True)
     assert r.returncode == 2
@@ -71,7 +71,7 @@ def test_vendored_files_listed():
 
 
 def test_load_cora_unprepared(tmp_path):
-    with pytest.raises(FileNotFoundError, match="fetch_cora"):
+    with pytest.raises(FileNotFoundError, match="fetch_graph"):
         load_cora(tmp_path)
 
 
@@ -99,10 +99,12 @@ def test_repo_params_valid():
 
 
 @pytest.mark.parametrize("patch,key", [
-    ({"variants.ntxent.temperature": 0.0}, "graph.variants.ntxent.ntxent.temperature"),
-    ({"variants.mixco.alpha": -1}, "graph.variants.mixco.mixco.alpha"),
-    ({"variants.mochi.loss": "supcon"}, "graph.variants.mochi"),
-    ({"variants.ntxent.n_hard": 3}, "graph.variants.ntxent.ntxent.n_hard"),
+    ({"variants.ntxent.temperature": 0.0}, "graph.variants.ntxent.temperature"),
+    ({"variants.mixco.alpha": [1]}, "graph.variants.mixco"),
+    ({"variants.mixco.alpha": 1e12}, "graph.variants.mixco"),
+    ({"variants.mochi.loss": "supcon"}, "graph.variants.mochi.loss"),
+    ({"train.epochs": 10**6}, "graph.train.epochs"),
+    ({"final.seeds": [2**63]}, "graph.final.seeds.0"),
     ({"train.edge_drop": [0.2, 1.0]}, "graph.train.edge_drop.1"),
     ({"train.lr": "fast"}, "graph.train.lr"),
     ({"model.activation": "tanh"}, "graph.model.activation"),
@@ -119,6 +121,23 @@ def test_params_errors_name_key_and_file(tmp_path, patch, key):
     with pytest.raises(ParamsError) as e:
         load_params(p)
     assert str(p) in str(e.value) and key in str(e.value)
+    # the variant name appears once (no discriminator tag repeated in the key)
+    assert ".ntxent.ntxent." not in str(e.value) and ".mixco.mixco." not in str(e.value)
+
+
+@pytest.mark.parametrize("patch,key", [
+    ({"variants.ntxent.n_hard": 3}, "graph.variants.ntxent.n_hard"),
+    ({"variants.mixco.n_hard": 3}, "graph.variants.mixco.n_hard"),
+])
+def test_loss_keywords_are_checked_against_the_loss_signature(tmp_path, patch, key):
+    from contrastlab.params.losses import check_loss_keywords
+
+    p = _params_with(tmp_path, patch)
+    params = load_params(p)  # structurally fine: extra keys are the loss's business
+    with pytest.raises(ParamsError) as e:
+        check_loss_keywords(params, p)
+    assert str(p) in str(e.value) and key in str(e.value) and "accepts" in str(e.value)
+    check_loss_keywords(load_params(ROOT / "params.yaml"))  # the shipped file passes
 
 
 def test_params_n_hard_cross_checks(tmp_path):

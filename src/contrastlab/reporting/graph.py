@@ -25,11 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-from . import Figure, Section, Table
+from . import Figure, Section, Table, params_titles
 
 __all__ = ["build_section", "REFERENCES", "BASELINES", "graph_statistics"]
 
-TITLES = {"ntxent": "NT-Xent (SimCLR)", "mixco": "MixCo", "mochi": "MoCHi"}
+#: ``{variant: row label}``: params.yaml + the loss registry's titles (filled by :func:`build_section`).
+TITLES: dict[str, str] = {}
 CITES = {"ntxent": "Chen et al. 2020, Eq. 1",
          "mixco": "Kim et al. 2020, Eq. 4, on node embeddings",
          "mochi": "Kalantidis et al. 2020, Sec. 4"}
@@ -120,13 +121,13 @@ def _hp(chosen: dict | None) -> str:
 
 
 def _headline(st: dict, names: list[str], base: str | None, refs_best: float, digits: int,
-              n_seeds: int, n_test: int) -> str:
+              n_seeds: int, n_test: int, dataset: str = "Cora") -> str:
     s = st["stats"]
     best = next(n for n in names if s[n].get("is_best"))
     b = s[best]
     f = f"{{:.{digits}f}}"
     tied = [TITLES.get(n, n) for n in names if n != best and s[n].get("tied_for_best")]
-    txt = (f"On Cora (public split, {n_test} test nodes, {n_seeds} seeds per variant, every "
+    txt = (f"On {dataset} (public split, {n_test} test nodes, {n_seeds} seeds per variant, every "
            f"loss tuned with the same budget on the validation nodes), "
            f"**{TITLES.get(best, best)}** scores best: {f.format(b['mean'])} "
            f"(95% CI {f.format(b['ci_low'])}-{f.format(b['ci_high'])}). ")
@@ -145,6 +146,8 @@ def _headline(st: dict, names: list[str], base: str | None, refs_best: float, di
         losing = [TITLES.get(n, n) for n in names if not s[n].get("beats_baseline")]
         if losing:
             txt += f"Not significantly above that baseline: {', '.join(losing)}. "
+    if dataset != "Cora":
+        return txt
     gap = b["mean"] - refs_best
     txt += (f"The best published public-split results are higher (GraphMAE / CCA-SSG 0.842, "
             f"MVGRL 0.868): {gap:+.{digits}f} to 0.842." if gap < 0 else
@@ -184,7 +187,7 @@ def _ablation_table(root: Path, names: list[str], digits: int) -> Table | None:
                        "that column."))
 
 
-def _bar_figure(st: dict, names: list[str], path: Path) -> None:
+def _bar_figure(st: dict, names: list[str], path: Path, dataset: str = "Cora") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -202,7 +205,7 @@ def _bar_figure(st: dict, names: list[str], path: Path) -> None:
     ax.barh(y, means, xerr=[lo, hi], color=colors, capsize=4, height=0.6)
     for yi, mval in zip(y, means):
         ax.text(mval + 0.004, yi + 0.3, f"{mval:.3f}", fontsize=9, va="center")
-    for k, (name, acc, _) in enumerate(REFERENCES):
+    for k, (name, acc, _) in enumerate(REFERENCES if dataset == "Cora" else []):
         ax.axvline(acc, ls="--", lw=0.8, color="tab:red" if name == "GraphMAE" else "gray")
         ax.text(acc, len(rows) - 0.4 + 0.25 * (k % 2), f"{name} {acc:.3f}", fontsize=8,
                 rotation=0, ha="center", color="gray")
@@ -210,7 +213,7 @@ def _bar_figure(st: dict, names: list[str], path: Path) -> None:
     left = max(0.0, min(means - lo) - 0.03)
     ax.set_xlim(left, max(0.88, max(means + hi) + 0.02))
     ax.set_xlabel("test accuracy on the 1000 test nodes (bars: 95% CI over seeds and nodes)")
-    ax.set_title("Cora linear probe: tuned variants (blue) and baselines (gray); "
+    ax.set_title(f"{dataset} linear probe: tuned variants (blue) and baselines (gray); "
                  "dashed: published references", fontsize=10)
     fig.tight_layout()
     _save(fig, path)
@@ -326,6 +329,8 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -
     variants = [v for v in params.graph.variants if (mdir / f"{v}.json").exists()]
     if not variants:
         return None
+    TITLES.clear()
+    TITLES.update(params_titles(params, "graph"))
     metrics = {v: _read_json(mdir / f"{v}.json") for v in variants}
     names = _order(variants)
     st = graph_statistics(root, names)
@@ -356,11 +361,12 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -
                          f"{f.format(r['ci_low'])}-{f.format(r['ci_high'])}", "-", "-",
                          "(strongest baseline)" if b == base else "-",
                          1 if b == "raw_features" else st["n_seeds"], "-", "same probe"])
-    for name, acc, src in REFERENCES:
+    ds = params.graph.dataset
+    for name, acc, src in (REFERENCES if ds == "Cora" else []):
         rows.append([f"*{name} (published)*", f"*{acc:.{digits}f}*", "-", "-", "-", "-", "-",
                      "-", f"*{src}*"])
     table = Table(
-        "Cora node classification: linear probe on the frozen GCN encoder (public split)",
+        f"{ds} node classification: linear probe on the frozen GCN encoder (public split)",
         ["variant", "test acc", "95% CI", "Δ vs best (p, Holm)", "tied for best",
          f"Δ vs {BASELINES.get(base, 'baseline')} (p, Holm)", "seeds",
          "chosen hyperparameters (tuned on validation)", "source"],
@@ -376,8 +382,8 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -
               "a graph adaptation of Kim et al.'s input mix-up. Italic rows are published "
               "results, not rerun here (their encoders and training differ)."),
     )
-    sec = Section("graph", "Graph self-supervised learning on Cora (NT-Xent / MixCo / MoCHi)")
-    sec.headline = _headline(st, names, base, 0.842, digits, st["n_seeds"], st["n_test"])
+    sec = Section("graph", f"Graph self-supervised learning on {ds}")
+    sec.headline = _headline(st, names, base, 0.842, digits, st["n_seeds"], st["n_test"], ds)
     sec.tables.append(table)
     ab = _ablation_table(root, names, digits)
     if ab is not None:
@@ -396,8 +402,8 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -
               "not read while tuning.")))
     figures_dir = Path(figures_dir)
     bar = figures_dir / "graph_probe_accuracy.png"
-    _bar_figure(st, names, bar)
-    sec.figures.append(Figure("Cora probe accuracy with 95% CIs", bar,
+    _bar_figure(st, names, bar, ds)
+    sec.figures.append(Figure(f"{ds} probe accuracy with 95% CIs", bar,
                               "Tuned variants and baselines through the same probe; dashed "
                               "lines: published public-split results."))
     tfig = figures_dir / "graph_tuning.png"
@@ -412,6 +418,6 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -
                                   "synthetic negatives)."))
     pca = figures_dir / "graph_embeddings_pca.png"
     if _pca_figure(root / "reports" / "data" / "graph", names, pca):
-        sec.figures.append(Figure("Cora embeddings (PCA)", pca,
+        sec.figures.append(Figure(f"{ds} embeddings (PCA)", pca,
                                   "First seed's encoder outputs projected to 2-D with PCA."))
     return sec

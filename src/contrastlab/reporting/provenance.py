@@ -5,8 +5,8 @@ how long each stage took.
   section and, inside ``dvc exp run``, the DVC experiment name.
 - :func:`stamp_sections` appends that provenance to every table's note (and one line per
   section), so the Markdown and HTML renderers need no special case.
-- :func:`stage_timings` reads ``time_s`` (wall seconds, written by every training/evaluation
-  stage into its flat metrics JSON) from ``reports/metrics/<track>/**/*.json`` into a table.
+- :func:`stage_timings` reads ``time_s`` (wall seconds, written by the stages with
+  :func:`contrastlab.timings.write_timing`) from ``reports/timings/<track>/**/*.json``.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def stage_timings(metrics_dir: Path, tracks: Sequence[str] | None = None) -> Tab
     """Wall time of every stage that wrote ``time_s`` into ``metrics_dir/<track>/**/*.json``.
 
     Args:
-        metrics_dir: ``reports/metrics``.
+        metrics_dir: ``reports/timings`` (see :mod:`contrastlab.timings`).
         tracks: restrict to these track folders (default: every sub-folder, sorted).
 
     Returns:
@@ -153,8 +153,9 @@ def stage_timings(metrics_dir: Path, tracks: Sequence[str] | None = None) -> Tab
         title="Stage wall time",
         columns=["track", "variant", "time_s [s]"],
         rows=rows,
-        note=f"`time_s` (wall seconds) from each stage's metrics JSON "
-             f"`reports/metrics/<track>/<variant>.json`; sum over all stages {grand:.1f} s.",
+        note=f"`time_s` (wall seconds) from each stage's timings file "
+             f"`reports/timings/<track>/<name>.json` (not DVC-tracked: it changes on every "
+             f"run); sum over all stages {grand:.1f} s.",
     )
 
 

@@ -24,6 +24,8 @@ from ..models.gcn import GCNEncoder, ProjectionHead
 __all__ = ["mask_features", "drop_edges", "augment", "make_graph_loss", "GraphSSLResult",
            "GraphRunConfig", "graph_run_config", "fit_and_probe",
            "train_graph_ssl", "embed"]
+#: ``needs`` of the registry losses this module loads (read by scripts/stage_deps.py).
+LOSS_NEEDS = ("views",)
 
 
 def mask_features(x: torch.Tensor, p: float, generator: torch.Generator | None = None,
@@ -74,10 +76,12 @@ def make_graph_loss(loss: str, **kwargs) -> Callable[..., torch.Tensor]:
     with its keyword parameters (e.g. ``temperature``, ``alpha``, ``n_hard``)."""
     from ..losses import get_loss, get_spec
 
-    if get_spec(loss).needs != "views":
-        raise InputError(f"loss {loss!r} is not a two-view self-supervised loss")
+    spec = get_spec(loss)
+    if spec.needs not in LOSS_NEEDS:
+        raise InputError(f"loss {loss!r} is not a two-view self-supervised loss "
+                         f"(needs={spec.needs!r})")
     fn = get_loss(loss)
-    stochastic = loss in ("mixco", "mochi")
+    stochastic = spec.stochastic
 
     def f(z1, z2, generator=None):
         if stochastic:
