@@ -33,7 +33,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from tqdm.auto import tqdm
+from ..progress import tqdm
 
 from .. import distributed as D
 from ..evaluation.retrieval import build_index, search, true_ranks
