@@ -22,6 +22,7 @@ from contrastlab.cli import run_stage
 from contrastlab.io import write_json, write_text
 from contrastlab.params import load_params
 from contrastlab.reporting import collect_sections, render_markdown
+from contrastlab.reporting import style
 from contrastlab.reporting.html import render_html
 from contrastlab.reporting.provenance import (collect_provenance, metrics_summary,
                                               provenance_section, stage_timings,
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     figures.mkdir(parents=True, exist_ok=True)
     with variant_run("report", "report", params.report, stage="report") as tracker:
         prov = collect_provenance(params, git_commit(root))
+        style.apply()  # page-width figures, legible fonts (reporting/style.py)
         sections = collect_sections(root, figures)
         stamp_sections(sections, prov)
         sections = [provenance_section(prov, stage_timings(metrics)), *sections]
