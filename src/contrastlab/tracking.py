@@ -19,7 +19,8 @@ Failures
     run whose ``contrastlab.pid`` is gone).
 
 Experiments
-    One per track: ``contrastlab-<track>`` (graph, code, multilabel, report), tagged
+    One per track: ``contrastlab-<track>`` (graph, code, multilabel, report; all created by
+    the first tracked stage, so none is missing when DVC skips a track's stages), tagged
     ``mlflow.experimentKind = custom_model_development`` so the MLflow 3 UI opens it in the
     model-training view (runs table, Compare), not the GenAI pages.
 
@@ -137,20 +138,27 @@ def _client(uri: str):
     return client
 
 
+TRACKS = ("graph", "code", "multilabel", "report")
+
+
 def _experiment_id(client, uri: str, track: str, root: Path) -> str:
-    """Get or create the track's experiment (under the store lock) and tag its kind."""
-    name = experiment_name(track)
+    """Get or create the track's experiment (under the store lock) and tag its kind. The
+    first stage to track creates every track's experiment, so the UI lists all of them even
+    when DVC skipped a track's stages (their outputs already matched ``dvc.lock``)."""
+    ids = {}
     with _store_lock(uri):
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            art = (_store_root(root) / "mlartifacts" / name).resolve().as_uri()
-            exp_id = client.create_experiment(name, artifact_location=art,
-                                              tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
-        else:
-            exp_id = exp.experiment_id
-            if exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
-                client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
-    return exp_id
+        for tr in dict.fromkeys((track, *TRACKS)):
+            name = experiment_name(tr)
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                art = (_store_root(root) / "mlartifacts" / name).resolve().as_uri()
+                ids[tr] = client.create_experiment(name, artifact_location=art,
+                                                   tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+            else:
+                ids[tr] = exp.experiment_id
+                if exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+                    client.set_experiment_tag(ids[tr], EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return ids[track]
 
 
 def _enabled() -> bool:

@@ -69,6 +69,10 @@ def test_train_and_evaluate_share_one_variant_run(store, tmp_path):
 
     c, exp, runs = _runs(store)
     assert exp.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+    # every track's experiment exists, even those whose stages have not run
+    for track in ("code", "multilabel", "report"):
+        other = c.get_experiment_by_name(f"contrastlab-{track}")
+        assert other is not None and other.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
     by_name = {r.info.run_name: r for r in runs}
     assert len(by_name) == len(runs)  # names unique
     run = by_name["ntxent · tangy-rail"]
