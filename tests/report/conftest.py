@@ -27,6 +27,16 @@ def _bar_png(path: Path, values: list[float], color: str) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _matplotlib_rc_restored():
+    """The report style (``reporting.style.apply``) changes rcParams globally: undo it after
+    each test so that figure sizes in later tests do not depend on test order."""
+    import matplotlib
+
+    with matplotlib.rc_context():
+        yield
+
+
 @pytest.fixture
 def report_dir(tmp_path: Path) -> Path:
     """A ``reports/``-like folder with ``figures/`` and two tracks' metrics JSON."""
