@@ -41,7 +41,7 @@ def build_humaneval(p, out_dir: Path) -> dict:
     from concurrent.futures import ThreadPoolExecutor
 
     import pandas as pd
-    from tqdm import tqdm
+    from contrastlab.progress import tqdm
 
     from contrastlab.data.humaneval import TIERS, load_problems, sandbox_mode, tier_problem
 

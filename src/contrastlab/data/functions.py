@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
-from tqdm.auto import tqdm
+from ..progress import tqdm
 
 __all__ = ["normalise_ws", "body_hash", "extract_file", "extract_repositories", "read_source"]
 

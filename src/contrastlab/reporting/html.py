@@ -53,8 +53,8 @@ th { background: var(--head); text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tbody tr:nth-child(even) { background: #fafbfd; }
 td.pos { color: var(--good); } td.neg { color: var(--bad); }
-.figures { display: grid; grid-template-columns: repeat(auto-fill, minmax(420px, 1fr));
-           gap: 1.2rem; margin-top: 1rem; }
+.figures { display: grid; grid-template-columns: minmax(0, 1100px); gap: 1.2rem;
+           margin-top: 1rem; }  /* one figure per row, at page width (reporting/style.py) */
 figure { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: .6rem;
          background: #fff; }
 figure.wide { grid-column: 1 / -1; }

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from tqdm.auto import tqdm
+from ..progress import tqdm
 
 from .. import distributed as D
 from ..errors import InputError

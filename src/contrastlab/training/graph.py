@@ -128,7 +128,7 @@ def train_graph_ssl(data, loss_fn: Callable[..., torch.Tensor], *, epochs: int, 
     Raises:
         FloatingPointError: the loss became NaN/inf (names the epoch).
     """
-    from tqdm.auto import tqdm
+    from ..progress import tqdm
 
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
