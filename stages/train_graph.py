@@ -19,7 +19,10 @@ Writes (all small, committed, ``cache: false``):
 - ``reports/plots/graph/<variant>.csv``: loss per epoch (mean and per seed);
 - ``reports/data/graph/<variant>_pca.csv``: 2-D PCA of the first seed's embeddings.
 
-Wall times go to MLflow and the log only (they change on every run).
+MLflow: one run per variant (``variant_run``) with the whole configuration and the chosen
+hyperparameters as params, the test metrics, the dataset (``log_input``), the history and
+metrics files as artifacts, and a nested run per seed with its loss curve (step = epoch)
+and accuracies. Wall times go to MLflow and the log only (they change on every run).
 """
 
 from __future__ import annotations
@@ -37,9 +40,21 @@ from contrastlab.data.planetoid import load_planetoid
 from contrastlab.evaluation.stats import bootstrap_per_item, summarize
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
-from contrastlab.tracking import stage_run
+from contrastlab.tracking import variant_run
 from contrastlab.training.graph import fit_and_probe, graph_run_config
 from contrastlab.tuning import read_tuned
+
+
+def _digest(root: str, dataset: str) -> str:
+    """SHA-256 prefix over the raw Planetoid files (the dataset's identity in MLflow)."""
+    import hashlib
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    for f in sorted((Path(root) / dataset / "raw").glob("*")):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,14 +89,21 @@ def main(argv: list[str] | None = None) -> int:
     pca_emb = None
     logged = {"variant": args.variant, "stage": stage, "seeds": seeds, **cfg.flat(),
               **{f"tuned.{k}": v for k, v in chosen.items()}}
-    with stage_run("graph", stage, logged) as tracker:
+    run_name = f"{args.variant}-ablation" if args.ablation else args.variant
+    with variant_run("graph", run_name, logged, stage=stage) as tracker:
+        tracker.log_dataset(g.dataset, digest=_digest(args.data, g.dataset),
+                            source=str(args.data), context="training")
         for k, seed in enumerate(seeds):
             t0 = time.perf_counter()
-            r = fit_and_probe(
-                data, cfg, seed, g.probe, return_pred=True, notebook=True, progress=True,
-                desc=f"{args.variant} seed {seed}",
-                on_epoch=lambda ep, val, s=seed: tracker.log_metrics({f"loss_seed{s}": val},
-                                                                      step=ep))
+            with tracker.seed_run(seed) as seed_tracker:
+                r = fit_and_probe(
+                    data, cfg, seed, g.probe, return_pred=True, notebook=True, progress=True,
+                    desc=f"{args.variant} seed {seed}",
+                    on_epoch=lambda ep, val, t=seed_tracker: t.log_metrics({"loss": val},
+                                                                           step=ep))
+                seed_tracker.log_metrics({"logreg_acc": r["test_acc"],
+                                          "logreg_val_acc": r["val_acc"],
+                                          "time_s": time.perf_counter() - t0})
             preds[f"seed_{seed}"] = r["test_pred"]
             test_acc.append(r["test_acc"])
             val_acc.append(r["val_acc"])
@@ -89,8 +111,6 @@ def main(argv: list[str] | None = None) -> int:
             hist[f"loss_seed{seed}"] = r["losses"]
             if pca_emb is None:
                 pca_emb = r["embeddings"]
-            tracker.log_metrics({f"test_acc_seed{seed}": r["test_acc"],
-                                 f"time_s_seed{seed}": time.perf_counter() - t0})
             print(f"{stage} seed {seed}: val {r['val_acc']:.4f} test {r['test_acc']:.4f} "
                   f"({time.perf_counter() - t0:.1f} s)", flush=True)
         correct = np.stack([preds[f"seed_{s}"] == y_test for s in seeds]).astype(float)
@@ -111,13 +131,15 @@ def main(argv: list[str] | None = None) -> int:
         }
         tracker.log_metrics({k: v for k, v in metrics.items()
                              if isinstance(v, float) and "seed" not in k})
-    metrics = {k: round(v, 6) if isinstance(v, float) else v for k, v in metrics.items()}
-    write_json(f"{args.metrics}/{sub}{args.variant}.json", metrics)
-    write_csv(f"{args.report_data}/{sub}{args.variant}_test_pred.csv",
-              pd.DataFrame({"node": test_idx, "y": y_test, **preds}))
-    df = pd.DataFrame(hist)
-    df.insert(1, "loss", df[[c for c in df.columns if c.startswith("loss_seed")]].mean(axis=1))
-    write_csv(f"{args.plots}/{sub}{args.variant}.csv", df.round(6))
+        metrics = {k: round(v, 6) if isinstance(v, float) else v for k, v in metrics.items()}
+        write_json(f"{args.metrics}/{sub}{args.variant}.json", metrics)
+        write_csv(f"{args.report_data}/{sub}{args.variant}_test_pred.csv",
+                  pd.DataFrame({"node": test_idx, "y": y_test, **preds}))
+        df = pd.DataFrame(hist)
+        df.insert(1, "loss", df[[c for c in df.columns if c.startswith("loss_seed")]].mean(axis=1))
+        write_csv(f"{args.plots}/{sub}{args.variant}.csv", df.round(6))
+        tracker.log_artifact(f"{args.plots}/{sub}{args.variant}.csv", "history")
+        tracker.log_artifact(f"{args.metrics}/{sub}{args.variant}.json", "metrics")
     if not args.ablation:
         from sklearn.decomposition import PCA
 
