@@ -18,3 +18,15 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
   echo "$want" > "$stamp"
 fi
+# bubblewrap (a system package) sandboxes the HumanEval variants; best effort, never fatal.
+if ! command -v bwrap >/dev/null 2>&1; then
+  SUDO=""
+  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; fi
+  if command -v apt-get >/dev/null 2>&1 &&
+     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq bubblewrap >/dev/null 2>&1; then
+    echo "installed bubblewrap"
+  else
+    echo "warning: bubblewrap (bwrap) is not installed and could not be installed here;" \
+         "the humaneval stage will refuse to run untrusted code (apt-get install bubblewrap)" >&2
+  fi
+fi

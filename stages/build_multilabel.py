@@ -25,6 +25,7 @@ from contrastlab.data.multilabel import MULAN, label_stats, load_mulan
 from contrastlab.errors import UnknownNameError
 from contrastlab.io import save_safetensors, write_json, write_parquet
 from contrastlab.params import load_params
+from contrastlab.timings import write_timing
 from contrastlab.utils import repo_root
 
 
@@ -40,14 +41,18 @@ def build_humaneval(p, out_dir: Path) -> dict:
     from concurrent.futures import ThreadPoolExecutor
 
     import pandas as pd
-    from tqdm import tqdm
+    from contrastlab.progress import tqdm
 
-    from contrastlab.data.humaneval import TIERS, load_problems, tier_problem
+    from contrastlab.data.humaneval import TIERS, load_problems, sandbox_mode, tier_problem
 
     h = p.multilabel.humaneval
+    mode = sandbox_mode(h.allow_unsandboxed)  # raises SandboxUnavailable unless allowed
+    print(f"humaneval: running variants in mode {mode!r}"
+          + ("" if mode == "bwrap" else " (NOT sandboxed: allow_unsandboxed is set; trusted code only)"),
+          flush=True)
     probs = load_problems(h.max_problems)
     sandbox = dict(timeout_s=h.timeout_s, assert_timeout_s=min(1.0, h.timeout_s), cpu_s=h.cpu_s,
-                   memory_mb=h.memory_mb, fsize_mb=h.fsize_mb)
+                   memory_mb=h.memory_mb, fsize_mb=h.fsize_mb, mode=mode)
     with ThreadPoolExecutor(h.workers) as pool:
         jobs = [pool.submit(tier_problem, pr, h.variants_per_problem, h.seed + i, **sandbox)
                 for i, pr in enumerate(probs)]
@@ -74,7 +79,7 @@ def build_humaneval(p, out_dir: Path) -> dict:
     purity = knn_label_purity(x[~test], groups[~test], x[test], groups[test], p.multilabel.train.knn_k)
     return {"x_train": x[~test], "y_train": y[~test], "x_test": x[test], "y_test": y[test],
             "g_train": groups[~test], "g_test": groups[test], "labels": labels,
-            "extra": {"knn_purity_teacher": purity,"tiers": df["tier"].value_counts().to_dict(),
+            "extra": {"sandbox": mode, "knn_purity_teacher": purity,"tiers": df["tier"].value_counts().to_dict(),
                       "canonical_not_pass": int(((df["mutation"] == "canonical") & (df["tier"] != "PASS")).sum()),
                       "status": df["status"].value_counts().to_dict()}}
 
@@ -157,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     write_json(out_dir / "meta.json", meta)
     write_json(Path(args.report_dir) / f"{name}_dataset.json",
                {k: v for k, v in meta.items() if k != "labels"}
-               | {"n_labels": len(labels), "build_s": round(time.perf_counter() - t0, 2)})
+               | {"n_labels": len(labels)})
+    write_timing("multilabel", f"build_{name}", {"time_s": round(time.perf_counter() - t0, 3)})
     print(f"{name}: train {tuple(arrays['x_train'].shape)} (of {n_full}), test {tuple(arrays['x_test'].shape)}, "
           f"{len(labels)} labels, cardinality {meta['train']['cardinality']:.2f}")
     return 0

@@ -1,8 +1,9 @@
 """DVC stage ``evaluate_code@<variant>``: test signatures against the corpus of all bodies.
 
 Metrics (Rank@1/5/10 as fractions, MRR, median rank, mean cosine to the true body, corpus
-size, ``time_s`` = training wall seconds) in ``reports/metrics/code/<V>.json``; the Rank@k
-curve (k = 1..k_max) in ``reports/data/code/<V>_rank_curve.csv``.
+size, best epoch, validation Rank@10) in ``reports/metrics/code/<V>.json``; the Rank@k
+curve (k = 1..k_max) in ``reports/data/code/<V>_rank_curve.csv``. Its wall time goes to
+``reports/timings/code/<V>_evaluate.json``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from contrastlab.cli import run_stage
 from contrastlab.evaluation.retrieval import retrieval_metrics
 from contrastlab.io import read_json, write_csv, write_json
 from contrastlab.params import load_params
+from contrastlab.timings import write_timing
 from contrastlab.tracking import stage_run
 from contrastlab.training.code import load_student, predict
 from contrastlab.utils import pick_device, set_cpu_threads
@@ -53,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     corpus = F.normalize(data.body_emb.float(), dim=-1)
     m, curve = retrieval_metrics(pred, corpus, test, k_max=code.evaluate.k_max,
                                  device=code.evaluate.device)
-    m.update({"time_s": float(summary["time_s"]), "eval_time_s": time.time() - t0,
-              "best_epoch": int(summary["best_epoch"]),
+    write_timing("code", f"{args.variant}_evaluate", {"time_s": round(time.time() - t0, 3)})
+    m.update({"best_epoch": int(summary["best_epoch"]),
               "val_rank_at_10": float(summary["best_val_rank_at_10"])})
     write_json(Path(args.metrics) / f"{args.variant}.json", m)
     write_csv(Path(args.curves) / f"{args.variant}_rank_curve.csv",

@@ -1,11 +1,15 @@
 """DVC stage ``report``: render every track's comparison into ``reports/``.
 
 Writes ``reports/comparison.md`` (Markdown, figures linked) and ``reports/index.html``
-(self-contained: figures embedded, opens offline), both from the same sections: a first
-``Run`` section (git commit, params hash per ``params.yaml`` section, wall time of every
-stage from the ``time_s`` of its metrics JSON), then one section per track whose metrics
-exist. Every table's note says which params hash and git commit produced it. Also writes
-``reports/summary.json``: every track's metrics under short names for ``dvc exp show``.
+(self-contained: figures embedded, opens offline), both from the same sections: first a
+``Headlines`` section (each track's headline: the best variant with its CI, the variants
+tied with it, the gap to the strongest baseline), then one section per track whose metrics
+exist, and last the ``Run`` section (git commit, params hash per ``params.yaml`` section,
+stage times). Every table's note says which params hash and git commit produced it. Also writes
+``reports/summary.json``: each track's headline metrics (``report.headline``) under short
+names, the pipeline's only declared DVC metrics (``dvc exp show``). Logs one MLflow run
+``report · <dvc exp name or commit>`` in ``contrastlab-report`` with the headline metrics
+and the report (``index.html``, ``comparison.md``, figures) as artifacts.
 """
 
 from __future__ import annotations
@@ -18,12 +22,15 @@ from pathlib import Path
 from contrastlab.cli import run_stage
 from contrastlab.io import write_json, write_text
 from contrastlab.params import load_params
-from contrastlab.reporting import collect_sections, render_markdown
+from contrastlab.reporting import collect_sections, headline_section, render_markdown
+from contrastlab.reporting import style
 from contrastlab.reporting.html import render_html
 from contrastlab.reporting.provenance import (collect_provenance, metrics_summary,
                                               provenance_section, stage_timings,
                                               stamp_sections)
-from contrastlab.tracking import stage_run
+from contrastlab.params import flatten
+from contrastlab.timings import timings_dir
+from contrastlab.tracking import variant_run
 from contrastlab.utils import git_commit, repo_root
 
 
@@ -40,11 +47,14 @@ def main(argv: list[str] | None = None) -> int:
     metrics = Path(args.metrics_dir) if args.metrics_dir else out / "metrics"
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
-    with stage_run("report", "report", params.report):
+    with variant_run("report", "report", params.report, stage="report") as tracker:
         prov = collect_provenance(params, git_commit(root))
+        style.apply()  # page-width figures, legible fonts (reporting/style.py)
         sections = collect_sections(root, figures)
         stamp_sections(sections, prov)
-        sections = [provenance_section(prov, stage_timings(metrics)), *sections]
+        # The answer first (one headline per track), provenance and stage times at the end.
+        sections = [*headline_section(sections), *sections,
+                    provenance_section(prov, stage_timings(timings_dir()))]
         digits = params.report.digits
         for s in sections:
             for t in s.tables:  # bare floats shown with report.digits decimals in both files
@@ -57,7 +67,12 @@ def main(argv: list[str] | None = None) -> int:
                            base_dir=out)
         write_text(out / "index.html", page)
         write_text(out / "comparison.md", render_markdown(sections, prov.header()))
-        write_json(out / "summary.json", metrics_summary(metrics))
+        summary = metrics_summary(metrics, params.report.headline)
+        write_json(out / "summary.json", summary)
+        tracker.log_metrics(flatten(summary))
+        for f in ("index.html", "comparison.md"):
+            tracker.log_artifact(out / f)
+        tracker.log_artifact(figures, "figures")
     return 0
 
 

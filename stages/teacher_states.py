@@ -20,6 +20,7 @@ from contrastlab.cli import run_stage
 from contrastlab.data.teacher_states import write_teacher_states
 from contrastlab.models.teacher import TeacherEncoder
 from contrastlab.params import load_params
+from contrastlab.timings import write_timing
 from contrastlab.utils import set_cpu_threads
 
 
@@ -44,9 +45,12 @@ def main(argv: list[str] | None = None) -> int:
                 max_sig_tokens=t.max_sig_tokens),
         settings, max_sig_tokens=t.max_sig_tokens, hidden_size=enc.hidden_size,
         shard_size=t.shard_size)
+    wall = time.time() - t0
+    write_timing("code", "teacher_states", {"time_s": round(wall, 3),
+                                            "reused_shards": index["reused_shards"]})
     print(f"teacher_states: {index['n_functions']} functions, {len(index['shards'])} shards "
           f"({index['reused_shards']} reused), layer {enc.layer}/{enc.num_layers_total}, "
-          f"{time.time() - t0:.1f}s")
+          f"{wall:.1f}s")
     return 0
 
 

@@ -2,8 +2,9 @@
 
 Launched as ``python -m torch.distributed.run --standalone --nproc_per_node=N
 stages/train_code.py --variant V`` (N = ``code.train.nproc``; plain ``python`` works too).
-Writes the best checkpoint ``data/code/models/<V>.pt`` with ``<V>.json`` (summary, time_s)
-and the per-epoch history ``reports/plots/code/<V>.csv``. MLflow run
+Writes the best checkpoint ``data/code/models/<V>.pt`` with ``<V>.json`` (summary) and the
+per-epoch history ``reports/plots/code/<V>.csv``; the wall time goes to MLflow and
+``reports/timings/code/<V>.json`` (:mod:`contrastlab.timings`), not into hashed outputs. MLflow run
 ``train_code@<V>`` in experiment ``contrastlab-code`` (rank 0 only).
 """
 
@@ -21,6 +22,7 @@ from contrastlab.data.teacher_states import load_teacher_states
 from contrastlab.errors import InputError, UnknownNameError
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
+from contrastlab.timings import write_timing
 from contrastlab.tracking import stage_run
 from contrastlab.training.code import CodeData, train_code
 
@@ -74,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
                 ["epoch", "train_loss", "val_rank_at_10", "val_rank_at_1", "val_mrr",
                  "val_mean_cosine", "lr", "temperature"]]  # no wall times: reruns give equal bytes
             write_csv(Path(args.plots) / f"{args.variant}.csv", hist)
+            # wall time: to MLflow (above) and the timings file, not into the hashed output
+            write_timing("code", args.variant, {"time_s": round(summary["time_s"], 3)})
             write_json(models / f"{args.variant}.json",
-                       {k: v for k, v in summary.items() if k != "history"})
+                       {k: v for k, v in summary.items() if k not in ("history", "time_s")})
     return 0
 
 

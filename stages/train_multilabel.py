@@ -8,9 +8,10 @@ purity for humaneval). Training and evaluation share a stage so the default trac
 CPU budget (one process start per variant instead of two).
 
 Outputs: ``reports/metrics/multilabel/<dataset>_<loss>.json`` (flat: mean, ``_std``,
-``_seed<s>``, ``time_s``), ``reports/plots/multilabel/<dataset>_<loss>.csv`` (epoch, loss
+``_seed<s>``; no wall times), ``reports/plots/multilabel/<dataset>_<loss>.csv`` (epoch, loss
 mean/std over seeds, per-seed loss, classifier-phase BCE). MLflow run
-``train_multilabel@<dataset>-<loss>`` with per-epoch metrics.
+``train_multilabel@<dataset>-<loss>`` with per-epoch metrics and ``time_s``, which also goes
+to ``reports/timings/multilabel/<dataset>_<loss>.json``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from contrastlab.cli import run_stage
 from contrastlab.errors import InputError, UnknownNameError
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
+from contrastlab.timings import write_timing
 from contrastlab.tracking import stage_run
 from contrastlab.training.multilabel import TrainConfig, run_seeds, summarize
 
@@ -111,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                                                      + f" ({r.time_s:.1f}s)", flush=True))
         wall = time.perf_counter() - t0
         out = summarize(results)
-        out["time_s"] = round(wall, 3)
+        write_timing("multilabel", f"{ds}_{loss}", {"time_s": round(wall, 3)})
         out["threshold"] = cfg.threshold
         out["temperature"] = cfg.temperature if loss != "bce" else 0.0
         out["epochs"] = cfg.epochs
@@ -128,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         import pandas as pd
 
         _log_history(tracker, hist, results)
-        tracker.log_metrics({k: v for k, v in out.items() if isinstance(v, (int, float))})
+        tracker.log_metrics({k: v for k, v in out.items() if isinstance(v, (int, float))}
+                            | {"time_s": round(wall, 3)})
         write_csv(Path(args.plots_dir) / f"{ds}_{loss}.csv", pd.DataFrame(rows))
         write_json(Path(args.metrics_dir) / f"{ds}_{loss}.json", out)
     print(f"{stage}: micro-F1 {out['micro_f1']:.4f} ± {out['micro_f1_std']:.4f}, macro-F1 "

@@ -39,5 +39,9 @@ def run_stage(main: Callable[[], int | None]) -> int:
     except INPUT_ERRORS as e:
         if os.environ.get("CONTRASTLAB_DEBUG"):
             traceback.print_exc()
-        print(f"error: {e}", file=sys.stderr)
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        from .launch import report_worker_error  # a torchrun worker: the launcher prints it once
+
+        if not report_worker_error(str(msg)):
+            print(f"error: {msg}", file=sys.stderr)
         return 2

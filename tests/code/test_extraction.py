@@ -69,6 +69,9 @@ def test_repositories_skip_undecodable_unparsable_and_dedupe(tmp_path):
     df, stats = extract_repositories(tmp_path, ["alpha", "beta"], min_body_lines=3)
     sk = stats["skipped"]
     assert sk["undecodable"] == 1 and sk["unparsable"] == 1 and sk["test_file"] == 1
+    assert stats["skipped_paths"] == {"test_file": ["alpha/tests/test_x.py"],
+                                      "undecodable": ["alpha/pkg/latin1.py"],
+                                      "unparsable": ["alpha/pkg/broken.py"]}
     assert sk["too_short"] >= 1  # K.short
     assert sk["duplicate_body_across_repos"] == 2  # decorated and K.method again in beta
     assert stats["per_repository"]["beta"]["kept"] == 0
@@ -76,6 +79,50 @@ def test_repositories_skip_undecodable_unparsable_and_dedupe(tmp_path):
     assert df["body_hash"].is_unique
     assert list(df["id"]) == list(range(len(df)))
     assert body_hash("a  =\n 1") == body_hash("a = 1")
+
+
+BODY = "def f{i}():\n    a = 1\n    b = a + {i}\n    return b\n"
+
+
+def test_non_regular_files_encodings_and_skipped_paths(tmp_path, monkeypatch):
+    """A directory named x.py, a symlink to /dev/zero and a FIFO are skipped (never opened);
+    a PEP 263 latin-1 file and a UTF-8 BOM file are read in their encodings; an unknown
+    codec is undecodable; an OS error while reading is a skip reason; every skipped file is
+    listed under its reason."""
+    import os
+
+    from contrastlab.data import functions as fx
+
+    _write_repo(tmp_path, "r", {
+        "dir.py/inner.py": BODY.format(i=1).encode(),       # a directory named *.py
+        "latin.py": ("# -*- coding: latin-1 -*-\n" + BODY.format(i=2).replace(
+            "a = 1", "a = 'caf\xe9'")).encode("latin-1"),
+        "bom.py": b"\xef\xbb\xbf" + BODY.format(i=3).encode(),
+        "nocookie.py": BODY.format(i=4).replace("a = 1", "a = 'caf\xe9'").encode("latin-1"),
+        "badcodec.py": b"# coding: no-such-codec\n" + BODY.format(i=5).encode(),
+        "ioerr.py": BODY.format(i=6).encode(),
+    })
+    os.symlink("/dev/zero", tmp_path / "r" / "zero.py")
+    os.mkfifo(tmp_path / "r" / "fifo.py")
+    real_open = open
+
+    def flaky_open(path, *a, **k):
+        if str(path).endswith("ioerr.py"):
+            raise OSError(5, "Input/output error", str(path))
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(fx, "open", flaky_open, raising=False)
+    df, stats = extract_repositories(tmp_path, ["r"], min_body_lines=3)
+    assert set(df["qualname"]) == {"f1", "f2", "f3"}
+    assert "caf\xe9" in df.set_index("qualname").loc["f2", "body"]
+    assert stats["skipped_paths"] == {
+        "not_regular_file": ["r/dir.py", "r/fifo.py", "r/zero.py"],
+        "os_error": ["r/ioerr.py"],
+        "undecodable": ["r/badcodec.py", "r/nocookie.py"],
+    }
+    assert stats["skipped"]["not_regular_file"] == 3 and stats["per_repository"]["r"]["os_error"] == 1
+    assert fx.read_source(tmp_path / "r" / "zero.py") == (None, "not_regular_file")
+    assert fx.read_source(tmp_path / "r" / "missing.py") == (None, "os_error")
 
 
 def test_split_no_repo_in_two_splits_and_no_shared_body(tmp_path):

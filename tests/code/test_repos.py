@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from contrastlab.data.repos import (UnsafeGitSource, fetch_dist, fetch_git, fetch_sources,
+from contrastlab.data.repos import (GitError, UnsafeGitSource, fetch_dist, fetch_git,
+                                    fetch_sources, safe_repo_name, validate_git_commit,
                                     validate_git_ref, validate_git_url)
 from contrastlab.params import ParamsError, load_params
 from contrastlab.params.code import RepoSource
@@ -21,6 +22,10 @@ BAD_URLS = [
     "/local/path/repo",
     "https://example.com/repo.git --upload-pack=x",
     "fd::17",
+    "ssh://-oProxyCommand=touch%20pwned/a/b",      # ssh host read as an option
+    "ssh://git@-oProxyCommand=touch%20pwned/a/b",
+    "ssh://-user@host/a/b",
+    "git@-oProxyCommand=x:a/b",
 ]
 
 
@@ -35,6 +40,46 @@ def test_malicious_git_url_refused(url, tmp_path):
 def test_malicious_git_ref_refused(ref):
     with pytest.raises(UnsafeGitSource):
         validate_git_ref(ref)
+
+
+def test_commit_must_be_a_full_hash_unless_a_ref_is_allowed():
+    full = "0123456789abcdef0123456789abcdef01234567"
+    assert validate_git_commit(full) == full
+    for c in ["0123abcd", "v1.0", "main", full.upper(), full + "0"]:
+        with pytest.raises(UnsafeGitSource, match="full 40-hex"):
+            validate_git_commit(c)
+    assert validate_git_commit("v1.0", allow_ref=True) == "v1.0"
+    with pytest.raises(UnsafeGitSource):
+        validate_git_commit("--output=x", allow_ref=True)
+
+
+def test_derived_names_cannot_leave_the_output_folder(tmp_path):
+    assert safe_repo_name("a/b") == "a_b" and safe_repo_name("../evil") == "evil"
+    for bad in ["..", ".", "", "/", "--"]:
+        with pytest.raises(ValueError, match="cannot derive"):
+            safe_repo_name(bad)
+    local = tmp_path / "src" / "proj"
+    (local / "sub").mkdir(parents=True)
+    (local / "a.py").write_text("def g():\n    pass\n")
+    out = tmp_path / "work" / "repos"
+    out.mkdir(parents=True)
+    man = fetch_sources([RepoSource(path=str(local / "sub" / ".."))], out)
+    assert [e["name"] for e in man["repositories"]] == ["proj"]
+    assert (out / "proj" / "a.py").exists()
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["repos"]  # nothing beside
+    # a git URL whose last component is ".." has no usable name: refused before any fetch
+    with pytest.raises(ValueError, match="cannot derive"):
+        fetch_sources([RepoSource(git="https://example.com/a/..", commit="0" * 40)], out / "x")
+
+
+def test_every_source_is_checked_before_anything_is_fetched(tmp_path):
+    out = tmp_path / "repos"
+    out.mkdir()
+    srcs = [RepoSource(dist="six"), RepoSource(git="https://example.com/r.git", commit="abc1234")]
+    with pytest.raises(UnsafeGitSource, match="sources.1: .*full 40-hex"):
+        fetch_sources(srcs, out)
+    assert list(out.iterdir()) == []
+    assert RepoSource(git="https://example.com/r.git", commit="v1", allow_ref=True).allow_ref
 
 
 def test_good_urls_accepted():
@@ -80,8 +125,17 @@ def test_clone_local_repo_at_pinned_commit(tmp_path, monkeypatch):
     assert not (dest / "new.py").exists() and not (dest / ".git").exists()
     assert entry["files"] == 1 and entry["license"] == "LICENSE"
     assert not marker.exists(), "a git hook ran during fetch_git"
-    with pytest.raises(RuntimeError):
+    # git's own message reaches the user; the error is one line of bad input (ValueError)
+    with pytest.raises(GitError, match="fatal: Needed a single revision") as ei:
         fetch_git(src.as_uri(), "0" * 40, tmp_path / "out2")
+    assert isinstance(ei.value, ValueError) and isinstance(ei.value, RuntimeError)
+    with pytest.raises(GitError, match="(?i)fatal: .*(does not exist|not a git repository|not appear)"):
+        fetch_git((tmp_path / "nowhere").as_uri(), first, tmp_path / "out3")
+    # a tag only with allow_ref; the manifest records the full hash it resolved to
+    _git(src, "tag", "v1", first)
+    with pytest.raises(UnsafeGitSource, match="allow_ref"):
+        fetch_git(src.as_uri(), "v1", tmp_path / "out4")
+    assert fetch_git(src.as_uri(), "v1", tmp_path / "out4", allow_ref=True)["commit"] == first
 
 
 def test_sources_manifest_and_params(tmp_path):

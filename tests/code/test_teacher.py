@@ -103,9 +103,85 @@ def test_sharded_states_resume(tmp_path):
     calls.clear()
     idx = write_teacher_states(tmp_path, ids, sigs, bodies, encode, **kw)
     assert calls == [4] and idx["reused_shards"] == 2
+    # run-dependent: returned, never written into the DVC-hashed folder
+    import json
+
+    assert "reused_shards" not in json.loads((tmp_path / "index.json").read_text())
     again = load_teacher_states(tmp_path)
     assert again["sig_states"].shape == (10, 5, 8) and again["sig_mask"][0].sum() == 3
     torch.testing.assert_close(again["body_emb"], first["body_emb"])
     calls.clear()
     write_teacher_states(tmp_path, ids, sigs, bodies, encode, **{**kw, "settings": {"layer": 2}})
     assert calls == [4, 4, 2]  # other settings: nothing reused
+
+
+_KILLED_WRITER = r'''
+import os, signal, sys
+from pathlib import Path
+import safetensors.torch as st
+import torch
+from contrastlab.data.teacher_states import write_teacher_states
+
+real_save, calls = st.save_file, []
+
+def dying_save(tensors, filename, metadata=None):
+    calls.append(filename)
+    if len(calls) == 2:  # second shard: half a file on disk, then killed by a signal
+        with open(filename, "wb") as fh:
+            fh.write(b"\0" * 1000)
+            fh.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    real_save(tensors, filename, metadata=metadata)
+
+st.save_file = dying_save
+
+def encode(sigs, bodies):
+    g = torch.Generator().manual_seed(len(sigs))
+    return ([torch.randn(3, 8, generator=g).half() for _ in sigs], torch.randn(len(sigs), 8, generator=g))
+
+ids = list(range(10))
+write_teacher_states(Path(sys.argv[1]), ids, [f"def f{i}():" for i in ids], [f"return {i}" for i in ids],
+                     encode, settings={"model": "x"}, max_sig_tokens=5, hidden_size=8, shard_size=4)
+'''
+
+
+def test_kill_mid_shard_leaves_only_finished_shards(tmp_path):
+    """A SIGKILL while the second shard is being written: the persisted folder holds only the
+    finished first shard (the half-written file lies outside it), and the rerun cleans up,
+    keeps that shard, and writes an index.json without run-dependent fields."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "teacher"
+    (out).mkdir()
+    (out / ".shard_00009.safetensors.abc.safetensors").write_bytes(b"stale temp of an old run")
+    r = subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(out)], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == -9, r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["shard_00000.safetensors"]
+    assert any((tmp_path / ".teacher.partial").iterdir())  # the half-written shard lies outside
+    calls = []
+
+    def encode(sigs, bodies):
+        calls.append(len(sigs))
+        g = torch.Generator().manual_seed(len(sigs))
+        return ([torch.randn(3, 8, generator=g).half() for _ in sigs], torch.randn(len(sigs), 8, generator=g))
+
+    ids = list(range(10))
+    idx = write_teacher_states(out, ids, [f"def f{i}():" for i in ids], [f"return {i}" for i in ids],
+                               encode, settings={"model": "x"}, max_sig_tokens=5, hidden_size=8,
+                               shard_size=4)
+    assert calls == [4, 2] and idx["reused_shards"] == 1
+    assert sorted(p.name for p in out.iterdir()) == ["index.json", "shard_00000.safetensors",
+                                                     "shard_00001.safetensors", "shard_00002.safetensors"]
+    assert not (tmp_path / ".teacher.partial").exists()
+    index_text = (out / "index.json").read_text()
+    assert "reused" not in index_text
+    assert load_teacher_states(out)["body_emb"].shape == (10, 8)
+    # a fresh run from nothing gives byte-identical files (the folder's hash does not depend
+    # on whether the run resumed)
+    fresh = tmp_path / "fresh"
+    write_teacher_states(fresh, ids, [f"def f{i}():" for i in ids], [f"return {i}" for i in ids],
+                         encode, settings={"model": "x"}, max_sig_tokens=5, hidden_size=8, shard_size=4)
+    for p in out.iterdir():
+        assert (fresh / p.name).read_bytes() == p.read_bytes(), p.name

@@ -79,3 +79,108 @@ def test_stage_with_bad_params_exits_with_clear_error(tmp_path):
     assert "report.digits" in r.stderr and str(bad) in r.stderr
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "reports" / "comparison.md").exists()
+
+
+# ------------------------------------------------------------------ defaults, bounds, registry
+def test_schema_defaults_equal_the_shipped_params_file(tmp_path):
+    """A key left out of params.yaml (or an empty file) runs with what the shipped file says."""
+    from contrastlab.params import Params
+
+    shipped = load_params(ROOT / "params.yaml").model_dump(mode="json")
+    assert Params().model_dump(mode="json") == shipped
+    empty = tmp_path / "params.yaml"
+    empty.write_text("")
+    assert load_params(empty).model_dump(mode="json") == shipped
+
+
+@pytest.mark.parametrize("section,key,value", [
+    ("graph", ["train", "epochs"], 10**7),
+    ("graph", ["final", "seeds"], [2**63]),
+    ("graph", ["train", "lr"], 5.0),
+    ("code", ["train", "nproc"], 10**6),
+    ("code", ["train", "seed"], 2**63),
+    ("code", ["train", "epochs"], 10**7),
+    ("code", ["train", "init_temperature"], 1e3),
+    ("code", ["split", "seed"], -1),
+    ("multilabel", ["seeds"], [0, 2**63]),
+    ("multilabel", ["train", "lr"], 2.0),
+    ("multilabel", ["variants", "all", "temperature"], 100.0),
+])
+def test_upper_bounds(tmp_path, section, key, value):
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    node = raw[section]
+    for k in key[:-1]:
+        node = node[k]
+    node[key[-1]] = value
+    p = tmp_path / "params.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ParamsError) as e:
+        load_params(p)
+    assert f"{section}.{'.'.join(key)}" in str(e.value)
+
+
+def test_allowed_losses_come_from_the_registry(tmp_path, monkeypatch):
+    """A loss registered with the right ``needs`` is accepted by the track's validator."""
+    import yaml
+
+    from contrastlab.losses import registry
+    from contrastlab.losses.registry import LossSpec
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["graph"]["variants"]["mine"] = {"loss": "mine_views", "temperature": 0.3}
+    raw["code"]["variants"]["mine"] = {"loss": "mine_targets"}
+    raw["multilabel"]["losses"].append("mine_ml")
+    p = tmp_path / "params.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ParamsError) as e:
+        load_params(p)
+    for k in ("graph.variants.mine.loss", "code.variants.mine.loss", "multilabel.losses"):
+        assert k in str(e.value)
+    monkeypatch.setitem(registry.LOSSES, "mine_views", LossSpec("x:y", "views", "selfsup", "Mine"))
+    monkeypatch.setitem(registry.LOSSES, "mine_targets", LossSpec("x:y", "targets", "retrieval", "M"))
+    monkeypatch.setitem(registry.LOSSES, "mine_ml", LossSpec("x:y", "multilabels", "multilabel", "M"))
+    got = load_params(p)
+    assert got.graph.variants["mine"].loss == "mine_views"
+    assert "mine_ml" in got.multilabel.variants  # a default variant block for the new loss
+    # a loss of another track is refused
+    raw["code"]["variants"]["mine"] = {"loss": "mine_views"}
+    p.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ParamsError, match="code.variants.mine.loss"):
+        load_params(p)
+
+
+def test_registry_attributes_match_the_loss_functions():
+    """``stochastic`` is set exactly for the losses taking a generator; kwargs are introspected."""
+    import inspect
+
+    from contrastlab.losses import LOSSES
+
+    for name, spec in LOSSES.items():
+        params = inspect.signature(spec.function()).parameters
+        assert spec.stochastic == ("generator" in params), name
+        assert spec.title
+    assert set(LOSSES["mochi"].kwargs) == {"temperature", "n_hard", "s", "s_prime"}
+    assert "mode" not in LOSSES["sim_only"].kwargs  # bound by the registry entry
+    assert "reduction" not in LOSSES["all"].kwargs and "temperature" in LOSSES["all"].kwargs
+
+
+def test_validate_params_stage_rejects_before_writing(tmp_path):
+    import importlib.util
+
+    import yaml
+
+    spec = importlib.util.spec_from_file_location("validate_params", ROOT / "stages" / "validate_params.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "ok.json"
+    assert mod.main(["--out", str(out)]) == 0 and out.exists()
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["multilabel"]["variants"]["simdis"]["kwargs"]["weightin"] = "log_prob"
+    bad = tmp_path / "params.yaml"
+    bad.write_text(yaml.safe_dump(raw))
+    out2 = tmp_path / "ok2.json"
+    with pytest.raises(ParamsError, match=r"multilabel\.variants\.simdis\.kwargs\.weightin"):
+        mod.main(["--params", str(bad), "--out", str(out2)])
+    assert not out2.exists()

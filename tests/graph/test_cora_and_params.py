@@ -1,4 +1,4 @@
-"""fetch_cora checks, the graph params schema, and a tiny end-to-end run on the real Cora."""
+"""fetch_graph checks on Cora, the graph params schema, and a tiny end-to-end run on the real Cora."""
 
 import json
 import shutil
@@ -58,7 +58,7 @@ def test_fetch_cora_missing_file_and_sums(tmp_path):
 def test_fetch_cora_stage_exit_code(tmp_path):
     v = _vendor_copy(tmp_path)
     (v / "raw" / "ind.cora.y").write_bytes(b"corrupt")
-    r = subprocess.run([sys.executable, str(ROOT / "stages" / "fetch_cora.py"),
+    r = subprocess.run([sys.executable, str(ROOT / "stages" / "fetch_graph.py"),
                         "--params", str(ROOT / "params.yaml"), "--vendor", str(v),
                         "--out", str(tmp_path / "out")], capture_output=True, text=True)
     assert r.returncode == 2
@@ -71,7 +71,7 @@ def test_vendored_files_listed():
 
 
 def test_load_cora_unprepared(tmp_path):
-    with pytest.raises(FileNotFoundError, match="fetch_cora"):
+    with pytest.raises(FileNotFoundError, match="fetch_graph"):
         load_cora(tmp_path)
 
 
@@ -93,18 +93,27 @@ def _params_with(tmp_path, graph_patch):
 def test_repo_params_valid():
     g = load_params(ROOT / "params.yaml").graph
     assert set(g.variants) >= {"ntxent", "mixco", "mochi"}
-    assert len(g.presets["full"].seeds) >= 5
+    assert len(g.final.seeds) >= 10 and not set(g.final.seeds) & set(g.tune.seeds)
+    # every variant gets the same budget and searches at least temperature and lr
+    assert all({"temperature", "lr"} <= set(v.search) for v in g.variants.values())
 
 
 @pytest.mark.parametrize("patch,key", [
-    ({"variants.ntxent.temperature": 0.0}, "graph.variants.ntxent.ntxent.temperature"),
-    ({"variants.mixco.alpha": -1}, "graph.variants.mixco.mixco.alpha"),
-    ({"variants.mochi.loss": "supcon"}, "graph.variants.mochi"),
-    ({"variants.ntxent.n_hard": 3}, "graph.variants.ntxent.ntxent.n_hard"),
+    ({"variants.ntxent.temperature": 0.0}, "graph.variants.ntxent.temperature"),
+    ({"variants.mixco.alpha": [1]}, "graph.variants.mixco"),
+    ({"variants.mixco.alpha": 1e12}, "graph.variants.mixco"),
+    ({"variants.mochi.loss": "supcon"}, "graph.variants.mochi.loss"),
+    ({"train.epochs": 10**6}, "graph.train.epochs"),
+    ({"final.seeds": [2**63]}, "graph.final.seeds.0"),
     ({"train.edge_drop": [0.2, 1.0]}, "graph.train.edge_drop.1"),
     ({"train.lr": "fast"}, "graph.train.lr"),
     ({"model.activation": "tanh"}, "graph.model.activation"),
-    ({"presets.fast.seeds": [1, 1]}, "graph.presets.fast.seeds"),
+    ({"final.seeds": [1, 1]}, "graph.final.seeds"),
+    ({"tune.trials": 0}, "graph.tune.trials"),
+    ({"variants.ntxent.search": {"bogus": {"type": "float", "low": 0, "high": 1}}},
+     "graph.variants.ntxent"),
+    ({"variants.ntxent.search": {"lr": {"type": "float", "low": 0, "high": 1, "log": True}}},
+     "graph.variants.ntxent"),
     ({"bogus": 1}, "graph.bogus"),
 ])
 def test_params_errors_name_key_and_file(tmp_path, patch, key):
@@ -112,66 +121,149 @@ def test_params_errors_name_key_and_file(tmp_path, patch, key):
     with pytest.raises(ParamsError) as e:
         load_params(p)
     assert str(p) in str(e.value) and key in str(e.value)
+    # the variant name appears once (no discriminator tag repeated in the key)
+    assert ".ntxent.ntxent." not in str(e.value) and ".mixco.mixco." not in str(e.value)
 
 
-def test_params_preset_and_n_hard_cross_checks(tmp_path):
-    with pytest.raises(ParamsError, match="preset 'huge'"):
-        load_params(_params_with(tmp_path, {"preset": "huge"}))
+@pytest.mark.parametrize("patch,key", [
+    ({"variants.ntxent.n_hard": 3}, "graph.variants.ntxent.n_hard"),
+    ({"variants.mixco.n_hard": 3}, "graph.variants.mixco.n_hard"),
+])
+def test_loss_keywords_are_checked_against_the_loss_signature(tmp_path, patch, key):
+    from contrastlab.params.losses import check_loss_keywords
+
+    p = _params_with(tmp_path, patch)
+    params = load_params(p)  # structurally fine: extra keys are the loss's business
+    with pytest.raises(ParamsError) as e:
+        check_loss_keywords(params, p)
+    assert str(p) in str(e.value) and key in str(e.value) and "accepts" in str(e.value)
+    check_loss_keywords(load_params(ROOT / "params.yaml"))  # the shipped file passes
+
+
+def test_params_n_hard_cross_checks(tmp_path):
     with pytest.raises(ParamsError, match="n_hard"):
         load_params(_params_with(tmp_path, {"variants.mochi.n_hard": 5000}))
+    with pytest.raises(ParamsError, match="n_hard"):  # the search range is checked too
+        load_params(_params_with(tmp_path, {"variants.mochi.search.n_hard.high": 5000}))
+
+
+def _stage(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "stages" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.main
+
+
+_TINY = {
+    "train.epochs": 4, "train.batch_nodes": 256, "threads": 1,
+    "tune.trials": 2, "tune.startup_trials": 1, "tune.seeds": [100],
+    "final.seeds": [0, 1], "final.ablation_seeds": [0], "final.ablation_batch_nodes": 512,
+    "variants.mochi": {"loss": "mochi", "temperature": 0.4, "n_hard": 32, "s": 8, "s_prime": 4,
+                       "search": {"temperature": {"type": "float", "low": 0.1, "high": 1.0,
+                                                  "log": True},
+                                  "n_hard": {"type": "int", "low": 16, "high": 64}}},
+    "variants.ntxent.search": {"temperature": {"type": "float", "low": 0.1, "high": 1.0},
+                               "feature_mask.1": {"type": "float", "low": 0.0, "high": 0.5}},
+}
 
 
 # --------------------------------------------------------------------------- end to end
 @pytest.mark.slow
-def test_tiny_train_and_probe_on_real_cora(tmp_path, cora_root):
-    """fetch -> train -> evaluate stages on the real Cora, a few epochs, two variants."""
-    import importlib.util
-
-    def stage(name):
-        spec = importlib.util.spec_from_file_location(name, ROOT / "stages" / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod.main
-
-    p = _params_with(tmp_path, {
-        "presets.fast": {"seeds": [0, 1], "epochs": 8, "batch_nodes": 256},
-        "preset": "fast", "threads": 1,
-        "variants.mochi": {"loss": "mochi", "temperature": 0.4, "n_hard": 32, "s": 8,
-                           "s_prime": 4},
-    })
+def test_tune_final_baselines_report_on_real_cora(tmp_path, cora_root):
+    """tune -> final runs -> ablation -> baselines -> report section on the real Cora."""
+    p = _params_with(tmp_path, _TINY)
     out = tmp_path / "o"
+    common = ["--params", str(p), "--data", str(cora_root)]
+    dirs = {"tuned": out / "tuned", "metrics": out / "m", "report-data": out / "d",
+            "plots": out / "plots"}
     for v in ("ntxent", "mochi"):
-        assert stage("train_graph")(["--variant", v, "--params", str(p), "--data", str(cora_root),
-                                     "--out", str(out / "train"), "--plots", str(out / "plots")]) == 0
-        assert stage("evaluate_graph")(["--variant", v, "--params", str(p), "--data", str(cora_root),
-                                        "--train", str(out / "train"), "--metrics", str(out / "m"),
-                                        "--report-data", str(out / "d")]) == 0
+        assert _stage("tune_graph")(["--variant", v, *common, "--study-dir", str(out / "tune"),
+                                     "--tuned", str(dirs["tuned"]),
+                                     "--plots", str(out / "tplots")]) == 0
+        chosen = json.loads((dirs["tuned"] / f"{v}.json").read_text())
+        assert chosen["budget_trials"] == 2 and chosen["n_complete"] == 2
+        assert set(chosen["params"]) == set(_TINY[f"variants.{v}.search"] if v == "ntxent"
+                                            else _TINY["variants.mochi"]["search"])
+        hist = (out / "tplots" / f"{v}.csv").read_text().splitlines()
+        assert hist[0].startswith("trial,state,value,best_so_far") and len(hist) == 3
+        args = [f"--{k}={d}" for k, d in dirs.items()]
+        assert _stage("train_graph")(["--variant", v, *common, *args]) == 0
         m = json.loads((out / "m" / f"{v}.json").read_text())
-        assert m["n_seeds"] == 2 and m["epochs"] == 8
-        assert m["logreg_acc_mean"] > 0.5 and m["notebook_acc_mean"] > 0.5  # chance: 0.14-0.32
-        assert all(isinstance(x, (int, float)) for x in m.values())
-        hist = (out / "plots" / f"{v}.csv").read_text().splitlines()
-        assert hist[0] == "epoch,loss,loss_seed0,loss_seed1" and len(hist) == 9
-        assert len((out / "d" / f"{v}_pca.csv").read_text().splitlines()) == 2709
-    # a rerun with the same seed gives identical bytes
-    first = (out / "plots" / "ntxent.csv").read_bytes()
-    stage("train_graph")(["--variant", "ntxent", "--params", str(p), "--data", str(cora_root),
-                          "--out", str(out / "train2"), "--plots", str(out / "plots2")])
-    assert (out / "plots2" / "ntxent.csv").read_bytes() == first
-    # the report section renders with figures
+        assert m["n_seeds"] == 2 and m["epochs"] == 4 and m["batch_nodes"] == 256
+        assert m["logreg_acc_ci_low"] <= m["logreg_acc_mean"] <= m["logreg_acc_ci_high"]
+        assert m["logreg_acc_mean"] > 0.5  # chance: 0.14-0.32
+        # the tuned choice was applied (rounded to 6 digits in the JSON)
+        for k, val in chosen["params"].items():
+            head, _, tail = k.partition(".")
+            got = m["config"][head][int(tail)] if tail else m["config"][head]
+            assert got == pytest.approx(val)
+        pred = (out / "d" / f"{v}_test_pred.csv").read_text().splitlines()
+        assert pred[0] == "node,y,seed_0,seed_1" and len(pred) == 1001
+        assert "time" not in json.dumps(m)  # wall times stay out of the hashed metrics
+        assert _stage("train_graph")(["--variant", v, "--ablation", *common, *args]) == 0
+        a = json.loads((out / "m" / "ablation" / f"{v}.json").read_text())
+        assert a["batch_nodes"] == 512 and a["n_seeds"] == 1
+    # a rerun with the same seeds gives identical bytes
+    first = (out / "d" / "ntxent_test_pred.csv").read_bytes()
+    _stage("train_graph")(["--variant", "ntxent", *common, "--tuned", str(dirs["tuned"]),
+                           "--metrics", str(out / "m2"), "--report-data", str(out / "d2"),
+                           "--plots", str(out / "p2")])
+    assert (out / "d2" / "ntxent_test_pred.csv").read_bytes() == first
+    assert _stage("baselines_graph")([*common, "--metrics", str(out / "m"),
+                                      "--report-data", str(out / "d")]) == 0
+    b = json.loads((out / "m" / "baselines.json").read_text())
+    assert set(b) == {"raw_features", "random_gcn"} and b["random_gcn"]["n_seeds"] == 2
+    # the report section: headline first, baselines and references in the table
     from contrastlab.reporting.graph import build_section
 
     rep = tmp_path / "rep"
-    (rep / "reports" / "metrics").mkdir(parents=True)
-    shutil.copytree(out / "m", rep / "reports" / "metrics" / "graph")
-    shutil.copytree(out / "plots", rep / "reports" / "plots" / "graph")
-    shutil.copytree(out / "d", rep / "reports" / "data" / "graph")
-    sec = build_section(rep, rep / "fig")
-    assert sec is not None and len(sec.figures) == 3
+    for sub, src in (("metrics", out / "m"), ("plots", out / "plots"), ("data", out / "d"),
+                     ("tuned", dirs["tuned"])):
+        shutil.copytree(src, rep / "reports" / sub / "graph")
+    shutil.copytree(out / "tplots", rep / "reports" / "plots" / "tune" / "graph")
+    sec = build_section(rep, rep / "fig", params=load_params(p))
+    assert sec is not None and sec.headline and "95% CI" in sec.headline
     assert all(f.path.exists() for f in sec.figures)
     rows = sec.tables[0].rows
-    assert [r[0] for r in rows[:2]] == ["NT-Xent (SimCLR)", "MoCHi"]
-    assert any("DGI" in r[0] and "0.823" in r[1] for r in rows)
+    names = [r[0] for r in rows]
+    assert names[:2] == ["NT-Xent (SimCLR)", "MoCHi"] or names[:2] == ["MoCHi", "NT-Xent (SimCLR)"]
+    assert any("raw features" in n for n in names) and any("random" in n for n in names)
+    assert any("DGI" in n for n in names) and any("GraphMAE" in n for n in names)
+
+
+def test_tune_resumes_after_interruption(tmp_path, cora_root, monkeypatch):
+    """A study killed in its second trial continues: the first trial is kept, not redone."""
+    p = _params_with(tmp_path, {**_TINY, "train.epochs": 1, "tune.trials": 2})
+    out = tmp_path / "o"
+    argv = ["--variant", "ntxent", "--params", str(p), "--data", str(cora_root),
+            "--study-dir", str(out / "tune"), "--tuned", str(out / "tuned"),
+            "--plots", str(out / "plots")]
+    import contrastlab.training.graph as tg
+
+    real, calls = tg.fit_and_probe, []
+
+    def flaky(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the stage is killed during trial 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(tg, "fit_and_probe", flaky)
+    main = _stage("tune_graph")
+    with pytest.raises(KeyboardInterrupt):
+        main(argv)
+    assert not (out / "tuned" / "ntxent.json").exists()
+    calls.clear()
+    monkeypatch.setattr(tg, "fit_and_probe", real)
+    main = _stage("tune_graph")  # re-import: the stage binds fit_and_probe at import
+    assert main(argv) == 0
+    chosen = json.loads((out / "tuned" / "ntxent.json").read_text())
+    assert chosen["n_complete"] == 2 and chosen["n_failed"] == 0
+    hist = (out / "plots" / "ntxent.csv").read_text().splitlines()[1:]
+    # trial 0 from the first run, trial 1 was interrupted (not counted), trial 2 is new
+    assert [h.split(",")[0] for h in hist] == ["0", "2"]
 
 
 def test_unknown_variant_stage_error(tmp_path):

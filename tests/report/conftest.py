@@ -1,8 +1,10 @@
-"""Fixtures for the report tests: synthetic sections with real matplotlib PNGs."""
+"""Fixtures for the report tests: synthetic sections with real matplotlib PNGs; a headless
+Chromium (``browser``) for the tests marked ``browser``."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,16 @@ def _bar_png(path: Path, values: list[float], color: str) -> Path:
     fig.savefig(path, format="png")
     plt.close(fig)
     return path
+
+
+@pytest.fixture(autouse=True)
+def _matplotlib_rc_restored():
+    """The report style (``reporting.style.apply``) changes rcParams globally: undo it after
+    each test so that figure sizes in later tests do not depend on test order."""
+    import matplotlib
+
+    with matplotlib.rc_context():
+        yield
 
 
 @pytest.fixture
@@ -66,3 +78,37 @@ def sections(report_dir: Path) -> list[Section]:
                         caption="k = 1, 5, 10")],
     )
     return [graph, code]
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", "--window-size=1280,1600"]
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """A headless Chromium driven by chromedriver, with a fresh profile; console log captured."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError as e:  # pragma: no cover - selenium is in requirements.txt
+        pytest.skip(f"selenium is not installed: {e}")
+    for exe, pkg in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
+        if not Path(exe).exists():
+            pytest.skip(f"{exe} not found: install the Debian package `{pkg}` "
+                        "(`apt-get install -y chromium chromium-driver`; .ci/run does this)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for f in FLAGS:
+        opts.add_argument(f)
+    opts.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    try:
+        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    except Exception as e:  # a broken install: say why rather than fail every test
+        pytest.skip(f"headless Chromium did not start: {type(e).__name__}: {e}")
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()

@@ -194,11 +194,19 @@ def sections_png(path: Path) -> Path:
 def test_metrics_summary_short_names(report_dir):
     from contrastlab.reporting.provenance import metrics_summary
 
-    s = metrics_summary(report_dir / "metrics")
-    assert s == {"code": {"infonce": {"acc": 0.8, "time_s": 3.25}, "no_time": {"acc": 0.1}},
-                 "graph": {"mixco": {"acc": 0.8, "time_s": 20.0},
-                           "ntxent": {"acc": 0.8, "time_s": 12.5}}}
+    s = metrics_summary(report_dir / "metrics")  # every numeric metric but wall times
+    assert s == {"code": {"infonce": {"acc": 0.8}, "no_time": {"acc": 0.1}},
+                 "graph": {"mixco": {"acc": 0.8}, "ntxent": {"acc": 0.8}}}
     assert metrics_summary(report_dir / "nowhere") == {}
+
+
+def test_metrics_summary_keeps_only_headline_metrics(report_dir):
+    from contrastlab.reporting.provenance import metrics_summary
+
+    (report_dir / "metrics" / "graph" / "ntxent.json").write_text(
+        '{"acc": 0.8, "acc_std": 0.01, "acc_seed0": 0.79, "time_s": 3.0}')
+    s = metrics_summary(report_dir / "metrics", {"graph": ["acc", "missing"]})
+    assert s == {"graph": {"mixco": {"acc": 0.8}, "ntxent": {"acc": 0.8}}}  # code not named
 
 
 def test_wide_figures_span_the_row(tmp_path):

@@ -6,28 +6,35 @@ text (decorators and the ``def`` header, up to and including the colon; plus the
 docstring when ``include_docstring``), body text (dedented; without the docstring), line
 span (1-based, inclusive) and a hash of the whitespace-normalised body.
 
-Skipped and counted: files that do not decode as UTF-8 (``undecodable``), do not parse
+Skipped and counted: ``*.py`` paths that are not regular files (a directory named
+``x.py``, a symbolic link, a device: ``not_regular_file``), files that cannot be read
+(``os_error``), files that do not decode in their declared encoding (PEP 263 coding line or
+BOM, read with ``tokenize.detect_encoding``; UTF-8 when none: ``undecodable``), do not parse
 (``unparsable``), test files (``test_file`` when ``skip_tests``), functions whose body is
 only a docstring (``empty_body``), shorter or longer than the bounds (``too_short``,
 ``too_long``), and bodies identical after whitespace normalisation to one seen earlier
 (``duplicate_body``; the first in (repository, path, line) order is kept). Deduplication is
-done before splitting so the repository split cannot leak a body.
+done before splitting so the repository split cannot leak a body. The stats list the
+skipped files per reason (``skipped_paths``: ``{reason: ["<repo>/<path>", ...]}``).
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import re
+import stat
 import textwrap
+import tokenize
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
-from tqdm.auto import tqdm
+from ..progress import tqdm
 
-__all__ = ["normalise_ws", "body_hash", "extract_file", "extract_repositories"]
+__all__ = ["normalise_ws", "body_hash", "extract_file", "extract_repositories", "read_source"]
 
 _WS = re.compile(r"\s+")
 
@@ -117,6 +124,33 @@ def extract_file(source: str, include_docstring: bool = False) -> Iterator[dict[
     yield from visit(tree, "")
 
 
+def read_source(path: Path) -> tuple[str | None, str]:
+    """Read one Python file as text, honouring its declared encoding.
+
+    Returns:
+        ``(text, "")`` or ``(None, reason)`` with reason ``not_regular_file`` (directory,
+        symbolic link, device, FIFO: never followed or opened), ``os_error`` (cannot be
+        read) or ``undecodable`` (bad coding line, unknown codec, or bytes invalid in the
+        declared encoding; UTF-8 when none is declared, PEP 263).
+    """
+    try:
+        st = path.lstat()
+    except OSError:
+        return None, "os_error"
+    if not stat.S_ISREG(st.st_mode):
+        return None, "not_regular_file"
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None, "os_error"
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding), ""
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return None, "undecodable"
+
+
 def _is_test_path(rel: str) -> bool:
     parts = rel.split("/")
     return any(p in {"tests", "test", "testing"} for p in parts[:-1]) or \
@@ -142,7 +176,8 @@ def extract_repositories(repos_dir: Path, names: list[str], *, include_docstring
     Returns:
         ``(df, stats)``: a pandas DataFrame with columns ``id, repo, path, qualname,
         signature, body, lineno, end_lineno, body_hash`` (``id`` = row number) and a stats
-        dict (per-repository counts and counts per skip reason).
+        dict (per-repository counts, counts per skip reason, and ``skipped_paths``: the
+        skipped files per file-level reason, as ``<repo>/<path>`` in sorted order).
 
     Raises:
         FileNotFoundError: a repository folder is missing.
@@ -151,6 +186,7 @@ def extract_repositories(repos_dir: Path, names: list[str], *, include_docstring
 
     rows: list[dict[str, Any]] = []
     skips: Counter = Counter()
+    skipped_paths: dict[str, list[str]] = defaultdict(list)
     per_repo: dict[str, Counter] = defaultdict(Counter)
     seen: dict[str, str] = {}
     for name in tqdm(sorted(names), desc="extract functions", unit="repo"):
@@ -161,21 +197,20 @@ def extract_repositories(repos_dir: Path, names: list[str], *, include_docstring
         for f in sorted(root.rglob("*.py")):
             rel = f.relative_to(root).as_posix()
             per_repo[name]["files"] += 1
+            why = ""
             if skip_tests and _is_test_path(rel):
-                skips["test_file"] += 1
-                per_repo[name]["test_file"] += 1
-                continue
-            try:
-                source = f.read_bytes().decode("utf-8")
-            except UnicodeDecodeError:
-                skips["undecodable"] += 1
-                per_repo[name]["undecodable"] += 1
-                continue
-            try:
-                recs = list(extract_file(source, include_docstring))
-            except (SyntaxError, ValueError, RecursionError):
-                skips["unparsable"] += 1
-                per_repo[name]["unparsable"] += 1
+                why = "test_file"
+            else:
+                source, why = read_source(f)
+            if not why:
+                try:
+                    recs = list(extract_file(source, include_docstring))
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    why = "unparsable"
+            if why:
+                skips[why] += 1
+                per_repo[name][why] += 1
+                skipped_paths[why].append(f"{name}/{rel}")
                 continue
             for r in recs:
                 per_repo[name]["functions_seen"] += 1
@@ -218,6 +253,7 @@ def extract_repositories(repos_dir: Path, names: list[str], *, include_docstring
         "functions": int(len(df)),
         "repositories": int(df["repo"].nunique()) if len(df) else 0,
         "skipped": dict(sorted(skips.items())),
+        "skipped_paths": {k: sorted(v) for k, v in sorted(skipped_paths.items())},
         "per_repository": {k: dict(sorted(v.items())) for k, v in sorted(per_repo.items())},
     }
     return df, stats

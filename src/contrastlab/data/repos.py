@@ -7,10 +7,18 @@ is imported or executed: files are copied as bytes.
 - ``dist``: an installed Python distribution (offline default). Its ``.py`` files listed in
   the distribution's ``RECORD`` are copied; the version comes from ``importlib.metadata``.
 - ``git``: an ``https://``, ``ssh://``, ``git@host:path`` or ``file://`` URL pinned to a
-  commit. Cloned with hooks disabled (``core.hooksPath=/dev/null``) and no submodules, then
-  checked out detached at the commit; the ``.git`` folder is dropped. A URL or ref that
-  starts with ``-`` (could be read as a git option) or uses another transport is refused.
+  full 40-hex commit hash (a tag or branch only with ``allow_ref: true``: a ref can move, so
+  the fetch is not reproducible). Cloned with hooks disabled (``core.hooksPath=/dev/null``)
+  and no submodules, then checked out detached at the commit; the ``.git`` folder is
+  dropped. A URL or ref that starts with ``-`` (could be read as a git option), an ssh user
+  or host that starts with ``-`` (could be read as an ssh option), or another transport is
+  refused. When git fails, its own message is in the error.
 - ``path``: a local folder; its ``.py`` files are copied.
+
+Every source is checked before anything is fetched. Repository folder names are sanitised:
+a derived name (distribution, last URL component, the resolved folder's name) keeps only
+``A-Za-z0-9._-`` and cannot start with ``.``, ``_`` or ``-``, so no name (``..``,
+``a/b``) can point outside the output folder.
 """
 
 from __future__ import annotations
@@ -26,17 +34,37 @@ from typing import Any
 
 from ..errors import InputError
 
-__all__ = ["UnsafeGitSource", "validate_git_url", "validate_git_ref", "fetch_dist",
-           "fetch_git", "fetch_path", "fetch_sources"]
+__all__ = ["UnsafeGitSource", "GitError", "validate_git_url", "validate_git_ref",
+           "validate_git_commit", "safe_repo_name", "fetch_dist", "fetch_git", "fetch_path",
+           "fetch_sources"]
 
 LICENSE_RE = re.compile(r"^(licen[sc]e|copying|notice)([._-].*)?$", re.IGNORECASE)
 _URL_RE = re.compile(r"^(https://|ssh://|file://)[^\s]+$")
 _SCP_RE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[A-Za-z0-9._~/-]+$")
 _REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+_COMMIT_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")  # SHA-1 or SHA-256 object names
 
 
-class UnsafeGitSource(ValueError):
+class UnsafeGitSource(InputError):
     """A git URL or ref that is not allowed (wrong scheme, or readable as an option)."""
+
+
+class GitError(RuntimeError, InputError):
+    """git failed (unreachable URL, unknown commit); the message carries git's own output.
+    A ``ValueError`` too, so a stage reports it as one line of bad input."""
+
+
+def _ssh_user_host(url: str) -> tuple[str, str] | None:
+    """(user, host) of an ``ssh://`` or scp-like URL, else ``None``."""
+    if url.startswith("ssh://"):
+        auth = url[len("ssh://"):].split("/", 1)[0]
+        user, _, host = auth.rpartition("@")
+        return user, host.split(":", 1)[0]
+    m = _SCP_RE.match(url)
+    if m:
+        user, _, rest = url.partition("@")
+        return user, rest.split(":", 1)[0]
+    return None
 
 
 def validate_git_url(url: str) -> str:
@@ -53,7 +81,44 @@ def validate_git_url(url: str) -> str:
     if not (_URL_RE.match(url) or _SCP_RE.match(url)):
         raise UnsafeGitSource(
             f"git URL {url!r} refused: only https://, ssh://, user@host:path and file:// URLs")
+    uh = _ssh_user_host(url)
+    if uh is not None:
+        user, host = uh
+        if not host or host.startswith("-") or user.startswith("-"):
+            raise UnsafeGitSource(f"git URL {url!r} refused: an ssh host or user that is empty "
+                                  "or starts with '-' could be read as an ssh option")
     return url
+
+
+def validate_git_commit(commit: str, allow_ref: bool = False) -> str:
+    """Accept a full commit hash (40 hex digits, or 64 for SHA-256 repositories), or with
+    ``allow_ref`` also a tag/branch name (:func:`validate_git_ref`).
+
+    Raises:
+        UnsafeGitSource: anything else (an abbreviated hash or a ref without ``allow_ref``).
+    """
+    if allow_ref:
+        return validate_git_ref(commit)
+    if not isinstance(commit, str) or not _COMMIT_RE.match(commit):
+        raise UnsafeGitSource(
+            f"git commit {commit!r} refused: give the full 40-hex commit hash (a tag, branch "
+            "or short hash can move or become ambiguous); set allow_ref: true on the source "
+            "to accept a ref anyway")
+    return commit
+
+
+def safe_repo_name(raw: str) -> str:
+    """A folder name from ``raw``: characters outside ``A-Za-z0-9._-`` become ``_`` and
+    leading ``.``, ``_``, ``-`` are dropped (``..`` -> error, ``a/b`` -> ``a_b``).
+
+    Raises:
+        ValueError: nothing usable is left.
+    """
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", str(raw)).lstrip("._-")
+    if not name:
+        raise InputError(f"code.repos.sources: cannot derive a repository name from {raw!r}; "
+                         "give the source a name:")
+    return name
 
 
 def validate_git_ref(ref: str) -> str:
@@ -149,40 +214,46 @@ def fetch_path(path: str | Path, dest: Path) -> dict[str, Any]:
     return {"kind": "path", "path": str(src), "files": n, "license": licence}
 
 
-def _git(args: list[str], cwd: Path | None = None) -> str:
+def _git(args: list[str], cwd: Path | None = None, what: str = "") -> str:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_ASKPASS": "true"}
+           "GIT_ASKPASS": "true", "LC_ALL": "C"}
     base = ["git", "-c", "core.hooksPath=/dev/null", "-c", "protocol.ext.allow=never",
             "-c", "protocol.file.allow=always", "-c", "core.symlinks=false"]
-    r = subprocess.run(base + args, cwd=cwd, env=env, capture_output=True, text=True)
+    try:
+        r = subprocess.run(base + args, cwd=cwd, env=env, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise GitError("git is not installed (needed for git sources)") from None
     if r.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args[:2])} failed: {r.stderr.strip()[-500:]}")
+        said = (r.stderr.strip() or r.stdout.strip() or "no message")[-800:]
+        raise GitError(f"git {args[0]} {what}failed (exit status {r.returncode}): {said}")
     return r.stdout.strip()
 
 
-def fetch_git(url: str, commit: str, dest: Path) -> dict[str, Any]:
+def fetch_git(url: str, commit: str, dest: Path, *, allow_ref: bool = False) -> dict[str, Any]:
     """Clone ``url`` without hooks or submodules, check out ``commit``, copy its ``.py`` files.
 
     Args:
         url: see :func:`validate_git_url`.
-        commit: commit hash (or tag) to pin; the resolved full hash is recorded.
+        commit: full commit hash to pin (see :func:`validate_git_commit`); with
+            ``allow_ref`` also a tag or branch; the resolved full hash is recorded.
         dest: folder receiving the files (created).
 
     Returns:
         Manifest entry ``{kind, git, commit, files, license}``.
 
     Raises:
-        UnsafeGitSource: URL or ref refused (nothing is run).
-        RuntimeError: git failed (unreachable URL, unknown commit).
+        UnsafeGitSource: URL or commit refused (nothing is run).
+        GitError: git failed (unreachable URL, unknown commit); git's message included.
     """
     validate_git_url(url)
-    validate_git_ref(commit)
+    validate_git_commit(commit, allow_ref)
     with tempfile.TemporaryDirectory(prefix="contrastlab-git-") as tmp:
         work = Path(tmp) / "clone"
-        _git(["clone", "--no-checkout", "--no-recurse-submodules", "--quiet", "--", url, str(work)])
-        sha = _git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{commit}^{{commit}}"],
-                   cwd=work)
-        _git(["checkout", "--quiet", "--detach", sha], cwd=work)
+        _git(["clone", "--no-checkout", "--no-recurse-submodules", "--quiet", "--", url, str(work)],
+             what=f"of {url} ")
+        sha = _git(["rev-parse", "--verify", "--end-of-options", f"{commit}^{{commit}}"],
+                   cwd=work, what=f"of commit {commit} in {url} ")
+        _git(["checkout", "--quiet", "--detach", sha], cwd=work, what=f"of {sha} ")
         n, licence = _copy_tree_py(work, dest)
     return {"kind": "git", "git": url, "commit": sha, "files": n, "license": licence}
 
@@ -198,21 +269,42 @@ def fetch_sources(sources: list, out_dir: Path) -> dict[str, Any]:
         ``{"repositories": [entry...]}``, entries sorted by name, each with ``name``.
 
     Raises:
-        ValueError: two sources share a name.
+        ValueError: two sources share a name, or a name cannot be derived.
+        UnsafeGitSource: a git URL or commit is refused.
+        (All of these are checked before anything is fetched.)
+        GitError, FileNotFoundError: fetching a source failed.
     """
     entries = []
     seen: set[str] = set()
-    for s in sources:
-        name = s.repo_name
+    plan = []
+    root = Path(out_dir).resolve()
+    for i, s in enumerate(sources):
+        if s.name:
+            raw = s.name
+        elif s.kind == "path":  # the folder's real name: {path: a/b/..} is "a", not ".."
+            raw = Path(s.path).expanduser().resolve().name
+        else:
+            raw = s.repo_name
+        name = safe_repo_name(raw)
         if name in seen:
             raise InputError(f"code.repos.sources: repository name {name!r} used twice")
         seen.add(name)
+        if (root / name).resolve().parent != root:  # pragma: no cover - safe_repo_name ensures it
+            raise ValueError(f"code.repos.sources.{i}: name {name!r} leaves the output folder")
+        if s.kind == "git":
+            try:
+                validate_git_url(s.git)
+                validate_git_commit(s.commit, bool(getattr(s, "allow_ref", False)))
+            except UnsafeGitSource as e:
+                raise UnsafeGitSource(f"code.repos.sources.{i}: {e}") from None
+        plan.append((name, s))
+    for name, s in plan:
         dest = out_dir / name
         dest.mkdir(parents=True, exist_ok=True)
         if s.kind == "dist":
             e = fetch_dist(s.dist, dest)
         elif s.kind == "git":
-            e = fetch_git(s.git, s.commit, dest)
+            e = fetch_git(s.git, s.commit, dest, allow_ref=bool(getattr(s, "allow_ref", False)))
         else:
             e = fetch_path(s.path, dest)
         entries.append({"name": name, **e})

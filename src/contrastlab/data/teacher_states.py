@@ -8,21 +8,32 @@ Shard ``shard_00000.safetensors`` holds, for ``n`` consecutive functions (by ``i
 - ``sig_mask``   uint8 ``[n, T]``: 1 for real tokens
 - ``body_emb``   float32 ``[n, H]``: mean of the body's token states at that layer
 
-Each shard's safetensors metadata stores a fingerprint of the teacher settings and of its
-functions' text; a rerun (after an interruption) keeps every shard whose fingerprint still
+Each shard's safetensors metadata (one key, so the bytes are reproducible) stores a
+fingerprint of the teacher settings and of its functions' text; a rerun (after an interruption) keeps every shard whose fingerprint still
 matches and computes only the rest. ``index.json`` is written last.
+
+The folder is a ``persist: true`` DVC output, so it must only ever hold finished files:
+each shard is written in a sibling folder ``.<name>.partial`` (same file system) and renamed
+into place when complete; a run starts by removing that folder and anything in the output
+folder that is not a shard or ``index.json`` (temporaries of a killed run). ``index.json``
+holds only values determined by the inputs (no counts of reused shards, no times).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import shutil
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
 
 from ..io import save_safetensors, sha256_file, write_json
+
+_SHARD = re.compile(r"shard_\d{5}\.safetensors")
 
 __all__ = ["write_teacher_states", "load_teacher_states", "settings_fingerprint"]
 
@@ -49,7 +60,16 @@ def _shard_ok(path: Path, fingerprint: str, content: str) -> bool:
             meta = f.metadata() or {}
     except Exception:
         return False
-    return meta.get("fingerprint") == fingerprint and meta.get("content") == content
+    return meta.get(_META_KEY) == _meta_value(fingerprint, content)
+
+
+#: One metadata key only: safetensors writes its metadata map in a per-process random order,
+#: so two keys would make identical shards differ byte-wise (and change the folder's hash).
+_META_KEY = "contrastlab_teacher_states"
+
+
+def _meta_value(fingerprint: str, content: str) -> str:
+    return json.dumps({"content": content, "fingerprint": fingerprint}, sort_keys=True)
 
 
 def write_teacher_states(out_dir: Path, ids: Sequence[int], signatures: Sequence[str],
@@ -70,9 +90,21 @@ def write_teacher_states(out_dir: Path, ids: Sequence[int], signatures: Sequence
         shard_size: functions per shard.
 
     Returns:
-        The index written to ``out_dir/index.json``.
+        The index written to ``out_dir/index.json``, plus ``reused_shards`` (how many
+        finished shards this run kept; run-dependent, so not written to the folder).
     """
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    partial = out_dir.parent / f".{out_dir.name}.partial"
+    shutil.rmtree(partial, ignore_errors=True)  # temporaries of a killed run
+    for stray in out_dir.iterdir():
+        if not (stray.name == "index.json" or _SHARD.fullmatch(stray.name)) or not stray.is_file():
+            log(f"teacher_states: removing {stray.name} (not a finished shard)")
+            if stray.is_dir() and not stray.is_symlink():
+                shutil.rmtree(stray)
+            else:
+                stray.unlink()
+    partial.mkdir()
     fp = settings_fingerprint(settings)
     n = len(ids)
     shards = []
@@ -92,10 +124,12 @@ def write_teacher_states(out_dir: Path, ids: Sequence[int], signatures: Sequence
                 t = min(max_sig_tokens, st.shape[0])
                 states[r, :t] = st[:t]
                 mask[r, :t] = 1
-            save_safetensors(path, {"ids": torch.tensor(sid, dtype=torch.int64),
-                                    "sig_states": states, "sig_mask": mask,
-                                    "body_emb": emb.to(torch.float32)},
-                             metadata={"fingerprint": fp, "content": content})
+            tmp = partial / path.name
+            save_safetensors(tmp, {"ids": torch.tensor(sid, dtype=torch.int64),
+                                   "sig_states": states, "sig_mask": mask,
+                                   "body_emb": emb.to(torch.float32)},
+                             metadata={_META_KEY: _meta_value(fp, content)})
+            os.replace(tmp, path)  # a finished shard appears whole, or not at all
             log(f"teacher_states: wrote {path.name} ({len(sid)} functions)")
         shards.append({"file": path.name, "start": start, "n": len(sid), "content": content})
     # drop shards of an older, longer run
@@ -106,10 +140,11 @@ def write_teacher_states(out_dir: Path, ids: Sequence[int], signatures: Sequence
     for sh in shards:
         sh["sha256"] = sha256_file(out_dir / sh["file"])
     index = {"n_functions": n, "hidden_size": hidden_size, "max_sig_tokens": max_sig_tokens,
-             "fingerprint": fp, "settings": settings, "shards": shards,
-             "reused_shards": reused}
-    write_json(out_dir / "index.json", index)
-    return index
+             "fingerprint": fp, "settings": settings, "shards": shards}
+    write_json(partial / "index.json", index)
+    os.replace(partial / "index.json", out_dir / "index.json")
+    shutil.rmtree(partial, ignore_errors=True)
+    return {**index, "reused_shards": reused}
 
 
 def load_teacher_states(out_dir: Path) -> dict[str, Any]:

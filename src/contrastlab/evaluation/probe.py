@@ -27,7 +27,8 @@ def _np(t) -> np.ndarray:
 
 def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
                  c_grid: Sequence[float] = (0.01, 0.1, 1.0, 10.0, 100.0),
-                 normalize: str = "l2", max_iter: int = 2000) -> dict[str, float]:
+                 normalize: str = "l2", max_iter: int = 2000,
+                 return_pred: bool = False) -> dict:
     """Standard linear probe: logistic regression, ``C`` picked on the validation nodes.
 
     Args:
@@ -38,9 +39,11 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
         normalize: ``"l2"`` (rows to unit norm), ``"standard"`` (z-score using the training
             nodes' mean/std) or ``"none"``.
         max_iter: L-BFGS iterations.
+        return_pred: also return ``"test_pred"``, the ``[n_test]`` int64 predicted classes
+            of the test nodes in node order (for paired tests across methods).
 
     Returns:
-        ``{"test_acc", "val_acc", "C"}`` (accuracies in [0, 1]).
+        ``{"test_acc", "val_acc", "C"}`` (accuracies in [0, 1]) and ``"test_pred"`` if asked.
 
     Raises:
         ValueError: empty ``c_grid`` or unknown ``normalize``.
@@ -67,8 +70,11 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
         if best is None or va_acc > best[0]:
             best = (va_acc, float(c), clf)
     va_acc, c, clf = best
-    return {"test_acc": float(accuracy_score(y[te], clf.predict(x[te]))),
-            "val_acc": float(va_acc), "C": c}
+    pred = clf.predict(x[te])
+    out = {"test_acc": float(accuracy_score(y[te], pred)), "val_acc": float(va_acc), "C": c}
+    if return_pred:
+        out["test_pred"] = pred.astype(np.int64)
+    return out
 
 
 def notebook_probe(emb: torch.Tensor, y: torch.Tensor, train_mask: torch.Tensor,

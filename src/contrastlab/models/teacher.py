@@ -182,7 +182,7 @@ class TeacherEncoder:
         return out.last_hidden_state, mask
 
     def _progress(self, total: int, desc: str, show: bool):
-        from tqdm.auto import tqdm
+        from ..progress import tqdm
 
         return tqdm(total=total, desc=desc, unit="text", disable=not show, mininterval=2.0)
 

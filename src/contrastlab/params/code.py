@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 #: Distributions the project's own install brings (pure Python), used as repositories offline.
 DEFAULT_DISTRIBUTIONS: list[str] = [
@@ -35,6 +35,9 @@ class RepoSource(BaseModel):
     dist: str | None = None
     git: str | None = None
     commit: str | None = Field(None, description="commit (or tag) the git source is pinned to")
+    allow_ref: bool = Field(False, description="git only: accept a tag or branch name in commit "
+                            "(a ref can move, so the fetch is not reproducible); otherwise "
+                            "commit must be the full 40-hex hash")
     path: str | None = None
     name: str | None = None
 
@@ -84,7 +87,7 @@ class ExtractParams(BaseModel):
     max_body_chars: int = Field(2500, ge=10)
     skip_tests: bool = Field(True, description="skip files under tests/ or named test_*.py")
     max_functions_per_repo: int = Field(80, ge=1, description="deterministic sample above this")
-    seed: int = 42
+    seed: int = Field(42, ge=0, lt=2**63)
 
     @model_validator(mode="after")
     def _bounds(self) -> "ExtractParams":
@@ -99,7 +102,7 @@ class SplitParams(BaseModel):
     train: float = Field(0.8, gt=0, lt=1)
     val: float = Field(0.1, gt=0, lt=1)
     test: float = Field(0.1, gt=0, lt=1)
-    seed: int = 42
+    seed: int = Field(42, ge=0, lt=2**63)
 
     @model_validator(mode="after")
     def _sum(self) -> "SplitParams":
@@ -145,26 +148,39 @@ class ModelParams(BaseModel):
 class TrainParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    epochs: int = Field(6, ge=1)
+    epochs: int = Field(6, ge=1, le=100_000)
     batch_size: int = Field(64, ge=2, description="per process (per GPU)")
-    nproc: int = Field(1, ge=1, description="torchrun --nproc_per_node")
-    lr: float = Field(1e-3, gt=0)
-    weight_decay: float = Field(0.01, ge=0)
+    nproc: int = Field(1, ge=1, le=1024, description="torchrun --nproc_per_node")
+    lr: float = Field(1e-3, gt=0, le=1.0)
+    weight_decay: float = Field(0.01, ge=0, le=1.0)
     warmup_epochs: float = Field(1.0, ge=0)
     patience: int = Field(3, ge=1, description="epochs without val Rank@10 gain before stopping")
     grad_clip: float = Field(1.0, ge=0, description="0 = off")
-    init_temperature: float = Field(0.07, gt=0)
+    init_temperature: float = Field(0.07, gt=0, le=10.0)
     hardneg_k: int = Field(4, ge=1)
     hardneg_refresh: int = Field(2, ge=1, description="epochs between hard-negative refreshes")
-    seed: int = 42
+    seed: int = Field(42, ge=0, lt=2**63)
     device: str = "auto"
-    threads: int = Field(1, ge=1, description="CPU threads per process (1: oversubscribed OpenMP spins)")
+    threads: int = Field(1, ge=1, le=256, description="CPU threads per process (1: oversubscribed OpenMP spins)")
 
 
 class VariantParams(BaseModel):
+    """One variant: a registry loss whose ``needs`` is ``targets`` (contrastive, in-batch
+    negatives) or ``regression`` (``names_for("code")``)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    loss: Literal["smoothl1", "cosine", "infonce", "infonce_hardneg"]
+    loss: str
+
+    @field_validator("loss")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        from ..losses.registry import names_for
+
+        ok = names_for("code")
+        if v not in ok:
+            raise ValueError(f"{v!r} is not a registered retrieval loss; known: {', '.join(ok)}")
+        return v
 
 
 class EvalParams(BaseModel):

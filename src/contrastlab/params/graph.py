@@ -1,24 +1,31 @@
-"""Schema of the ``graph`` section of ``params.yaml`` (graph self-supervised track, Cora).
+"""Schema of the ``graph`` section of ``params.yaml`` (graph self-supervised track, Planetoid graphs).
 
 Layout::
 
     graph:
+      dataset: Cora               # Cora | CiteSeer | PubMed (Planetoid format, public split)
+      raw_dir: null               # folder with SHA256SUMS + raw/; null: data/vendor/planetoid/<dataset>
       source: vendored            # vendored (offline, checksummed) | download (PyG's loader)
-      preset: fast                # which entry of `presets` the train stages use
-      presets:                    # seeds / epochs / loss batch per preset
-        fast: {seeds: [0, 1], epochs: 100, batch_nodes: 1024}
-        full: {seeds: [0, 1, 2, 3, 4], epochs: 200, batch_nodes: 1024}
       threads: 1                  # torch CPU threads
       model: {hidden_dim, out_dim, proj_dim, activation}
-      train: {lr, weight_decay, feature_mask: [v1, v2], edge_drop: [v1, v2], feature_mask_mode}
+      train: {epochs, batch_nodes, lr, weight_decay, feature_mask: [v1, v2], edge_drop: [v1, v2],
+              feature_mask_mode}     # shared by tuning trials and final runs
       probe: {c_grid, normalize, notebook_steps, notebook_lr}
-      variants:                   # one DVC stage per key (train_graph@<key>, evaluate_graph@<key>)
-        ntxent: {loss: ntxent, temperature: 0.4}
-        mixco: {loss: mixco, temperature: 0.4, alpha: 1.0, weight: 1.0}
-        mochi: {loss: mochi, temperature: 0.4, n_hard: 256, s: 128, s_prime: 64}
+      tune: {trials, startup_trials, seed, storage, seeds}   # equal budget per variant
+      final: {seeds, ablation_seeds, ablation_batch_nodes}   # final runs on the chosen config
+      variants:                   # one DVC stage per key (tune_graph@<key>, train_graph@<key>)
+        ntxent: {loss: ntxent, temperature: 0.4, search: {temperature: {...}, lr: {...}}}
+        mixco: {loss: mixco, temperature: 0.4, alpha: 1.0, weight: 1.0, search: {...}}
+        mochi: {loss: mochi, temperature: 0.4, n_hard: 256, s: 128, s_prime: 64, search: {...}}
 
-A variant may override ``lr``, ``weight_decay`` or ``epochs`` for itself only. Unknown keys
-are rejected everywhere (``extra="forbid"``); ranges are checked.
+A variant names a registry loss whose ``needs`` is ``views`` (``names_for("graph")``); its
+other keys are the loss's keyword arguments (``temperature``, ``alpha``, ``n_hard``...,
+checked against the function's signature by the ``validate_params`` stage). A variant's
+``search`` declares what its study tunes (see :class:`contrastlab.tuning.SearchDim`): any
+loss keyword of the variant and the shared training knobs ``lr``, ``weight_decay``,
+``feature_mask.0``/``.1``, ``edge_drop.0``/``.1``. A variant may override ``lr`` or
+``weight_decay`` for itself only. Unknown keys are rejected everywhere else
+(``extra="forbid"``); ranges are checked.
 """
 
 from __future__ import annotations
@@ -28,27 +35,57 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..tuning import SearchDim, TuneParams
+
 Rate = Annotated[float, Field(ge=0.0, lt=1.0)]
+#: Nodes of each public Planetoid graph (``contrastlab.data.planetoid.PUBLIC_STATS``).
+NUM_NODES = {"Cora": 2708, "CiteSeer": 3327, "PubMed": 19717}
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class GraphPreset(_Strict):
-    """Seeds, epochs and loss batch of one preset."""
+Seed = Annotated[int, Field(ge=0, lt=2**63)]
 
-    seeds: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0, 1], min_length=1)
-    epochs: int = Field(100, ge=1, le=100_000)
-    batch_nodes: Optional[int] = Field(
-        1024, ge=2, description="Nodes per loss batch (null: all 2708 nodes every step).")
+
+def _distinct(v: list[int]) -> list[int]:
+    if len(set(v)) != len(v):
+        raise ValueError(f"seeds must be distinct, got {v}")
+    return v
+
+
+class GraphTune(TuneParams):
+    """``graph.tune``: the equal search budget (trials per variant) and the training seeds of
+    each trial (disjoint from the final seeds, so the final runs are not the tuned runs)."""
+
+    trials: int = Field(8, ge=1, le=10_000,
+                        description="Finished trials per variant: the same for every loss.")
+    startup_trials: int = Field(3, ge=1, le=10_000,
+                                description="Random trials before TPE models the space.")
+    seeds: list[Seed] = Field(default_factory=lambda: [100], min_length=1, max_length=100)
 
     @field_validator("seeds")
     @classmethod
     def _unique(cls, v: list[int]) -> list[int]:
-        if len(set(v)) != len(v):
-            raise ValueError(f"seeds must be distinct, got {v}")
-        return v
+        return _distinct(v)
+
+
+class GraphFinal(_Strict):
+    """``graph.final``: seeds of the final runs of each variant's chosen configuration, and
+    the loss-batch ablation (the same choices with ``ablation_batch_nodes``)."""
+
+    seeds: list[Seed] = Field(default_factory=lambda: list(range(10)), min_length=1,
+                              max_length=1000)
+    ablation_seeds: list[Seed] = Field(default_factory=lambda: [0, 1, 2], max_length=1000,
+                                       description="[] turns the ablation off.")
+    ablation_batch_nodes: Optional[int] = Field(
+        None, ge=2, le=10_000_000, description="Loss batch of the ablation (null: all nodes).")
+
+    @field_validator("seeds", "ablation_seeds")
+    @classmethod
+    def _unique(cls, v: list[int]) -> list[int]:
+        return _distinct(v)
 
 
 class GraphModel(_Strict):
@@ -63,6 +100,10 @@ class GraphModel(_Strict):
 class GraphTrain(_Strict):
     """Optimiser and augmentations shared by the variants."""
 
+    epochs: int = Field(100, ge=1, le=100_000, description="Adam steps (one per epoch).")
+    batch_nodes: Optional[int] = Field(
+        1024, ge=2, le=10_000_000,
+        description="Nodes per loss batch (null: all nodes every step).")
     lr: float = Field(1e-3, gt=0.0, le=1.0)
     weight_decay: float = Field(1e-5, ge=0.0, le=1.0)
     feature_mask: tuple[Rate, Rate] = (0.3, 0.4)
@@ -74,82 +115,129 @@ class GraphProbe(_Strict):
     """Linear probes: logistic regression (C picked on validation) and the notebook's."""
 
     c_grid: list[Annotated[float, Field(gt=0.0)]] = Field(
-        default_factory=lambda: [0.01, 0.1, 1.0, 10.0, 100.0], min_length=1)
+        default_factory=lambda: [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0], min_length=1)
     normalize: Literal["l2", "standard", "none"] = "standard"
     notebook_steps: int = Field(200, ge=1, le=100_000)
     notebook_lr: float = Field(0.01, gt=0.0, le=10.0)
 
 
-class _VariantBase(_Strict):
+#: Shared training knobs a variant's ``search`` may tune besides its loss keywords.
+TRAIN_TUNABLE = ("lr", "weight_decay", "feature_mask.0", "feature_mask.1", "edge_drop.0",
+                 "edge_drop.1")
+
+
+#: Largest absolute value of a loss keyword given in params.yaml.
+_KNOB_ABS_MAX = 1e9
+
+
+class GraphVariant(BaseModel):
+    """One variant: a registry loss with ``needs: views``, its temperature, optional
+    per-variant optimiser overrides, what its study searches, and the loss's own keyword
+    arguments as extra keys (e.g. MixCo's ``alpha``/``weight``, MoCHi's
+    ``n_hard``/``s``/``s_prime``): any keyword argument of the loss function (see
+    :attr:`contrastlab.losses.LossSpec.kwargs`; checked by
+    :func:`contrastlab.params.losses.check_loss_keywords`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    loss: str
     temperature: float = Field(0.4, gt=0.0, le=10.0)
     lr: Optional[float] = Field(None, gt=0.0, le=1.0, description="Overrides train.lr.")
     weight_decay: Optional[float] = Field(None, ge=0.0, le=1.0)
-    epochs: Optional[int] = Field(None, ge=1, le=100_000, description="Overrides the preset.")
+    search: dict[str, SearchDim] = Field(
+        default_factory=dict, description="What tune_graph@<variant> searches (empty: nothing).")
+
+    @field_validator("loss")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        from ..losses.registry import names_for
+
+        ok = names_for("graph")
+        if v not in ok:
+            raise ValueError(f"{v!r} is not a registered two-view loss; known: {', '.join(ok)}")
+        return v
+
+    @model_validator(mode="after")
+    def _knobs(self) -> "GraphVariant":
+        for k, v in (self.model_extra or {}).items():
+            if not isinstance(v, (bool, int, float, str)):
+                raise ValueError(f"{k}: a loss keyword must be a number, a string or a "
+                                 f"boolean, got {type(v).__name__}")
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and not (
+                    abs(v) <= _KNOB_ABS_MAX):
+                raise ValueError(f"{k}={v!r}: must be finite and at most {_KNOB_ABS_MAX:g} "
+                                 f"in absolute value")
+        allowed = set(self.loss_kwargs()) | set(TRAIN_TUNABLE)
+        bad = sorted(set(self.search) - allowed)
+        if bad:  # a searched loss keyword needs its value in the variant (the default choice)
+            raise ValueError(f"search: {', '.join(bad)} cannot be tuned here "
+                             f"(tunable: {', '.join(sorted(allowed))})")
+        return self
 
     def loss_kwargs(self) -> dict:
-        """Keyword arguments of the loss function."""
-        skip = {"loss", "lr", "weight_decay", "epochs"}
-        return {k: v for k, v in self.model_dump().items() if k not in skip}
+        """Keyword arguments of the loss function (temperature and the extra keys)."""
+        return {"temperature": self.temperature, **(self.model_extra or {})}
 
 
-class NtxentVariant(_VariantBase):
-    loss: Literal["ntxent"]
 
-
-class MixcoVariant(_VariantBase):
-    loss: Literal["mixco"]
-    alpha: float = Field(1.0, gt=0.0, le=100.0, description="Beta(alpha, alpha) of lambda.")
-    weight: float = Field(1.0, ge=0.0, le=100.0, description="Weight of the mix-up term.")
-
-
-class MochiVariant(_VariantBase):
-    loss: Literal["mochi"]
-    n_hard: int = Field(256, ge=1, description="N: hardest negatives kept per anchor.")
-    s: int = Field(128, ge=0, description="Synthetic negatives mixing two hard negatives.")
-    s_prime: int = Field(64, ge=0, description="Synthetic negatives mixing the query in.")
-
-
-GraphVariant = Annotated[Union[NtxentVariant, MixcoVariant, MochiVariant],
-                         Field(discriminator="loss")]
+def _space(**extra: dict) -> dict[str, SearchDim]:
+    """The shared search space of the shipped variants plus loss keywords (= params.yaml)."""
+    f = lambda lo, hi, log=False: SearchDim(type="float", low=lo, high=hi, log=log)  # noqa: E731
+    space = {"temperature": f(0.05, 1.0, True), "lr": f(1e-4, 1e-2, True),
+             "feature_mask.0": f(0.0, 0.6), "feature_mask.1": f(0.0, 0.6),
+             "edge_drop.0": f(0.0, 0.6), "edge_drop.1": f(0.0, 0.6)}
+    return {**space, **{k: SearchDim(**v) for k, v in extra.items()}}
 
 
 def _default_variants() -> dict:
+    """The shipped variants (= params.yaml, so that a key left out means the same)."""
     return {
-        "ntxent": NtxentVariant(loss="ntxent"),
-        "mixco": MixcoVariant(loss="mixco"),
-        "mochi": MochiVariant(loss="mochi"),
+        "ntxent": GraphVariant(loss="ntxent", search=_space()),
+        "mixco": GraphVariant(loss="mixco", alpha=1.0, weight=1.0, search=_space(
+            alpha=dict(type="float", low=0.1, high=2.0, log=True),
+            weight=dict(type="float", low=0.1, high=2.0, log=True))),
+        "mochi": GraphVariant(loss="mochi", n_hard=256, s=128, s_prime=64, search=_space(
+            n_hard=dict(type="int", low=64, high=512, log=True),
+            s=dict(type="int", low=32, high=256, log=True),
+            s_prime=dict(type="int", low=16, high=128, log=True))),
     }
 
 
 class GraphParams(_Strict):
     """``graph:`` section. Unknown keys are rejected."""
 
+    dataset: Literal["Cora", "CiteSeer", "PubMed"] = Field(
+        "Cora", description="Planetoid citation graph (public split), by name.")
+    raw_dir: Optional[str] = Field(
+        None, description="Folder with SHA256SUMS and raw/ind.<name>.* (repo-relative or "
+        "absolute); null: data/vendor/planetoid/<dataset>.")
     source: Literal["vendored", "download"] = "vendored"
-    preset: str = "fast"
-    presets: dict[str, GraphPreset] = Field(default_factory=lambda: {
-        "fast": GraphPreset(), "full": GraphPreset(seeds=[0, 1, 2, 3, 4], epochs=200)})
     threads: int = Field(1, ge=1, le=256)
     model: GraphModel = GraphModel()
     train: GraphTrain = GraphTrain()
     probe: GraphProbe = GraphProbe()
+    tune: GraphTune = GraphTune()
+    final: GraphFinal = GraphFinal()
     variants: dict[str, GraphVariant] = Field(default_factory=_default_variants)
 
     @model_validator(mode="after")
     def _check(self) -> "GraphParams":
-        if self.preset not in self.presets:
-            raise ValueError(f"preset {self.preset!r} is not one of presets: "
-                             f"{', '.join(self.presets)}")
         for name in self.variants:
             if not re.fullmatch(r"[A-Za-z0-9_\-]+", name):
                 raise ValueError(f"variant name {name!r}: use letters, digits, _ or -")
         for name, v in self.variants.items():
-            if isinstance(v, MochiVariant):
-                b = self.active_preset.batch_nodes or 2708
-                if v.n_hard > 2 * min(b, 2708) - 2:
-                    raise ValueError(f"variants.{name}.n_hard={v.n_hard} exceeds the "
-                                     f"2B-2 = {2 * min(b, 2708) - 2} negatives per anchor")
+            n_hard = (v.model_extra or {}).get("n_hard")
+            if isinstance(n_hard, int) or "n_hard" in v.search:  # MoCHi's hardest negatives
+                n = NUM_NODES[self.dataset]
+                b = self.train.batch_nodes or n
+                hi = v.search["n_hard"].high if "n_hard" in v.search else None
+                top = max(x for x in (n_hard, hi) if x is not None)
+                if top > 2 * min(b, n) - 2:
+                    raise ValueError(f"variants.{name}.n_hard (up to {top:g}) exceeds the "
+                                     f"2B-2 = {2 * min(b, n) - 2} negatives per anchor")
         return self
 
     @property
-    def active_preset(self) -> GraphPreset:
-        return self.presets[self.preset]
+    def raw_folder(self) -> str:
+        """``raw_dir`` or the vendored folder of ``dataset``."""
+        return self.raw_dir or f"data/vendor/planetoid/{self.dataset}"

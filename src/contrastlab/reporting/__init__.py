@@ -18,6 +18,54 @@ from typing import Any, Sequence
 TRACKS: list[str] = ["graph", "code", "multilabel"]
 
 
+def wall_time(root: Path, track: str, name: str, metrics: dict | None = None) -> float:
+    """``time_s`` of ``reports/timings/<track>/<name>.json`` (:mod:`contrastlab.timings`);
+    falls back to a ``time_s`` still found in ``metrics`` (older runs); NaN when neither."""
+    from ..timings import read_timing
+
+    t = (read_timing(track, name, root) or {}).get("time_s")
+    if t is None and metrics is not None:
+        t = metrics.get("time_s")
+    return float(t) if isinstance(t, (int, float)) else float("nan")
+
+
+def params_titles(params, track: str, names: Sequence[str] = ()) -> dict[str, str]:
+    """``{variant: row label}`` of a track from loaded params (``None``: no params), in
+    params order, from the registry.
+
+    A variant's label is its loss's :attr:`contrastlab.losses.LossSpec.title`, followed by
+    `` (<variant>)`` when the variant is not named after its loss (two variants of one loss
+    stay apart). Multi-label variants are the loss names of ``multilabel.losses``. A name
+    the registry does not know (``bce``) keeps its name. ``names`` (e.g. the metrics files
+    found) that the params do not list follow in registry order, then sorted, labelled by
+    the registry title.
+    """
+    from ..losses.registry import LOSSES, title
+
+    out: dict[str, str] = {}
+    if params is not None and track == "multilabel":
+        out = {x: title(x) for x in params.multilabel.losses}
+    elif params is not None:
+        for name, v in getattr(params, track).variants.items():
+            t = title(v.loss)
+            out[name] = t if name == v.loss else f"{t} ({name})"
+    rest = [n for n in names if n not in out]
+    for n in [n for n in LOSSES if n in rest] + sorted(n for n in rest if n not in LOSSES):
+        out[n] = title(n)
+    return out
+
+
+def variant_titles(root: Path, track: str, names: Sequence[str] = ()) -> dict[str, str]:
+    """:func:`params_titles` with ``<root>/params.yaml`` (none when missing or invalid)."""
+    from ..params import ParamsError, load_params
+
+    try:
+        p = load_params(Path(root) / "params.yaml")
+    except ParamsError:
+        p = None
+    return params_titles(p, track, names)
+
+
 @dataclass
 class Table:
     """A table: ``columns`` names and ``rows`` of already formatted cells (str or number)."""
@@ -41,6 +89,9 @@ class Figure:
 class Section:
     track: str
     title: str
+    #: One short paragraph generated from the numbers: the best variant with its CI, the
+    #: variants tied with it, the gap to the strongest baseline (inline Markdown).
+    headline: str = ""
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -87,6 +138,15 @@ def collect_sections(root: Path, figures_dir: Path, tracks: Sequence[str] = TRAC
     return sections
 
 
+def headline_section(sections: Sequence[Section]) -> list[Section]:
+    """``[Section("headlines", ...)]`` gathering every track's headline (one paragraph each,
+    named after the track), or ``[]`` when no track has one."""
+    notes = [f"**{s.title}.** {s.headline}" for s in sections if s.headline]
+    if not notes:
+        return []
+    return [Section("headlines", "Headlines", notes=notes)]
+
+
 def render_markdown(sections: Sequence[Section], header: str = "") -> str:
     """The whole ``comparison.md``: header, then each section's notes, tables and figures."""
     parts = ["# contrastlab: loss comparison", ""]
@@ -94,6 +154,8 @@ def render_markdown(sections: Sequence[Section], header: str = "") -> str:
         parts += [header, ""]
     for s in sections:
         parts += [f"## {s.title}", ""]
+        if s.headline:
+            parts += [f"**Headline.** {s.headline}", ""]
         for n in s.notes:
             parts += [n, ""]
         for t in s.tables:

@@ -19,12 +19,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import Figure, Section, Table
+from . import Figure, Section, Table, variant_titles, wall_time
 
 __all__ = ["build_section", "REFERENCES", "TITLES"]
 
-TITLES = {"smoothl1": "SmoothL1 (Exp 1.3)", "cosine": "Cosine (Exp 1.3 variant)",
-          "infonce": "InfoNCE (Exp 1.4)", "infonce_hardneg": "InfoNCE + hard negatives (Exp 2.1)"}
+#: ``{variant: row label}``; filled from params.yaml + the loss registry by :func:`build_section`.
+TITLES: dict[str, str] = {}
 
 #: The retrieval experiment notes' rows.
 REFERENCES = [
@@ -136,6 +136,8 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | N
     root = Path(root)
     mdir = root / "reports" / "metrics" / "code"
     metrics = {f.stem: json.loads(f.read_text()) for f in sorted(mdir.glob("*.json"))}
+    TITLES.clear()
+    TITLES.update(variant_titles(root, "code", list(metrics)))
     if not metrics:
         return None
     names = _order(metrics)
@@ -153,7 +155,7 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | N
             f"{m.get('mean_cosine', float('nan')):.{digits}f}",
             f"{int(m.get('corpus_size', 0)):,}",
             int(m.get("best_epoch", 0)),
-            f"{m.get('time_s', float('nan')):.1f}",
+            f"{wall_time(root, 'code', n, m):.1f}",
             f"{100 * (r10 - TARGET_R10):+.2f}",
         ])
     for name, r1, r10, corpus, delta in REFERENCES:

@@ -22,13 +22,34 @@ from pathlib import Path
 
 import numpy as np
 
-from . import Figure, Section, Table, fmt_mean_std
+from . import Figure, Section, Table, fmt_mean_std, variant_titles, wall_time
 
 __all__ = ["build_section", "load_metrics", "paired_pvalue", "PAPER_TABLE1", "PAPER_TABLE4"]
 
-TITLES = {"all": "ALL", "any": "ANY", "mulsupcon": "MulSupCon", "simdis": "Sim-Dis",
-          "sim_only": "Sim only", "dis_only": "Dis only", "bce": "BCE baseline (no contrastive phase)"}
-TABLE1_ROWS = ["all", "any", "mulsupcon", "simdis", "bce"]
+
+
+class _Titles(dict):
+    """Row labels: the registry's :attr:`LossSpec.title` for any registered loss."""
+
+    def __missing__(self, key: str) -> str:
+        from ..losses.registry import title
+
+        return title(key)
+
+
+TITLES = _Titles({"bce": "BCE baseline (no contrastive phase)"})
+#: Losses shown only in the factor ablation (Table 4 format), not in the Table 1 format.
+ABLATION_ONLY = ("sim_only", "dis_only")
+
+
+def _losses(root: Path | None = None) -> list[str]:
+    """Loss names in report order: ``multilabel.losses`` of params.yaml (registry order when
+    it cannot be read), the BCE baseline last."""
+    from ..params.multilabel import known_losses
+
+    names = list(variant_titles(root, "multilabel")) if root is not None else []
+    names = names or known_losses()
+    return [x for x in names if x != "bce"] + (["bce"] if "bce" in names else [])
 METRICS = [("micro_f1", "micro-F1"), ("macro_f1", "macro-F1"), ("map", "mAP")]
 ALPHA = 0.05
 
@@ -55,7 +76,9 @@ PAPER_TABLE4 = {
 def load_metrics(metrics_dir: Path) -> dict[str, dict[str, dict]]:
     """``{dataset: {loss: metrics}}`` from ``<dataset>_<loss>.json`` files (unknown suffixes skipped)."""
     out: dict[str, dict[str, dict]] = {}
-    losses = sorted(TITLES, key=len, reverse=True)  # match "sim_only" before "only"...
+    from ..params.multilabel import known_losses
+
+    losses = sorted(known_losses(), key=len, reverse=True)  # match "sim_only" before "only"...
     for f in sorted(Path(metrics_dir).glob("*.json")):
         stem = f.stem
         for loss in losses:
@@ -134,7 +157,7 @@ def _bar_figure(ds: str, runs: dict[str, dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    order = [x for x in ["bce", "all", "any", "mulsupcon", "sim_only", "dis_only", "simdis"] if x in runs]
+    order = (["bce"] if "bce" in runs else []) + [x for x in _losses() if x in runs and x != "bce"]
     fig, ax = plt.subplots(figsize=(8, 3.4))
     width = 0.8 / max(1, len(order))
     xs = np.arange(len(METRICS))
@@ -258,7 +281,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         keys = [k for k, _ in METRICS] + extra
         cols = ["Method"] + [t for _, t in METRICS] + [k.replace("p_at_", "P@") if k.startswith("p_at_")
                                                        else "kNN@5 problem×tier" for k in extra]
-        present = [x for x in TABLE1_ROWS if x in r]
+        present = [x for x in _losses(root) if x in r and x not in ABLATION_ONLY]
         ms = [r[x] for x in present]
         trs = [[TITLES[x]] + [_cell(r[x], k, ref) for k in keys] for x in present]
         _bold_best(trs, ms, keys)
@@ -274,7 +297,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
             if tp is not None:
                 s.notes.append(f"{ds}: kNN@5 problem×tier purity of the frozen teacher states themselves "
                                f"(before any training): {100 * tp:.2f}%.")
-        secs = sum(m.get("time_s", 0.0) for m in r.values())
+        secs = float(np.nansum([wall_time(root, "multilabel", f"{ds}_{x}", m) for x, m in r.items()]))
         s.tables.append(Table(f"{ds}: Table 1 format", cols, trs,
                               note=f"{any_run.get('n_seeds', '?')} seeds; training wall time of the "
                                    f"{len(r)} variants: {secs:.0f} s."))

@@ -5,8 +5,8 @@ how long each stage took.
   section and, inside ``dvc exp run``, the DVC experiment name.
 - :func:`stamp_sections` appends that provenance to every table's note (and one line per
   section), so the Markdown and HTML renderers need no special case.
-- :func:`stage_timings` reads ``time_s`` (wall seconds, written by every training/evaluation
-  stage into its flat metrics JSON) from ``reports/metrics/<track>/**/*.json`` into a table.
+- :func:`stage_timings` reads ``time_s`` (wall seconds, written by the stages with
+  :func:`contrastlab.timings.write_timing`) from ``reports/timings/<track>/**/*.json``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..params import Params, params_hash
 from . import Section, Table
@@ -91,23 +91,38 @@ def _read_time(path: Path) -> float | None:
     return float(v) if _is_num(v) else None
 
 
-def metrics_summary(metrics_dir: Path) -> dict[str, dict[str, dict[str, float]]]:
-    """Every numeric top-level metric of ``metrics_dir/<track>/**/<variant>.json`` as
+def metrics_summary(metrics_dir: Path, headline: Mapping[str, Sequence[str]] | None = None
+                    ) -> dict[str, dict[str, dict[str, float]]]:
+    """The headline metrics of ``metrics_dir/<track>/**/<variant>.json`` as
     ``{track: {variant: {metric: value}}}``.
 
-    Written by the report stage to ``reports/summary.json`` (a DVC ``metrics:`` file), DVC
-    flattens it to short column names such as ``graph.ntxent.acc`` in ``dvc exp show``
-    (instead of ``reports/metrics/graph/ntxent.json:acc``). Unreadable files and
-    non-numeric values are skipped; the variant is the path below the track folder.
+    Written by the report stage to ``reports/summary.json``, the pipeline's only declared DVC
+    metrics file: DVC flattens it to short column names such as ``graph.ntxent.logreg_acc_mean``
+    in ``dvc exp show`` (the per-variant JSONs are plain outputs, so each metric is one column).
+
+    Args:
+        metrics_dir: ``reports/metrics``.
+        headline: per track, the metric names to keep (``report.headline``); a track not
+            named is left out. ``None`` keeps every numeric metric except wall times (names
+            containing ``time_s``), which never belong in declared metrics.
+
+    Unreadable files, non-numeric and missing values are skipped; the variant is the path
+    below the track folder.
     """
     out: dict[str, dict[str, dict[str, float]]] = {}
     metrics_dir = Path(metrics_dir)
     if not metrics_dir.is_dir():
         return out
     for d in sorted(p for p in metrics_dir.iterdir() if p.is_dir()):
+        if headline is not None and d.name not in headline:
+            continue
+        keep = None if headline is None else list(headline[d.name])
         for f in sorted(d.rglob("*.json")):
-            data = _read_json(f)
-            vals = {k: v for k, v in (data or {}).items() if _is_num(v)}
+            data = _read_json(f) or {}
+            if keep is None:
+                vals = {k: v for k, v in data.items() if _is_num(v) and "time_s" not in k}
+            else:
+                vals = {k: data[k] for k in keep if k in data and _is_num(data[k])}
             if vals:
                 out.setdefault(d.name, {})[f.relative_to(d).with_suffix("").as_posix()] = vals
     return out
@@ -117,7 +132,7 @@ def stage_timings(metrics_dir: Path, tracks: Sequence[str] | None = None) -> Tab
     """Wall time of every stage that wrote ``time_s`` into ``metrics_dir/<track>/**/*.json``.
 
     Args:
-        metrics_dir: ``reports/metrics``.
+        metrics_dir: ``reports/timings`` (see :mod:`contrastlab.timings`).
         tracks: restrict to these track folders (default: every sub-folder, sorted).
 
     Returns:
@@ -153,8 +168,9 @@ def stage_timings(metrics_dir: Path, tracks: Sequence[str] | None = None) -> Tab
         title="Stage wall time",
         columns=["track", "variant", "time_s [s]"],
         rows=rows,
-        note=f"`time_s` (wall seconds) from each stage's metrics JSON "
-             f"`reports/metrics/<track>/<variant>.json`; sum over all stages {grand:.1f} s.",
+        note=f"`time_s` (wall seconds) from each stage's timings file "
+             f"`reports/timings/<track>/<name>.json` (not DVC-tracked: it changes on every "
+             f"run); sum over all stages {grand:.1f} s.",
     )
 
 

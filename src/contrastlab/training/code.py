@@ -34,7 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from tqdm.auto import tqdm
+from ..progress import tqdm
 
 from .. import distributed as D
 from ..errors import InputError
@@ -43,8 +43,26 @@ from ..losses import get_loss
 from ..models.sig_predictor import SigPredictor
 
 __all__ = ["CodeStudent", "CodeData", "train_code", "predict", "warmup_cosine"]
+#: ``needs`` of the registry losses this module loads (read by scripts/stage_deps.py).
+LOSS_NEEDS = ("targets", "regression")
 
-CONTRASTIVE = {"infonce", "infonce_hardneg"}
+
+
+def is_contrastive(loss: str) -> bool:
+    """A retrieval loss with in-batch negatives (registry ``needs == "targets"``: L2-normalised
+    predictions and a learnable temperature) rather than a regression baseline."""
+    from ..losses import get_spec
+
+    return get_spec(loss).needs == "targets"
+
+
+def takes_hard_negatives(loss: str) -> bool:
+    """The registry loss accepts mined ``hard_negatives`` (its signature says so)."""
+    import inspect
+
+    from ..losses import get_spec
+
+    return "hard_negatives" in inspect.signature(get_spec(loss).function()).parameters
 
 
 class CodeStudent(nn.Module):
@@ -55,12 +73,12 @@ class CodeStudent(nn.Module):
         super().__init__()
         self.loss_name = loss
         self.predictor = SigPredictor(hidden_size, d_model, n_layers, n_heads, ffn, dropout)
-        if loss in CONTRASTIVE:
+        if is_contrastive(loss):
             self.log_temperature = nn.Parameter(torch.tensor(math.log(init_temperature)))
 
     @property
     def normalize(self) -> bool:
-        return self.loss_name in CONTRASTIVE
+        return is_contrastive(self.loss_name)
 
     def forward(self, states: Tensor, mask: Tensor) -> Tensor:
         return self.predictor(states, mask, normalize=self.normalize)
@@ -187,6 +205,7 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     if steps == 0:
         raise InputError(f"{len(tr)} training functions < global batch {gb}")
     loss_fn = get_loss(loss)
+    contrastive, hardneg = is_contrastive(loss), takes_hard_negatives(loss)
     student = CodeStudent(hidden_size, loss, model_p.d_model, model_p.n_layers, model_p.n_heads,
                           model_p.ffn, model_p.dropout, train_p.init_temperature).to(dev)
     model: nn.Module = student
@@ -209,7 +228,7 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     for epoch in tqdm(range(train_p.epochs), desc=f"train {loss}", unit="epoch",
                       disable=D.rank() != 0):
         te = time.time()
-        if loss == "infonce_hardneg" and epoch % train_p.hardneg_refresh == 0:
+        if hardneg and epoch % train_p.hardneg_refresh == 0:
             q = train_bodies_n if epoch == 0 else predict(student, data, tr, dev)
             hard = torch.as_tensor(mine_hard_negatives(q, train_bodies_n, data.body_hash[tr],
                                                        train_p.hardneg_k, train_p.device))
@@ -224,10 +243,10 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
             st, mk = _trim(data.sig_states[rows], data.sig_mask[rows])
             pred = model(st.to(dev), mk.to(dev))
             target = data.body_emb[rows].to(dev)
-            if loss in CONTRASTIVE:
+            if contrastive:
                 tn = F.normalize(target, dim=-1)
                 targets = D.all_gather_no_grad(tn)
-                if loss == "infonce":
+                if not hardneg:
                     l_r = loss_fn(pred, targets, student.log_temperature, anchor_offset=rank * b)
                 else:
                     hn = train_bodies_n[hard[local]].to(dev)

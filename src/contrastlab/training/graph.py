@@ -22,7 +22,10 @@ from ..errors import InputError
 from ..models.gcn import GCNEncoder, ProjectionHead
 
 __all__ = ["mask_features", "drop_edges", "augment", "make_graph_loss", "GraphSSLResult",
+           "GraphRunConfig", "graph_run_config", "fit_and_probe",
            "train_graph_ssl", "embed"]
+#: ``needs`` of the registry losses this module loads (read by scripts/stage_deps.py).
+LOSS_NEEDS = ("views",)
 
 
 def mask_features(x: torch.Tensor, p: float, generator: torch.Generator | None = None,
@@ -73,10 +76,12 @@ def make_graph_loss(loss: str, **kwargs) -> Callable[..., torch.Tensor]:
     with its keyword parameters (e.g. ``temperature``, ``alpha``, ``n_hard``)."""
     from ..losses import get_loss, get_spec
 
-    if get_spec(loss).needs != "views":
-        raise InputError(f"loss {loss!r} is not a two-view self-supervised loss")
+    spec = get_spec(loss)
+    if spec.needs not in LOSS_NEEDS:
+        raise InputError(f"loss {loss!r} is not a two-view self-supervised loss "
+                         f"(needs={spec.needs!r})")
     fn = get_loss(loss)
-    stochastic = loss in ("mixco", "mochi")
+    stochastic = spec.stochastic
 
     def f(z1, z2, generator=None):
         if stochastic:
@@ -123,7 +128,7 @@ def train_graph_ssl(data, loss_fn: Callable[..., torch.Tensor], *, epochs: int, 
     Raises:
         FloatingPointError: the loss became NaN/inf (names the epoch).
     """
-    from tqdm.auto import tqdm
+    from ..progress import tqdm
 
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
@@ -167,3 +172,87 @@ def embed(encoder: nn.Module, data) -> torch.Tensor:
     """Encoder output on the clean graph, ``[N, out_dim]`` float32 (eval mode)."""
     encoder.eval()
     return encoder(data.x, data.edge_index)
+
+
+# ----------------------------------------------------------------- protocol (tune / final)
+@dataclass
+class GraphRunConfig:
+    """Everything one training run of a variant needs: the loss with its keywords and the
+    keyword arguments of :func:`train_graph_ssl` (optimiser, augmentations, model sizes)."""
+
+    loss: str
+    loss_kwargs: dict
+    train: dict
+
+    def with_choices(self, choices: dict) -> "GraphRunConfig":
+        """A copy with tuned ``choices`` applied: a name that is a loss keyword goes to the
+        loss, anything else (``lr``, ``feature_mask.0``...) to the training keywords.
+
+        Raises:
+            KeyError: a name that is neither.
+        """
+        from ..tuning import apply_choices
+
+        loss_c = {k: v for k, v in choices.items() if k in self.loss_kwargs}
+        train_c = {k: v for k, v in choices.items() if k not in self.loss_kwargs}
+        return GraphRunConfig(self.loss, apply_choices(self.loss_kwargs, loss_c),
+                              apply_choices(self.train, train_c))
+
+    def flat(self) -> dict:
+        """``{"loss": ..., <loss keywords>, <training keywords>}`` for logs and tables."""
+        return {"loss": self.loss, **self.loss_kwargs, **self.train}
+
+
+def graph_run_config(g, variant: str) -> GraphRunConfig:
+    """The untuned configuration of ``graph.variants.<variant>`` (a ``GraphParams``).
+
+    Raises:
+        UnknownNameError: no such variant (a ``KeyError``).
+    """
+    if variant not in g.variants:
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError(f"graph.variants has no {variant!r} (known: {', '.join(g.variants)})")
+    v = g.variants[variant]
+    train = dict(epochs=g.train.epochs, batch_nodes=g.train.batch_nodes,
+                 lr=v.lr or g.train.lr,
+                 weight_decay=g.train.weight_decay if v.weight_decay is None else v.weight_decay,
+                 feature_mask=list(g.train.feature_mask), edge_drop=list(g.train.edge_drop),
+                 feature_mask_mode=g.train.feature_mask_mode, **g.model.model_dump())
+    return GraphRunConfig(v.loss, v.loss_kwargs(), train)
+
+
+def fit_and_probe(data, cfg: GraphRunConfig, seed: int, probe, *, return_pred: bool = False,
+                  notebook: bool = False, on_epoch=None, progress: bool = False,
+                  desc: str = "train") -> dict:
+    """Train one seed of ``cfg`` and evaluate the frozen encoder with the linear probe.
+
+    Args:
+        data: the Planetoid ``Data`` (public split masks).
+        cfg: :class:`GraphRunConfig`.
+        seed: training seed.
+        probe: ``graph.probe`` params (``c_grid``, ``normalize``, notebook probe settings).
+        return_pred: include the test nodes' predicted classes (``test_pred`` [n_test]).
+        notebook: also run the notebook-style probe (``notebook_acc``).
+
+    Returns:
+        ``{"val_acc", "test_acc", "C", "losses": [epochs], "embeddings": [N, out_dim]}`` and
+        ``test_pred`` / ``notebook_acc`` when asked.
+
+    Raises:
+        FloatingPointError: the loss diverged.
+    """
+    from ..evaluation.probe import logreg_probe, notebook_probe
+
+    res = train_graph_ssl(data, make_graph_loss(cfg.loss, **cfg.loss_kwargs), seed=seed,
+                          progress=progress, on_epoch=on_epoch, desc=desc, **cfg.train)
+    emb = embed(res.encoder, data)
+    out = logreg_probe(emb, data.y, data.train_mask, data.val_mask, data.test_mask,
+                       c_grid=probe.c_grid, normalize=probe.normalize, return_pred=return_pred)
+    if notebook:
+        out["notebook_acc"] = notebook_probe(emb, data.y, data.train_mask, data.test_mask,
+                                             steps=probe.notebook_steps, lr=probe.notebook_lr,
+                                             seed=seed)["test_acc"]
+    out["losses"] = res.losses
+    out["embeddings"] = emb
+    return out

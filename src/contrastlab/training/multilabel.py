@@ -33,6 +33,8 @@ from ..models.mlp import ProjectionHead, build_encoder
 
 __all__ = ["TrainConfig", "SeedResult", "warmup_cosine", "train_contrastive", "train_linear",
            "train_bce", "run_seed", "run_seeds", "resolve_loss", "summarize"]
+#: ``needs`` of the registry losses this module loads (read by scripts/stage_deps.py).
+LOSS_NEEDS = ("multilabels",)
 
 
 @dataclass
@@ -299,7 +301,7 @@ def run_seeds(data: dict[str, np.ndarray], cfg: TrainConfig, seeds: list[int], w
 
 def summarize(results: list[SeedResult]) -> dict[str, Any]:
     """Flat metrics JSON: ``<metric>`` (mean), ``<metric>_std`` (sample std, ddof=1),
-    ``<metric>_seed<s>`` per seed, ``n_seeds``, ``time_s`` (sum of the seeds' wall seconds)."""
+    ``<metric>_seed<s>`` per seed, ``n_seeds``, ``map_labels_skipped``, ``final_loss``."""
     out: dict[str, Any] = {"n_seeds": len(results)}
     keys = [k for k in results[0].metrics if k != "map_labels_skipped"]
     for k in keys:

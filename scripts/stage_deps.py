@@ -1,0 +1,468 @@
+"""Every DVC stage's code dependencies, computed from what its script imports.
+
+For each stage of ``dvc.yaml`` (``foreach``/``matrix`` stages included) the script named in
+its ``cmd`` (any ``*.py`` path in the command that exists, e.g. ``stages/train_code.py``
+after ``python -m torch.distributed.run ...``) is parsed with :mod:`ast`, and the
+transitive closure of its imports inside ``src/contrastlab`` is computed:
+
+- ``import contrastlab.a.b`` / ``from contrastlab.a import b`` / relative imports, at any
+  depth of the file (imports inside functions count too);
+- every package ``__init__.py`` on the way (importing ``contrastlab.a.b`` runs
+  ``contrastlab/__init__.py`` and ``contrastlab/a/__init__.py``);
+- sibling scripts a stage imports after putting its own folder on ``sys.path``
+  (``from train_code import ...`` -> ``stages/train_code.py``);
+- ``importlib.import_module(f"contrastlab.pkg.{x}")``: every module of ``contrastlab.pkg``;
+- a package ``__init__``'s module-level ``__getattr__`` (lazy attributes): its imports count
+  for a file that imports from the package a name the ``__init__`` does not define;
+- the loss registry: ``"contrastlab.losses.x:fn"`` strings in ``losses/registry.py`` name
+  modules that are imported lazily. A module that loads registry losses declares which
+  ones with a module-level ``LOSS_NEEDS = ("views",)`` (the ``needs`` values of
+  :class:`contrastlab.losses.registry.LossSpec`) or ``LOSS_NEEDS = "*"``; a stage then
+  depends on the modules of exactly the registered losses with those ``needs``. So editing
+  ``losses/selfsup.py`` reruns the graph stages and not the code or multi-label ones. A module
+  that calls ``get_loss``/``load_loss`` without declaring ``LOSS_NEEDS`` is an error (the
+  ``contrastlab.losses`` package itself is exempt: it resolves names its callers pass in).
+
+Usage::
+
+    python scripts/stage_deps.py            # check: exit 1 listing every missing dependency
+    python scripts/stage_deps.py --write    # rewrite the code deps of every stage in dvc.yaml
+    python scripts/stage_deps.py --show train_graph
+
+If ``dvc.yaml`` has a ``validate_params`` stage, every other stage must also depend on its
+output (a bad ``params.yaml`` then stops ``dvc repro`` before any stage deletes its outputs).
+
+``--write`` replaces, in each stage's ``deps``, the entries that are Python code (``*.py``
+files and folders under ``src/`` or next to the stage script) with the computed closure and
+keeps every other dependency (data, folders of data) and the file's comments. Rerun it after
+adding a stage or an import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PACKAGE = "contrastlab"
+#: Names that load a registry loss and so require a ``LOSS_NEEDS`` declaration.
+LOADERS = {"get_loss", "load_loss"}
+#: The first stage: validates params.yaml; every other stage depends on its output.
+GATE_STAGE = "validate_params"
+_REG_RE = re.compile(r"^(contrastlab(?:\.\w+)+):\w+$")
+
+
+class _AllNames(set):
+    def __contains__(self, item) -> bool:  # a plain module: any name may be defined
+        return True
+
+
+_ALL = _AllNames()
+
+
+class DepsError(RuntimeError):
+    """dvc.yaml or a stage script cannot be analysed."""
+
+
+@dataclass
+class Closure:
+    files: set[Path] = field(default_factory=set)       # repo-relative
+    loss_needs: set[str] = field(default_factory=set)   # "*" = all
+    loaders: set[Path] = field(default_factory=set)     # modules calling get_loss etc.
+    declared: set[Path] = field(default_factory=set)    # modules declaring LOSS_NEEDS
+
+
+class Analyzer:
+    """Import closures inside ``<root>/src/contrastlab`` (cached per file)."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root).resolve()
+        self.src = self.root / "src"
+        self._registry: dict[str, set[str]] | None = None
+
+    # ------------------------------------------------------------------ module resolution
+    def module_file(self, dotted: str) -> Path | None:
+        """File of module ``dotted`` (``pkg/__init__.py`` for a package), or None."""
+        if dotted != PACKAGE and not dotted.startswith(PACKAGE + "."):
+            return None
+        base = self.src.joinpath(*dotted.split("."))
+        if (base / "__init__.py").is_file():
+            return base / "__init__.py"
+        if base.with_suffix(".py").is_file():
+            return base.with_suffix(".py")
+        return None
+
+    def with_parents(self, dotted: str) -> list[Path]:
+        """The module's file and every parent package's ``__init__.py``."""
+        parts = dotted.split(".")
+        out = []
+        for i in range(1, len(parts) + 1):
+            f = self.module_file(".".join(parts[:i]))
+            if f is not None:
+                out.append(f)
+        return out
+
+    def module_name(self, path: Path) -> str | None:
+        try:
+            rel = path.resolve().relative_to(self.src)
+        except ValueError:
+            return None
+        parts = list(rel.with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        return ".".join(parts)
+
+    def registry(self) -> dict[str, set[str]]:
+        """``needs -> {module}`` from the ``"contrastlab.x:fn"`` strings of the registry."""
+        if self._registry is None:
+            reg = self.src / PACKAGE / "losses" / "registry.py"
+            self._registry = {}
+            if reg.is_file():
+                tree = ast.parse(reg.read_text(encoding="utf-8"), str(reg))
+                for node in ast.walk(tree):
+                    if not isinstance(node, ast.Call):
+                        continue
+                    args = [a for a in node.args if isinstance(a, ast.Constant)
+                            and isinstance(a.value, str)]
+                    target = next((a.value for a in args if _REG_RE.match(a.value)), None)
+                    if target is None:
+                        continue
+                    needs = None
+                    for kw in node.keywords:
+                        if kw.arg == "needs" and isinstance(kw.value, ast.Constant):
+                            needs = kw.value.value
+                    if needs is None:  # positional: (target, needs, ...)
+                        pos = [a.value if isinstance(a, ast.Constant) else None for a in node.args]
+                        if len(pos) > 1 and isinstance(pos[1], str):
+                            needs = pos[1]
+                    mod = _REG_RE.match(target).group(1)
+                    self._registry.setdefault(needs or "?", set()).add(mod)
+        return self._registry
+
+    def _init_tree(self, dotted: str):
+        f = self.module_file(dotted)
+        if f is None or f.name != "__init__.py":
+            return None, None
+        return f, ast.parse(f.read_text(encoding="utf-8"), str(f))
+
+    def top_names(self, dotted: str) -> set[str]:
+        """Names a package's ``__init__`` defines at module level (all names for a module)."""
+        f, tree = self._init_tree(dotted)
+        if tree is None:
+            return _ALL
+        out: set[str] = set()
+        for n in tree.body:
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+                out.add(n.name)
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                out.update((a.asname or a.name).split(".")[0] for a in n.names)
+            elif isinstance(n, (ast.Assign, ast.AnnAssign)):
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                    out.update(x.id for x in ast.walk(t) if isinstance(x, ast.Name))
+        return out
+
+    def lazy(self, dotted: str) -> set[str]:
+        """Modules a package's module-level ``__getattr__`` imports on attribute access."""
+        f, tree = self._init_tree(dotted)
+        fn = None if tree is None else next(
+            (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"),
+            None)
+        out: set[str] = set()
+        if fn is None:
+            return out
+        for node in ast.walk(fn):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = ".".join([dotted] + ([node.module] if node.module else []))
+                out.add(base)
+                out.update(f"{base}.{a.name}" for a in node.names
+                           if self.module_file(f"{base}.{a.name}") is not None)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE):
+                out.add(node.module)
+            elif isinstance(node, ast.Import):
+                out.update(a.name for a in node.names if a.name.startswith(PACKAGE))
+        return out
+
+    # ------------------------------------------------------------------ one file
+    def direct(self, path: Path) -> tuple[set[str], set[Path], set[str] | None, bool]:
+        """``(modules, sibling script files, LOSS_NEEDS or None, calls a loader)`` of one file."""
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        mods: set[str] = set()
+        siblings: set[Path] = set()
+        pkg = self.module_name(path)
+        if pkg is not None and path.name != "__init__.py":
+            pkg = pkg.rpartition(".")[0]
+        needs: set[str] | None = None
+        loader = False
+        lazy_fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
+                        and n.name == "__getattr__"), None) if path.name == "__init__.py" else None
+        skip = set(map(id, ast.walk(lazy_fn))) if lazy_fn is not None else set()
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] == PACKAGE:
+                        mods.add(a.name)
+                    elif (path.parent / f"{a.name}.py").is_file() and pkg is None:
+                        siblings.add(path.parent / f"{a.name}.py")
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    if pkg is None:
+                        raise DepsError(f"{path}: relative import outside the package")
+                    base_parts = pkg.split(".")
+                    if node.level > 1:
+                        base_parts = base_parts[: -(node.level - 1)]
+                    base = ".".join(base_parts + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                if base.split(".")[0] == PACKAGE:
+                    mods.add(base)
+                    for a in node.names:  # `from pkg import submodule`
+                        if self.module_file(f"{base}.{a.name}") is not None:
+                            mods.add(f"{base}.{a.name}")
+                        elif a.name not in self.top_names(base):
+                            mods.update(self.lazy(base))  # served by the package's __getattr__
+                elif pkg is None and base and (path.parent / f"{base}.py").is_file():
+                    siblings.add(path.parent / f"{base}.py")
+            elif isinstance(node, ast.Call):
+                fn = node.func
+                name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", None)
+                if name in LOADERS:
+                    loader = True
+                if name == "import_module" and node.args:
+                    a = node.args[0]
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                        if a.value.split(".")[0] == PACKAGE:
+                            mods.add(a.value)
+                    elif isinstance(a, ast.JoinedStr) and a.values and isinstance(
+                            a.values[0], ast.Constant):
+                        prefix = str(a.values[0].value).rstrip(".")
+                        d = self.src.joinpath(*prefix.split("."))
+                        if prefix.split(".")[0] == PACKAGE and d.is_dir():
+                            mods.add(prefix)
+                            mods.update(f"{prefix}.{p.stem}" for p in d.glob("*.py")
+                                        if p.stem != "__init__")
+            elif isinstance(node, ast.Assign) and node in tree.body:
+                for t in node.targets:
+                    if isinstance(t, ast.Name) and t.id == "LOSS_NEEDS":
+                        v = ast.literal_eval(node.value)
+                        needs = {v} if isinstance(v, str) else set(v)
+        return mods, siblings, needs, loader
+
+    def closure(self, scripts: list[Path]) -> Closure:
+        """Transitive closure of ``scripts`` (absolute paths)."""
+        c = Closure()
+        todo = [Path(s).resolve() for s in scripts]
+        seen: set[Path] = set()
+        while todo:
+            f = todo.pop()
+            if f in seen:
+                continue
+            seen.add(f)
+            c.files.add(f)
+            mods, sibs, needs, loader = self.direct(f)
+            if needs is not None:
+                c.loss_needs |= needs
+                c.declared.add(f)
+            # the losses package itself only resolves names its callers pass in
+            if loader and not (self.module_name(f) or "").startswith(f"{PACKAGE}.losses"):
+                c.loaders.add(f)
+            todo.extend(sibs)
+            for m in mods:
+                todo.extend(self.with_parents(m))
+            if c.loss_needs and not getattr(c, "_reg_done", set()) >= c.loss_needs:
+                reg = self.registry()
+                wanted = set(reg) if "*" in c.loss_needs else c.loss_needs
+                for n in wanted:
+                    for m in reg.get(n, ()):
+                        todo.extend(self.with_parents(m))
+                c._reg_done = set(c.loss_needs)  # type: ignore[attr-defined]
+        undeclared = c.loaders - c.declared
+        if undeclared:
+            names = ", ".join(sorted(self.rel(p) for p in undeclared))
+            raise DepsError(f"{names}: loads registry losses but declares no LOSS_NEEDS")
+        c.files = {Path(self.rel(p)) for p in c.files}
+        return c
+
+    def rel(self, p: Path) -> str:
+        return p.resolve().relative_to(self.root).as_posix()
+
+
+# ---------------------------------------------------------------------- dvc.yaml
+def stage_scripts(cmd: str | list, root: Path) -> list[Path]:
+    """Existing ``*.py`` files named in a stage command (``${...}`` tokens ignored)."""
+    cmds = cmd if isinstance(cmd, list) else [cmd]
+    out = []
+    for c in cmds:
+        for tok in shlex.split(str(c)):
+            if tok.endswith(".py") and "${" not in tok and (root / tok).is_file():
+                out.append(root / tok)
+    return out
+
+
+def load_stages(root: Path) -> dict:
+    import yaml
+
+    path = Path(root) / "dvc.yaml"
+    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return doc.get("stages", {})
+
+
+def _body(stage: dict) -> dict:
+    return stage.get("do", stage) if "foreach" in stage else stage
+
+
+def _dep_paths(body: dict) -> list[str]:
+    out = []
+    for d in body.get("deps", []) or []:
+        out.append(next(iter(d)) if isinstance(d, dict) else str(d))
+    return out
+
+
+def covered(file: str, deps: list[str]) -> bool:
+    """Is ``file`` one of ``deps`` or inside a folder dependency?"""
+    for d in deps:
+        d = d.rstrip("/")
+        if file == d or file.startswith(d + "/"):
+            return True
+    return False
+
+
+def required(root: Path, stages: dict | None = None) -> dict[str, list[str]]:
+    """``stage name -> sorted code files it needs`` for every stage with a script."""
+    root = Path(root).resolve()
+    stages = load_stages(root) if stages is None else stages
+    an = Analyzer(root)
+    out = {}
+    for name, st in stages.items():
+        scripts = stage_scripts(_body(st).get("cmd", ""), root)
+        if not scripts:
+            continue
+        # the stage's own scripts first, then the library
+        out[name] = sorted((p.as_posix() for p in an.closure(scripts).files),
+                           key=lambda f: (f.startswith("src/"), f))
+    return out
+
+
+def gate(stages: dict) -> str | None:
+    """The output of the ``validate_params`` stage (every other stage depends on it, so a bad
+    params.yaml stops ``dvc repro`` before any stage removes its outputs), or None."""
+    st = stages.get(GATE_STAGE)
+    if not st:
+        return None
+    outs = _body(st).get("outs") or []
+    return (next(iter(outs[0])) if isinstance(outs[0], dict) else str(outs[0])) if outs else None
+
+
+def missing(root: Path) -> dict[str, list[str]]:
+    """``stage -> code files it imports that its deps do not cover``, plus the params gate
+    (see :func:`gate`) for every stage but the gate's own (empty dict: all good)."""
+    stages = load_stages(root)
+    req = required(root, stages)
+    g = gate(stages)
+    gaps = {}
+    for name, st in stages.items():
+        need = list(req.get(name, []))
+        if g is not None and name != GATE_STAGE:
+            need.append(g)
+        deps = _dep_paths(_body(st))
+        lack = [f for f in need if not covered(f, deps)]
+        if lack:
+            gaps[name] = lack
+    return gaps
+
+
+def _is_code_dep(dep: str, script_dirs: set[str], gate_out: str | None = None) -> bool:
+    if "${" in dep:
+        return False
+    if dep == gate_out:
+        return True
+    if dep.startswith("src/"):
+        return True
+    return dep.endswith(".py") and dep.rpartition("/")[0] in script_dirs
+
+
+def write(root: Path) -> list[str]:
+    """Rewrite the code deps of every stage in ``dvc.yaml``; returns the changed stage names."""
+    from ruamel.yaml import YAML
+
+    root = Path(root).resolve()
+    path = root / "dvc.yaml"
+    y = YAML()
+    y.preserve_quotes = True
+    y.width = 4096
+    y.indent(mapping=2, sequence=4, offset=2)
+    doc = y.load(path.read_text(encoding="utf-8"))
+    plain = load_stages(root)
+    req = required(root, plain)
+    g = gate(plain)
+    if g is not None:
+        for name in plain:
+            if name != GATE_STAGE:
+                req[name] = req.get(name, []) + [g]
+    changed = []
+    for name, files in req.items():
+        body = _body(doc["stages"][name])
+        deps = body.get("deps")
+        if deps is None:
+            from ruamel.yaml.comments import CommentedSeq
+
+            deps = body["deps"] = CommentedSeq()
+        script_dirs = {f.rpartition("/")[0] for f in files if not f.startswith("src/") and f != g}
+        old = [next(iter(d)) if isinstance(d, dict) else str(d) for d in deps]
+        keep_idx = [i for i, d in enumerate(old) if not _is_code_dep(d, script_dirs, g)]
+        new_list = files + [old[i] for i in keep_idx]
+        if new_list == old:
+            continue
+        kept = [deps[i] for i in keep_idx]
+        del deps[:]
+        deps.extend(files)
+        deps.extend(kept)
+        changed.append(name)
+    if changed:
+        import io
+
+        buf = io.StringIO()
+        y.dump(doc, buf)
+        tmp = path.with_suffix(".yaml.tmp")
+        tmp.write_text(buf.getvalue(), encoding="utf-8")
+        tmp.replace(path)
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--root", default=str(Path(__file__).resolve().parents[1]))
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--write", action="store_true", help="rewrite the code deps in dvc.yaml")
+    g.add_argument("--show", metavar="STAGE", help="print one stage's code closure")
+    args = ap.parse_args(argv)
+    root = Path(args.root)
+    try:
+        if args.show:
+            print("\n".join(required(root)[args.show]))
+            return 0
+        if args.write:
+            changed = write(root)
+            print(f"dvc.yaml: code deps rewritten for {len(changed)} stage(s)"
+                  + (f": {', '.join(changed)}" if changed else ""))
+            return 0
+        gaps = missing(root)
+    except (DepsError, SyntaxError, KeyError) as e:
+        print(f"stage_deps: {e}", file=sys.stderr)
+        return 2
+    if gaps:
+        for name, files in gaps.items():
+            print(f"{name}: missing deps: {', '.join(files)}", file=sys.stderr)
+        print("run `python scripts/stage_deps.py --write` to fix dvc.yaml", file=sys.stderr)
+        return 1
+    print("dvc.yaml: every stage's deps cover its import closure")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Loss-specific knobs of ``params.yaml`` checked against the loss functions themselves.
+
+A variant's loss-specific keys (graph: the variant's extra keys such as ``alpha`` or
+``n_hard``; multi-label: ``multilabel.variants.<loss>.kwargs``) must be keyword arguments of
+the registered loss (:attr:`contrastlab.losses.LossSpec.kwargs`). The check imports the loss
+modules, so it is not part of :func:`contrastlab.params.load_params` (which every stage runs
+and which must not make every stage depend on every loss file); the ``validate_params``
+stage runs it once, before any other stage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import Params, ParamsError
+from ..losses.registry import get_spec
+
+#: This module loads every registry loss (read by ``scripts/stage_deps.py``).
+LOSS_NEEDS = "*"
+
+__all__ = ["loss_keyword_errors", "check_loss_keywords"]
+
+
+def _bad(loss: str, keys, where: str) -> list[str]:
+    spec = get_spec(loss)
+    try:
+        accepted = spec.kwargs
+    except (ImportError, AttributeError) as e:
+        return [f"{where}: loss {loss!r} cannot be imported from {spec.target}: {e}"]
+    return [f"{where}.{k}: not a keyword argument of loss {loss!r} ({spec.target}); "
+            f"it accepts: {', '.join(sorted(accepted)) or 'none'}"
+            for k in keys if k not in accepted]
+
+
+def loss_keyword_errors(p: Params) -> list[str]:
+    """Every loss-specific key of ``p`` that its loss does not accept, as
+    ``"graph.variants.<v>.<key>: ..."`` lines (empty: all good)."""
+    errs: list[str] = []
+    for name, v in p.graph.variants.items():
+        errs += _bad(v.loss, list((v.model_extra or {})) + ["temperature"],
+                     f"graph.variants.{name}")
+    for name, v in p.multilabel.variants.items():
+        if name == "bce" or name not in p.multilabel.losses:
+            continue
+        errs += _bad(name, list(v.kwargs), f"multilabel.variants.{name}.kwargs")
+    return errs
+
+
+def check_loss_keywords(p: Params, path: str | Path = "params.yaml") -> None:
+    """Raise :class:`ParamsError` naming the file and every offending dotted key."""
+    errs = loss_keyword_errors(p)
+    if errs:
+        raise ParamsError(f"{path}: invalid loss keyword(s) ({len(errs)} problem(s)):\n"
+                          + "\n".join(f"  - {e}" for e in errs))

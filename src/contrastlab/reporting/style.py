@@ -1,0 +1,147 @@
+"""One look for every report figure: page-width figures, legible text, meaningful axes.
+
+Call :func:`apply` once before a track's figures are drawn (it sets matplotlib's rcParams),
+create figures with ``plt.subplots(figsize=figsize(height))`` (or no ``figsize`` at all),
+and leave font sizes to the rcParams (no ``fontsize=7``). Helpers:
+
+- :func:`score_axis`: y-limits around the plotted scores (not from 0, not clipped), padded,
+  on round tick values, within the metric's range (e.g. ``[0, 1]``).
+- :func:`reference_lines`: horizontal reference values (published results, targets) with
+  their labels in the right margin, moved apart so that they never overlap.
+
+The page (``reports/index.html``) shows one figure per row at up to its natural width:
+``FIG_WIDTH`` in x ``DPI`` = 1050 px.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+FIG_WIDTH = 10.5  # inches: the page's figure column at DPI
+DPI = 100
+
+RC = {
+    "figure.figsize": (FIG_WIDTH, 4.2),
+    "figure.dpi": DPI,
+    "savefig.dpi": DPI,
+    "savefig.bbox": "tight",
+    "font.size": 11,
+    "axes.titlesize": 12,
+    "axes.labelsize": 11,
+    "xtick.labelsize": 10,
+    "ytick.labelsize": 10,
+    "legend.fontsize": 10,
+    "legend.title_fontsize": 10,
+    "legend.frameon": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "lines.linewidth": 1.8,
+    "errorbar.capsize": 3,
+}
+
+
+def apply() -> None:
+    """Set matplotlib's rcParams to the report style (idempotent; Agg backend if none)."""
+    import matplotlib
+
+    matplotlib.rcParams.update(RC)
+
+
+def figsize(height: float = 4.2, width: float = FIG_WIDTH) -> tuple[float, float]:
+    """``(width, height)`` in inches for a page-width figure."""
+    return (width, height)
+
+
+def _nice_step(span: float, n: int = 5) -> float:
+    """A 1-2-5 step giving about ``n`` intervals over ``span``."""
+    raw = span / max(n, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 2.5, 5, 10):
+        if raw <= m * mag:
+            return m * mag
+    return 10 * mag
+
+
+def score_axis(ax, values: Sequence[float], *, lower: float | None = 0.0,
+               upper: float | None = 1.0, pad: float = 0.15, include: Sequence[float] = ()
+               ) -> tuple[float, float]:
+    """Set ``ax``'s y-limits to the scores' range, padded and snapped to round ticks.
+
+    Args:
+        ax: a matplotlib Axes.
+        values: the plotted values (error-bar ends included by the caller when wanted);
+            NaNs are ignored.
+        lower / upper: the metric's bounds (``None``: unbounded); limits never cross them.
+        pad: fraction of the data span added above and below.
+        include: other values that must stay visible (reference lines, chance level).
+
+    Returns:
+        The ``(low, high)`` limits set.
+
+    Raises:
+        ValueError: no finite value in ``values`` and ``include``.
+    """
+    vals = [float(v) for v in (*values, *include) if v is not None and math.isfinite(float(v))]
+    if not vals:
+        raise ValueError("score_axis: no finite value to frame")
+    lo, hi = min(vals), max(vals)
+    span = hi - lo or max(abs(hi), 1e-3) * 0.1
+    step = _nice_step(span * (1 + 2 * pad))
+    low = math.floor((lo - pad * span) / step) * step
+    high = math.ceil((hi + pad * span) / step) * step
+    if lower is not None:
+        low = max(low, lower)
+    if upper is not None:
+        high = min(high, upper)
+    ax.set_ylim(low, high)
+    from matplotlib.ticker import MultipleLocator
+
+    ax.yaxis.set_major_locator(MultipleLocator(step))
+    return low, high
+
+
+def reference_lines(ax, refs: Mapping[str, float], *, color: str = "0.45",
+                    min_gap: float | None = None) -> list:
+    """Draw each reference value as a dashed line with its label in the right margin.
+
+    Labels are placed at their value and pushed apart (at least ``min_gap`` of the axes
+    height between two labels; default: 1.4 lines of text), so close values stay readable; a thin leader connects a
+    moved label to its line. Call after the y-limits are final (e.g. after
+    :func:`score_axis` with ``include=refs.values()``).
+
+    Returns:
+        The label ``Text`` artists, bottom to top.
+    """
+    if not refs:
+        return []
+    if min_gap is None:
+        import matplotlib
+
+        size = matplotlib.font_manager.FontProperties(
+            size=matplotlib.rcParams["font.size"]).get_size_in_points()
+        min_gap = 1.4 * size * ax.figure.dpi / 72 / max(ax.bbox.height, 1.0)
+    y0, y1 = ax.get_ylim()
+    frac = {k: (v - y0) / (y1 - y0) for k, v in refs.items()}
+    order = sorted(frac, key=frac.get)
+    placed: list[float] = []
+    for k in order:
+        y = frac[k]
+        if placed and y - placed[-1] < min_gap:
+            y = placed[-1] + min_gap
+        placed.append(y)
+    if placed and placed[-1] > 1.0:  # shift the stack down if it runs off the top
+        shift = placed[-1] - 1.0
+        placed = [p - shift for p in placed]
+    texts = []
+    for k, y in zip(order, placed):
+        ax.axhline(refs[k], ls="--", lw=0.9, color=color, zorder=1)
+        texts.append(ax.annotate(
+            k, xy=(1.0, frac[k]), xycoords="axes fraction", xytext=(1.02, y),
+            textcoords="axes fraction", va="center", ha="left", color=color,
+            annotation_clip=False,
+            arrowprops=None if abs(y - frac[k]) < 1e-9 else
+            dict(arrowstyle="-", color=color, lw=0.6, shrinkA=0, shrinkB=0)))
+    return texts

@@ -1,0 +1,38 @@
+"""DVC stage ``validate_params``: check the whole ``params.yaml`` before any other stage runs.
+
+Every other stage depends on this stage's output, so ``dvc repro`` runs it first (DVC runs
+stages in dependency order). A bad value stops the run here, before DVC removes any other
+stage's previous outputs (committed plots and metrics included). Checks: the schema of
+every section (:func:`contrastlab.params.load_params`) and each variant's loss-specific keys
+against its loss function's keyword arguments
+(:func:`contrastlab.params.losses.check_loss_keywords`).
+
+The output ``data/params_ok.json`` holds a constant, so a params change that passes does
+not by itself invalidate the stages downstream (each stage still depends on its own params).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from contrastlab.cli import run_stage
+from contrastlab.io import write_json
+from contrastlab.params import load_params
+from contrastlab.params.losses import check_loss_keywords
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--out", default="data/params_ok.json")
+    args = ap.parse_args(argv)
+    p = load_params(args.params)
+    check_loss_keywords(p, args.params)
+    write_json(args.out, {"params": "valid"})
+    print(f"{args.params}: valid")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_stage(main))

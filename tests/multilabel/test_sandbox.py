@@ -1,0 +1,316 @@
+"""The HumanEval sandbox against hostile programs (issue 13's twelve attacks).
+
+Each test runs a program whose assertion passes only if its attack worked, then checks on
+the trusted side that the attack had no effect: nothing read or written outside, no
+connection, the test process and a sentinel process alive, no sandboxed process left after
+the call, forged results ignored. Skipped (with bubblewrap's own message) only where
+bubblewrap cannot start; CI installs it (.ci/run).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+
+import pytest
+
+from contrastlab.data import humaneval as he
+from contrastlab.data.humaneval import SandboxUnavailable, run_sandboxed, sandbox_mode
+from contrastlab.utils import repo_root
+
+try:
+    sandbox_mode(False)
+    _WHY = ""
+except SandboxUnavailable as e:  # pragma: no cover - depends on the machine
+    _WHY = str(e)
+needs_bwrap = pytest.mark.skipif(bool(_WHY), reason=f"bubblewrap cannot run here: {_WHY}")
+
+PWNED = "def check(candidate):\n    assert candidate() == 'pwned'\n"
+LIMITS = dict(timeout_s=10.0, assert_timeout_s=5.0, cpu_s=5, memory_mb=256, fsize_mb=1)
+
+
+def attack(body: str, n_assertions: int = 1, **kw) -> tuple[he.RunResult, str]:
+    """Run ``def f(): <body>`` against assertions ``f() == 'pwned'``; returns (result, tag)."""
+    tag = f"sbxtest-{uuid.uuid4().hex}"
+    program = "import os, sys, time, socket, signal\n\ndef f():\n" + textwrap.indent(
+        textwrap.dedent(body), "    ")
+    r = run_sandboxed(program, [PWNED] * n_assertions, "f", tag=tag, **(LIMITS | kw))
+    return r, tag
+
+
+def processes_with(tag: str) -> list[int]:
+    """Host pids whose command line contains ``tag`` (every sandboxed process carries it)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as fh:
+                    if tag.encode() in fh.read():
+                        out.append(int(d))
+            except OSError:
+                continue
+    return out
+
+
+@needs_bwrap
+def test_a_plain_program_passes_and_wrong_one_fails():
+    """The attack tests below mean something: the same harness passes an honest program."""
+    r, _ = attack("return 'pwned'", n_assertions=2)
+    assert r.mode == "bwrap" and r.tier == "PASS" and r.status == "ok"
+    r, _ = attack("return 'no'")
+    assert r.tier == "FAIL" and r.errors == ["AssertionError"]
+
+
+@needs_bwrap
+def test_1_cannot_read_etc_hostname():
+    assert os.path.exists("/etc/hostname") or os.path.exists("/etc/passwd")
+    r, _ = attack("""
+        for p in ('/etc/hostname', '/etc/passwd'):
+            try:
+                if open(p).read():
+                    return 'pwned'
+            except OSError:
+                pass
+        return 'no'
+    """)
+    assert r.tier == "FAIL"
+
+
+@needs_bwrap
+def test_2_cannot_read_a_secret_under_tmp(tmp_path):
+    secret = tmp_path / "secret.txt"  # pytest's tmp_path lives under /tmp
+    secret.write_text("hunter2")
+    r, _ = attack(f"return 'pwned' if 'hunter2' in open({str(secret)!r}).read() else 'no'")
+    assert r.tier == "FAIL" and r.errors == ["FileNotFoundError"]
+
+
+@needs_bwrap
+def test_3_cannot_read_the_project_or_list_home():
+    params = repo_root() / "params.yaml"
+    assert params.exists()
+    r, _ = attack(f"""
+        if os.path.exists({str(params)!r}):
+            return 'pwned'
+        if set(os.listdir('/')) - {{'usr', 'bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32',
+                                   'etc', 'proc', 'dev', 'tmp', 'root', 'home', 'opt'}}:
+            return 'pwned'
+        return 'no'
+    """)
+    assert r.tier == "FAIL"
+
+
+@needs_bwrap
+def test_4_cannot_write_outside(tmp_path):
+    targets = [tmp_path / "escaped.txt", repo_root() / "escaped_by_sandbox.txt"]
+    r, _ = attack(f"""
+        n = 0
+        for p in {[str(t) for t in targets]!r} + ['/usr/escaped', '/escaped']:
+            try:
+                open(p, 'w').write('x')
+                n += 1
+            except OSError:
+                pass
+        return 'pwned' if n else 'no'
+    """)
+    assert r.tier == "FAIL"
+    assert not any(t.exists() for t in targets)
+
+
+@needs_bwrap
+def test_5_loopback_connection_refused():
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    srv.settimeout(0.2)
+    port = srv.getsockname()[1]
+    got: list[bytes] = []
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                continue
+            got.append(c.recv(100))
+            c.close()
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        # the listener works from this (host) side
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as c:
+            c.sendall(b"host")
+        time.sleep(0.3)
+        assert got == [b"host"]
+        r, _ = attack(f"""
+            s = socket.create_connection(('127.0.0.1', {port}), timeout=2)
+            s.sendall(b'exfiltrated')
+            return 'pwned'
+        """)
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        th.join(2)
+        srv.close()
+    assert r.tier == "FAIL" and r.errors[0] in {"ConnectionRefusedError", "OSError", "TimeoutError"}
+    assert got == [b"host"]
+
+
+@needs_bwrap
+def test_6_parent_environment_is_out_of_reach(monkeypatch):
+    monkeypatch.setenv("CONTRASTLAB_TEST_SECRET", "s3cr3t-value")
+    r, _ = attack("""
+        if 's3cr3t' in repr(os.environ):
+            return 'pwned'
+        for p in os.listdir('/proc'):
+            if p.isdigit() or p == str(os.getppid()):
+                try:
+                    if b's3cr3t' in open(f'/proc/{p}/environ', 'rb').read():
+                        return 'pwned'
+                except OSError:
+                    pass
+        try:
+            if b's3cr3t' in open(f'/proc/{os.getppid()}/environ', 'rb').read():
+                return 'pwned'
+        except OSError:
+            pass
+        return 'no'
+    """)
+    assert r.tier == "FAIL"
+
+
+@needs_bwrap
+def test_7_cannot_kill_the_parent_or_any_host_process():
+    sentinel = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        r, _ = attack(f"""
+            for pid in (os.getppid(), {os.getpid()}, {sentinel.pid}, -1):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            return 'no'
+        """)
+        time.sleep(0.3)
+        assert sentinel.poll() is None  # the sentinel process is alive
+        os.kill(os.getpid(), 0)  # and so is this one
+        assert r.tier == "FAIL"
+    finally:
+        sentinel.kill()
+        sentinel.wait()
+
+
+@needs_bwrap
+@pytest.mark.parametrize("allow_fork", [False, True])
+def test_8_forty_children_are_gone_after_the_call(allow_fork):
+    r, tag = attack("""
+        n = 0
+        for _ in range(40):
+            try:
+                if os.fork() == 0:
+                    time.sleep(60)
+                    os._exit(0)
+                n += 1
+            except OSError:
+                pass
+        return 'pwned' if n == 40 else 'no'
+    """, allow_fork=allow_fork, nproc=64)
+    assert processes_with(tag) == []
+    if allow_fork:
+        assert r.tier == "PASS"  # the 40 children did exist (nproc=64 allows them)
+    else:
+        assert r.tier == "FAIL"  # the seccomp filter refused every fork
+
+
+@needs_bwrap
+def test_9_setsid_double_fork_child_does_not_outlive_the_call(tmp_path):
+    late = tmp_path / "late.txt"
+    r, tag = attack(f"""
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(2)
+                try:
+                    open({str(late)!r}, 'w').write('late')
+                finally:
+                    os._exit(0)
+            os._exit(0)
+        return 'pwned'
+    """, allow_fork=True)
+    assert r.tier == "PASS"  # the double fork happened
+    assert processes_with(tag) == []
+    time.sleep(3)
+    assert processes_with(tag) == [] and not late.exists()
+
+
+@needs_bwrap
+def test_10_forged_results_are_ignored():
+    """Three failing assertions; the program writes fake 'ok' results everywhere it can."""
+    r, tag = attack("""
+        fake = '{"i": 0, "ok": true, "err": ""}\\n{"i": 1, "ok": true, "err": ""}\\n' \\
+               '{"i": 2, "ok": true, "err": ""}\\n'
+        for p in ('results.jsonl', '/tmp/results.jsonl', '/proc/1/fd/1', '/proc/1/fd/2',
+                  '/proc/self/fd/1', '/proc/self/fd/2'):
+            try:
+                open(p, 'a').write(fake)
+            except OSError:
+                pass
+        print(fake)
+        sys.stderr.write(fake)
+        return 'no'
+    """, n_assertions=3)
+    assert r.tier == "FAIL" and r.passed == [False] * 3
+    assert r.errors == ["AssertionError"] * 3
+
+
+@needs_bwrap
+def test_11_timeouts_end_as_fail_and_leave_nothing():
+    # ignores the harness's alarm: stopped by the CPU limit or the wall-clock kill
+    r, tag = attack("""
+        while True:
+            try:
+                while True:
+                    pass
+            except BaseException:
+                pass
+    """, timeout_s=3.0, assert_timeout_s=0.5, cpu_s=1)
+    assert r.tier == "FAIL" and r.errors[0] in {"killed:SIGKILL", "Timeout", "CpuLimit"}
+    assert processes_with(tag) == []
+    r, _ = attack("time.sleep(30)", timeout_s=3.0, assert_timeout_s=0.5)
+    assert r.tier == "FAIL" and r.errors == ["Timeout"]
+
+
+@needs_bwrap
+def test_12_memory_bombs_end_as_fail():
+    r, _ = attack("x = bytearray(10 ** 10)\nreturn 'pwned'")
+    assert r.tier == "FAIL" and r.errors == ["MemoryError"]
+    r, _ = attack("x = []\nwhile True:\n    x.append(' ' * 10 ** 6)")
+    assert r.tier == "FAIL" and r.errors[0] in {"MemoryError", "killed:SIGKILL"}
+
+
+@needs_bwrap
+def test_13_large_files_and_tmpfs_are_capped():
+    r, _ = attack("open('big', 'wb').write(b'x' * (8 << 20))\nreturn 'pwned'")
+    assert r.tier == "FAIL" and r.errors[0] in {"OSError", "killed:SIGXFSZ"}
+
+
+def test_missing_bubblewrap_refuses_unless_the_fallback_is_allowed(monkeypatch):
+    monkeypatch.setattr(he, "_PROBE", {})
+    monkeypatch.setattr(he.shutil, "which", lambda name: None)
+    with pytest.raises(SandboxUnavailable, match="bwrap is not installed.*allow_unsandboxed"):
+        sandbox_mode(False)
+    with pytest.raises(SandboxUnavailable):
+        run_sandboxed("def f():\n    return 1\n", [PWNED], "f")
+    assert sandbox_mode(True) == "process"
+    # the weak mode still takes its verdict from the exit status, not from files
+    r = run_sandboxed("def f():\n    open('results.jsonl', 'w').write('{\"i\": 0, \"ok\": true}')\n"
+                      "    return 'no'\n", [PWNED], "f", mode="process")
+    assert r.mode == "process" and r.tier == "FAIL"
+    assert run_sandboxed("def f():\n    return 'pwned'\n", [PWNED], "f", mode="process").tier == "PASS"

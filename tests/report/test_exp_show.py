@@ -1,0 +1,119 @@
+"""``dvc exp show`` as the README gives it: each metric declared once, compact views tested.
+
+The test copies what ``dvc exp show`` reads (``dvc.yaml``, ``dvc.lock``, ``params.yaml``,
+``.dvc/config`` and the declared metrics file ``reports/summary.json``) into a throw-away git
+repository, commits it, changes one temperature in the workspace (so two rows differ), and runs
+every ``dvc exp show`` line of README.md with ``--csv`` appended, to read the columns each prints.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _dvc() -> str:
+    exe = Path(sys.executable).with_name("dvc")
+    return str(exe) if exe.exists() else "dvc"
+
+
+def _readme_commands() -> list[list[str]]:
+    """Every ``dvc exp show`` line of README.md's bash blocks, comment stripped, split."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    cmds = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.splitlines():
+            if line.strip().startswith("dvc exp show"):
+                args = shlex.split(line, comments=True)
+                cmds.append(args)
+    return cmds
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    if not (ROOT / "reports" / "summary.json").exists():
+        pytest.skip("reports/summary.json absent: run `dvc repro report` first")
+    repo = tmp_path_factory.mktemp("exp-show")
+    for rel in ("dvc.yaml", "dvc.lock", "params.yaml", ".dvc/config", ".dvc/.gitignore",
+                "reports/summary.json"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, repo / rel)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_", "GIT_"))}
+    env.update(DVC_NO_ANALYTICS="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com")
+    for args in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "copy"]):
+        subprocess.run(args, cwd=repo, env=env, check=True, capture_output=True)
+    # a second row that differs from HEAD in one knob and one metric
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["graph"]["variants"]["ntxent"]["temperature"] = 0.123
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    summary = (repo / "reports" / "summary.json").read_text()
+    (repo / "reports" / "summary.json").write_text(
+        re.sub(r'("ntxent": \{\s*"logreg_acc_mean": )[0-9.]+', r"\g<1>0.5", summary))
+    return repo, env
+
+
+def _columns(repo_env, args: list[str]) -> tuple[list[str], list[list[str]]]:
+    repo, env = repo_env
+    p = subprocess.run([_dvc(), *args[1:], "--csv"], cwd=repo, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, f"{args}: {p.stderr}"
+    rows = list(csv.reader(io.StringIO(p.stdout)))
+    return rows[0], rows[1:]
+
+
+def test_readme_lists_three_compact_views():
+    cmds = _readme_commands()
+    assert len(cmds) == 3 and all(c[:3] == ["dvc", "exp", "show"] for c in cmds), cmds
+
+
+def test_default_view_declares_each_metric_once(repo):
+    header, _ = _columns(repo, ["dvc", "exp", "show"])
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    headline = params["report"]["headline"]
+    metric_cols = [c for c in header if re.fullmatch(r"(graph|code|multilabel)\.[\w-]+\.\w+", c)
+                   and ".variants." not in c and c.split(".")[-1] in
+                   {m for ms in headline.values() for m in ms}]
+    assert 0 < len(metric_cols) <= 60
+    assert not any(c.startswith("reports/metrics/") for c in header)  # not declared twice
+    assert not any("time_s" in c for c in header)  # wall times are not metrics
+
+
+def test_temperature_next_to_probe_accuracy(repo):
+    header, rows = _columns(repo, _readme_commands()[0])
+    variants = ["ntxent", "mixco", "mochi"]
+    assert sorted(header) == sorted(["Experiment"]
+                                    + [f"graph.variants.{v}.temperature" for v in variants]
+                                    + [f"graph.{v}.logreg_acc_mean" for v in variants])
+    i_t = header.index("graph.variants.ntxent.temperature")
+    i_m = header.index("graph.ntxent.logreg_acc_mean")
+    assert {(r[i_t], r[i_m]) for r in rows if r[i_t] == "0.123"} == {("0.123", "0.5")}
+
+
+def test_headline_metrics_of_every_track(repo):
+    header, _ = _columns(repo, _readme_commands()[1])
+    assert header[0] == "Experiment"
+    tracks = {c.split(".")[0] for c in header[1:]}
+    assert tracks == {"graph", "code", "multilabel"}
+    assert all(re.search(r"\.(logreg_acc_mean|rank_at_10|mrr|macro_f1)$", c) for c in header[1:])
+    assert len(header) <= 60
+
+
+def test_only_changed_shows_the_changed_knob_and_metric(repo):
+    header, _ = _columns(repo, _readme_commands()[2])
+    assert "graph.variants.ntxent.temperature" in header
+    assert "graph.ntxent.logreg_acc_mean" in header
+    assert len(header) <= 10, header
