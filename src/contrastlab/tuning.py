@@ -255,19 +255,24 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
 
 def _log_trial(tracker, name: str, choices: Mapping[str, Any], value: float | None,
                state: str) -> None:
-    """One nested MLflow run per trial under the study's parent run (no-op when inactive)."""
-    if tracker is None or not getattr(tracker, "active", False):
+    """One nested MLflow run per trial under the study's parent run (no-op when inactive):
+    a child run (tag ``mlflow.parentRunId``) holding the trial's params and ``objective``."""
+    parent = getattr(tracker, "run_id", None) if tracker is not None else None
+    if not parent:
         return
     try:
-        import mlflow
+        from mlflow.tracking import MlflowClient
 
-        with mlflow.start_run(run_name=name, nested=True) as run:
-            mlflow.log_params({k: str(v) for k, v in choices.items()})
-            if value is not None:
-                mlflow.log_metric("objective", value)
-            mlflow.set_tag("trial_state", state)
-        if state == "FAILED":
-            mlflow.tracking.MlflowClient().set_terminated(run.info.run_id, status="FAILED")
+        client = MlflowClient()
+        exp_id = client.get_run(parent).info.experiment_id
+        run = client.create_run(exp_id, run_name=name,
+                                tags={"mlflow.parentRunId": parent, "trial_state": state})
+        rid = run.info.run_id
+        for k, v in choices.items():
+            client.log_param(rid, k, str(v))
+        if value is not None:
+            client.log_metric(rid, "objective", value)
+        client.set_terminated(rid, status="FINISHED" if state == "FINISHED" else "FAILED")
     except Exception as e:  # tracking must never fail a tuning run
         print(f"warning: MLflow trial logging failed: {e}", flush=True)
 
