@@ -42,7 +42,7 @@ def test_code_stages_end_to_end(tmp_path):
         "  split: {train: 0.34, val: 0.33, test: 0.33}\n"
         "  teacher: {layer: 2, max_body_tokens: 32, max_sig_tokens: 16, shard_size: 16}\n"
         "  model: {d_model: 16, n_layers: 1, n_heads: 2, ffn: 32}\n"
-        "  train: {epochs: 2, batch_size: 4, device: cpu}\n")
+        "  train: {epochs: 2, batch_size: 4, device: cpu, seeds: [0]}\n")
     d = tmp_path / "data"
     common = ["--params", str(params)]
     steps = [
@@ -60,6 +60,9 @@ def test_code_stages_end_to_end(tmp_path):
                   "--plots", str(tmp_path / "plots")])
     steps.append(["stages/evaluate_code.py", *common, *io, "--variant", "infonce",
                   "--metrics", str(tmp_path / "metrics"), "--curves", str(tmp_path / "curves")])
+    steps.append(["stages/baselines_code.py", *common, *io[:6],
+                  "--metrics", str(tmp_path / "metrics" / "baselines.json"),
+                  "--ranks", str(tmp_path / "curves" / "baselines_ranks.csv")])
     for s in steps:
         r = _run([str(ROOT / s[0]), *s[1:]], ROOT)
         assert r.returncode == 0, f"{s[0]}: {r.stderr[-2000:]}"
@@ -74,6 +77,10 @@ def test_code_stages_end_to_end(tmp_path):
     m = json.loads((tmp_path / "metrics" / "infonce.json").read_text())
     assert m["corpus_size"] == 32 and m["n_queries"] == (sp["split"] == "test").sum()
     assert 0 <= m["rank_at_1"] <= m["rank_at_5"] <= m["rank_at_10"] <= 1
+    b = json.loads((tmp_path / "metrics" / "baselines.json").read_text())
+    assert set(b["baselines"]) == {"zeroshot_raw", "zeroshot_centred", "ridge"}
+    r = pd.read_csv(tmp_path / "curves" / "infonce_ranks.csv")
+    assert len(r) == m["n_queries"] and (r["rank"] >= 1).all()
     hist = pd.read_csv(tmp_path / "plots" / "infonce.csv")
     assert list(hist["epoch"]) == [1, 2]
     # bad input: one clear line, exit status 2, nothing written

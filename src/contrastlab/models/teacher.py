@@ -299,8 +299,10 @@ class TeacherEncoder:
             finally:
                 self.max_length = keep
             return sig, self.encode_mean(bodies, batch_size, progress)
-        texts, spans = zip(*(causal_join(sg, bd) for sg, bd in zip(signatures, bodies)))
-        enc = self.tokenizer(list(texts), add_special_tokens=True, truncation=False,
+        joined = [causal_join(sg, bd) for sg, bd in zip(signatures, bodies)]
+        texts = [j[0] for j in joined]
+        spans = [(j[1], j[2]) for j in joined]
+        enc = self.tokenizer(texts, add_special_tokens=True, truncation=False,
                              return_offsets_mapping=True)
         ids, sig_n, body_rng = [], [], []
         for x, offs, (sig_end, body_start) in zip(enc["input_ids"], enc["offset_mapping"], spans):
