@@ -271,12 +271,16 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
             f"{corpus:,} extracted bodies (chance Rank@10 = 10/{corpus:,} = {1000 / corpus:.2f} %). "
             "Target space centred on the training bodies' mean for every row except the raw "
             "zero-shot one. Cells: mean [95 % CI], CI from 1,000 bootstrap draws over seeds "
-            "and over test queries clustered by repository group (near-duplicates and "
-            "related distributions are in one group). 'vs zero-shot': Rank@10 difference to "
+            "and over test queries clustered by repository group (related distributions "
+            "form one group; near-duplicate bodies never straddle the split). 'vs zero-shot': Rank@10 difference to "
             "the centred zero-shot baseline in points, Holm-corrected paired-bootstrap p; "
             "last column: Rank@10 compared with the best row (tied = not significantly "
-            "worse after Holm). Trained rows: mean over seeds; hyperparameters tuned on the "
-            "validation repositories with an equal budget per loss when marked (tuned).")
+            "worse after Holm). Trained rows: mean over seeds. "
+            + ("Hyperparameters marked (tuned) were chosen on the validation repositories "
+               "with an equal budget per loss (tune_code)."
+               if any(m.get("tuned") for m in metrics.values()) else
+               "No row is tuned in this run: every loss uses the hyperparameters shown "
+               "(tune_code@<variant> exists but was not run)."))
     if references:
         note += (" Italic rows: seed 001's reported numbers (Qwen2.5-Coder-3B layer 18, corpus "
                  "49,631), comparable in corpus size only.")
