@@ -38,7 +38,7 @@ def test_code_stages_end_to_end(tmp_path):
     sources = "\n".join(f"      - {{path: {tmp_path / 'src' / f'repo{r}'}}}" for r in range(3))
     params = tmp_path / "params.yaml"
     params.write_text(
-        "code:\n  repos:\n    sources:\n" + sources + "\n"
+        "code:\n  repos:\n    dists: []\n    sources:\n" + sources + "\n"
         "  split: {train: 0.34, val: 0.33, test: 0.33}\n"
         "  teacher: {layer: 2, max_body_tokens: 32, max_sig_tokens: 16, shard_size: 16}\n"
         "  model: {d_model: 16, n_layers: 1, n_heads: 2, ffn: 32}\n"
