@@ -33,7 +33,7 @@ def test_code_stages_end_to_end(tmp_path):
     for r in range(3):
         d = tmp_path / "src" / f"repo{r}"
         d.mkdir(parents=True)
-        (d / "mod.py").write_text("".join(FUNC.format(name=f"f{r}_{i}", k=10 * r + i) for i in range(12)))
+        (d / f"mod{r}.py").write_text("".join(FUNC.format(name=f"f{r}_{i}", k=10 * r + i) for i in range(12)))
     (tmp_path / "src" / "repo0" / "bad.py").write_bytes(b"def broken(:\n")
     sources = "\n".join(f"      - {{path: {tmp_path / 'src' / f'repo{r}'}}}" for r in range(3))
     params = tmp_path / "params.yaml"
