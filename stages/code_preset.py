@@ -1,6 +1,7 @@
 """Switch the ``code:`` section of params.yaml to a preset (not a DVC stage; one command).
 
     python stages/code_preset.py seed-scale   # Qwen2.5-Coder-3B L18, ~150 repos, 8 GPUs, 100 epochs
+    python stages/code_preset.py seed-corpus  # MiniLM on the CPU, corpus >= 49,631 bodies from 174 distributions
     python stages/code_preset.py default      # back to the offline CPU default
 
 Only the ``code:`` block of params.yaml is replaced (the other sections and their comments

@@ -1,7 +1,7 @@
 """DVC stage ``fetch_repos``: copy the code track's repository sources into data/code/repos.
 
 One folder per repository plus ``manifest.json`` (source, version or commit, number of
-files, licence file). Sources are listed in ``params.yaml`` under ``code.repos.sources``.
+files, licence file). Sources are listed in ``params.yaml`` under ``code.repos.sources`` and ``code.repos.dists``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     p = load_params(args.params).code
     with atomic_dir(Path(args.out)) as tmp:
-        manifest = fetch_sources(p.repos.sources, tmp)
+        manifest = fetch_sources(p.repos.all_sources, tmp)
         write_json(tmp / "manifest.json", manifest)
     n = sum(e["files"] for e in manifest["repositories"])
     print(f"fetch_repos: {len(manifest['repositories'])} repositories, {n} Python files -> {args.out}")

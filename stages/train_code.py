@@ -1,42 +1,63 @@
-"""DVC stage ``train_code@<variant>``: SigPredictor on frozen teacher states (retrieval experiment notes; docs/sources.md).
+"""DVC stage ``train_code@<variant>``: SigPredictor on frozen teacher states.
 
 Launched as ``python -m torch.distributed.run --standalone --nproc_per_node=N
 stages/train_code.py --variant V`` (N = ``code.train.nproc``; plain ``python`` works too).
-Writes the best checkpoint ``data/code/models/<V>.pt`` with ``<V>.json`` (summary) and the
-per-epoch history ``reports/plots/code/<V>.csv``; the wall time goes to MLflow and
-``reports/timings/code/<V>.json`` (:mod:`contrastlab.timings`), not into hashed outputs. MLflow run
-``train_code@<V>`` in experiment ``contrastlab-code`` (rank 0 only).
+This stage owns the process group (initialised here, destroyed at the end). It trains one
+model per seed of ``code.train.seeds`` with the variant's hyperparameters: the tuned
+choices of ``--tuned DIR``/``<V>.json`` when given (``tune_code@<V>`` writes
+``reports/tuned/code/<V>.json``), else the variant's ``lr`` / ``temperature``, else ``code.train``'s. Writes
+``data/code/models/<V>/seed<k>.pt`` + ``summary.json`` and the per-epoch history of every
+seed ``reports/plots/code/<V>.csv``. MLflow run ``train_code@<V>`` (rank 0 only).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from contrastlab import distributed as D
 from contrastlab.cli import run_stage
 from contrastlab.data.teacher_states import load_teacher_states
-from contrastlab.errors import InputError, UnknownNameError
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
-from contrastlab.timings import write_timing
 from contrastlab.tracking import stage_run
-from contrastlab.training.code import CodeData, train_code
+from contrastlab.training.code import CodeData, prepare_targets, train_code
 
 
 def load_code_data(functions: str, splits: str, teacher: str) -> tuple[CodeData, int]:
+    """Teacher states + split of every function, rows in id order."""
     st = load_teacher_states(Path(teacher))
-    sp = pd.read_parquet(splits, columns=["id", "split"]).sort_values("id")
-    fn = pd.read_parquet(functions, columns=["id", "body_hash"]).sort_values("id")
+    sp = pd.read_parquet(splits).sort_values("id")
     ids = st["ids"].numpy()
     if len(ids) != len(sp) or (sp["id"].to_numpy() != ids).any():
-        raise InputError(f"{teacher}: teacher states do not match {splits} (rerun teacher_states)")
+        raise ValueError(f"{teacher}: teacher states do not match {splits} (rerun teacher_states)")
+    dup = sp["dup_group"].to_numpy() if "dup_group" in sp else np.arange(len(sp))
+    repo = sp["repo_group"].to_numpy() if "repo_group" in sp else sp["repo"].to_numpy()
     data = CodeData(st["sig_states"], st["sig_mask"], st["body_emb"], sp["split"].to_numpy(),
-                    fn["body_hash"].to_numpy())
+                    np.asarray(dup, dtype=np.int64), repo)
     return data, int(st["index"]["hidden_size"])
+
+
+def variant_settings(code, variant: str, tuned: Path | None) -> dict:
+    """lr / temperature / residual of a variant (tuned file > variant > code.train)."""
+    from contrastlab.tuning import read_tuned
+
+    v = code.variants[variant]
+    out = {"lr": v.lr or code.train.lr,
+           "temperature": v.temperature or code.train.init_temperature,
+           "residual": v.residual, "tuned": False}
+    if tuned is not None and tuned.exists():
+        out.update({k: float(x) for k, x in read_tuned(tuned).items() if k in ("lr", "temperature")})
+        out["tuned"] = True
+    return out
+
+
+HIST_COLS = ["seed", "epoch", "train_loss", "val_rank_at_10", "val_rank_at_1", "val_mrr",
+             "val_mean_cosine", "lr", "temperature"]  # no wall times: reruns give equal bytes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,38 +69,40 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--teacher", default="data/code/teacher")
     ap.add_argument("--models", default="data/code/models")
     ap.add_argument("--plots", default="reports/plots/code")
-    ap.add_argument("--dump-first-step", default=None,
-                    help="save the first step's loss and gradients here and stop (tests)")
+    ap.add_argument("--tuned", default=None,
+                    help="folder of tune_code's <variant>.json to train with the tuned choices")
     args = ap.parse_args(argv)
     code = load_params(args.params).code
     if args.variant not in code.variants:
-        raise UnknownNameError(f"{args.params}: code.variants has no {args.variant!r} "
-                               f"(known: {', '.join(code.variants)})")
+        raise KeyError(f"{args.params}: code.variants has no {args.variant!r} "
+                       f"(known: {', '.join(code.variants)})")
     v = code.variants[args.variant]
+    cfg = variant_settings(code, args.variant,
+                           Path(args.tuned) / f"{args.variant}.json" if args.tuned else None)
     data, hidden = load_code_data(args.functions, args.splits, args.teacher)
-    rank0 = int(os.environ.get("RANK", "0")) == 0
-    models = Path(args.models)
-    ckpt = models / f"{args.variant}.pt"
-    logged = {"variant": args.variant, "loss": v.loss, "model": code.model, "train": code.train,
-              "teacher": code.teacher}
-    with stage_run("code", f"train_code@{args.variant}", logged) as tracker:
-        summary = train_code(
-            data, hidden, v.loss, code.model, code.train, ckpt,
-            on_epoch=lambda row: tracker.log_metrics(row, step=row["epoch"]),
-            dump_first_step=Path(args.dump_first_step) if args.dump_first_step else None)
-        if args.dump_first_step:
-            return 0
-        if rank0:
-            tracker.log_metrics({"best_val_rank_at_10": summary["best_val_rank_at_10"],
-                                 "time_s": summary["time_s"]})
-            hist = pd.DataFrame(summary["history"])[
-                ["epoch", "train_loss", "val_rank_at_10", "val_rank_at_1", "val_mrr",
-                 "val_mean_cosine", "lr", "temperature"]]  # no wall times: reruns give equal bytes
-            write_csv(Path(args.plots) / f"{args.variant}.csv", hist)
-            # wall time: to MLflow (above) and the timings file, not into the hashed output
-            write_timing("code", args.variant, {"time_s": round(summary["time_s"], 3)})
-            write_json(models / f"{args.variant}.json",
-                       {k: v for k, v in summary.items() if k not in ("history", "time_s")})
+    targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
+    info = D.init_distributed(code.train.device)  # the stage owns the process group
+    try:
+        out = Path(args.models) / args.variant
+        logged = {"variant": args.variant, "loss": v.loss, "model": code.model,
+                  "train": code.train, "target": code.target, "teacher": code.teacher, **cfg}
+        hist, summaries = [], []
+        with stage_run("code", f"train_code@{args.variant}", logged) as tracker:
+            for seed in code.train.seeds:
+                s = train_code(data, hidden, v.loss, code.model, code.train,
+                               out / f"seed{seed}.pt", targets=targets, seed=seed,
+                               lr=cfg["lr"], temperature=cfg["temperature"],
+                               residual=cfg["residual"])
+                hist += [{"seed": seed, **r} for r in s["history"]]
+                summaries.append({k: x for k, x in s.items() if k != "history"})
+                if info.is_main:
+                    tracker.log_metrics({f"seed{seed}_best_val_rank_at_10": s["best_val_rank_at_10"]})
+        if info.is_main:
+            write_csv(Path(args.plots) / f"{args.variant}.csv", pd.DataFrame(hist)[HIST_COLS])
+            write_json(out / "summary.json", {"variant": args.variant, "loss": v.loss, **cfg,
+                                              "seeds": summaries})
+    finally:
+        D.cleanup()
     return 0
 
 

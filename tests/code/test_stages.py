@@ -33,16 +33,19 @@ def test_code_stages_end_to_end(tmp_path):
     for r in range(3):
         d = tmp_path / "src" / f"repo{r}"
         d.mkdir(parents=True)
-        (d / "mod.py").write_text("".join(FUNC.format(name=f"f{r}_{i}", k=10 * r + i) for i in range(12)))
+        (d / f"mod{r}.py").write_text("".join(FUNC.format(name=f"f{r}_{i}", k=10 * r + i) for i in range(12)))
     (tmp_path / "src" / "repo0" / "bad.py").write_bytes(b"def broken(:\n")
     sources = "\n".join(f"      - {{path: {tmp_path / 'src' / f'repo{r}'}}}" for r in range(3))
     params = tmp_path / "params.yaml"
     params.write_text(
-        "code:\n  repos:\n    sources:\n" + sources + "\n"
+        "code:\n  repos:\n    dists: []\n    sources:\n" + sources + "\n"
         "  split: {train: 0.34, val: 0.33, test: 0.33}\n"
         "  teacher: {layer: 2, max_body_tokens: 32, max_sig_tokens: 16, shard_size: 16}\n"
         "  model: {d_model: 16, n_layers: 1, n_heads: 2, ffn: 32}\n"
-        "  train: {epochs: 2, batch_size: 4, device: cpu}\n")
+        "  train: {epochs: 2, batch_size: 4, device: cpu, seeds: [0]}\n"
+        "  variants:\n    infonce:\n      loss: infonce\n      search:\n"
+        "        lr: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}\n"
+        "  tune: {trials: 2, startup_trials: 1, epochs: 1}\n")
     d = tmp_path / "data"
     common = ["--params", str(params)]
     steps = [
@@ -56,10 +59,16 @@ def test_code_stages_end_to_end(tmp_path):
     ]
     io = ["--functions", str(d / "f.parquet"), "--splits", str(d / "s.parquet"),
           "--teacher", str(d / "teacher"), "--models", str(d / "models")]
+    steps.append(["stages/tune_code.py", *common, *io[:6], "--variant", "infonce",
+                  "--tuned", str(tmp_path / "tuned"), "--history", str(tmp_path / "th"),
+                  "--journal", str(tmp_path / "journal")])
     steps.append(["stages/train_code.py", *common, *io, "--variant", "infonce",
-                  "--plots", str(tmp_path / "plots")])
+                  "--plots", str(tmp_path / "plots"), "--tuned", str(tmp_path / "tuned")])
     steps.append(["stages/evaluate_code.py", *common, *io, "--variant", "infonce",
                   "--metrics", str(tmp_path / "metrics"), "--curves", str(tmp_path / "curves")])
+    steps.append(["stages/baselines_code.py", *common, *io[:6],
+                  "--metrics", str(tmp_path / "metrics" / "baselines.json"),
+                  "--ranks", str(tmp_path / "curves" / "baselines_ranks.csv")])
     for s in steps:
         r = _run([str(ROOT / s[0]), *s[1:]], ROOT)
         assert r.returncode == 0, f"{s[0]}: {r.stderr[-2000:]}"
@@ -74,6 +83,14 @@ def test_code_stages_end_to_end(tmp_path):
     m = json.loads((tmp_path / "metrics" / "infonce.json").read_text())
     assert m["corpus_size"] == 32 and m["n_queries"] == (sp["split"] == "test").sum()
     assert 0 <= m["rank_at_1"] <= m["rank_at_5"] <= m["rank_at_10"] <= 1
+    b = json.loads((tmp_path / "metrics" / "baselines.json").read_text())
+    assert set(b["baselines"]) == {"zeroshot_raw", "zeroshot_centred", "ridge"}
+    r = pd.read_csv(tmp_path / "curves" / "infonce_ranks.csv")
+    assert len(r) == m["n_queries"] and (r["rank"] >= 1).all()
+    tuned = json.loads((tmp_path / "tuned" / "infonce.json").read_text())
+    assert tuned["n_complete"] == 2 and 1e-4 <= tuned["params"]["lr"] <= 1e-2
+    assert (tmp_path / "journal" / "infonce" / "journal.log").exists()
+    assert m["tuned"] is True and m["lr"] == pytest.approx(tuned["params"]["lr"], rel=1e-5)
     hist = pd.read_csv(tmp_path / "plots" / "infonce.csv")
     assert list(hist["epoch"]) == [1, 2]
     # bad input: one clear line, exit status 2, nothing written

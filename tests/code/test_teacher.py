@@ -78,8 +78,16 @@ def test_causal_truncation_and_one_pass_functions(tiny_causal):
                                atol=1e-5, rtol=1e-4)
     # one pass over signature + body: the signature states do not see the body
     s_states, b_emb = enc.encode_functions([sig], [body])
-    torch.testing.assert_close(s_states[0].float(), ref, atol=1e-2, rtol=1e-2)
-    assert b_emb.shape == (1, 32) and torch.isfinite(b_emb).all()
+    # the signature alone ends with [SEP]; in the joined text the body follows instead
+    torch.testing.assert_close(s_states[0].float(), ref[:-1], atol=1e-2, rtol=1e-2)
+    # the body embedding pools the joined text's body tokens only (after "\n    ")
+    from contrastlab.models.teacher import causal_join, causal_token_spans
+
+    text, a, b = causal_join(sig, body)
+    full = _full_hidden(tiny_causal, text, 2)
+    offs = enc.tokenizer(text, return_offsets_mapping=True)["offset_mapping"]
+    _, b0 = causal_token_spans(offs, a, b)
+    torch.testing.assert_close(b_emb[0], full[b0:].mean(0), atol=1e-4, rtol=1e-3)
 
 
 def test_sharded_states_resume(tmp_path):
@@ -185,3 +193,22 @@ def test_kill_mid_shard_leaves_only_finished_shards(tmp_path):
                          encode, settings={"model": "x"}, max_sig_tokens=5, hidden_size=8, shard_size=4)
     for p in out.iterdir():
         assert (fresh / p.name).read_bytes() == p.read_bytes(), p.name
+
+
+def test_causal_join_keeps_newline_and_indentation():
+    from transformers import AutoTokenizer
+
+    from contrastlab.models.teacher import causal_join, causal_token_spans
+
+    sig = "def f(x: int) -> int:"
+    body = "if x:\n    return 1\nreturn 2"
+    text, sig_end, body_start = causal_join(sig, body)
+    assert text == "def f(x: int) -> int:\n    if x:\n        return 1\n    return 2"
+    assert text[:sig_end] == sig and text[sig_end:body_start] == "\n    "
+    assert text[body_start:].startswith("if x:")
+    tok = AutoTokenizer.from_pretrained(resolve_model("minilm"))
+    offs = tok(text, return_offsets_mapping=True)["offset_mapping"]
+    n_sig, b0 = causal_token_spans(offs, sig_end, body_start)
+    # signature tokens end before the body, body pooling starts at the body's first token
+    assert all(a < sig_end for a, _ in offs[1:n_sig]) and offs[b0][0] == body_start
+    assert all(a >= body_start for a, b in offs[b0:] if b > a)

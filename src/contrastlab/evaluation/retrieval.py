@@ -20,7 +20,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["build_index", "search", "true_ranks", "retrieval_metrics", "rank_at_k_curve"]
+__all__ = ["build_index", "search", "true_ranks", "retrieval_metrics", "rank_at_k_curve",
+           "rank_metrics"]
 
 
 def _np32(x: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -91,6 +92,14 @@ def rank_at_k_curve(ranks: np.ndarray, k_max: int = 100) -> np.ndarray:
     """``[k_max]`` fractions: entry ``k-1`` = Rank@k = mean(rank <= k)."""
     ranks = np.asarray(ranks)
     return np.array([(ranks <= k).mean() for k in range(1, k_max + 1)], dtype=np.float64)
+
+
+def rank_metrics(ranks: np.ndarray) -> dict[str, float]:
+    """Rank@1/5/10 (fractions), MRR and median rank of 1-based ranks ``[Q]``."""
+    ranks = np.asarray(ranks)
+    return {"rank_at_1": float((ranks <= 1).mean()), "rank_at_5": float((ranks <= 5).mean()),
+            "rank_at_10": float((ranks <= 10).mean()), "mrr": float((1.0 / ranks).mean()),
+            "median_rank": float(np.median(ranks))}
 
 
 def retrieval_metrics(queries: torch.Tensor, corpus: torch.Tensor, true_idx, k_max: int = 100,

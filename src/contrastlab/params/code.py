@@ -9,9 +9,11 @@ patience 15); ``python stages/code_preset.py seed-scale`` switches to it (see do
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..tuning import SearchDim
 
 #: Distributions the project's own install brings (pure Python), used as repositories offline.
 DEFAULT_DISTRIBUTIONS: list[str] = [
@@ -71,11 +73,23 @@ class RepoSource(BaseModel):
 
 
 class ReposParams(BaseModel):
+    """Repositories: ``sources`` (any kind) plus ``dists``, a compact list of installed
+    distribution names (each is ``{dist: NAME}``). Names must be unique across both."""
+
     model_config = ConfigDict(extra="forbid")
 
-    sources: list[RepoSource] = Field(
-        default_factory=lambda: [RepoSource(dist=d) for d in DEFAULT_DISTRIBUTIONS],
-        min_length=1)
+    sources: list[RepoSource] = Field(default_factory=list)
+    dists: list[str] = Field(default_factory=lambda: list(DEFAULT_DISTRIBUTIONS))
+
+    @model_validator(mode="after")
+    def _some(self) -> "ReposParams":
+        if not self.sources and not self.dists:
+            raise ValueError("give at least one repository in sources or dists")
+        return self
+
+    @property
+    def all_sources(self) -> list[RepoSource]:
+        return list(self.sources) + [RepoSource(dist=d) for d in self.dists]
 
 
 class ExtractParams(BaseModel):
@@ -86,7 +100,7 @@ class ExtractParams(BaseModel):
     max_body_lines: int = Field(40, ge=1)
     max_body_chars: int = Field(2500, ge=10)
     skip_tests: bool = Field(True, description="skip files under tests/ or named test_*.py")
-    max_functions_per_repo: int = Field(80, ge=1, description="deterministic sample above this")
+    max_functions_per_repo: int = Field(40, ge=1, description="deterministic sample above this")
     seed: int = Field(42, ge=0, lt=2**63)
 
     @model_validator(mode="after")
@@ -97,12 +111,26 @@ class ExtractParams(BaseModel):
 
 
 class SplitParams(BaseModel):
+    """Split by repository group (see ``contrastlab.data.splits``).
+
+    Distributions that ship the same top-level package or share a name family are one
+    group; near-duplicate bodies (MinHash LSH on token shingles, estimated Jaccard >=
+    ``near_dup_threshold``) are grouped before the split, and members of a group that
+    would land in another split than the group's first member are marked ``excluded``
+    (kept in the corpus, never trained on or queried).
+    """
+
     model_config = ConfigDict(extra="forbid")
 
-    train: float = Field(0.8, gt=0, lt=1)
-    val: float = Field(0.1, gt=0, lt=1)
-    test: float = Field(0.1, gt=0, lt=1)
+    train: float = Field(0.6, gt=0, lt=1)
+    val: float = Field(0.15, gt=0, lt=1)
+    test: float = Field(0.25, gt=0, lt=1)
     seed: int = Field(42, ge=0, lt=2**63)
+    near_dup_threshold: float = Field(0.8, gt=0, le=1, description="Jaccard of token shingles")
+    shingle: int = Field(3, ge=1, description="tokens per shingle")
+    num_perm: int = Field(128, ge=16, description="MinHash permutations")
+    family_stop: list[str] = Field(default_factory=lambda: ["python", "py", "types"],
+                                   description="name prefixes that do not make a family")
 
     @model_validator(mode="after")
     def _sum(self) -> "SplitParams":
@@ -148,13 +176,15 @@ class ModelParams(BaseModel):
 class TrainParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    epochs: int = Field(6, ge=1, le=100_000)
+    epochs: int = Field(30, ge=1, le=100_000)
+    seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(default_factory=lambda: [0, 1, 2], min_length=1,
+                             description="training seeds of the final runs")
     batch_size: int = Field(64, ge=2, description="per process (per GPU)")
     nproc: int = Field(1, ge=1, le=1024, description="torchrun --nproc_per_node")
     lr: float = Field(1e-3, gt=0, le=1.0)
     weight_decay: float = Field(0.01, ge=0, le=1.0)
     warmup_epochs: float = Field(1.0, ge=0)
-    patience: int = Field(3, ge=1, description="epochs without val Rank@10 gain before stopping")
+    patience: int = Field(5, ge=1, description="epochs without val Rank@10 gain before stopping")
     grad_clip: float = Field(1.0, ge=0, description="0 = off")
     init_temperature: float = Field(0.07, gt=0, le=10.0)
     hardneg_k: int = Field(4, ge=1)
@@ -164,13 +194,31 @@ class TrainParams(BaseModel):
     threads: int = Field(1, ge=1, le=256, description="CPU threads per process (1: oversubscribed OpenMP spins)")
 
 
+class TargetParams(BaseModel):
+    """Target space of every variant and baseline: ``mean`` subtracts the training bodies'
+    mean (fitted on training functions only), ``whiten`` also applies the training bodies'
+    ZCA whitening (eps added to the eigenvalues), ``none`` keeps the raw teacher embedding."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    centre: Literal["none", "mean", "whiten"] = "mean"
+    whiten_eps: float = Field(1e-3, gt=0)
+
+
 class VariantParams(BaseModel):
-    """One variant: a registry loss whose ``needs`` is ``targets`` (contrastive, in-batch
-    negatives) or ``regression`` (``names_for("code")``)."""
+    """One trained variant. ``lr`` / ``temperature`` override ``code.train`` (the tuned
+    values of ``reports/tuned/code/<variant>.json`` override both when present);
+    ``residual`` starts the predictor at the zero-shot map (pooled centred signature
+    states) and learns an additive correction whose output layer starts at zero."""
 
     model_config = ConfigDict(extra="forbid")
 
     loss: str
+    residual: bool = False
+    lr: float | None = Field(None, gt=0)
+    temperature: float | None = Field(None, gt=0)
+    search: dict[str, SearchDim] = Field(default_factory=dict,
+                                         description="tune_code search space (lr, temperature)")
 
     @field_validator("loss")
     @classmethod
@@ -181,6 +229,28 @@ class VariantParams(BaseModel):
         if v not in ok:
             raise ValueError(f"{v!r} is not a registered retrieval loss; known: {', '.join(ok)}")
         return v
+
+
+class BaselineParams(BaseModel):
+    """Closed-form ridge from pooled signature states to the centred body embedding;
+    lambda picked on the validation repositories by Rank@10 (ties: MRR)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ridge_lambdas: list[float] = Field(
+        default_factory=lambda: [0.01, 0.1, 1.0, 10.0, 100.0, 1000.0], min_length=1)
+
+
+class TuneParams(BaseModel):
+    """Equal tuning budget for every variant (Musgrave et al., 2020)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trials: int = Field(8, ge=1)
+    startup_trials: int = Field(4, ge=1)
+    seed: int = 0
+    storage: str | None = None
+    epochs: int = Field(12, ge=1, description="epoch cap of one trial")
 
 
 class EvalParams(BaseModel):
@@ -205,5 +275,8 @@ class CodeParams(BaseModel):
     teacher: TeacherParams = TeacherParams()
     model: ModelParams = ModelParams()
     train: TrainParams = TrainParams()
+    target: TargetParams = TargetParams()
     variants: dict[str, VariantParams] = Field(default_factory=_default_variants)
+    baselines: BaselineParams = BaselineParams()
+    tune: TuneParams = TuneParams()
     evaluate: EvalParams = EvalParams()

@@ -1,17 +1,21 @@
-"""Code retrieval track section of the comparison report (retrieval experiment notes; docs/sources.md).
+"""Code retrieval track section of the comparison report.
 
-Reads ``reports/metrics/code/<variant>.json`` (``evaluate_code@<variant>``),
-``reports/plots/code/<variant>.csv`` (per-epoch train loss and val Rank@10) and
-``reports/data/code/<variant>_rank_curve.csv`` (test Rank@k for k = 1..100), and builds:
+Reads, per table (the default corpus ``reports/metrics/code`` and, when present, the
+seed-corpus preset's ``reports/metrics/code_seed_corpus``): ``baselines.json`` and
+``<variant>.json`` (``baselines_code`` / ``evaluate_code@<variant>``) and the per-query test
+ranks ``reports/data/<dir>/{baselines,<variant>}_ranks.csv``, and builds:
 
-- a table: test Rank@1/5/10 (%), MRR, median rank, mean cosine to the true body, corpus
-  size, best epoch, training seconds, and the Rank@10 difference to the Exp 1.4 target;
-- reference rows from the retrieval experiment notes: Exp 1.3 (SmoothL1, Qwen2.5-Coder-3B layer 18, corpus
-  49,631): test Rank@1 0.03 %, Rank@10 0.24 %; Exp 1.4 targets: Rank@1 > 1 %, Rank@10 > 5 %;
-- figures: Rank@k against k per variant, training curves (loss and val Rank@10), a bar
-  chart of test Rank@1/5/10.
-
-One run per variant (no seeds), so there are no error bars.
+- a table with the untrained baselines (zero-shot raw and centred, ridge) and every trained
+  variant (mean over its seeds): test Rank@1/5/10 and MRR with 95 % confidence intervals
+  from a bootstrap over seeds and over test queries clustered by repository group
+  (``contrastlab.evaluation.stats``), each row tested against the best row and against the
+  centred zero-shot baseline (paired bootstrap on shared draws, Holm within the table);
+  chance Rank@10 (10 / corpus size) beside the corpus;
+- the headline (``Section.headline``): whether any trained loss beats the zero-shot baseline;
+- the retrieval notes' (docs/sources.md) reference rows (Exp 1.3 SmoothL1 Rank@1 0.03 %, Rank@10 0.24 %; Exp 1.4
+  targets Rank@1 > 1 %, Rank@10 > 5 %, corpus 49,631) only in the seed-corpus table, the one
+  whose corpus has that size;
+- figures: Rank@k against k, training curves (validation Rank@10 per epoch, seed 0).
 """
 
 from __future__ import annotations
@@ -19,14 +23,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import Figure, Section, Table, variant_titles, wall_time
+from . import Figure, Section, Table
 
 __all__ = ["build_section", "REFERENCES", "TITLES"]
 
-#: ``{variant: row label}``; filled from params.yaml + the loss registry by :func:`build_section`.
-TITLES: dict[str, str] = {}
+TITLES = {"zeroshot_raw": "zero-shot teacher, raw (baseline)",
+          "zeroshot_centred": "zero-shot teacher, centred (baseline)",
+          "ridge": "ridge regression, closed form (baseline)",
+          "smoothl1": "SmoothL1 (Exp 1.3)", "cosine": "Cosine (Exp 1.3 variant)",
+          "infonce": "InfoNCE (Exp 1.4)", "infonce_hardneg": "InfoNCE + hard negatives (Exp 2.1)",
+          "infonce_residual": "InfoNCE, residual on the zero-shot map"}
+BASELINES = ["zeroshot_raw", "zeroshot_centred", "ridge"]
+REFERENCE_BASELINE = "zeroshot_centred"
 
-#: The retrieval experiment notes' rows.
+#: The retrieval notes' rows.
 REFERENCES = [
     # (name, Rank@1 %, Rank@10 %, corpus, Rank@10 - 5 % target in points)
     ("Retrieval notes Exp 1.3 SmoothL1 (test, Qwen2.5-Coder-3B L18, reported)", "0.03", "0.24", 49631, -4.76),
@@ -72,8 +82,6 @@ def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int
 
         k = np.arange(1, 101)
         ax.plot(k, 100 * k / corpus, ls=":", c="k", lw=0.9, label=f"random (k / {corpus:,})")
-    ax.axhline(5, ls="--", c="gray", lw=0.8)
-    ax.text(1, 5.3, "Exp 1.4 target Rank@10 5 %", fontsize=7, color="gray")
     ax.set_xscale("log")
     ax.set_xlabel("k")
     ax.set_ylabel("test Rank@k (%)")
@@ -95,9 +103,11 @@ def _training_figure(plots_dir: Path, names: list[str], path: Path) -> bool:
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
     for n, p in files.items():
         df = pd.read_csv(p)
+        if "seed" in df:
+            df = df[df["seed"] == df["seed"].min()]
         a1.plot(df["epoch"], df["train_loss"], marker="o", ms=3, label=TITLES.get(n, n))
         a2.plot(df["epoch"], 100 * df["val_rank_at_10"], marker="o", ms=3, label=TITLES.get(n, n))
-    a1.set_yscale("log")
+    a1.set_yscale("symlog", linthresh=1e-3)
     a1.set_xlabel("epoch")
     a1.set_ylabel("train loss (log; scales differ by loss)")
     a2.set_xlabel("epoch")
@@ -110,87 +120,205 @@ def _training_figure(plots_dir: Path, names: list[str], path: Path) -> bool:
     return True
 
 
-def _bar_figure(metrics: dict[str, dict], names: list[str], path: Path) -> None:
+def _load_table(root: Path, name: str) -> dict | None:
+    """Metrics and per-query ranks of one table (``reports/metrics/<name>``)."""
+    import numpy as np
+    import pandas as pd
+
+    mdir = root / "reports" / "metrics" / name
+    ddir = root / "reports" / "data" / name
+    bfile = mdir / "baselines.json"
+    metrics: dict[str, dict] = {}
+    ranks: dict[str, np.ndarray] = {}  # name -> [S, I]
+    order = None
+    repo = None
+    if bfile.exists() and (ddir / "baselines_ranks.csv").exists():
+        b = json.loads(bfile.read_text())
+        br = pd.read_csv(ddir / "baselines_ranks.csv")
+        for k, m in b["baselines"].items():
+            part = br[br["baseline"] == k].sort_values("id")
+            order = part["id"].to_numpy() if order is None else order
+            repo = part["repo"].astype(str).to_numpy() if repo is None else repo
+            metrics[k] = {**m, "corpus_size": b["corpus_size"], "n_seeds": 0}
+            ranks[k] = part["rank"].to_numpy()[None, :]
+    for f in sorted(mdir.glob("*.json")):
+        if f.stem == "baselines" or not (ddir / f"{f.stem}_ranks.csv").exists():
+            continue
+        m = json.loads(f.read_text())
+        r = pd.read_csv(ddir / f"{f.stem}_ranks.csv").sort_values(["seed", "id"])
+        seeds = sorted(r["seed"].unique())
+        mat = np.stack([r[r["seed"] == s]["rank"].to_numpy() for s in seeds])
+        ids = r[r["seed"] == seeds[0]]["id"].to_numpy()
+        if order is None:
+            order = ids
+            repo = r[r["seed"] == seeds[0]]["repo"].astype(str).to_numpy()
+        if len(ids) != len(order) or (ids != order).any():
+            continue  # a stale file evaluated on another split
+        metrics[f.stem] = m
+        ranks[f.stem] = mat
+    if not metrics:
+        return None
+    return {"metrics": metrics, "ranks": ranks, "repo": repo}
+
+
+def table_stats(ranks: dict, repo, n_resamples: int = 1000, seed: int = 0) -> dict[str, dict]:
+    """CIs and paired tests for Rank@1/5/10 and MRR from per-query ranks.
+
+    Args:
+        ranks: row name -> int ``[S_row, I]`` ranks (baselines have ``S_row = 1`` and are
+            repeated over the seeds; trained rows are cut to the smallest seed count).
+        repo: ``[I]`` bootstrap clusters (repository groups of the test queries).
+
+    Returns:
+        metric -> :func:`contrastlab.evaluation.stats.summarize` output twice:
+        ``{"best": ..., "baseline": ...}`` (all rows as candidates for the best; every row
+        against the centred zero-shot baseline when it is present).
+    """
     import numpy as np
 
-    plt = _plt()
-    ks = ["rank_at_1", "rank_at_5", "rank_at_10"]
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    x = np.arange(len(names))
-    w = 0.26
-    for j, k in enumerate(ks):
-        ax.bar(x + (j - 1) * w, [100 * metrics[n].get(k, np.nan) for n in names], w,
-               label=k.replace("rank_at_", "Rank@"))
-    ax.axhline(5, ls="--", c="gray", lw=0.8, label="Exp 1.4 target Rank@10")
-    ax.axhline(1, ls=":", c="gray", lw=0.8, label="Exp 1.4 target Rank@1")
-    ax.set_xticks(x, [TITLES.get(n, n) for n in names], rotation=12, fontsize=8)
-    ax.set_ylabel("test (%)")
-    ax.legend(fontsize=7)
-    ax.grid(axis="y", alpha=0.3)
-    _save(fig, path)
-    plt.close(fig)
+    from ..evaluation.stats import bootstrap_per_item, resample_indices, summarize
+
+    trained = [k for k, v in ranks.items() if v.shape[0] > 1 or k not in BASELINES]
+    s = min([ranks[k].shape[0] for k in trained], default=1)
+    mats = {k: (np.repeat(v[:1], s, 0) if k in BASELINES else v[:s]).astype(np.float64)
+            for k, v in ranks.items()}
+    n_items = next(iter(mats.values())).shape[1]
+    draws = resample_indices(s, n_items, clusters=repo, n_resamples=n_resamples, seed=seed)
+    per_metric = {"rank_at_1": lambda r: (r <= 1), "rank_at_5": lambda r: (r <= 5),
+                  "rank_at_10": lambda r: (r <= 10), "mrr": lambda r: 1.0 / r}
+    out = {}
+    for metric, f in per_metric.items():
+        point, reps = bootstrap_per_item({k: f(v) for k, v in mats.items()}, draws=draws)
+        res = {"best": summarize(point, reps)}
+        base = REFERENCE_BASELINE if REFERENCE_BASELINE in point else None
+        if base is not None and len(point) > 1:
+            res["baseline"] = summarize(point, reps, baseline=base)
+        out[metric] = res
+    return out
+
+
+def _ci(st: dict, pct: bool, digits: int) -> str:
+    k = 100.0 if pct else 1.0
+    d = 1 if pct else digits
+    return f"{k * st['mean']:.{d}f} [{k * st['ci_low']:.{d}f}, {k * st['ci_high']:.{d}f}]"
+
+
+def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: int,
+              corpus: int) -> str:
+    r10 = stats["rank_at_10"]
+    best = next(n for n in names if r10["best"][n].get("is_best"))
+    tied = [n for n in names if r10["best"][n].get("tied_for_best") and n != best]
+    trained = [n for n in names if n not in BASELINES]
+    parts = [f"On {n_q:,} test signatures from {n_groups} held-out repository groups, ranked "
+             f"against {corpus:,} bodies (chance Rank@10 {1000 / corpus:.2f} %), the best row is "
+             f"{TITLES.get(best, best)} with Rank@10 {_ci(r10['best'][best], True, 1)} %"
+             + (f", tied (Holm-corrected paired bootstrap) with "
+                f"{', '.join(TITLES.get(t, t) for t in tied)}." if tied else ", ahead of every "
+                "other row (Holm-corrected paired bootstrap).")]
+    if "baseline" in r10 and trained:
+        zb = r10["best"][REFERENCE_BASELINE]
+        winners = [n for n in trained if r10["baseline"][n].get("beats_baseline")]
+        losers = [n for n in trained if r10["baseline"][n].get("delta_vs_baseline", 0) < 0
+                  and r10["baseline"][n].get("p_vs_baseline_holm", 1) < 0.05]
+        if winners:
+            parts.append("Trained losses that beat the centred zero-shot baseline (Rank@10 "
+                         f"{100 * zb['mean']:.1f} %): " + ", ".join(
+                             f"{TITLES.get(w, w)} ({100 * r10['baseline'][w]['delta_vs_baseline']:+.1f} "
+                             "points)" for w in winners) + ".")
+        else:
+            parts.append("No trained loss beats the untrained centred zero-shot baseline "
+                         f"(Rank@10 {100 * zb['mean']:.1f} %)"
+                         + (f"; significantly below it: "
+                            f"{', '.join(TITLES.get(x, x) for x in losers)}." if losers else "."))
+    return " ".join(parts)
+
+
+def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -> tuple[Table, str]:
+    import numpy as np
+
+    metrics, ranks, repo = loaded["metrics"], loaded["ranks"], loaded["repo"]
+    names = [n for n in list(TITLES) if n in metrics] + sorted(n for n in metrics if n not in TITLES)
+    stats = table_stats({n: ranks[n] for n in names}, repo)
+    corpus = int(max(m.get("corpus_size", 0) for m in metrics.values()))
+    n_q = int(ranks[names[0]].shape[1])
+    n_groups = int(len(np.unique(repo)))
+    rows = []
+    for n in names:
+        m = metrics[n]
+        b = {k: stats[k]["best"][n] for k in stats}
+        vb = stats["rank_at_10"].get("baseline", {}).get(n, {})
+        if n in BASELINES:
+            hp = f"λ={m['lambda']:g}" if "lambda" in m else "-"
+            seeds, epoch = "-", "-"
+        else:
+            hp = (f"lr={m.get('lr', float('nan')):.2g}"
+                  + (f", τ0={m['temperature']:.3g}" if "infonce" in n or "hardneg" in n else "")
+                  + (" (tuned)" if m.get("tuned") else ""))
+            seeds, epoch = str(m.get("n_seeds", "-")), f"{m.get('best_epoch', float('nan')):.1f}"
+        vs_base = ("-" if n == REFERENCE_BASELINE or not vb else
+                   f"{100 * vb['delta_vs_baseline']:+.1f} (p={vb['p_vs_baseline_holm']:.3f})")
+        rows.append([
+            TITLES.get(n, n), _ci(b["rank_at_1"], True, digits), _ci(b["rank_at_5"], True, digits),
+            _ci(b["rank_at_10"], True, digits), _ci(b["mrr"], False, digits),
+            f"{m.get('median_rank', float('nan')):.0f}", seeds, epoch, hp, vs_base,
+            "best" if b["rank_at_10"].get("is_best") else
+            ("tied" if b["rank_at_10"].get("tied_for_best") else "worse"),
+        ])
+    if references:
+        for rname, r1, r10, rc, _ in REFERENCES:
+            rows.append([f"*{rname}*", r1, "-", r10, "-", "-", "-", "-", "-", "-", "-"])
+    note = (f"{n_q:,} test signatures from {n_groups} held-out repository groups against all "
+            f"{corpus:,} extracted bodies (chance Rank@10 = 10/{corpus:,} = {1000 / corpus:.2f} %). "
+            "Target space centred on the training bodies' mean for every row except the raw "
+            "zero-shot one. Cells: mean [95 % CI], CI from 1,000 bootstrap draws over seeds "
+            "and over test queries clustered by repository group (related distributions "
+            "form one group; near-duplicate bodies never straddle the split). 'vs zero-shot': Rank@10 difference to "
+            "the centred zero-shot baseline in points, Holm-corrected paired-bootstrap p; "
+            "last column: Rank@10 compared with the best row (tied = not significantly "
+            "worse after Holm). Trained rows: mean over seeds. "
+            + ("Hyperparameters marked (tuned) were chosen on the validation repositories "
+               "with an equal budget per loss (tune_code)."
+               if any(m.get("tuned") for m in metrics.values()) else
+               "No row is tuned in this run: every loss uses the hyperparameters shown "
+               "(tune_code@<variant> exists but was not run)."))
+    if references:
+        note += (" Italic rows: the retrieval notes' (docs/sources.md) reported numbers (Qwen2.5-Coder-3B layer 18, corpus "
+                 "49,631), comparable in corpus size only.")
+    table = Table(title, ["row", "R@1 % [CI]", "R@5 % [CI]", "R@10 % [CI]", "MRR [CI]",
+                          "median rank", "seeds", "best epoch", "hyperparameters",
+                          "Δ R@10 vs zero-shot (pp, Holm p)", "vs best"], rows, note=note)
+    return table, _headline(stats, metrics, names, n_q, n_groups, corpus)
 
 
 def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | None:
     """The code track's report section, or ``None`` when no code metrics exist yet."""
     root = Path(root)
-    mdir = root / "reports" / "metrics" / "code"
-    metrics = {f.stem: json.loads(f.read_text()) for f in sorted(mdir.glob("*.json"))}
-    TITLES.clear()
-    TITLES.update(variant_titles(root, "code", list(metrics)))
-    if not metrics:
+    loaded = _load_table(root, "code")
+    if loaded is None:
         return None
-    names = _order(metrics)
-    rows = []
-    for n in names:
-        m = metrics[n]
-        r10 = m.get("rank_at_10", float("nan"))
-        rows.append([
-            TITLES.get(n, n),
-            f"{100 * m.get('rank_at_1', float('nan')):.2f}",
-            f"{100 * m.get('rank_at_5', float('nan')):.2f}",
-            f"{100 * r10:.2f}",
-            f"{m.get('mrr', float('nan')):.{digits}f}",
-            f"{m.get('median_rank', float('nan')):.0f}",
-            f"{m.get('mean_cosine', float('nan')):.{digits}f}",
-            f"{int(m.get('corpus_size', 0)):,}",
-            int(m.get("best_epoch", 0)),
-            f"{wall_time(root, 'code', n, m):.1f}",
-            f"{100 * (r10 - TARGET_R10):+.2f}",
-        ])
-    for name, r1, r10, corpus, delta in REFERENCES:
-        rows.append([f"*{name}*", r1, "-", r10, "-", "-", "0.585 (val)" if "1.3" in name else "-",
-                     f"{corpus:,}", "-", "-", "-" if delta is None else f"{delta:+.2f}"])
-    n_q = max(int(m.get("n_queries", 0)) for m in metrics.values())
-    table = Table(
-        "Signature -> body retrieval: test signatures against all extracted bodies",
-        ["variant", "R@1 %", "R@5 %", "R@10 %", "MRR", "median rank", "mean cos",
-         "corpus", "best epoch", "train s", "Δ R@10 vs 5 % target (pp)"],
-        rows,
-        note=(f"{n_q} test signatures from held-out repositories, ranked against every "
-              "extracted body (train + val + test; FAISS inner product on L2-normalised "
-              "vectors). Rank@k: share of queries whose own body is in the top k. One run "
-              "per variant. Italic rows are the retrieval experiment notes' numbers (docs/sources.md): Exp 1.3 as reported (its "
-              "mean cosine 0.585 is on validation) and Exp 1.4's targets; they use "
-              "Qwen2.5-Coder-3B layer 18 and a 49,631-function corpus, so absolute values are "
-              "not comparable with this corpus size; the ordering of the losses is."),
-    )
     s = Section("code", "Code retrieval: signature -> body embedding")
+    table, headline = _table("code", loaded, "Signature -> body retrieval, default corpus "
+                             "(installed distributions, MiniLM layer 4)", digits, False)
     s.tables.append(table)
+    s.headline = headline
+    seed = _load_table(root, "code_seed_corpus")
+    if seed is not None:
+        t2, h2 = _table("code_seed_corpus", seed, "Seed-corpus preset (python stages/"
+                        "code_preset.py seed-corpus)", digits, True)
+        s.tables.append(t2)
+        s.notes.append("Seed-corpus table: " + h2)
+    names = [n for n in TITLES if n in loaded["metrics"] and n not in BASELINES]
     figures_dir = Path(figures_dir)
     figures_dir.mkdir(parents=True, exist_ok=True)
     p = figures_dir / "code_rank_at_k.png"
-    corpus = max(int(m.get("corpus_size", 0)) for m in metrics.values())
+    corpus = max(int(m.get("corpus_size", 0)) for m in loaded["metrics"].values())
     if _rank_curve_figure(root / "reports" / "data" / "code", names, p, corpus):
         s.figures.append(Figure("Test Rank@k against k", p,
-                                "Share of test signatures whose body is in the top k."))
+                                "Share of test signatures whose body is in the top k (mean "
+                                "over seeds); dotted: chance."))
     p = figures_dir / "code_training_curves.png"
     if _training_figure(root / "reports" / "plots" / "code", names, p):
-        s.figures.append(Figure("Training curves", p,
+        s.figures.append(Figure("Training curves (seed 0)", p,
                                 "Left: training loss per epoch; right: validation Rank@10 "
                                 "against the full corpus (early-stopping criterion)."))
-    p = figures_dir / "code_rank_bars.png"
-    _bar_figure(metrics, names, p)
-    s.figures.append(Figure("Test Rank@1/5/10 by loss", p,
-                            "One run per loss (no error bars); dashed lines: Exp 1.4 targets."))
     return s

@@ -1,32 +1,41 @@
-"""Training loop of the code retrieval track (the retrieval experiment notes, Exp 1.3 / 1.4 /
-2.1; docs/sources.md).
+"""Training loop of the code retrieval track (signature -> body prediction; SmoothL1 / cosine
+regression and InfoNCE with in-batch and FAISS hard negatives, van den Oord et al. 2018).
 
 The SigPredictor maps a function signature's frozen teacher token states to the body's
-embedding. Losses come from the registry (``smoothl1``, ``cosine``, ``infonce``,
-``infonce_hardneg``). AdamW, linear warmup then cosine decay (per step), validation
-Rank@10 against the full corpus (all extracted bodies) every epoch, early stopping on it
-with patience, best checkpoint kept.
+embedding in the *target space* (:class:`contrastlab.models.code_baselines.TargetSpace`,
+fitted on the training bodies only: mean-centred by default). Losses come from the
+registry (``smoothl1``, ``cosine``, ``infonce``, ``infonce_hardneg``). With
+``residual=True`` the prediction is the centred zero-shot map (pooled signature states in
+the signature's training-fitted space) plus a learned correction whose output layer starts
+at zero, so training starts exactly at the zero-shot baseline.
 
-Distributed (``torchrun --nproc_per_node=N``; gloo on CPU, NCCL on CUDA): every epoch
-draws one seeded permutation of the training functions; step ``s`` uses the global batch
-``perm[s*N*B:(s+1)*N*B]`` and rank ``r`` takes its ``r``-th slice of ``B`` (= batch size per
-process). For InfoNCE the (frozen) target body embeddings are gathered from all ranks (every
-rank's targets are negatives) and the positive of local anchor ``i`` is gathered row ``r*B + i``. Each rank
-backpropagates ``N * (B / (N*B)) * loss_r`` so that after DDP's gradient averaging the
-update equals one process on the same global batch (see ``contrastlab.distributed``).
-Dropout masks differ per rank, so exact equality needs ``dropout = 0`` (as in the test).
+The loop is split into :func:`train_step` (one optimiser step on one global batch),
+:func:`validate` (Rank@1/10, MRR and mean cosine of validation signatures against the whole
+corpus) and :class:`EarlyStopping` (patience on validation Rank@10, best checkpoint kept);
+:func:`train_code` strings them together. AdamW, linear warmup then cosine decay (per step).
 
-Hard negatives (``infonce_hardneg``, Exp 2.1 of the retrieval notes): every ``hardneg_refresh`` epochs a
-FAISS inner-product index over the training bodies is searched with the current
-predictions (epoch 0: with the true bodies) and each training function keeps its ``K``
-nearest bodies that are neither its own nor an identical body (same ``body_hash``).
+Distributed (``torchrun --nproc_per_node=N``): the *stage* owns the process group
+(:func:`contrastlab.distributed.init_distributed` / ``cleanup``); ``train_code`` only reads
+rank and world size. Every epoch draws one seeded permutation of the training functions;
+step ``s`` uses the global batch ``perm[s*N*B:(s+1)*N*B]`` and rank ``r`` takes its ``r``-th
+slice of ``B``. For InfoNCE the (frozen) targets are gathered from all ranks
+and the positive of local anchor ``i`` is gathered row ``r*B + i``. Each rank backpropagates
+``N * (B / (N*B)) * loss_r`` so that after DDP's gradient averaging the update equals one
+process on the same global batch (see ``contrastlab.distributed``). Every tensor handed to a
+collective lives on the training device (the device the process group's backend serves:
+NCCL for CUDA, gloo for CPU).
+
+Hard negatives (``infonce_hardneg``): every ``hardneg_refresh`` epochs a
+FAISS inner-product index over the training targets is searched with the current
+predictions (epoch 0: with the true targets) and each training function keeps its ``K``
+nearest bodies that are neither its own nor in its near-duplicate group.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,54 +43,34 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from ..progress import tqdm
+from tqdm.auto import tqdm
 
 from .. import distributed as D
-from ..errors import InputError
 from ..evaluation.retrieval import build_index, search, true_ranks
 from ..losses import get_loss
+from ..models.code_baselines import TargetSpace, pooled_signature
 from ..models.sig_predictor import SigPredictor
 
-__all__ = ["CodeStudent", "CodeData", "train_code", "predict", "warmup_cosine"]
+__all__ = ["CodeStudent", "CodeData", "Targets", "prepare_targets", "train_step", "validate",
+           "EarlyStopping", "train_code", "predict", "warmup_cosine", "load_student",
+           "mine_hard_negatives"]
+
 #: ``needs`` of the registry losses this module loads (read by scripts/stage_deps.py).
 LOSS_NEEDS = ("targets", "regression")
 
 
-
 def is_contrastive(loss: str) -> bool:
-    """A retrieval loss with in-batch negatives (registry ``needs == "targets"``: L2-normalised
-    predictions and a learnable temperature) rather than a regression baseline."""
+    """A retrieval loss with in-batch negatives (registry ``needs == "targets"``)."""
     from ..losses import get_spec
 
     return get_spec(loss).needs == "targets"
 
 
 def takes_hard_negatives(loss: str) -> bool:
-    """The registry loss accepts mined ``hard_negatives`` (its signature says so)."""
+    """The loss function accepts a hard-negative tensor (registry signature)."""
     import inspect
 
-    from ..losses import get_spec
-
-    return "hard_negatives" in inspect.signature(get_spec(loss).function()).parameters
-
-
-class CodeStudent(nn.Module):
-    """SigPredictor plus, for InfoNCE, the learnable log-temperature (init ``log(init_temperature)``)."""
-
-    def __init__(self, hidden_size: int, loss: str, d_model: int, n_layers: int, n_heads: int,
-                 ffn: int, dropout: float, init_temperature: float = 0.07):
-        super().__init__()
-        self.loss_name = loss
-        self.predictor = SigPredictor(hidden_size, d_model, n_layers, n_heads, ffn, dropout)
-        if is_contrastive(loss):
-            self.log_temperature = nn.Parameter(torch.tensor(math.log(init_temperature)))
-
-    @property
-    def normalize(self) -> bool:
-        return is_contrastive(self.loss_name)
-
-    def forward(self, states: Tensor, mask: Tensor) -> Tensor:
-        return self.predictor(states, mask, normalize=self.normalize)
+    return "hard_negatives" in inspect.signature(get_loss(loss)).parameters
 
 
 @dataclass
@@ -89,17 +78,93 @@ class CodeData:
     """Everything the loop needs, rows in function-id order.
 
     ``sig_states`` fp16 ``[N, T, H]``, ``sig_mask`` bool ``[N, T]``, ``body_emb`` fp32
-    ``[N, H]``, ``split`` array of ``train|val|test`` ``[N]``, ``body_hash`` array ``[N]``.
+    ``[N, H]`` (raw teacher space), ``split`` array of ``train|val|test|excluded`` ``[N]``,
+    ``dup_group`` int64 ``[N]`` near-duplicate group ids (never each other's hard
+    negatives), ``repo`` ``[N]`` repository (group) of each row (bootstrap clusters).
     """
 
     sig_states: Tensor
     sig_mask: Tensor
     body_emb: Tensor
     split: np.ndarray
-    body_hash: np.ndarray
+    dup_group: np.ndarray
+    repo: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def rows(self, split: str) -> np.ndarray:
         return np.nonzero(self.split == split)[0]
+
+
+@dataclass
+class Targets:
+    """Target space fitted on training rows only.
+
+    ``body`` ``[N, H]`` target-space bodies (unnormalised, the regression targets),
+    ``corpus`` ``[N, H]`` the same L2-normalised (the retrieval corpus), ``body_space`` and
+    ``sig_space`` the fitted maps (bodies; pooled signature states, for the residual).
+    """
+
+    body: Tensor
+    corpus: Tensor
+    body_space: TargetSpace
+    sig_space: TargetSpace
+
+
+def prepare_targets(data: CodeData, centre: str = "mean", eps: float = 1e-3) -> Targets:
+    """Fit the target space on the training rows and map every body (and pooled signature).
+
+    Raises:
+        ValueError: no training rows, or unknown ``centre``.
+    """
+    tr = data.rows("train")
+    if len(tr) == 0:
+        raise ValueError("no training functions to fit the target space on (check the split)")
+    trt = torch.as_tensor(tr)
+    body_space = TargetSpace.fit(data.body_emb[trt].float(), centre, eps)
+    pooled_tr = pooled_signature(data.sig_states[trt], data.sig_mask[trt])
+    sig_space = TargetSpace.fit(pooled_tr, centre, eps)
+    body = body_space(data.body_emb.float())
+    return Targets(body, F.normalize(body, dim=-1), body_space, sig_space)
+
+
+class CodeStudent(nn.Module):
+    """SigPredictor plus, for InfoNCE, the learnable log-temperature (init
+    ``log(init_temperature)``) and, when ``residual``, the zero-shot base map.
+
+    ``forward(states [B, T, H], mask [B, T]) -> [B, H]`` float32 (L2-normalised for the
+    contrastive losses).
+    """
+
+    def __init__(self, hidden_size: int, loss: str, d_model: int, n_layers: int, n_heads: int,
+                 ffn: int, dropout: float, init_temperature: float = 0.07,
+                 residual: bool = False, sig_space: TargetSpace | None = None):
+        super().__init__()
+        self.loss_name = loss
+        self.residual = bool(residual)
+        self.predictor = SigPredictor(hidden_size, d_model, n_layers, n_heads, ffn, dropout)
+        if is_contrastive(loss):
+            self.log_temperature = nn.Parameter(torch.tensor(math.log(init_temperature)))
+        if self.residual:
+            if sig_space is None:
+                raise ValueError("a residual student needs the signature space (sig_space)")
+            nn.init.zeros_(self.predictor.out.weight)
+            nn.init.zeros_(self.predictor.out.bias)
+            self.register_buffer("sig_mean", sig_space.mean.clone())
+            self.register_buffer("sig_proj", sig_space.proj.clone())
+            self.sig_kind = sig_space.kind
+
+    @property
+    def normalize(self) -> bool:
+        return is_contrastive(self.loss_name)
+
+    def forward(self, states: Tensor, mask: Tensor) -> Tensor:
+        y = self.predictor(states, mask, normalize=False)
+        if self.residual:
+            m = mask.unsqueeze(-1).float()
+            base = (states.float() * m).sum(1) / m.sum(1).clamp_min(1.0) - self.sig_mean
+            if self.sig_kind == "whiten":
+                base = base @ self.sig_proj
+            y = y + base
+        return F.normalize(y, dim=-1) if self.normalize else y
 
 
 def warmup_cosine(step: int, warmup: int, total: int) -> float:
@@ -108,6 +173,12 @@ def warmup_cosine(step: int, warmup: int, total: int) -> float:
         return (step + 1) / warmup
     progress = (step - warmup) / max(1, total - warmup)
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def _trim(states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Drop padding columns that no row of the batch uses."""
+    t = int(mask.sum(1).max().item()) if mask.numel() else 1
+    return states[:, :max(1, t)], mask[:, :max(1, t)]
 
 
 @torch.no_grad()
@@ -125,14 +196,11 @@ def predict(model: nn.Module, data: CodeData, rows: np.ndarray, device: torch.de
     return torch.cat(out) if out else torch.zeros((0, data.body_emb.shape[1]))
 
 
-def _trim(states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-    """Drop padding columns that no row of the batch uses."""
-    t = int(mask.sum(1).max().item()) if mask.numel() else 1
-    return states[:, :max(1, t)], mask[:, :max(1, t)]
-
-
 def _from_rank0(t: Tensor, device: torch.device) -> Tensor:
-    """Rank 0's copy of ``t`` on every rank (no-op in a single process); returned on the CPU."""
+    """Rank 0's copy of ``t`` on every rank (no-op in a single process), returned on the CPU.
+
+    The broadcast tensor lives on ``device`` (the training device, which the process
+    group's backend serves)."""
     if D.world_size() == 1:
         return t
     import torch.distributed as dist
@@ -142,10 +210,11 @@ def _from_rank0(t: Tensor, device: torch.device) -> Tensor:
     return x.cpu()
 
 
-def mine_hard_negatives(queries: Tensor, bodies_n: Tensor, body_hash: np.ndarray, k: int,
+def mine_hard_negatives(queries: Tensor, bodies_n: Tensor, groups: np.ndarray, k: int,
                         device: str = "auto") -> np.ndarray:
     """``[Q, k]`` row indices into ``bodies_n``: nearest bodies to each query, excluding the
-    query's own row (query ``i`` is body row ``i``) and rows with the same body hash.
+    query's own row (query ``i`` is body row ``i``) and rows of the same (near-duplicate)
+    group ``groups`` ``[Q]``.
 
     Rows with fewer than ``k`` eligible neighbours are filled with the last eligible one.
     """
@@ -153,7 +222,8 @@ def mine_hard_negatives(queries: Tensor, bodies_n: Tensor, body_hash: np.ndarray
     depth = min(len(bodies_n), k + 16)
     _, ids = search(index, queries, depth)
     own = np.arange(len(queries))[:, None]
-    same = (ids == own) | (body_hash[ids] == body_hash[own[:, 0]][:, None]) | (ids < 0)
+    groups = np.asarray(groups)
+    same = (ids == own) | (groups[ids] == groups[own[:, 0]][:, None]) | (ids < 0)
     out = np.zeros((len(queries), k), dtype=np.int64)
     for r in range(len(queries)):  # bookkeeping per row of a search result, not a loss
         ok = ids[r][~same[r]]
@@ -163,160 +233,220 @@ def mine_hard_negatives(queries: Tensor, bodies_n: Tensor, body_hash: np.ndarray
     return out
 
 
-def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
-               checkpoint: Path | None, on_epoch: Callable[[dict[str, Any]], None] | None = None,
-               dump_first_step: Path | None = None, log: Callable[[str], None] = print
-               ) -> dict[str, Any]:
-    """Train one variant and keep the best checkpoint (by val Rank@10).
+def train_step(model: nn.Module, student: CodeStudent, loss_fn: Callable, rows: Tensor,
+               data: CodeData, targets: Targets, opt: torch.optim.Optimizer, *,
+               device: torch.device, global_batch: int, grad_clip: float = 0.0,
+               hard: Tensor | None = None, local: Tensor | None = None,
+               train_bodies_n: Tensor | None = None) -> Tensor:
+    """One optimiser step on this rank's slice ``rows`` of a global batch.
 
     Args:
-        data: :class:`CodeData`.
+        model: ``student`` or its DDP wrapper. loss_fn: registry loss.
+        rows: int64 ``[B]`` corpus rows of this rank's anchors.
+        global_batch: ``N * B`` (anchors over all ranks).
+        hard, local, train_bodies_n: hard-negative table ``[n_train, K]``, the anchors'
+            positions in the training list, and the normalised training targets.
+
+    Returns:
+        The global-batch mean loss (float64 scalar on ``device``, summed over ranks).
+
+    Raises:
+        FloatingPointError: non-finite loss.
+    """
+    b = len(rows)
+    st, mk = _trim(data.sig_states[rows], data.sig_mask[rows])
+    pred = model(st.to(device), mk.to(device))
+    target = targets.body[rows].to(device)
+    name = student.loss_name
+    if is_contrastive(name):
+        gathered = D.all_gather_no_grad(F.normalize(target, dim=-1))
+        off = D.rank() * b
+        if not takes_hard_negatives(name):
+            l_r = loss_fn(pred, gathered, student.log_temperature, anchor_offset=off)
+        else:
+            hn = train_bodies_n[hard[local]].to(device)
+            l_r = loss_fn(pred, gathered, student.log_temperature, hn, anchor_offset=off)
+    else:
+        l_r = loss_fn(pred, target)
+    share = l_r * (b / global_batch)  # this rank's share of the global-batch mean
+    if not torch.isfinite(share):
+        raise FloatingPointError(f"{name}: non-finite loss")
+    opt.zero_grad(set_to_none=True)
+    (share * D.ddp_loss_scale()).backward()
+    glob = D.all_reduce_sum(share.detach().to(torch.float64))  # stays on `device`
+    if grad_clip > 0:
+        nn.utils.clip_grad_norm_(student.parameters(), grad_clip)
+    opt.step()
+    return glob
+
+
+@torch.no_grad()
+def validate(student: nn.Module, data: CodeData, targets: Targets, rows: np.ndarray,
+             device: torch.device, index=None) -> dict[str, float]:
+    """Rank@1/10, MRR and mean cosine of ``rows``' predictions against the whole corpus."""
+    pred = predict(student, data, rows, device)
+    ranks = true_ranks(pred, targets.corpus, rows, k_max=10, index=index)
+    cos = (pred * targets.corpus[torch.as_tensor(rows)]).sum(-1).mean()
+    return {"val_rank_at_10": float((ranks <= 10).mean()),
+            "val_rank_at_1": float((ranks <= 1).mean()),
+            "val_mrr": float((1.0 / ranks).mean()), "val_mean_cosine": float(cos)}
+
+
+class EarlyStopping:
+    """Patience on a score that should rise: ``update(score, epoch)`` returns True when the
+    score improved (save a checkpoint then); ``stop`` becomes True after ``patience``
+    epochs without improvement."""
+
+    def __init__(self, patience: int):
+        if patience < 1:
+            raise ValueError(f"patience must be >= 1, got {patience}")
+        self.patience = patience
+        self.best = -math.inf
+        self.best_epoch = -1
+        self.bad = 0
+
+    def update(self, score: float, epoch: int) -> bool:
+        if score > self.best:
+            self.best, self.best_epoch, self.bad = score, epoch, 0
+            return True
+        self.bad += 1
+        return False
+
+    @property
+    def stop(self) -> bool:
+        return self.bad >= self.patience
+
+
+def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
+               checkpoint: Path | None, *, targets: Targets, seed: int | None = None,
+               lr: float | None = None, temperature: float | None = None,
+               residual: bool = False, epochs: int | None = None,
+               on_epoch: Callable[[dict[str, Any]], None] | None = None,
+               log: Callable[[str], None] = print, progress: bool = True) -> dict[str, Any]:
+    """Train one variant with one seed and keep the best checkpoint (by val Rank@10).
+
+    The process group (if any) must already be initialised by the caller (the stage).
+
+    Args:
+        data: :class:`CodeData`. targets: :func:`prepare_targets` output.
         hidden_size: teacher width ``H``.
         loss: registry name (``smoothl1``, ``cosine``, ``infonce``, ``infonce_hardneg``).
         model_p: :class:`contrastlab.params.code.ModelParams`.
         train_p: :class:`contrastlab.params.code.TrainParams`.
         checkpoint: where rank 0 saves the best state (``None``: not saved).
+        seed, lr, temperature, epochs: override ``train_p`` (seed / lr / init_temperature / epochs).
+        residual: start at the zero-shot map (see :class:`CodeStudent`).
         on_epoch: called on rank 0 with each epoch's history row.
-        dump_first_step: if set, rank 0 saves the first step's global loss and gradients
-            there (``torch.save``) and training stops after that step (equivalence tests).
 
     Returns:
         Summary: ``history`` (list of per-epoch dicts), ``best_epoch``, ``best_val_rank_at_10``,
-        ``epochs_run``, ``time_s``, ``world_size``.
+        ``epochs_run``, ``time_s``, ``world_size``, ``steps``.
 
     Raises:
         FloatingPointError: the loss became NaN/inf.
         ValueError: no training or validation functions.
     """
     from ..io import save_torch
-    from ..utils import seed_everything, set_cpu_threads
+    from ..utils import pick_device, seed_everything, set_cpu_threads
 
-    info = D.init_distributed(train_p.device)
+    seed = train_p.seed if seed is None else seed
+    lr = train_p.lr if lr is None else lr
+    temperature = train_p.init_temperature if temperature is None else temperature
+    n_epochs = train_p.epochs if epochs is None else epochs
     set_cpu_threads(train_p.threads)
-    seed_everything(train_p.seed)
-    dev = info.device
-    world, rank = info.world_size, info.rank
+    seed_everything(seed)
+    world, rank = D.world_size(), D.rank()
+    dev = pick_device(train_p.device)
+    if dev.type == "cuda" and world > 1:
+        dev = torch.device("cuda", torch.cuda.current_device())
     tr, va = data.rows("train"), data.rows("val")
     if len(tr) == 0 or len(va) == 0:
-        raise InputError("code training needs train and val functions (check the split)")
+        raise ValueError("code training needs train and val functions (check the split)")
     b = train_p.batch_size
     gb = b * world
     steps = len(tr) // gb
     if steps == 0:
-        raise InputError(f"{len(tr)} training functions < global batch {gb}")
+        raise ValueError(f"{len(tr)} training functions < global batch {gb}")
     loss_fn = get_loss(loss)
-    contrastive, hardneg = is_contrastive(loss), takes_hard_negatives(loss)
     student = CodeStudent(hidden_size, loss, model_p.d_model, model_p.n_layers, model_p.n_heads,
-                          model_p.ffn, model_p.dropout, train_p.init_temperature).to(dev)
+                          model_p.ffn, model_p.dropout, temperature, residual,
+                          targets.sig_space).to(dev)
     model: nn.Module = student
-    if info.distributed:
+    if world > 1:
         model = nn.parallel.DistributedDataParallel(
             student, device_ids=[dev.index] if dev.type == "cuda" else None)
-    opt = torch.optim.AdamW(student.parameters(), lr=train_p.lr, weight_decay=train_p.weight_decay)
-    total = steps * train_p.epochs
+    opt = torch.optim.AdamW(student.parameters(), lr=lr, weight_decay=train_p.weight_decay)
+    total = steps * n_epochs
     warm = int(round(train_p.warmup_epochs * steps))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, warm, total))
-    bodies_n = F.normalize(data.body_emb.float(), dim=-1)
-    corpus_index = build_index(bodies_n, train_p.device)
-    train_bodies_n = bodies_n[torch.as_tensor(tr)]
+    corpus_index = build_index(targets.corpus, train_p.device)
+    trt = torch.as_tensor(tr)
+    train_bodies_n = targets.corpus[trt]
     hard = None
     history: list[dict[str, Any]] = []
-    best = (-1.0, -1)
-    bad = 0
+    stopper = EarlyStopping(train_p.patience)
     t0 = time.time()
     step = 0
-    for epoch in tqdm(range(train_p.epochs), desc=f"train {loss}", unit="epoch",
-                      disable=D.rank() != 0):
+    for epoch in tqdm(range(n_epochs), desc=f"train {loss} seed {seed}", unit="epoch",
+                      disable=rank != 0 or not progress):
         te = time.time()
-        if hardneg and epoch % train_p.hardneg_refresh == 0:
+        if takes_hard_negatives(loss) and epoch % train_p.hardneg_refresh == 0:
             q = train_bodies_n if epoch == 0 else predict(student, data, tr, dev)
-            hard = torch.as_tensor(mine_hard_negatives(q, train_bodies_n, data.body_hash[tr],
+            hard = torch.as_tensor(mine_hard_negatives(q, train_bodies_n, data.dup_group[tr],
                                                        train_p.hardneg_k, train_p.device))
             hard = _from_rank0(hard, dev)  # every rank uses rank 0's negatives
-        g = torch.Generator().manual_seed(train_p.seed * 1000 + epoch)
+        g = torch.Generator().manual_seed(seed * 1000 + epoch)
         perm = torch.randperm(len(tr), generator=g)
         model.train()
-        run_loss = torch.zeros((), dtype=torch.float64)
+        run_loss = torch.zeros((), dtype=torch.float64, device=dev)
         for s in range(steps):
             local = perm[s * gb + rank * b: s * gb + (rank + 1) * b]
-            rows = torch.as_tensor(tr)[local]
-            st, mk = _trim(data.sig_states[rows], data.sig_mask[rows])
-            pred = model(st.to(dev), mk.to(dev))
-            target = data.body_emb[rows].to(dev)
-            if contrastive:
-                tn = F.normalize(target, dim=-1)
-                targets = D.all_gather_no_grad(tn)
-                if not hardneg:
-                    l_r = loss_fn(pred, targets, student.log_temperature, anchor_offset=rank * b)
-                else:
-                    hn = train_bodies_n[hard[local]].to(dev)
-                    l_r = loss_fn(pred, targets, student.log_temperature, hn, anchor_offset=rank * b)
-            else:
-                l_r = loss_fn(pred, target)
-            share = l_r * (b / gb)  # this rank's share of the global-batch mean
-            if not torch.isfinite(share):
-                raise FloatingPointError(f"{loss}: non-finite loss at epoch {epoch} step {s}")
-            opt.zero_grad(set_to_none=True)
-            (share * D.ddp_loss_scale()).backward()
-            glob = D.all_reduce_sum(share.detach().double().cpu())
-            if dump_first_step is not None:
-                if rank == 0:
-                    grads = {n: p.grad.detach().cpu().clone() for n, p in student.named_parameters()
-                             if p.grad is not None}
-                    save_torch(dump_first_step, {"loss": float(glob), "grads": grads})
-                D.cleanup()
-                return {"history": [], "dumped": str(dump_first_step)}
-            if train_p.grad_clip > 0:
-                nn.utils.clip_grad_norm_(student.parameters(), train_p.grad_clip)
-            opt.step()
+            run_loss += train_step(model, student, loss_fn, trt[local], data, targets, opt,
+                                   device=dev, global_batch=gb, grad_clip=train_p.grad_clip,
+                                   hard=hard, local=local, train_bodies_n=train_bodies_n)
             sched.step()
             step += 1
-            run_loss += glob
-        vpred = predict(student, data, va, dev)
-        ranks = true_ranks(vpred, bodies_n, va, k_max=10, index=corpus_index)
-        cos = (vpred * bodies_n[torch.as_tensor(va)]).sum(-1).mean()
-        row = {"epoch": epoch + 1, "train_loss": float(run_loss / steps),
-               "val_rank_at_10": float((ranks <= 10).mean()),
-               "val_rank_at_1": float((ranks <= 1).mean()),
-               "val_mrr": float((1.0 / ranks).mean()), "val_mean_cosine": float(cos),
+        row = {"epoch": epoch + 1, "train_loss": float(run_loss.cpu() / steps),
+               **validate(student, data, targets, va, dev, corpus_index),
                "lr": float(opt.param_groups[0]["lr"]),
-               "temperature": float(student.log_temperature.detach().exp()) if hasattr(student, "log_temperature") else float("nan"),
+               "temperature": float(student.log_temperature.detach().exp())
+               if hasattr(student, "log_temperature") else float("nan"),
                "epoch_time_s": time.time() - te}
         history.append(row)
         if rank == 0:
-            log(f"[{loss}] epoch {epoch + 1}/{train_p.epochs} loss {row['train_loss']:.4f} "
-                f"val R@1 {row['val_rank_at_1']:.2%} R@10 {row['val_rank_at_10']:.2%} "
-                f"cos {row['val_mean_cosine']:.3f} ({row['epoch_time_s']:.1f}s)")
             if on_epoch:
                 on_epoch(row)
         # rank 0's score decides, so all ranks stop at the same epoch even if GPU search differs
-        row["val_rank_at_10"] = float(_from_rank0(torch.tensor([row["val_rank_at_10"]],
-                                                               dtype=torch.float64), dev)[0])
-        if row["val_rank_at_10"] > best[0]:
-            best = (row["val_rank_at_10"], epoch + 1)
-            bad = 0
+        score = float(_from_rank0(torch.tensor([row["val_rank_at_10"]], dtype=torch.float64),
+                                  dev)[0])
+        if stopper.update(score, epoch + 1):
             if rank == 0 and checkpoint is not None:
                 save_torch(checkpoint, {"state_dict": student.state_dict(), "loss": loss,
                                         "hidden_size": hidden_size, "model": model_p.model_dump(),
+                                        "residual": residual,
+                                        "sig_space": targets.sig_space.state_dict(),
                                         "epoch": epoch + 1, "val": row})
-        else:
-            bad += 1
-            if bad >= train_p.patience:
-                if rank == 0:
-                    log(f"[{loss}] early stop: no val Rank@10 gain for {bad} epochs")
-                break
-    summary = {"history": history, "best_epoch": best[1], "best_val_rank_at_10": best[0],
-               "epochs_run": len(history), "time_s": time.time() - t0, "world_size": world,
-               "steps": step}
-    D.cleanup()
-    return summary
+        elif stopper.stop:
+            if rank == 0:
+                log(f"[{loss} seed {seed}] early stop at epoch {epoch + 1}: no val Rank@10 "
+                    f"gain for {stopper.bad} epochs (best {stopper.best:.2%} at epoch "
+                    f"{stopper.best_epoch})")
+            break
+    if rank == 0:
+        log(f"[{loss} seed {seed}] best val R@10 {stopper.best:.2%} at epoch "
+            f"{stopper.best_epoch}/{len(history)} ({time.time() - t0:.0f}s)")
+    return {"history": history, "best_epoch": stopper.best_epoch,
+            "best_val_rank_at_10": stopper.best, "epochs_run": len(history),
+            "time_s": time.time() - t0, "world_size": world, "steps": step, "seed": seed}
 
 
 def load_student(path: Path, device: torch.device | str = "cpu") -> CodeStudent:
     """Rebuild a :class:`CodeStudent` from a checkpoint written by :func:`train_code`."""
     ck = torch.load(path, map_location="cpu", weights_only=False)
     m = ck["model"]
+    residual = bool(ck.get("residual", False))
+    space = TargetSpace.from_state(ck["sig_space"]) if residual else None
     st = CodeStudent(ck["hidden_size"], ck["loss"], m["d_model"], m["n_layers"], m["n_heads"],
-                     m["ffn"], m["dropout"])
+                     m["ffn"], m["dropout"], residual=residual, sig_space=space)
     st.load_state_dict(ck["state_dict"])
     return st.to(device).eval()

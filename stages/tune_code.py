@@ -1,0 +1,76 @@
+"""DVC stage ``tune_code@<variant>``: learning rate (and InfoNCE's initial temperature)
+chosen on the validation repositories with the shared protocol (``contrastlab.tuning``).
+
+Every variant gets the same budget (``code.tune.trials`` trials of at most
+``code.tune.epochs`` epochs, seed ``code.train.seeds[0]``); the objective is the best
+validation Rank@10 over the trial's epochs (test functions are never read). Writes
+``reports/tuned/code/<V>.json`` (read by ``train_code@<V>``), the trial history
+``reports/plots/tune/code/<V>.csv`` and the study journal
+``reports/tune/code/<V>/journal.log`` (resumes after an interruption).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from contrastlab.cli import run_stage
+from contrastlab.io import write_csv
+from contrastlab.params import load_params
+from contrastlab.tracking import stage_run
+from contrastlab.training.code import prepare_targets, train_code
+from contrastlab.tuning import run_study, study_history, write_tuned
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from train_code import load_code_data  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--variant", required=True)
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--functions", default="data/code/functions.parquet")
+    ap.add_argument("--splits", default="data/code/splits.parquet")
+    ap.add_argument("--teacher", default="data/code/teacher")
+    ap.add_argument("--tuned", default="reports/tuned/code")
+    ap.add_argument("--history", default="reports/plots/tune/code")
+    ap.add_argument("--journal", default="reports/tune/code")
+    args = ap.parse_args(argv)
+    code = load_params(args.params).code
+    if args.variant not in code.variants:
+        raise KeyError(f"{args.params}: code.variants has no {args.variant!r}")
+    v = code.variants[args.variant]
+    if not v.search:
+        raise ValueError(f"code.variants.{args.variant}.search is empty: nothing to tune")
+    data, hidden = load_code_data(args.functions, args.splits, args.teacher)
+    targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
+    t = code.tune
+    fixed = {"loss": v.loss, "residual": v.residual, "model": code.model.model_dump(),
+             "train": code.train.model_dump(exclude={"seeds", "device", "threads"}),
+             "target": code.target.model_dump(), "epochs": t.epochs, "seed": code.train.seeds[0]}
+
+    def objective(choices: dict) -> float:
+        s = train_code(data, hidden, v.loss, code.model, code.train, None, targets=targets,
+                       seed=code.train.seeds[0], lr=choices.get("lr"),
+                       temperature=choices.get("temperature"), residual=v.residual,
+                       epochs=t.epochs, progress=False)
+        return float(s["best_val_rank_at_10"])
+
+    out_dir = Path(args.journal) / args.variant
+    with stage_run("code", f"tune_code@{args.variant}", {"variant": args.variant, **fixed}) as tr:
+        res = run_study(track="code", variant=args.variant, space=v.search, objective=objective,
+                        n_trials=t.trials, seed=t.seed, out_dir=out_dir, storage=t.storage,
+                        startup_trials=t.startup_trials, fixed=fixed, tracker=tr)
+    write_tuned(Path(args.tuned) / f"{args.variant}.json", res, track="code",
+                variant=args.variant, objective="val_rank_at_10", space=v.search,
+                n_trials=t.trials)
+    hist = study_history(track="code", variant=args.variant, space=v.search, out_dir=out_dir,
+                         storage=t.storage, fixed=fixed)
+    write_csv(Path(args.history) / f"{args.variant}.csv", hist)
+    print(f"tune_code@{args.variant}: best val R@10 {res.best_value:.2%} with {res.best_params}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_stage(main))
