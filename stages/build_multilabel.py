@@ -1,6 +1,9 @@
-"""DVC stage ``build_multilabel@<dataset>``: one multi-label data set as train/test tensors.
+"""DVC stage ``build_multilabel@<dataset>``: one multi-label data set as train/val/test tensors.
 
-MULAN sets: ARFF + XML -> (optional seeded train subsample) -> z-scored features.
+MULAN sets: ARFF + XML -> (optional seeded train subsample) -> validation split carved from
+the training set by iterative stratification (``multilabel.train.val_fraction``,
+``split_seed``) -> z-scored features (mean/std of the training part).
+User data sets (``multilabel.custom.<name>``): ARFF + label XML or CSV/Parquet, same path.
 ``reuters``: ModApte 90 categories from the raw SGML -> frozen teacher mean states.
 ``humaneval``: canonical + AST-mutant variants, tiered by sandboxed execution of each
 assertion -> frozen teacher mean states of the variant source; per-assertion results are
@@ -21,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from contrastlab.cli import run_stage
-from contrastlab.data.multilabel import MULAN, label_stats, load_mulan
+from contrastlab.data.multilabel import (MULAN, label_stats, load_mulan, load_user_dataset,
+                                         stratified_val_split)
 from contrastlab.io import save_safetensors, write_json, write_parquet
 from contrastlab.params import load_params
 from contrastlab.utils import repo_root
@@ -95,13 +99,17 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.out or f"data/multilabel/{name}")
     t0 = time.perf_counter()
     extra: dict = {}
-    if name in MULAN:
-        opt = Path(ml.optional_root)
-        opt = opt if opt.is_absolute() else root / opt
-        d = load_mulan(name, root / ml.vendor_root, opt)
+    if name in MULAN or name in ml.custom:
+        if name in MULAN:
+            opt = Path(ml.optional_root)
+            opt = opt if opt.is_absolute() else root / opt
+            d = load_mulan(name, root / ml.vendor_root, opt)
+        else:
+            d = load_user_dataset(name, ml.custom[name], root)
         arrays = {"x_train": d.x_train, "y_train": d.y_train, "x_test": d.x_test, "y_test": d.y_test}
         labels = d.label_names
         kind = "mlp"
+        extra = {"dropped_attributes": d.meta.get("dropped", [])}
     elif name == "reuters":
         from contrastlab.data.reuters import modapte_90, read_reuters
 
@@ -135,12 +143,18 @@ def main(argv: list[str] | None = None) -> int:
             keep = np.sort(np.random.default_rng(0).permutation(n)[:cap])
             for k in [k for k in arrays if k.endswith(f"_{split}")]:
                 arrays[k] = arrays[k][keep]
+    n_used = len(arrays["x_train"])
+    tr, va = stratified_val_split(arrays["y_train"], ml.train.val_fraction, ml.train.split_seed)
+    for k in [k for k in list(arrays) if k.endswith("_train")]:
+        full = arrays[k]
+        arrays[k.replace("_train", "_val")] = full[va]
+        arrays[k] = full[tr]
     if dp.standardize and kind == "mlp":
         mu = arrays["x_train"].mean(0)
         sd = arrays["x_train"].std(0)
         sd[sd < 1e-8] = 1.0
-        arrays["x_train"] = (arrays["x_train"] - mu) / sd
-        arrays["x_test"] = (arrays["x_test"] - mu) / sd
+        for split in ("train", "val", "test"):
+            arrays[f"x_{split}"] = (arrays[f"x_{split}"] - mu) / sd
     import torch
 
     tensors = {k: torch.as_tensor(np.ascontiguousarray(v)) for k, v in arrays.items()}
@@ -148,8 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     meta = {
         "dataset": name, "encoder": kind, "labels": labels,
         "n_features": int(arrays["x_train"].shape[1]),
-        "train_full": int(n_full), "subsampled_to": int(len(arrays["x_train"])) if len(arrays["x_train"]) < n_full else 0,
-        "train": label_stats(arrays["y_train"]), "test": label_stats(arrays["y_test"]),
+        "train_full": int(n_full), "subsampled_to": int(n_used) if n_used < n_full else 0,
+        "train": label_stats(arrays["y_train"]), "val": label_stats(arrays["y_val"]),
+        "test": label_stats(arrays["y_test"]),
         **extra,
     }
     save_safetensors(out_dir / "data.safetensors", tensors)
@@ -157,7 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     write_json(Path(args.report_dir) / f"{name}_dataset.json",
                {k: v for k, v in meta.items() if k != "labels"}
                | {"n_labels": len(labels), "build_s": round(time.perf_counter() - t0, 2)})
-    print(f"{name}: train {tuple(arrays['x_train'].shape)} (of {n_full}), test {tuple(arrays['x_test'].shape)}, "
+    if extra.get("dropped_attributes"):
+        print(f"{name}: dropped identifier-like attribute(s) {extra['dropped_attributes']}")
+    print(f"{name}: train {tuple(arrays['x_train'].shape)}, val {tuple(arrays['x_val'].shape)} (of {n_full}), test {tuple(arrays['x_test'].shape)}, "
           f"{len(labels)} labels, cardinality {meta['train']['cardinality']:.2f}")
     return 0
 
