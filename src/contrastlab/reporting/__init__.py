@@ -41,6 +41,9 @@ class Figure:
 class Section:
     track: str
     title: str
+    #: One short paragraph generated from the numbers: the best variant with its CI, the
+    #: variants tied with it, the gap to the strongest baseline (inline Markdown).
+    headline: str = ""
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -94,6 +97,8 @@ def render_markdown(sections: Sequence[Section], header: str = "") -> str:
         parts += [header, ""]
     for s in sections:
         parts += [f"## {s.title}", ""]
+        if s.headline:
+            parts += [f"**Headline.** {s.headline}", ""]
         for n in s.notes:
             parts += [n, ""]
         for t in s.tables:

@@ -42,6 +42,7 @@ main { padding: .5rem 2rem 3rem; max-width: 1400px; }
 section { margin-top: 1.6rem; padding-top: .4rem; border-top: 2px solid var(--line); }
 h2 { font-size: 1.35rem; margin: .4rem 0 .6rem; }
 p.note, p.meta { color: var(--muted); margin: .3rem 0 .8rem; font-size: .9rem; }
+p.headline { font-size: 1.05rem; border-left: 4px solid #2a6; padding: .4rem .8rem; background: #f4faf6; }
 code { font: .88em ui-monospace, "DejaVu Sans Mono", monospace; background: var(--head);
        padding: 0 .25em; border-radius: 3px; }
 .table-wrap { overflow-x: auto; margin: .8rem 0 .2rem; }
@@ -206,6 +207,8 @@ def render_html(sections: Sequence[Section], *, title: str = "contrastlab: loss 
         ids.add(sid)
         nav.append(f'<a href="#{sid}">{html.escape(s.title)}</a>')
         parts = [f'<section id="{sid}">', f"<h2>{inline_markdown(s.title)}</h2>"]
+        if s.headline:
+            parts.append(f'<p class="headline">{inline_markdown(s.headline)}</p>')
         parts += [f'<p class="meta">{inline_markdown(n)}</p>' for n in s.notes]
         parts += [_table(t, f"{sid}-table-{i}") for i, t in enumerate(s.tables)]
         if s.figures:

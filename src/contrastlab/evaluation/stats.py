@@ -1,0 +1,337 @@
+"""Statistics for a loss comparison a reviewer accepts (Musgrave, Belongie & Lim, "A Metric
+Learning Reality Check", ECCV 2020): confidence intervals, paired tests against the best row
+and against a baseline with a multiplicity correction, and a rank test across data sets.
+
+Everything is a nonparametric bootstrap over the two sources of noise a comparison has: the
+test items (nodes, queries, samples; optionally resampled by cluster, e.g. queries grouped by
+repository) and the training seeds (Efron & Tibshirani, "An Introduction to the Bootstrap",
+1993; the two-level scheme resamples seeds and items independently). All methods of one table
+are evaluated on the *same* bootstrap draws, so a difference between two methods is a paired
+statistic (the paired bootstrap of Koehn, EMNLP 2004).
+
+- :func:`resample_indices` draws the shared resamples.
+- :func:`bootstrap_per_item` gives point estimates and replicates for metrics that are means
+  of per-item scores (accuracy, reciprocal rank, hit@k), vectorised.
+- For other metrics (macro-F1, mAP) compute the metric on every draw of
+  :func:`resample_indices` yourself.
+- :func:`summarize` turns point estimates and replicates into the table: mean, 95% CI
+  (percentile), paired test against the best row and against a baseline, Holm-corrected
+  (Holm, Scand. J. Statist. 1979), "tied for best" when not significantly worse than the best.
+- :func:`friedman_nemenyi` / :func:`plot_cd`: Friedman test and Nemenyi critical difference
+  across data sets (Demsar, JMLR 2006, Sec. 3.2.2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["resample_indices", "bootstrap_per_item", "paired_pvalue", "holm", "summarize",
+           "friedman_nemenyi", "plot_cd"]
+
+Draw = tuple[np.ndarray, np.ndarray]
+
+
+def resample_indices(n_seeds: int, n_items: int, *, clusters: Sequence | np.ndarray | None = None,
+                     n_resamples: int = 1000, seed: int = 0) -> list[Draw]:
+    """Bootstrap draws shared by every method of a table.
+
+    Args:
+        n_seeds: number of training seeds ``S`` (>= 1); seeds are resampled with replacement.
+        n_items: number of test items ``I`` (>= 1).
+        clusters: optional ``[I]`` group ids (any hashable dtype); whole groups are resampled
+            (a cluster bootstrap), e.g. retrieval queries grouped by repository.
+        n_resamples: number of draws ``R`` (>= 1).
+        seed: seed of the NumPy generator (draws are reproducible).
+
+    Returns:
+        ``R`` pairs ``(seed_idx [S] int64, item_idx [I'] int64)``; ``I' = I`` without clusters,
+        else the total size of the drawn clusters.
+
+    Raises:
+        ValueError: non-positive sizes, or ``clusters`` of the wrong length.
+    """
+    if n_seeds < 1 or n_items < 1 or n_resamples < 1:
+        raise ValueError(f"need n_seeds, n_items, n_resamples >= 1 "
+                         f"(got {n_seeds}, {n_items}, {n_resamples})")
+    rng = np.random.default_rng(seed)
+    members: list[np.ndarray] | None = None
+    if clusters is not None:
+        c = np.asarray(clusters)
+        if c.shape != (n_items,):
+            raise ValueError(f"clusters has shape {c.shape}; expected ({n_items},)")
+        _, inv = np.unique(c, return_inverse=True)
+        members = [np.flatnonzero(inv == k) for k in range(int(inv.max()) + 1)]
+    draws: list[Draw] = []
+    for _ in range(n_resamples):
+        s = rng.integers(0, n_seeds, n_seeds)
+        if members is None:
+            i = rng.integers(0, n_items, n_items)
+        else:
+            picked = rng.integers(0, len(members), len(members))
+            i = np.concatenate([members[k] for k in picked])
+        draws.append((s, i))
+    return draws
+
+
+def bootstrap_per_item(per_item: Mapping[str, np.ndarray], *, clusters=None,
+                       n_resamples: int = 1000, seed: int = 0,
+                       draws: Sequence[Draw] | None = None
+                       ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """Point estimates and bootstrap replicates of mean per-item scores.
+
+    Args:
+        per_item: method name -> ``[S, I]`` (or ``[I]`` for one seed) float scores of each
+            test item under each seed, e.g. 0/1 correctness or reciprocal rank. All methods
+            must share ``S`` and ``I`` (seed ``k`` and item ``j`` mean the same thing in every
+            method: the pairing).
+        clusters, n_resamples, seed: see :func:`resample_indices` (ignored if ``draws``).
+        draws: precomputed draws (to share them with other metrics of the same table).
+
+    Returns:
+        ``(point, reps)``: ``point[name]`` = the mean over seeds and items; ``reps[name]``
+        ``[R]`` float64 = the mean over each draw's seeds x items.
+
+    Raises:
+        ValueError: empty input or methods of different shapes.
+    """
+    if not per_item:
+        raise ValueError("per_item is empty")
+    arrs = {k: np.atleast_2d(np.asarray(v, dtype=np.float64)) for k, v in per_item.items()}
+    shapes = {a.shape for a in arrs.values()}
+    if len(shapes) != 1:
+        raise ValueError(f"methods have different [seeds, items] shapes: {sorted(shapes)}")
+    (S, I), = shapes
+    if draws is None:
+        draws = resample_indices(S, I, clusters=clusters, n_resamples=n_resamples, seed=seed)
+    R = len(draws)
+    ws = np.zeros((R, S))
+    wi = np.zeros((R, I))
+    for r, (s, i) in enumerate(draws):
+        ws[r] = np.bincount(s, minlength=S)
+        wi[r] = np.bincount(i, minlength=I)
+    denom = ws.sum(1) * wi.sum(1)
+    point = {k: float(a.mean()) for k, a in arrs.items()}
+    # sum_s sum_i ws[r,s] * x[s,i] * wi[r,i]: [R,S] @ [S,I] -> [R,I], weighted by wi.
+    reps = {k: ((ws @ a) * wi).sum(1) / denom for k, a in arrs.items()}
+    return point, reps
+
+
+def paired_pvalue(diff_reps: np.ndarray) -> float:
+    """Two-sided paired-bootstrap p-value of ``H0: difference = 0``.
+
+    ``diff_reps`` ``[R]``: bootstrap replicates of a difference ``a - b`` computed on shared
+    draws. The p-value is twice the smaller tail mass of the replicates at zero, with the
+    ``+1`` correction of Davison & Hinkley (1997, Eq. 4.11) so it is never 0, capped at 1.
+    An identically zero difference gives ``p = 1`` (a tie).
+    """
+    d = np.asarray(diff_reps, dtype=np.float64)
+    if d.size == 0:
+        raise ValueError("no bootstrap replicates")
+    lo = (1 + np.count_nonzero(d <= 0)) / (d.size + 1)
+    hi = (1 + np.count_nonzero(d >= 0)) / (d.size + 1)
+    return float(min(1.0, 2 * min(lo, hi)))
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values (Holm 1979), in the input order.
+
+    ``p_adj_(j) = max_{k<=j} min(1, (m - k + 1) p_(k))`` for the ascending order ``p_(1..m)``.
+    Reject ``H_j`` at level alpha iff ``p_adj_j < alpha``. Empty input gives an empty array.
+    """
+    p = np.asarray(pvalues, dtype=np.float64)
+    if p.size == 0:
+        return p
+    if np.any((p < 0) | (p > 1) | np.isnan(p)):
+        raise ValueError(f"p-values must lie in [0, 1]: {p.tolist()}")
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    adj_sorted = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adj_sorted
+    return out
+
+
+def summarize(point: Mapping[str, float], reps: Mapping[str, np.ndarray], *,
+              higher_is_better: bool = True, alpha: float = 0.05, confidence: float = 0.95,
+              baseline: str | None = None, candidates: Sequence[str] | None = None
+              ) -> dict[str, dict]:
+    """One table's statistics: CIs, paired tests against the best and against a baseline.
+
+    Args:
+        point: method -> point estimate of the metric.
+        reps: method -> ``[R]`` replicates on shared draws (same ``R`` for all).
+        higher_is_better: direction of the metric.
+        alpha: family-wise level of the Holm-corrected tests.
+        confidence: level of the percentile CI.
+        baseline: a method every candidate is tested against (e.g. the strongest untrained
+            baseline); ``beats_baseline`` is True when significantly better after Holm.
+        candidates: methods that can be "best" and are tested (default: all but
+            ``baseline``); others (references, baselines) get only mean and CI.
+
+    Returns:
+        method -> ``{"mean", "ci_low", "ci_high", "n_resamples"}`` and, for candidates,
+        ``"is_best", "delta_vs_best", "p_vs_best", "p_vs_best_holm", "tied_for_best"`` and,
+        with a baseline, ``"delta_vs_baseline", "p_vs_baseline", "p_vs_baseline_holm",
+        "beats_baseline"``. The best's own p-value is 1 and it is tied with itself.
+
+    Raises:
+        ValueError: unknown baseline/candidate, mismatched replicate counts, or no candidate.
+    """
+    names = list(point)
+    missing = [n for n in names if n not in reps]
+    if missing:
+        raise ValueError(f"no replicates for {missing}")
+    sizes = {np.asarray(reps[n]).shape for n in names}
+    if len(sizes) != 1:
+        raise ValueError(f"replicates differ in shape across methods: {sorted(sizes)}")
+    if baseline is not None and baseline not in point:
+        raise ValueError(f"baseline {baseline!r} is not a method ({names})")
+    cands = list(candidates) if candidates is not None else [n for n in names if n != baseline]
+    unknown = [c for c in cands if c not in point]
+    if unknown or not cands:
+        raise ValueError(f"bad candidates {cands} (methods: {names})")
+    sign = 1.0 if higher_is_better else -1.0
+    q = (1 - confidence) / 2
+    out: dict[str, dict] = {}
+    for n in names:
+        r = np.asarray(reps[n], dtype=np.float64)
+        lo, hi = np.quantile(r, [q, 1 - q])
+        out[n] = {"mean": float(point[n]), "ci_low": float(lo), "ci_high": float(hi),
+                  "n_resamples": int(r.size)}
+    best = max(cands, key=lambda c: sign * point[c])
+    others = [c for c in cands if c != best]
+    p_best = [paired_pvalue(sign * (np.asarray(reps[best]) - np.asarray(reps[c]))) for c in others]
+    p_best_holm = holm(p_best)
+    out[best].update(is_best=True, delta_vs_best=0.0, p_vs_best=1.0, p_vs_best_holm=1.0,
+                     tied_for_best=True)
+    for c, p, ph in zip(others, p_best, p_best_holm):
+        out[c].update(is_best=False, delta_vs_best=float(point[c] - point[best]),
+                      p_vs_best=p, p_vs_best_holm=float(ph), tied_for_best=bool(ph >= alpha))
+    if baseline is not None:
+        tested = [c for c in cands if c != baseline]
+        p_base = [paired_pvalue(sign * (np.asarray(reps[c]) - np.asarray(reps[baseline])))
+                  for c in tested]
+        for c, p, ph in zip(tested, p_base, holm(p_base)):
+            delta = float(point[c] - point[baseline])
+            out[c].update(delta_vs_baseline=delta, p_vs_baseline=p,
+                          p_vs_baseline_holm=float(ph),
+                          beats_baseline=bool(ph < alpha and sign * delta > 0))
+    return out
+
+
+def friedman_nemenyi(scores, *, higher_is_better: bool = True, alpha: float = 0.05) -> dict:
+    """Friedman test and Nemenyi critical difference of methods across data sets (Demsar 2006).
+
+    Args:
+        scores: ``pandas.DataFrame`` ``[datasets x methods]`` of one metric (no NaN).
+        higher_is_better: rank 1 = the highest score when True.
+        alpha: level of the Nemenyi critical difference.
+
+    Returns:
+        ``{"avg_ranks": {method: rank}, "friedman_stat", "friedman_p", "cd", "n_datasets",
+        "n_methods", "alpha", "pairwise_p": {m1: {m2: p}}}``; ``cd`` =
+        ``q_alpha sqrt(k(k+1)/(6N))`` with ``q_alpha`` the studentized-range quantile / sqrt 2.
+        Two methods differ significantly when their average ranks differ by more than ``cd``.
+
+    Raises:
+        ValueError: fewer than 2 data sets or 3 methods, or missing values.
+    """
+    import pandas as pd
+    from scipy.stats import friedmanchisquare, rankdata, studentized_range
+
+    df = pd.DataFrame(scores).astype(float)
+    n, k = df.shape
+    if n < 2 or k < 3:
+        raise ValueError(f"need >= 2 data sets and >= 3 methods (got {n} x {k})")
+    if df.isna().any().any():
+        raise ValueError("scores contain missing values: "
+                         f"{df.columns[df.isna().any()].tolist()}")
+    vals = df.to_numpy()
+    ranks = np.vstack([rankdata(-row if higher_is_better else row) for row in vals])
+    avg = ranks.mean(0)
+    stat, p = friedmanchisquare(*vals.T)
+    q_alpha = float(studentized_range.ppf(1 - alpha, k, np.inf)) / np.sqrt(2)
+    cd = q_alpha * np.sqrt(k * (k + 1) / (6.0 * n))
+    try:
+        import scikit_posthocs as sp
+
+        # posthoc_nemenyi_friedman ranks with "higher is better" internally? It ranks each
+        # block ascending; the p-values depend only on |rank differences|, so direction is moot.
+        pw = sp.posthoc_nemenyi_friedman(df.to_numpy())
+        pw.index = pw.columns = list(df.columns)
+        pairwise = {a: {b: float(pw.loc[a, b]) for b in df.columns} for a in df.columns}
+    except ImportError:  # optional: the CD itself needs only scipy
+        pairwise = {}
+    return {"avg_ranks": {m: float(r) for m, r in zip(df.columns, avg)},
+            "friedman_stat": float(stat), "friedman_p": float(p), "cd": float(cd),
+            "n_datasets": int(n), "n_methods": int(k), "alpha": alpha, "pairwise_p": pairwise}
+
+
+def plot_cd(result: dict, path: str | Path, *, title: str = "") -> Path:
+    """Critical-difference diagram (Demsar 2006, Fig. 1) of :func:`friedman_nemenyi`'s result.
+
+    Methods sit on an axis of average rank (1 = best, left); a bar of length ``cd`` is drawn
+    and methods whose ranks differ by less than ``cd`` are joined by a thick line (not
+    significantly different). Writes a PNG to ``path`` atomically and returns the path.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..io import atomic_path
+
+    ranks = result["avg_ranks"]
+    cd = result["cd"]
+    k = len(ranks)
+    names = sorted(ranks, key=ranks.get)
+    order = [ranks[m] for m in names]
+    # cliques: maximal runs of consecutive (by rank) methods within cd of each other
+    bars: list[tuple[int, int]] = []
+    for i in range(k):
+        j = i
+        while j + 1 < k and order[j + 1] - order[i] < cd:
+            j += 1
+        if j > i and not any(a <= i and j <= b for a, b in bars):
+            bars.append((i, j))
+    half = (k + 1) // 2
+    n_rows = max(half, k - half)
+    # vertical layout in "row" units: ticks and CD bar on top, cliques, then method labels
+    top, y_axis = 0.0, -1.2
+    y_bar0 = y_axis - 0.5
+    y_lab0 = y_bar0 - 0.45 * len(bars) - 0.4
+    bottom = y_lab0 - 0.7 * n_rows
+    fig, ax = plt.subplots(figsize=(10, 0.35 * (top - bottom) + 0.3), dpi=100)
+    lo, hi = 1, k
+    ax.set_xlim(lo - 0.9, hi + 0.9)
+    ax.set_ylim(bottom, top + 0.3)
+    ax.axis("off")
+    ax.hlines(y_axis, lo, hi, color="k", lw=1)
+    for t in range(lo, hi + 1):
+        ax.vlines(t, y_axis, y_axis + 0.25, color="k", lw=1)
+        ax.text(t, y_axis + 0.35, str(t), ha="center", va="bottom", fontsize=10)
+    ax.hlines(top, lo, lo + cd, color="tab:red", lw=2)
+    ax.vlines([lo, lo + cd], top - 0.15, top + 0.15, color="tab:red", lw=2)
+    ax.text(lo + cd + 0.05, top, f"CD = {cd:.2f}", ha="left", va="center", fontsize=10,
+            color="tab:red")
+    for n_bar, (i, j) in enumerate(bars):
+        yb = y_bar0 - 0.45 * n_bar
+        ax.hlines(yb, order[i] - 0.04, order[j] + 0.04, color="tab:blue", lw=4)
+    for j, m in enumerate(names):
+        r = ranks[m]
+        left = j < half
+        y = y_lab0 - 0.7 * (j if left else k - 1 - j)
+        x_text = lo - 0.15 if left else hi + 0.15
+        ax.plot([r, r, x_text], [y_axis, y, y], color="k", lw=0.8)
+        ax.text(x_text - 0.05 if left else x_text + 0.05, y, f"{m} ({r:.2f})",
+                ha="right" if left else "left", va="center", fontsize=10)
+    if title:
+        ax.set_title(title, fontsize=11)
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", bbox_inches="tight")
+    plt.close(fig)
+    return path
