@@ -152,6 +152,18 @@ class HumanEvalParams(_Strict):
     seed: int = 0
 
 
+class MultilabelTune(_Strict):
+    """``multilabel.tune``: the equal search budget of every variant (contrastlab.tuning)."""
+
+    trials: int = Field(10, ge=1, description="Finished trials per variant (the same for every loss).")
+    startup_trials: int = Field(4, ge=1, description="Random trials before TPE.")
+    seed: int = Field(0, ge=0)
+    storage: str | None = Field(None, description="null = journal file in the stage output; else an Optuna RDB URL.")
+    datasets: list[str] = Field(default_factory=lambda: ["yeast", "emotions"],
+                                description="Objective = mean validation mAP over these data sets.")
+    run_seed: int = Field(0, description="Training seed of every trial.")
+
+
 class MultilabelParams(_Strict):
     """``multilabel:`` section. Unknown keys are rejected."""
 
@@ -166,6 +178,7 @@ class MultilabelParams(_Strict):
     custom: dict[str, CustomDataset] = Field(default_factory=dict, description="User data sets.")
     train: TrainParams = TrainParams()
     variants: dict[str, VariantParams] = Field(default_factory=dict)
+    tune: MultilabelTune = MultilabelTune()
     reuters: ReutersParams = ReutersParams()
     humaneval: HumanEvalParams = HumanEvalParams()
 
