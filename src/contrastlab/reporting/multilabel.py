@@ -315,9 +315,14 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                                     "training rows, by multi-label relation R1..R5 (paper Eq. 8-15)."))
     # Friedman + Nemenyi across data sets (mAP)
     fr = None
-    common = [v for v in TABLE1_ROWS if all(v in r for r in runs.values())]
-    if len(runs) >= 2 and len(common) >= 3:
-        df = pd.DataFrame({v: [runs[ds][v]["map"] for ds in runs] for v in common}, index=list(runs))
+    union = [v for v in TABLE1_ROWS if any(v in r for r in runs.values())]
+    full = [ds for ds, r in runs.items() if all(v in r for v in union)]
+    if len(full) < len(runs):
+        s.notes.append(f"Data sets without every model's final runs ({', '.join(d for d in runs if d not in full)}) "
+                       "are left out of the Friedman test and the critical-difference diagram.")
+    common = union
+    if len(full) >= 2 and len(common) >= 3:
+        df = pd.DataFrame({v: [runs[ds][v]["map"] for ds in full] for v in common}, index=full)
         fr = friedman_nemenyi(df, higher_is_better=True, alpha=ALPHA)
         cdp = figures_dir / "multilabel_cd_map.png"
         plot_cd({**fr, "avg_ranks": {TITLES[k].split(" (")[0] if k not in ("simdis", "simdis_sum", "simdis_eq13")
@@ -329,8 +334,8 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                                 f"Friedman chi2 = {fr['friedman_stat']:.2f}, p = {fr['friedman_p']:.3g}."))
         order = sorted(fr["avg_ranks"], key=fr["avg_ranks"].get)
         s.tables.append(Table("Average mAP rank across data sets (Friedman / Nemenyi)",
-                              ["Method", "average rank"] + list(runs),
-                              [[TITLES[v], f"{fr['avg_ranks'][v]:.2f}"] + [f"{100 * runs[ds][v]['map']:.2f}" for ds in runs]
+                              ["Method", "average rank"] + full,
+                              [[TITLES[v], f"{fr['avg_ranks'][v]:.2f}"] + [f"{100 * runs[ds][v]['map']:.2f}" for ds in full]
                                for v in order],
                               note=f"Friedman chi2 = {fr['friedman_stat']:.2f}, p = {fr['friedman_p']:.3g}; "
                                    f"Nemenyi CD = {fr['cd']:.2f} at alpha {ALPHA} (Demsar 2006)."))
