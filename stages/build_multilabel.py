@@ -1,6 +1,9 @@
-"""DVC stage ``build_multilabel@<dataset>``: one multi-label data set as train/test tensors.
+"""DVC stage ``build_multilabel@<dataset>``: one multi-label data set as train/val/test tensors.
 
-MULAN sets: ARFF + XML -> (optional seeded train subsample) -> z-scored features.
+MULAN sets: ARFF + XML -> (optional seeded train subsample) -> validation split carved from
+the training set by iterative stratification (``multilabel.train.val_fraction``,
+``split_seed``) -> z-scored features (mean/std of the training part).
+User data sets (``multilabel.custom.<name>``): ARFF + label XML or CSV/Parquet, same path.
 ``reuters``: ModApte 90 categories from the raw SGML -> frozen teacher mean states.
 ``humaneval``: canonical + AST-mutant variants, tiered by sandboxed execution of each
 assertion -> frozen teacher mean states of the variant source; per-assertion results are
@@ -21,11 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from contrastlab.cli import run_stage
-from contrastlab.data.multilabel import MULAN, label_stats, load_mulan
-from contrastlab.errors import UnknownNameError
+from contrastlab.data.multilabel import (MULAN, label_stats, load_mulan, load_user_dataset,
+                                         stratified_val_split)
 from contrastlab.io import save_safetensors, write_json, write_parquet
 from contrastlab.params import load_params
-from contrastlab.timings import write_timing
 from contrastlab.utils import repo_root
 
 
@@ -41,18 +43,14 @@ def build_humaneval(p, out_dir: Path) -> dict:
     from concurrent.futures import ThreadPoolExecutor
 
     import pandas as pd
-    from contrastlab.progress import tqdm
+    from tqdm import tqdm
 
-    from contrastlab.data.humaneval import TIERS, load_problems, sandbox_mode, tier_problem
+    from contrastlab.data.humaneval import TIERS, load_problems, tier_problem
 
     h = p.multilabel.humaneval
-    mode = sandbox_mode(h.allow_unsandboxed)  # raises SandboxUnavailable unless allowed
-    print(f"humaneval: running variants in mode {mode!r}"
-          + ("" if mode == "bwrap" else " (NOT sandboxed: allow_unsandboxed is set; trusted code only)"),
-          flush=True)
     probs = load_problems(h.max_problems)
     sandbox = dict(timeout_s=h.timeout_s, assert_timeout_s=min(1.0, h.timeout_s), cpu_s=h.cpu_s,
-                   memory_mb=h.memory_mb, fsize_mb=h.fsize_mb, mode=mode)
+                   memory_mb=h.memory_mb, fsize_mb=h.fsize_mb)
     with ThreadPoolExecutor(h.workers) as pool:
         jobs = [pool.submit(tier_problem, pr, h.variants_per_problem, h.seed + i, **sandbox)
                 for i, pr in enumerate(probs)]
@@ -79,7 +77,7 @@ def build_humaneval(p, out_dir: Path) -> dict:
     purity = knn_label_purity(x[~test], groups[~test], x[test], groups[test], p.multilabel.train.knn_k)
     return {"x_train": x[~test], "y_train": y[~test], "x_test": x[test], "y_test": y[test],
             "g_train": groups[~test], "g_test": groups[test], "labels": labels,
-            "extra": {"sandbox": mode, "knn_purity_teacher": purity,"tiers": df["tier"].value_counts().to_dict(),
+            "extra": {"knn_purity_teacher": purity,"tiers": df["tier"].value_counts().to_dict(),
                       "canonical_not_pass": int(((df["mutation"] == "canonical") & (df["tier"] != "PASS")).sum()),
                       "status": df["status"].value_counts().to_dict()}}
 
@@ -95,19 +93,23 @@ def main(argv: list[str] | None = None) -> int:
     ml = p.multilabel
     name = args.dataset
     if name not in ml.data:
-        raise UnknownNameError(f"{args.params}: multilabel.data has no entry {name!r}")
+        raise KeyError(f"{args.params}: multilabel.data has no entry {name!r}")
     dp = ml.data[name]
     root = repo_root()
     out_dir = Path(args.out or f"data/multilabel/{name}")
     t0 = time.perf_counter()
     extra: dict = {}
-    if name in MULAN:
-        opt = Path(ml.optional_root)
-        opt = opt if opt.is_absolute() else root / opt
-        d = load_mulan(name, root / ml.vendor_root, opt)
+    if name in MULAN or name in ml.custom:
+        if name in MULAN:
+            opt = Path(ml.optional_root)
+            opt = opt if opt.is_absolute() else root / opt
+            d = load_mulan(name, root / ml.vendor_root, opt)
+        else:
+            d = load_user_dataset(name, ml.custom[name], root)
         arrays = {"x_train": d.x_train, "y_train": d.y_train, "x_test": d.x_test, "y_test": d.y_test}
         labels = d.label_names
         kind = "mlp"
+        extra = {"dropped_attributes": d.meta.get("dropped", [])}
     elif name == "reuters":
         from contrastlab.data.reuters import modapte_90, read_reuters
 
@@ -133,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         arrays = r
         kind = "teacher_head"
     else:
-        raise UnknownNameError(f"unknown data set {name!r}")
+        raise KeyError(f"unknown data set {name!r}")
     n_full = extra.pop("n_train_full", len(arrays["x_train"]))
     for split, cap in (("train", dp.max_train), ("test", dp.max_test)):
         n = len(arrays[f"x_{split}"])
@@ -141,12 +143,18 @@ def main(argv: list[str] | None = None) -> int:
             keep = np.sort(np.random.default_rng(0).permutation(n)[:cap])
             for k in [k for k in arrays if k.endswith(f"_{split}")]:
                 arrays[k] = arrays[k][keep]
+    n_used = len(arrays["x_train"])
+    tr, va = stratified_val_split(arrays["y_train"], ml.train.val_fraction, ml.train.split_seed)
+    for k in [k for k in list(arrays) if k.endswith("_train")]:
+        full = arrays[k]
+        arrays[k.replace("_train", "_val")] = full[va]
+        arrays[k] = full[tr]
     if dp.standardize and kind == "mlp":
         mu = arrays["x_train"].mean(0)
         sd = arrays["x_train"].std(0)
         sd[sd < 1e-8] = 1.0
-        arrays["x_train"] = (arrays["x_train"] - mu) / sd
-        arrays["x_test"] = (arrays["x_test"] - mu) / sd
+        for split in ("train", "val", "test"):
+            arrays[f"x_{split}"] = (arrays[f"x_{split}"] - mu) / sd
     import torch
 
     tensors = {k: torch.as_tensor(np.ascontiguousarray(v)) for k, v in arrays.items()}
@@ -154,17 +162,19 @@ def main(argv: list[str] | None = None) -> int:
     meta = {
         "dataset": name, "encoder": kind, "labels": labels,
         "n_features": int(arrays["x_train"].shape[1]),
-        "train_full": int(n_full), "subsampled_to": int(len(arrays["x_train"])) if len(arrays["x_train"]) < n_full else 0,
-        "train": label_stats(arrays["y_train"]), "test": label_stats(arrays["y_test"]),
+        "train_full": int(n_full), "subsampled_to": int(n_used) if n_used < n_full else 0,
+        "train": label_stats(arrays["y_train"]), "val": label_stats(arrays["y_val"]),
+        "test": label_stats(arrays["y_test"]),
         **extra,
     }
     save_safetensors(out_dir / "data.safetensors", tensors)
     write_json(out_dir / "meta.json", meta)
     write_json(Path(args.report_dir) / f"{name}_dataset.json",
                {k: v for k, v in meta.items() if k != "labels"}
-               | {"n_labels": len(labels)})
-    write_timing("multilabel", f"build_{name}", {"time_s": round(time.perf_counter() - t0, 3)})
-    print(f"{name}: train {tuple(arrays['x_train'].shape)} (of {n_full}), test {tuple(arrays['x_test'].shape)}, "
+               | {"n_labels": len(labels), "build_s": round(time.perf_counter() - t0, 2)})
+    if extra.get("dropped_attributes"):
+        print(f"{name}: dropped identifier-like attribute(s) {extra['dropped_attributes']}")
+    print(f"{name}: train {tuple(arrays['x_train'].shape)}, val {tuple(arrays['x_val'].shape)} (of {n_full}), test {tuple(arrays['x_test'].shape)}, "
           f"{len(labels)} labels, cardinality {meta['train']['cardinality']:.2f}")
     return 0
 

@@ -104,8 +104,8 @@ def test_malformed_label_xml_names_the_file(tmp_path):
 
 
 def test_optional_dataset_missing_names_path(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"scene-train\.arff.*optional_root"):
-        load_mulan("scene", VENDOR, tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"bibtex-train\.arff.*optional_root"):
+        load_mulan("bibtex", VENDOR, tmp_path)
 
 
 def test_checksum_mismatch_is_reported(tmp_path):

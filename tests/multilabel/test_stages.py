@@ -16,9 +16,11 @@ def _params(tmp: Path, **train) -> Path:
         "datasets": ["yeast"], "losses": ["bce", "mulsupcon"], "seeds": [0, 1, 2],
         "vendor_root": str(ROOT / "data" / "vendor" / "mulan"), "optional_root": str(tmp / "none"),
         "data": {"yeast": {"max_train": 300}},
-        "train": {"hidden": [16], "enc_dim": 16, "proj_dim": 8, "batch_size": 64, "epochs": 2,
-                  "clf_epochs": 3, "workers": 2, **train},
-        "variants": {"simdis": {"kwargs": {"weighting": "log_prob"}}},
+        "train": {"hidden": [16], "enc_dim": 16, "proj_dim": 8, "batch_size": 64, "max_steps": 20,
+                  "eval_every": 10, "workers": 2, **train},
+        "tune": {"trials": 2, "startup_trials": 1, "datasets": ["yeast"]},
+        "variants": {"simdis": {"kwargs": {"weighting": "log_prob"}},
+                     "mulsupcon": {"search": {"temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True}}}},
     }}
     f = tmp / "params.yaml"
     f.write_text(yaml.safe_dump(p))
@@ -56,39 +58,88 @@ def _run(args, cwd):
 
 
 @pytest.mark.slow
-def test_build_train_weights_on_yeast(tmp_path):
+def test_build_tune_train_weights_report_on_yeast(tmp_path):
     params = _params(tmp_path)
     r = _run([str(ROOT / "stages" / "build_multilabel.py"), "--dataset", "yeast", "--params", str(params)], tmp_path)
     assert r.returncode == 0, r.stderr
     meta = json.loads((tmp_path / "data/multilabel/yeast/meta.json").read_text())
-    assert meta["train"]["n"] == 300 and meta["train_full"] == 1500 and meta["test"]["n"] == 917
+    assert meta["train"]["n"] + meta["val"]["n"] == 300 and meta["train_full"] == 1500 and meta["test"]["n"] == 917
     assert len(meta["labels"]) == 14
-    r = _run([str(ROOT / "stages" / "train_multilabel.py"), "--dataset", "yeast", "--loss", "mulsupcon",
-              "--params", str(params)], tmp_path)
-    assert r.returncode == 0, r.stderr
+    for v in ("mulsupcon", "bce"):
+        r = _run([str(ROOT / "stages" / "tune_multilabel.py"), "--variant", v, "--params", str(params)], tmp_path)
+        assert r.returncode == 0, r.stderr
+    tuned = json.loads((tmp_path / "reports/tuned/multilabel/mulsupcon.json").read_text())
+    assert set(tuned["params"]) == {"temperature"} and tuned["n_complete"] == 2
+    assert (tmp_path / "reports/tune/multilabel/mulsupcon/journal.log").exists()
+    assert json.loads((tmp_path / "reports/tuned/multilabel/bce.json").read_text())["params"] == {}
+    for v in ("mulsupcon", "bce"):
+        r = _run([str(ROOT / "stages" / "train_multilabel.py"), "--dataset", "yeast", "--loss", v,
+                  "--params", str(params)], tmp_path)
+        assert r.returncode == 0, r.stderr
     m = json.loads((tmp_path / "reports/metrics/multilabel/yeast_mulsupcon.json").read_text())
-    assert m["n_seeds"] == 3 and 0 < m["micro_f1"] <= 1
-    # wall time: in the timings file, never in the (DVC-declared) metrics
-    from contrastlab.timings import read_timing
+    assert m["n_seeds"] == 3 and 0 < m["micro_f1"] <= 1 and "time_s" not in m
+    assert m["tuned"] == tuned["params"] and m["config"]["temperature"] == pytest.approx(tuned["params"]["temperature"])
+    assert {f"map_seed{s}" for s in range(3)} <= set(m) and "macro_f1_val_t" in m
+    import numpy as np
 
-    assert "time_s" not in m and read_timing("multilabel", "yeast_mulsupcon")["time_s"] > 0
-    assert all(isinstance(v, (int, float)) for v in m.values())
-    assert {f"map_seed{s}" for s in range(3)} <= set(m)
+    with np.load(tmp_path / "reports/metrics/multilabel/reps/yeast_mulsupcon.npz") as z:
+        assert z["map"].shape == (1000,) and abs(float(np.median(z["map"])) - m["map"]) < 0.05
     csv = (tmp_path / "reports/plots/multilabel/yeast_mulsupcon.csv").read_text().splitlines()
-    assert csv[0].startswith("epoch,loss,loss_std") and len(csv) == 3
+    assert csv[0] == "seed,step,loss,val_map" and len(csv) == 1 + 3 * 2
     r = _run([str(ROOT / "stages" / "multilabel_weights.py"), "--dataset", "yeast"], tmp_path)
     assert r.returncode == 0, r.stderr
     rel = json.loads((tmp_path / "reports/data/multilabel/yeast_simdis_relations.json").read_text())
-    assert rel["n_pairs"] == 300 * 299
+    n = meta["train"]["n"]
+    assert rel["n_pairs"] == n * (n - 1)
     assert sum(rel[f"R{i}_pairs"] for i in range(1, 6)) == rel["n_pairs"]
     assert rel["R1_weight_mean"] == 0.0 and rel["R2_weight_mean"] == 1.0
-    # the report section builds from these outputs
     from contrastlab.reporting.multilabel import build_section
 
     s = build_section(tmp_path, tmp_path / "figs")
     titles = [t.title for t in s.tables]
-    assert "yeast: Table 1 format" in titles
+    assert "yeast: Table 1 format (test, %)" in titles
     assert all(f.path.exists() for f in s.figures)
+
+
+def test_user_csv_dataset_end_to_end(tmp_path):
+    """A user's CSV data set named in params goes through build -> train -> metrics."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "mine").mkdir()
+    w = rng.normal(size=(3, 5))
+    for split, n in (("train", 80), ("test", 40)):
+        y = (rng.random((n, 3)) < 0.4).astype(int)
+        y[y.sum(1) == 0, 0] = 1
+        x = y @ w + 0.3 * rng.normal(size=(n, 5))
+        df = pd.DataFrame(x, columns=[f"f{i}" for i in range(5)])
+        for j in range(3):
+            df[f"lab{j}"] = y[:, j]
+        df.to_csv(tmp_path / "mine" / f"{split}.csv", index=False)
+    p = yaml.safe_load(_params(tmp_path).read_text())
+    p["multilabel"]["datasets"] = ["mine"]
+    p["multilabel"]["custom"] = {"mine": {"format": "csv", "train": "mine/train.csv", "test": "mine/test.csv",
+                                          "label_columns": ["lab0", "lab1", "lab2"], "rows": [80, 40]}}
+    p["multilabel"]["seeds"] = [0, 1]
+    p["multilabel"]["train"]["workers"] = 1
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
+    (tmp_path / "reports/tuned/multilabel").mkdir(parents=True)
+    (tmp_path / "reports/tuned/multilabel/logreg.json").write_text('{"params": {}}')
+    r = _run([str(ROOT / "stages" / "build_multilabel.py"), "--dataset", "mine", "--params", "params.yaml"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((tmp_path / "data/multilabel/mine/meta.json").read_text())
+    assert meta["train"]["n"] + meta["val"]["n"] == 80 and meta["n_features"] == 5 and meta["labels"] == ["lab0", "lab1", "lab2"]
+    r = _run([str(ROOT / "stages" / "train_multilabel.py"), "--dataset", "mine", "--loss", "logreg",
+              "--params", "params.yaml"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    m = json.loads((tmp_path / "reports/metrics/multilabel/mine_logreg.json").read_text())
+    assert m["n_seeds"] == 2 and m["map"] > 0.7 and m["n_test"] == 40
+    bad = dict(p)
+    bad["multilabel"]["custom"]["mine"]["rows"] = [81, 40]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(bad))
+    r = _run([str(ROOT / "stages" / "build_multilabel.py"), "--dataset", "mine", "--params", "params.yaml"], tmp_path)
+    assert r.returncode == 2 and "expected 81" in r.stderr
 
 
 def test_bad_params_and_missing_inputs_give_clear_errors(tmp_path):
@@ -107,10 +158,10 @@ def test_bad_params_and_missing_inputs_give_clear_errors(tmp_path):
     bad["multilabel"]["datasets"] = ["yeast", "imagenet"]
     params.write_text(yaml.safe_dump(bad))
     r = _run([str(ROOT / "stages" / "build_multilabel.py"), "--dataset", "yeast", "--params", str(params)], tmp_path)
-    assert r.returncode == 2 and "multilabel.datasets" in r.stderr and "imagenet" in r.stderr
+    assert r.returncode == 2 and "unknown data set" in r.stderr and "imagenet" in r.stderr
 
 
 def test_optional_dataset_missing_is_named(tmp_path):
     params = _params(tmp_path)
-    r = _run([str(ROOT / "stages" / "build_multilabel.py"), "--dataset", "scene", "--params", str(params)], tmp_path)
-    assert r.returncode == 2 and "scene-train.arff" in r.stderr and "optional_root" in r.stderr
+    r = _run([str(ROOT / "stages" / "build_multilabel.py"), "--dataset", "bibtex", "--params", str(params)], tmp_path)
+    assert r.returncode == 2 and "bibtex-train.arff" in r.stderr and "optional_root" in r.stderr

@@ -6,10 +6,19 @@ every other attribute is a feature). Both the dense form (comma-separated rows) 
 sparse form (``{index value, ...}`` rows, absent entries are 0) are read with the
 ``liac-arff`` package (``scipy.io.arff`` cannot read sparse rows).
 
-Which files the default pipeline reads: yeast, enron and tmc2007-500 are vendored under
-``data/vendor/mulan/`` (checked against ``SHA256SUMS``); scene, emotions, bibtex and medical
-are read from an optional root (default ``../shared/datasets`` relative to the repository),
-and a missing file raises ``FileNotFoundError`` naming the path.
+Which files the default pipeline reads: yeast, enron, tmc2007-500, scene, emotions and
+medical are vendored under ``data/vendor/mulan/`` (checked against ``SHA256SUMS``); bibtex is
+read from an optional root (default ``../shared/datasets`` relative to the repository),
+and a missing file raises ``FileNotFoundError`` naming the path. Every known set is also
+checked against its published row counts (so a file cut at a line boundary, which still
+parses, is an error).
+
+Attributes: numeric attributes and nominal attributes with numeric values ({0,1}) are read as
+numbers; other nominal attributes are one-hot encoded over the categories declared in the
+header (feature names ``attr=value``); a nominal or string attribute taking a different value
+on every row of the training file (an identifier) is dropped and listed in ``meta["dropped"]``.
+A user's own data set (ARFF + label XML, or CSV/Parquet with named label columns) goes through
+:func:`load_user_dataset` with the same checks.
 
 Source of the data: Tsoumakas et al., MULAN (github.com/tsoumakas/mulan); see
 ``data/vendor/mulan/PROVENANCE.txt``.
@@ -21,6 +30,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,6 +40,7 @@ from ..errors import UnknownNameError
 __all__ = [
     "MULAN", "MultilabelData", "MulanSpec", "ArffError",
     "read_label_xml", "read_arff", "load_mulan", "mulan_paths", "label_stats",
+    "load_user_dataset", "check_rows", "stratified_val_split",
 ]
 
 
@@ -44,18 +55,28 @@ class MulanSpec:
     folder: str
     stem: str
     vendored: bool = False
+    rows: tuple[int, int] | None = None  # published (train, test) row counts
 
 
 #: The MULAN data sets this project knows, by the name used in ``params.yaml``.
 MULAN: dict[str, MulanSpec] = {
-    "yeast": MulanSpec("yeast", "yeast", vendored=True),
-    "enron": MulanSpec("enron", "enron", vendored=True),
-    "tmc2007-500": MulanSpec("tmc2007", "tmc2007-500", vendored=True),
-    "scene": MulanSpec("scene", "scene"),
-    "emotions": MulanSpec("emotions", "emotions"),
-    "bibtex": MulanSpec("bibtex", "bibtex"),
-    "medical": MulanSpec("medical", "medical"),
+    "yeast": MulanSpec("yeast", "yeast", vendored=True, rows=(1500, 917)),
+    "enron": MulanSpec("enron", "enron", vendored=True, rows=(1123, 579)),
+    "tmc2007-500": MulanSpec("tmc2007", "tmc2007-500", vendored=True, rows=(21519, 7077)),
+    "scene": MulanSpec("scene", "scene", vendored=True, rows=(1211, 1196)),
+    "emotions": MulanSpec("emotions", "emotions", vendored=True, rows=(391, 202)),
+    "medical": MulanSpec("medical", "medical", vendored=True, rows=(333, 645)),
+    "bibtex": MulanSpec("bibtex", "bibtex", rows=(4880, 2515)),
 }
+
+
+def check_rows(name: str, split: str, got: int, expected: int | None) -> None:
+    """Raise ``ValueError`` when a split does not have its expected number of rows.
+
+    A truncated file cut at a line boundary still parses; this check makes it an error.
+    """
+    if expected is not None and got != expected:
+        raise ValueError(f"{name} {split}: {got} rows, expected {expected} (truncated or wrong file?)")
 
 
 @dataclass
@@ -113,36 +134,84 @@ def read_label_xml(path: str | Path) -> list[str]:
     return names
 
 
-def _to_float(values: np.ndarray, attr: tuple, path: Path) -> np.ndarray:
-    """Map decoded ARFF values of one attribute to float (nominal values must be numeric)."""
+def _is_numeric_nominal(typ: list) -> bool:
+    try:
+        [float(v) for v in typ]
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _columns(values: np.ndarray, attr: tuple, path: Path, drop: bool) -> tuple[np.ndarray, list[str]]:
+    """Encode one attribute's decoded ARFF values as ``[N, k]`` float32 columns and names.
+
+    Numeric and numeric-valued nominal attributes give one column; other nominal attributes
+    are one-hot encoded over the declared categories (``attr=value``; a missing value is all
+    zeros). ``drop`` returns no column (an identifier attribute).
+    """
     name, typ = attr
-    if isinstance(typ, list):  # nominal: values are the category strings
-        try:
-            return np.asarray([float(v) for v in values], dtype=np.float32)
-        except ValueError:
-            raise ArffError(f"{path}: nominal attribute {name!r} has non-numeric values {typ[:5]}; "
-                            "only numeric or {0,1} attributes are supported") from None
+    n = len(values)
+    if drop:
+        return np.zeros((n, 0), np.float32), []
+    if isinstance(typ, list):
+        if _is_numeric_nominal(typ):
+            if any(v is None for v in values):
+                raise ArffError(f"{path}: attribute {name!r} has missing values ('?')")
+            return np.asarray(values, dtype=object).astype(np.float32)[:, None], [name]
+        col = {c: i for i, c in enumerate(typ)}
+        out = np.zeros((n, len(typ)), np.float32)
+        for r, v in enumerate(values):
+            if v is None or v == 0:  # missing, or absent entry of a sparse row (first category)
+                if v == 0:
+                    out[r, 0] = 1.0
+                continue
+            if v not in col:
+                raise ArffError(f"{path}: attribute {name!r} has undeclared value {v!r}")
+            out[r, col[v]] = 1.0
+        return out, [f"{name}={c}" for c in typ]
     if str(typ).upper() in {"NUMERIC", "REAL", "INTEGER"}:
-        return np.asarray(values, dtype=np.float32)
-    raise ArffError(f"{path}: attribute {name!r} has unsupported type {typ!r}")
+        if any(v is None for v in values):
+            raise ArffError(f"{path}: attribute {name!r} has missing values ('?')")
+        return np.asarray(values, dtype=object).astype(np.float32)[:, None], [name]
+    raise ArffError(f"{path}: attribute {name!r} has unsupported type {typ!r} "
+                    "(a string attribute is accepted only as an identifier, one value per row)")
 
 
-def read_arff(path: str | Path, label_names: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def _identifier_like(values: np.ndarray, attr: tuple) -> bool:
+    """A nominal (non-numeric) or string attribute with a distinct value on every row."""
+    _, typ = attr
+    if isinstance(typ, list):
+        if _is_numeric_nominal(typ):
+            return False
+    elif str(typ).upper() != "STRING":
+        return False
+    vals = [v for v in values]
+    return len(vals) > 1 and None not in vals and len(set(vals)) == len(vals)
+
+
+def read_arff(path: str | Path, label_names: list[str], drop: list[str] | None = None,
+              return_dropped: bool = False):
     """Read one MULAN ARFF file (dense or sparse rows) into features and multi-hot labels.
 
     Args:
         path: the ``.arff`` file.
         label_names: names of the label attributes (from :func:`read_label_xml`); every
             other attribute is a feature, in file order.
+        drop: feature attributes to drop; ``None`` detects identifier-like attributes (a
+            nominal/string attribute with a distinct value on every row) and drops those.
+            Pass the training file's list when reading its test file.
+        return_dropped: also return the list of dropped attribute names.
 
     Returns:
-        ``(x, y, feature_names)``: float32 ``[N, F]``, uint8 ``[N, C]`` with the columns in
-        ``label_names`` order, and the ``F`` feature names.
+        ``(x, y, feature_names)`` (``+ (dropped,)`` with ``return_dropped``): float32
+        ``[N, F]`` (nominal attributes one-hot, see :func:`_columns`), uint8 ``[N, C]`` with
+        the columns in ``label_names`` order, and the ``F`` feature names.
 
     Raises:
         FileNotFoundError: missing file. ArffError: the ARFF cannot be parsed, a label in
-        ``label_names`` is not an attribute, a label value is not 0/1, or a feature is a
-        non-numeric nominal (every message names the file).
+        ``label_names`` is not an attribute, a label value is not 0/1, a missing value in a
+        numeric feature, or a string attribute that is not an identifier (every message
+        names the file).
     """
     import arff  # liac-arff
 
@@ -173,17 +242,18 @@ def read_arff(path: str | Path, label_names: list[str]) -> tuple[np.ndarray, np.
         vals = np.asarray(vals, dtype=object)
         rows = np.asarray(rows, dtype=np.int64)
         cols = np.asarray(cols, dtype=np.int64)
-        n = int(rows.max()) + 1 if len(rows) else 0
         # number of rows: count data lines (a row may be all zeros and absent from the COO)
-        n = max(n, sum(1 for ln in body.splitlines() if ln.strip().startswith("{")))
-        fv = np.empty(len(vals), dtype=np.float32)
-        for j in np.unique(cols):
-            m = cols == j
-            fv[m] = _to_float(vals[m], attrs[j], path)
-        full = sp.coo_matrix((fv, (rows, cols)), shape=(n, len(attrs))).tocsc()
-        x = full[:, feat_idx].toarray().astype(np.float32)
-        ycols = [full[:, names.index(ln)].toarray().ravel() for ln in label_names]
-        y = np.stack(ycols, axis=1) if ycols else np.zeros((n, 0))
+        n = max(int(rows.max()) + 1 if len(rows) else 0,
+                sum(1 for ln in body.splitlines() if ln.strip().startswith("{")))
+
+        order = np.argsort(cols, kind="stable")
+        cuts = np.searchsorted(cols[order], np.arange(len(attrs) + 1))
+
+        def column(j: int) -> np.ndarray:
+            out = np.zeros(n, dtype=object)  # absent sparse entries are 0
+            sel = order[cuts[j]:cuts[j + 1]]
+            out[rows[sel]] = vals[sel]
+            return out
     else:
         data = obj["data"]
         if not data:
@@ -191,17 +261,35 @@ def read_arff(path: str | Path, label_names: list[str]) -> tuple[np.ndarray, np.
         arr = np.asarray(data, dtype=object)
         if arr.ndim != 2 or arr.shape[1] != len(attrs):
             raise ArffError(f"{path}: rows do not have {len(attrs)} values")
-        if any(v is None for v in arr.ravel()):
-            raise ArffError(f"{path}: missing values ('?') are not supported")
-        x = np.stack([_to_float(arr[:, i], attrs[i], path) for i in feat_idx], axis=1) \
-            if feat_idx else np.zeros((len(arr), 0), np.float32)
-        y = np.stack([_to_float(arr[:, names.index(ln)], attrs[names.index(ln)], path)
-                      for ln in label_names], axis=1)
+        n = len(arr)
+
+        def column(j: int) -> np.ndarray:
+            return arr[:, j]
+    if drop is None:
+        drop = [names[i] for i in feat_idx if _identifier_like(column(i), attrs[i])]
+    unknown = [d for d in drop if d not in names]
+    if unknown:
+        raise ArffError(f"{path}: attribute(s) {unknown} to drop are not in this file")
+    blocks, fnames = [], []
+    for i in feat_idx:
+        b, nm = _columns(column(i), attrs[i], path, names[i] in drop)
+        blocks.append(b)
+        fnames += nm
+    x = np.concatenate(blocks, axis=1) if blocks else np.zeros((n, 0), np.float32)
+    ycols = []
+    for ln in label_names:
+        j = names.index(ln)
+        c, _ = _columns(column(j), attrs[j], path, False)
+        if c.shape[1] != 1:
+            raise ArffError(f"{path}: label {ln!r} is not a 0/1 attribute")
+        ycols.append(c[:, 0])
+    y = np.stack(ycols, axis=1)
     if not np.isin(y, (0.0, 1.0)).all():
         raise ArffError(f"{path}: label values must be 0 or 1")
     if not np.isfinite(x).all():
         raise ArffError(f"{path}: non-finite feature values")
-    return x.astype(np.float32), y.astype(np.uint8), [names[i] for i in feat_idx]
+    out = (x.astype(np.float32), y.astype(np.uint8), fnames)
+    return out + (list(drop),) if return_dropped else out
 
 
 def mulan_paths(name: str, vendor_root: str | Path, optional_root: str | Path) -> dict[str, Path]:
@@ -251,12 +339,106 @@ def load_mulan(name: str, vendor_root: str | Path = "data/vendor/mulan",
     if verify and p["sums"].exists():
         verify_sha256sums(p["sums"].parent, p["sums"])
     labels = read_label_xml(p["xml"])
-    xtr, ytr, feats = read_arff(p["train"], labels)
-    xte, yte, feats_te = read_arff(p["test"], labels)
+    xtr, ytr, feats, dropped = read_arff(p["train"], labels, return_dropped=True)
+    xte, yte, feats_te = read_arff(p["test"], labels, drop=dropped)
     if feats != feats_te:
         raise ArffError(f"{p['test']}: feature attributes differ from {p['train']}")
+    rows = MULAN[name].rows
+    check_rows(name, "train", len(xtr), rows[0] if rows else None)
+    check_rows(name, "test", len(xte), rows[1] if rows else None)
     return MultilabelData(name, xtr, ytr, xte, yte, feats, labels,
-                          meta={"source": {k: str(v) for k, v in p.items() if k != "sums"}})
+                          meta={"source": {k: str(v) for k, v in p.items() if k != "sums"},
+                                "dropped": dropped})
+
+
+def load_user_dataset(name: str, spec: Any, root: str | Path = ".") -> MultilabelData:
+    """Load a user's own multi-label data set described by a ``multilabel.custom.<name>`` entry.
+
+    Args:
+        name: the data set's name (for messages).
+        spec: an object with ``format`` (``"arff"``, ``"csv"`` or ``"parquet"``), ``train``,
+            ``test`` (file paths, repo-relative or absolute), ``labels_xml`` (ARFF: the MULAN
+            label XML), ``label_columns`` (CSV/Parquet: the label column names; every other
+            column is a feature and must be numeric), ``rows`` (optional expected
+            ``[train, test]`` row counts) and ``sha256`` (optional ``{file name: digest}``).
+        root: folder that relative paths are resolved against.
+
+    Returns:
+        :class:`MultilabelData`; string/categorical CSV columns are not accepted (encode them
+        first, or use ARFF, whose nominal attributes are one-hot encoded).
+
+    Raises:
+        FileNotFoundError: a file is missing. ValueError / ArffError: checksum or row-count
+        mismatch, a label column missing or not 0/1, a non-numeric or non-finite feature,
+        train/test columns that differ (every message names the file).
+    """
+    from ..io import sha256_file
+
+    root = Path(root)
+
+    def res(f: str) -> Path:
+        q = Path(f)
+        return q if q.is_absolute() else root / q
+
+    files = {"train": res(spec.train), "test": res(spec.test)}
+    if spec.format == "arff":
+        if not spec.labels_xml:
+            raise ValueError(f"custom data set {name!r}: format arff needs labels_xml")
+        files["xml"] = res(spec.labels_xml)
+    for k, f in files.items():
+        if not f.exists():
+            raise FileNotFoundError(f"{f}: custom data set {name!r} {k} file not found")
+    for fname, digest in (spec.sha256 or {}).items():
+        match = [f for f in files.values() if f.name == fname]
+        if not match:
+            raise ValueError(f"custom data set {name!r}: sha256 names {fname!r}, not one of its files")
+        got = sha256_file(match[0])
+        if got != digest:
+            raise ValueError(f"{match[0]}: SHA-256 mismatch (expected {digest}, got {got})")
+    dropped: list[str] = []
+    if spec.format == "arff":
+        labels = read_label_xml(files["xml"])
+        xtr, ytr, feats, dropped = read_arff(files["train"], labels, return_dropped=True)
+        xte, yte, feats_te = read_arff(files["test"], labels, drop=dropped)
+        if feats != feats_te:
+            raise ArffError(f"{files['test']}: feature attributes differ from {files['train']}")
+    elif spec.format in ("csv", "parquet"):
+        import pandas as pd
+
+        labels = list(spec.label_columns)
+        if not labels:
+            raise ValueError(f"custom data set {name!r}: label_columns is empty")
+
+        def read(f: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+            try:
+                df = pd.read_csv(f) if spec.format == "csv" else pd.read_parquet(f)
+            except Exception as e:
+                raise ValueError(f"{f}: cannot read {spec.format}: {type(e).__name__}: {e}") from None
+            miss = [c for c in labels if c not in df.columns]
+            if miss:
+                raise ValueError(f"{f}: label column(s) {miss} not found (columns: {list(df.columns)[:10]})")
+            feats = [c for c in df.columns if c not in labels]
+            bad = [c for c in feats if not pd.api.types.is_numeric_dtype(df[c])]
+            if bad:
+                raise ValueError(f"{f}: non-numeric feature column(s) {bad[:5]}; encode them first")
+            if df[labels].isna().any().any() or not df[labels].isin([0, 1]).all().all():
+                raise ValueError(f"{f}: label columns must hold 0 or 1")
+            x = df[feats].to_numpy(dtype=np.float32)
+            if not np.isfinite(x).all():
+                raise ValueError(f"{f}: missing or non-finite feature values")
+            return x, df[labels].to_numpy(dtype=np.uint8), [str(c) for c in feats]
+
+        xtr, ytr, feats = read(files["train"])
+        xte, yte, feats_te = read(files["test"])
+        if feats != feats_te:
+            raise ValueError(f"{files['test']}: feature columns differ from {files['train']}")
+    else:
+        raise ValueError(f"custom data set {name!r}: unknown format {spec.format!r} (arff, csv, parquet)")
+    rows = tuple(spec.rows) if spec.rows else None
+    check_rows(name, "train", len(xtr), rows[0] if rows else None)
+    check_rows(name, "test", len(xte), rows[1] if rows else None)
+    return MultilabelData(name, xtr, ytr, xte, yte, feats, labels,
+                          meta={"source": {k: str(v) for k, v in files.items()}, "dropped": dropped})
 
 
 def label_stats(y: np.ndarray) -> dict[str, float]:
@@ -270,3 +452,52 @@ def label_stats(y: np.ndarray) -> dict[str, float]:
         "distinct_labelsets": int(len({r.tobytes() for r in y.astype(np.uint8)})),
         "empty_rows": int((y.sum(1) == 0).sum()),
     }
+
+
+def stratified_val_split(y: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Carve a validation split from a training set by iterative stratification.
+
+    Uses ``iterstrat.ml_stratifiers.MultilabelStratifiedShuffleSplit`` (iterative
+    stratification, Sechidis, Tsoumakas & Vlahavas 2011, as implemented by the
+    ``iterative-stratification`` package), then a deterministic repair: a label with >= 2
+    positives that landed on one side only gets one positive row moved to the other side
+    (a row whose other labels stay represented on both sides is preferred).
+
+    Args:
+        y: multi-hot ``[N, C]`` (any dtype; non-zero = positive).
+        fraction: share of rows in the validation part, in (0, 1).
+        seed: random state of the splitter.
+
+    Returns:
+        ``(train_idx, val_idx)``: sorted int64 index arrays partitioning ``range(N)``.
+
+    Raises:
+        ValueError: ``fraction`` outside (0, 1) or fewer than 2 rows.
+    """
+    from iterstrat.ml_stratifiers import MultilabelStratifiedShuffleSplit
+
+    y = (np.asarray(y) != 0).astype(np.int64)
+    n = len(y)
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction must be in (0, 1), got {fraction}")
+    if n < 2:
+        raise ValueError(f"need at least 2 rows to split, got {n}")
+    splitter = MultilabelStratifiedShuffleSplit(n_splits=1, test_size=fraction, random_state=seed)
+    tr, va = next(splitter.split(np.zeros((n, 1)), y))
+    in_val = np.zeros(n, dtype=bool)
+    in_val[va] = True
+    for _ in range(2 * y.shape[1]):
+        pos_tr = y[~in_val].sum(0)
+        pos_va = y[in_val].sum(0)
+        bad = np.flatnonzero((y.sum(0) >= 2) & ((pos_tr == 0) | (pos_va == 0)))
+        if not len(bad):
+            break
+        c = bad[0]
+        to_val = pos_va[c] == 0  # move a positive from train to validation, or back
+        cand = np.flatnonzero((y[:, c] == 1) & (in_val != to_val))
+        # prefer a row whose other labels keep >= 1 positive on the side it leaves
+        side = pos_tr if to_val else pos_va
+        safe = [r for r in cand if np.all((side - y[r])[(y[r] == 1) & (np.arange(y.shape[1]) != c)] >= 1)]
+        r = (safe or list(cand))[0]
+        in_val[r] = to_val
+    return np.flatnonzero(~in_val).astype(np.int64), np.flatnonzero(in_val).astype(np.int64)

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-
-__all__ = ["multilabel_metrics", "precision_at_k", "knn_label_purity"]
+__all__ = ["multilabel_metrics", "precision_at_k", "knn_label_purity", "mean_average_precision",
+           "choose_threshold", "label_thresholds", "bootstrap_metric_reps"]
 
 
 def precision_at_k(y_true: np.ndarray, scores: np.ndarray, k: int) -> float:
@@ -41,14 +40,14 @@ def precision_at_k(y_true: np.ndarray, scores: np.ndarray, k: int) -> float:
     return float(np.take_along_axis(y_true, top, axis=1).sum(1).mean() / k)
 
 
-def multilabel_metrics(y_true: np.ndarray, scores: np.ndarray, threshold: float = 0.5,
+def multilabel_metrics(y_true: np.ndarray, scores: np.ndarray, threshold: float | np.ndarray = 0.5,
                        precision_at: list[int] | tuple[int, ...] = ()) -> dict[str, float]:
     """micro-F1, macro-F1, mAP (macro AP) and precision@k of multi-label scores.
 
     Args:
         y_true: {0,1} ``[N, C]`` test labels.
         scores: ``[N, C]`` probabilities (sigmoid of the classifier's logits) in [0, 1].
-        threshold: predicted positive when ``score >= threshold``.
+        threshold: predicted positive when ``score >= threshold`` (a scalar, or ``[C]`` per label).
         precision_at: k values for precision@k.
 
     Returns:
@@ -66,7 +65,7 @@ def multilabel_metrics(y_true: np.ndarray, scores: np.ndarray, threshold: float 
     pred = (scores >= threshold).astype(np.int64)
     has_pos = y_true.sum(0) > 0
     if not has_pos.any():
-        raise InputError("multilabel_metrics: no label has a positive test sample; mAP undefined")
+        raise ValueError("multilabel_metrics: no label has a positive test sample; mAP undefined")
     out = {
         "micro_f1": float(f1_score(y_true, pred, average="micro", zero_division=0)),
         "macro_f1": float(f1_score(y_true, pred, average="macro", zero_division=0)),
@@ -83,9 +82,8 @@ def knn_label_purity(train_emb: np.ndarray, train_groups: np.ndarray, test_emb: 
     """Mean over test samples of the fraction of its k nearest training neighbours (cosine,
     exact search with FAISS inner product on L2-normalised vectors) in the same group.
 
-    For HumanEval the group is the (problem, tier) pair: this is the multi-label fine-tuning
-    notes' goal of "embeddings aware of both the problem and the correctness tier"
-    (docs/sources.md).
+    For HumanEval the group is the (problem, tier) pair: this is seed 000's "embeddings
+    aware of both the problem and the correctness tier".
 
     Args:
         train_emb ``[N, D]``, test_emb ``[M, D]`` float; train_groups ``[N]``, test_groups
@@ -101,7 +99,7 @@ def knn_label_purity(train_emb: np.ndarray, train_groups: np.ndarray, test_emb: 
     if len(a) != len(train_groups) or len(b) != len(test_groups):
         raise ValueError("knn_label_purity: embeddings and groups differ in length")
     if k > len(a):
-        raise InputError(f"knn_label_purity: k={k} > {len(a)} training samples")
+        raise ValueError(f"knn_label_purity: k={k} > {len(a)} training samples")
     a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
     b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
     index = faiss.IndexFlatIP(a.shape[1])
@@ -110,3 +108,131 @@ def knn_label_purity(train_emb: np.ndarray, train_groups: np.ndarray, test_emb: 
     tg = np.asarray(train_groups)
     same = tg[nn_idx] == np.asarray(test_groups)[:, None]
     return float(same.mean())
+
+
+def mean_average_precision(y_true: np.ndarray, scores: np.ndarray) -> float:
+    """Macro AP over labels with >= 1 positive (sklearn ``average_precision_score``); 0.0 when
+    no label has a positive. ``y_true`` {0,1} ``[N, C]``, ``scores`` ``[N, C]``."""
+    from sklearn.metrics import average_precision_score
+
+    y = np.asarray(y_true).astype(np.int64)
+    has = y.sum(0) > 0
+    if not has.any():
+        return 0.0
+    return float(average_precision_score(y[:, has], np.asarray(scores, dtype=np.float64)[:, has], average="macro"))
+
+
+THRESHOLD_GRID = np.round(np.arange(0.05, 0.951, 0.05), 2)
+
+
+def _f1s(y: np.ndarray, pred: np.ndarray) -> tuple[float, np.ndarray]:
+    tp = (y & pred).sum(0).astype(np.float64)
+    fp = ((1 - y) & pred).sum(0).astype(np.float64)
+    fn = (y & (1 - pred)).sum(0).astype(np.float64)
+    micro = 2 * tp.sum() / max(1.0, 2 * tp.sum() + fp.sum() + fn.sum())
+    per = np.where(2 * tp + fp + fn > 0, 2 * tp / np.maximum(1.0, 2 * tp + fp + fn), 0.0)
+    return float(micro), per
+
+
+def choose_threshold(y_val: np.ndarray, s_val: np.ndarray, grid: np.ndarray = THRESHOLD_GRID) -> float:
+    """One global threshold from ``grid`` (0.05..0.95) maximising the mean of validation
+    micro-F1 and macro-F1 (the smallest such threshold on ties). Returns a float."""
+    y = np.asarray(y_val).astype(np.int64)
+    best, best_t = -1.0, 0.5
+    for t in grid:
+        micro, per = _f1s(y, (np.asarray(s_val) >= t).astype(np.int64))
+        v = 0.5 * (micro + per.mean())
+        if v > best + 1e-12:
+            best, best_t = v, float(t)
+    return best_t
+
+
+def label_thresholds(y_val: np.ndarray, s_val: np.ndarray, grid: np.ndarray = THRESHOLD_GRID) -> np.ndarray:
+    """Per-label thresholds ``[C]``: each label's validation-F1 maximiser on ``grid`` (0.5 for
+    a label without validation positives)."""
+    y = np.asarray(y_val).astype(np.int64)
+    s = np.asarray(s_val)
+    f = np.stack([_f1s(y, (s >= t).astype(np.int64))[1] for t in grid])  # [T, C]
+    out = grid[np.argmax(f, axis=0)].astype(np.float64)
+    out[y.sum(0) == 0] = 0.5
+    return out
+
+
+def _weighted_f1(w: np.ndarray, y: np.ndarray, pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """micro-F1 ``[R]`` and macro-F1 ``[R]`` with row multiplicities ``w [R, N]``."""
+    yf, pf = y.astype(np.float64), pred.astype(np.float64)
+    tp = w @ (yf * pf)
+    fp = w @ ((1 - yf) * pf)
+    fn = w @ (yf * (1 - pf))
+    den = 2 * tp + fp + fn
+    micro = 2 * tp.sum(1) / np.maximum(den.sum(1), 1e-12)
+    macro = np.where(den > 0, 2 * tp / np.maximum(den, 1e-12), 0.0).mean(1)
+    return micro, macro
+
+
+def _weighted_map(w: np.ndarray, y: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Macro AP ``[R]`` with row multiplicities ``w [R, N]`` (labels whose weighted positive
+    count is 0 in a draw are left out of that draw's mean, as :func:`multilabel_metrics`)."""
+    r = w.shape[0]
+    total = np.zeros(r)
+    count = np.zeros(r)
+    for c in range(y.shape[1]):
+        if not y[:, c].any():
+            continue
+        order = np.argsort(-s[:, c], kind="stable")
+        yc = y[order, c].astype(np.float64)
+        wc = w[:, order]
+        wy = wc * yc
+        prec = np.cumsum(wy, 1) / np.maximum(np.cumsum(wc, 1), 1e-12)
+        npos = wy.sum(1)
+        ap = (wy * prec).sum(1) / np.maximum(npos, 1e-12)
+        has = npos > 0
+        total += np.where(has, ap, 0.0)
+        count += has
+    return total / np.maximum(count, 1)
+
+
+def bootstrap_metric_reps(y_true: np.ndarray, scores: np.ndarray, val_thresholds: np.ndarray,
+                          draws: list[tuple[np.ndarray, np.ndarray]], threshold: float = 0.5,
+                          chunk: int = 250) -> dict[str, np.ndarray]:
+    """Bootstrap replicates of the non-decomposable multi-label metrics on shared draws.
+
+    For every draw ``(seed_idx, item_idx)`` (from
+    :func:`contrastlab.evaluation.stats.resample_indices`, the same list for every model of a
+    table, so differences are paired), each metric is computed on the resampled test rows for
+    every drawn seed and averaged over the drawn seeds.
+
+    Args:
+        y_true: {0,1} ``[N, C]`` test labels.
+        scores: ``[S, N, C]`` test probabilities of the ``S`` seeds.
+        val_thresholds: ``[S]`` global thresholds chosen on validation (one per seed).
+        draws: bootstrap draws over ``S`` seeds and ``N`` items.
+        threshold: the fixed threshold of ``micro_f1`` / ``macro_f1``.
+        chunk: draws processed at once (memory: ``chunk x N`` floats).
+
+    Returns:
+        ``{"micro_f1", "macro_f1", "micro_f1_val_t", "macro_f1_val_t", "map"}`` -> ``[R]``.
+
+    Raises:
+        ValueError: shapes disagree.
+    """
+    y = np.asarray(y_true).astype(np.int64)
+    s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 3 or s.shape[1:] != y.shape or len(val_thresholds) != s.shape[0]:
+        raise ValueError(f"bootstrap_metric_reps: scores {s.shape}, y {y.shape}, thresholds {len(val_thresholds)}")
+    n_s, n = s.shape[0], y.shape[0]
+    names = ["micro_f1", "macro_f1", "micro_f1_val_t", "macro_f1_val_t", "map"]
+    per = {k: np.zeros((len(draws), n_s)) for k in names}  # metric of seed j on draw r's rows
+    for lo in range(0, len(draws), chunk):
+        part = draws[lo:lo + chunk]
+        w = np.stack([np.bincount(i, minlength=n) for _, i in part]).astype(np.float64)
+        for j in range(n_s):
+            a, b = _weighted_f1(w, y, s[j] >= threshold)
+            per["micro_f1"][lo:lo + len(part), j], per["macro_f1"][lo:lo + len(part), j] = a, b
+            a, b = _weighted_f1(w, y, s[j] >= val_thresholds[j])
+            per["micro_f1_val_t"][lo:lo + len(part), j], per["macro_f1_val_t"][lo:lo + len(part), j] = a, b
+            per["map"][lo:lo + len(part), j] = _weighted_map(w, y, s[j])
+    out = {}
+    for k in names:
+        out[k] = np.array([per[k][r, sidx].mean() for r, (sidx, _) in enumerate(draws)])
+    return out

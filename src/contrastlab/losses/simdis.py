@@ -16,7 +16,10 @@ Note on Eq. 13 as written: ``log(K exp(s)) = log K + s``, so the factor only add
 constant ``-mean_p log K_ip`` to each anchor's loss and its gradient equals ANY's. This
 is implemented literally (``weighting="numerator"``, default). ``weighting="log_prob"``
 is offered as a documented variant that does change the gradient: the factor multiplies each
-positive's log-probability, ``L_i = -1/|P(i)| sum_p K_ip log softmax_ip``.
+positive's log-probability, ``L_i = -1/|P(i)| sum_p K_ip log softmax_ip``;
+``weighting="log_prob_sum"`` is the second reading of that weighting, normalised by the total
+weight instead of the count: ``L_i = -1/(sum_p K_ip) sum_p K_ip log softmax_ip`` (a weighted
+mean of the positives' log-probabilities; it equals ``log_prob`` times ``|P(i)| / sum_p K_ip``).
 
 Samples with an empty label set are never anchors (K^s would divide by 0); they stay in
 every denominator as negatives. Inputs are **not** normalised here: pass L2-normalised
@@ -142,8 +145,9 @@ def simdis_loss(
         mode: ``"full"`` (K^s K^d), ``"sim_only"`` (K^s), ``"dis_only"`` (K^d) (Table 4).
         dissimilarity: ``"inverse"`` ``1/(1+x)`` (Eq. 15, default) or ``"exp"`` ``exp(-alpha x)``.
         alpha: decay rate of ``"exp"``.
-        weighting: ``"numerator"`` (Eq. 13 literally, default) or ``"log_prob"`` (variant
-            ``-1/|P| sum_p K_ip log softmax_ip``; see the module docstring).
+        weighting: ``"numerator"`` (Eq. 13 literally, default), ``"log_prob"`` (variant
+            ``-1/|P| sum_p K_ip log softmax_ip``) or ``"log_prob_sum"`` (variant
+            ``-1/(sum_p K_ip) sum_p K_ip log softmax_ip``); see the module docstring.
         contrast_mode, reduction, contrast_features, contrast_labels, anchor_offset,
         return_stats: as :func:`~contrastlab.losses.multilabel.any_loss` (``reduction`` is
             ``"mean"`` over anchors with a positive, ``"sum"`` or ``"none"``).
@@ -156,8 +160,11 @@ def simdis_loss(
         ValueError: labels not ``[N, C]``, unknown mode / dissimilarity / weighting /
             reduction, temperature or alpha <= 0.
     """
-    if weighting not in ("numerator", "log_prob"):
-        raise ValueError(f"weighting must be 'numerator' or 'log_prob', got {weighting!r}")
+    if weighting not in ("numerator", "log_prob", "log_prob_sum"):
+        raise ValueError(f"weighting must be 'numerator', 'log_prob' or 'log_prob_sum', got {weighting!r}")
+    normalise_by_weight = weighting == "log_prob_sum"
+    if normalise_by_weight:
+        weighting = "log_prob"
     scale = scale_factor(temperature, base_temperature)
     rows, ya, yc = label_rows(features, labels, contrast_features, contrast_labels, anchor_offset, contrast_mode)
     _factor(ya[:0] @ yc[:0].T, ya[:0, :1], yc[:0, :1].T, mode, dissimilarity, alpha)  # validate arguments early
@@ -169,6 +176,9 @@ def simdis_loss(
     per = weighted_log_softmax(rows.anchors, rows.contrast, coef, rows.self_index, temperature, wfn)
     if weighting == "numerator":
         per = per + const
+    if normalise_by_weight:
+        # coef_i = sum_p K_ip / |P(i)| (> 0 when i has a positive): rescale 1/|P| -> 1/sum_p K
+        per = per / torch.where(cnt > 0, coef, torch.ones_like(coef)).to(per.dtype)
     if scale != 1.0:
         per = per * scale
     return reduce_terms(per, cnt > 0, reduction, return_stats)

