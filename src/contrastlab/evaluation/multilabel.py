@@ -82,7 +82,7 @@ def knn_label_purity(train_emb: np.ndarray, train_groups: np.ndarray, test_emb: 
     """Mean over test samples of the fraction of its k nearest training neighbours (cosine,
     exact search with FAISS inner product on L2-normalised vectors) in the same group.
 
-    For HumanEval the group is the (problem, tier) pair: this is seed 000's "embeddings
+    For HumanEval the group is the (problem, tier) pair: this is the fine-tuning notes' "embeddings
     aware of both the problem and the correctness tier".
 
     Args:

@@ -387,7 +387,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                                             else ("micro-F1", "macro-F1"))]
     s.tables.append(Table(
         "Reference: the Sim-Dis paper's reported numbers (Tables 1 and 2)", ref_cols, ref_rows,
-        note="Published numbers, copied from the paper (seed 002), in %. These are DIFFERENT data sets "
+        note="Published numbers, copied from the Sim-Dis paper (docs/sources.md), in %. These are DIFFERENT data sets "
              "(MS-COCO, PASCAL VOC, NUS-WIDE images with ResNet-50; AAPD text with RoBERTa) from ours "
              "(MULAN feature sets with an MLP): compare the ranking of the losses, not the values."))
     t4 = [[PAPER_NAMES[l] if l not in ("any", "simdis") else ("neither (= ANY)" if l == "any" else "both (= Sim-Dis)")]
