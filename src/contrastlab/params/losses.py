@@ -39,10 +39,15 @@ def loss_keyword_errors(p: Params) -> list[str]:
     for name, v in p.graph.variants.items():
         errs += _bad(v.loss, list((v.model_extra or {})) + ["temperature"],
                      f"graph.variants.{name}")
+    from .multilabel import VARIANT_LOSS
+
     for name, v in p.multilabel.variants.items():
-        if name == "bce" or name not in p.multilabel.losses:
+        if name not in p.multilabel.losses:
             continue
-        errs += _bad(name, list(v.kwargs), f"multilabel.variants.{name}.kwargs")
+        loss = VARIANT_LOSS.get(name, (name, {}))[0]
+        if loss is None:  # a baseline (logistic regression, BCE MLP): no contrastive loss
+            continue
+        errs += _bad(loss, list(v.kwargs), f"multilabel.variants.{name}.kwargs")
     return errs
 
 

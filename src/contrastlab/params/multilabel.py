@@ -140,11 +140,14 @@ class HumanEvalParams(_Strict):
 
     variants_per_problem: int = Field(8, ge=1, description="AST-mutation variants per problem "
                                       "(plus the canonical solution).")
-    timeout_s: float = Field(3.0, gt=0, description="Wall-clock limit per variant run.")
+    timeout_s: float = Field(3.0, gt=0, description="Wall-clock limit per assertion process.")
     cpu_s: int = Field(2, ge=1, description="CPU-seconds limit (RLIMIT_CPU) per variant run.")
     memory_mb: int = Field(512, ge=64, description="Address-space limit (RLIMIT_AS).")
     fsize_mb: int = Field(1, ge=0, description="Largest file a variant may write (RLIMIT_FSIZE).")
     workers: int = Field(2, ge=1, description="Variant runs in parallel.")
+    allow_unsandboxed: bool = Field(False, description="Trusted code only: where bubblewrap "
+                                    "cannot start, run variants with the weak process-only guard "
+                                    "(rlimits, process group) instead of refusing.")
     test_fraction: float = Field(0.3, gt=0, lt=1, description="Share of each problem's variants in the test split.")
     max_problems: int = Field(0, ge=0, description="Use the first N problems (0 = all 164).")
     teacher: str = "minilm"
