@@ -63,11 +63,16 @@ import torch
 
 def jaccard_supcon_loss(features, labels, *, temperature: float = 0.07,
                         min_jaccard: float = 0.0):
-    """``features``: ``[N, D]`` L2-normalised; ``labels``: ``[N, C]`` multi-hot. Anchor i:
-    ``-sum_p w_ip log softmax_ip / sum_p w_ip`` over ``p != i`` with ``w_ip = J(y_i, y_p)``
-    (0 below ``min_jaccard``); anchors without a positive are skipped; mean over anchors."""
+    """``features``: ``[N, D]`` or ``[N, n_views, D]`` L2-normalised; ``labels``: ``[N, C]``
+    multi-hot. Anchor i: ``-sum_p w_ip log softmax_ip / sum_p w_ip`` over ``p != i`` with
+    ``w_ip = J(y_i, y_p)`` (0 below ``min_jaccard``); anchors without a positive are skipped;
+    mean over anchors. Views are stacked as extra samples with their sample's labels."""
     if temperature <= 0:
         raise ValueError("temperature must be > 0")
+    if features.dim() == 3:
+        v = features.shape[1]
+        features = features.transpose(0, 1).reshape(-1, features.shape[-1])
+        labels = labels.repeat(v, 1)
     y = labels.float()
     inter = y @ y.T
     union = y.sum(1, keepdim=True) + y.sum(1) - inter
@@ -210,7 +215,8 @@ def test_new_multilabel_loss_reaches_the_multilabel_tables(tmp_path):
         ml["vendor_root"] = str(ROOT / "data/vendor/mulan")
         ml["data"]["yeast"] = {"max_train": 200, "max_test": 200}
         ml["train"].update(epochs=2, clf_epochs=2, workers=1, hidden=[32], enc_dim=16,
-                           proj_dim=16, batch_size=64)
+                           proj_dim=16, batch_size=64, max_steps=20, eval_every=10)
+        ml["tune"].update(datasets=["yeast"], trials=1, startup_trials=1)
 
     edit_params(root, tiny)
     edit_params(root, one_key)
@@ -229,6 +235,7 @@ def test_new_multilabel_loss_reaches_the_multilabel_tables(tmp_path):
 
     run(root, "stages/build_multilabel.py", "--dataset", "yeast")
     for loss in ("jaccard", "any"):  # the new loss and one it is compared with
+        run(root, "stages/tune_multilabel.py", "--variant", loss)  # same protocol: tuned first
         run(root, "stages/train_multilabel.py", "--dataset", "yeast", "--loss", loss)
     m = json.loads((root / "reports/metrics/multilabel/yeast_jaccard.json").read_text())
     assert m["n_seeds"] == 1 and 0.0 < m["micro_f1"] <= 1.0 and "time_s" not in m

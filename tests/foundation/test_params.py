@@ -82,15 +82,18 @@ def test_stage_with_bad_params_exits_with_clear_error(tmp_path):
 
 
 # ------------------------------------------------------------------ defaults, bounds, registry
-def test_schema_defaults_equal_the_shipped_params_file(tmp_path):
-    """A key left out of params.yaml (or an empty file) runs with what the shipped file says."""
-    from contrastlab.params import Params
+def test_empty_params_file_is_rejected_and_graph_defaults_equal_the_shipped_file(tmp_path):
+    """An empty params.yaml is an error naming the missing sections (it does not run with
+    schema defaults); the graph section's schema defaults equal the shipped file."""
+    from contrastlab.params.graph import GraphParams
 
-    shipped = load_params(ROOT / "params.yaml").model_dump(mode="json")
-    assert Params().model_dump(mode="json") == shipped
     empty = tmp_path / "params.yaml"
     empty.write_text("")
-    assert load_params(empty).model_dump(mode="json") == shipped
+    with pytest.raises(ParamsError) as e:
+        load_params(empty)
+    assert all(k in str(e.value) for k in ("graph", "code", "multilabel", "report"))
+    shipped = load_params(ROOT / "params.yaml").graph.model_dump(mode="json")
+    assert GraphParams().model_dump(mode="json") == shipped
 
 
 @pytest.mark.parametrize("section,key,value", [

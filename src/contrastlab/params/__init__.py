@@ -39,10 +39,12 @@ class Params(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    graph: GraphParams = GraphParams()
-    code: CodeParams = CodeParams()
-    multilabel: MultilabelParams = MultilabelParams()
-    report: ReportParams = ReportParams()
+    # Every section is required: an empty or partial params.yaml is an error, not a run with
+    # defaults that may differ from the shipped file.
+    graph: GraphParams
+    code: CodeParams
+    multilabel: MultilabelParams
+    report: ReportParams
 
 
 def _format_errors(path: Path, err: ValidationError) -> str:

@@ -39,12 +39,12 @@ def loss_keyword_errors(p: Params) -> list[str]:
     for name, v in p.graph.variants.items():
         errs += _bad(v.loss, list((v.model_extra or {})) + ["temperature"],
                      f"graph.variants.{name}")
-    from .multilabel import VARIANT_LOSS
+    from .multilabel import variant_loss
 
     for name, v in p.multilabel.variants.items():
         if name not in p.multilabel.losses:
             continue
-        loss = VARIANT_LOSS.get(name, (name, {}))[0]
+        loss = variant_loss(name)[0]
         if loss is None:  # a baseline (logistic regression, BCE MLP): no contrastive loss
             continue
         errs += _bad(loss, list(v.kwargs), f"multilabel.variants.{name}.kwargs")

@@ -9,7 +9,7 @@ The multi-label track (Sim-Dis paper, Appendix C.4 protocol) runs every loss in
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -34,6 +34,20 @@ VARIANT_LOSS: dict[str, tuple[str | None, dict]] = {
     "sim_only": ("sim_only", {"weighting": "log_prob"}),
     "dis_only": ("dis_only", {"weighting": "log_prob"}),
 }
+
+
+def variant_loss(variant: str) -> tuple[str | None, dict]:
+    """``(registry loss or None for a baseline, default keyword arguments)`` of a variant:
+    :data:`VARIANT_LOSS` for the built-in variants, else the registry loss of that name."""
+    return VARIANT_LOSS.get(variant, (variant, {}))
+
+
+def known_losses() -> list[str]:
+    """The built-in variants plus every registry loss whose ``needs`` is ``multilabels``
+    (a loss added to the registry is a valid ``multilabel.losses`` entry)."""
+    from ..losses.registry import names_for
+
+    return [*KNOWN_LOSSES, *[n for n in names_for("multilabel") if n not in KNOWN_LOSSES]]
 
 
 class _Strict(BaseModel):
@@ -87,7 +101,7 @@ class TrainParams(_Strict):
     dropout: float = Field(0.1, ge=0.0, lt=1.0)
     batch_size: int = Field(256, ge=2)
     epochs: int = Field(30, ge=1, description="Contrastive-phase epochs (and BCE-baseline epochs).")
-    lr: float = Field(1e-3, gt=0)
+    lr: float = Field(1e-3, gt=0, le=1.0)
     weight_decay: float = Field(1e-4, ge=0)
     warmup: float = Field(0.05, ge=0, lt=1, description="Warm-up fraction of the cosine schedule.")
     clf_epochs: int = Field(40, ge=1, description="Classifier-phase epochs (linear layer, BCE).")
@@ -115,8 +129,8 @@ class TrainParams(_Strict):
 class VariantParams(_Strict):
     """Per-loss settings (``multilabel.variants.<loss>``)."""
 
-    temperature: float = Field(0.07, gt=0, description="Contrastive temperature (paper: 0.07).")
-    lr: float | None = Field(None, gt=0, description="Learning rate (None = train.lr).")
+    temperature: float = Field(0.07, gt=0, le=10.0, description="Contrastive temperature (paper: 0.07).")
+    lr: float | None = Field(None, gt=0, le=1.0, description="Learning rate (None = train.lr).")
     mask_rate: float | None = Field(None, ge=0, lt=1, description="Masking rate (None = train.mask_rate).")
     queue: int | None = Field(None, ge=0, description="Queue size (None = train.queue).")
     search: dict[str, dict] = Field(default_factory=dict, description="Optuna search space "
@@ -173,7 +187,7 @@ class MultilabelParams(_Strict):
     datasets: list[str] = Field(default_factory=lambda: ["yeast", "enron", "tmc2007-500", "scene",
                                                          "emotions", "medical"])
     losses: list[str] = Field(default_factory=lambda: list(KNOWN_LOSSES))
-    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
+    seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(default_factory=lambda: [0, 1, 2, 3, 4], min_length=1)
     vendor_root: str = Field("data/vendor/mulan", description="Vendored MULAN sets (repo-relative).")
     optional_root: str = Field("../shared/datasets", description="Folder holding mulan/ for the "
                                "optional sets (repo-relative or absolute).")
@@ -188,9 +202,10 @@ class MultilabelParams(_Strict):
     @field_validator("losses")
     @classmethod
     def _known_losses(cls, v: list[str]) -> list[str]:
-        bad = [x for x in v if x not in KNOWN_LOSSES]
+        known = known_losses()
+        bad = [x for x in v if x not in known]
         if bad:
-            raise ValueError(f"unknown loss(es) {bad}; known: {KNOWN_LOSSES}")
+            raise ValueError(f"unknown loss(es) {bad}; known: {known}")
         return v
 
     @field_validator("seeds")
@@ -210,8 +225,8 @@ class MultilabelParams(_Strict):
             raise ValueError(f"unknown data set(s) {bad}; known: {KNOWN_DATASETS} + custom {list(self.custom)}")
         for d in KNOWN_DATASETS + list(self.custom):
             self.data.setdefault(d, DatasetParams())
-        for x in KNOWN_LOSSES:
-            self.variants.setdefault(x, VariantParams(kwargs=dict(VARIANT_LOSS[x][1])))
+        for x in dict.fromkeys([*KNOWN_LOSSES, *self.losses]):
+            self.variants.setdefault(x, VariantParams(kwargs=dict(variant_loss(x)[1])))
         bad = [d for d in self.data if d not in KNOWN_DATASETS and d not in self.custom]
         if bad:
             raise ValueError(f"data: unknown data set(s) {bad}; known: {KNOWN_DATASETS}")

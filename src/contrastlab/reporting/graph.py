@@ -322,10 +322,11 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -
     root = Path(root)
     mdir = root / "reports" / "metrics" / "graph"
     if params is None:
-        from ..params import Params, load_params
+        from ..params import load_params
+        from ..utils import repo_root
 
         pfile = root / "params.yaml"
-        params = load_params(pfile) if pfile.exists() else Params()
+        params = load_params(pfile if pfile.exists() else repo_root() / "params.yaml")
     variants = [v for v in params.graph.variants if (mdir / f"{v}.json").exists()]
     if not variants:
         return None

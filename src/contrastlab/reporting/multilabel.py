@@ -247,6 +247,28 @@ def _weights_figure(ds: str, csv: Path, path: Path) -> None:
     _save(fig, path)
 
 
+def _add_registry_rows(root: Path) -> None:
+    """Rows for losses named in ``multilabel.losses`` beyond the built-in variants (a loss
+    added to the registry), titled by ``LossSpec.title``, appended to the row order."""
+    from ..losses.registry import get_spec
+    from ..params import load_params
+    from ..utils import repo_root
+
+    pfile = root / "params.yaml"
+    try:
+        losses = load_params(pfile if pfile.exists() else repo_root() / "params.yaml").multilabel.losses
+    except Exception:  # noqa: BLE001 - the report still renders the built-in rows
+        return
+    for v in losses:
+        if v not in TABLE1_ROWS:
+            TABLE1_ROWS.append(v)
+            CONTRASTIVE.append(v)
+            try:
+                TITLES[v] = get_spec(v).title or v
+            except Exception:  # noqa: BLE001
+                TITLES[v] = v
+
+
 def build_section(root: Path, figures_dir: Path) -> Section | None:
     """The multi-label section, or None when no multi-label metrics exist."""
     import pandas as pd
@@ -254,6 +276,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
     from ..evaluation.stats import friedman_nemenyi, plot_cd
 
     root = Path(root)
+    _add_registry_rows(root)
     mdir = root / "reports" / "metrics" / "multilabel"
     pdir = root / "reports" / "plots" / "multilabel"
     ddir = root / "reports" / "data" / "multilabel"

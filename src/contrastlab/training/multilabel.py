@@ -539,15 +539,15 @@ def make_config(ml, dataset: str, variant: str, encoder: str = "mlp",
     Raises:
         KeyError: unknown data set / variant. ValueError: a choice that is not tunable.
     """
-    from ..params.multilabel import VARIANT_LOSS
+    from ..params.multilabel import variant_loss
 
-    if variant not in ml.variants or variant not in VARIANT_LOSS:
+    if variant not in ml.variants:
         raise KeyError(f"multilabel.variants has no entry {variant!r}")
     if dataset not in ml.data:
         raise KeyError(f"multilabel.data has no entry {dataset!r}")
     t, d, v = ml.train, ml.data[dataset], ml.variants[variant]
     cfg = TrainConfig(
-        variant=variant, loss=VARIANT_LOSS[variant][0], temperature=v.temperature,
+        variant=variant, loss=variant_loss(variant)[0], temperature=v.temperature,
         loss_kwargs=dict(v.kwargs), encoder=encoder, hidden=list(t.hidden), enc_dim=t.enc_dim,
         proj_dim=t.proj_dim, dropout=t.dropout, batch_size=d.batch_size or t.batch_size,
         max_steps=t.max_steps, eval_every=t.eval_every, patience=t.patience,
