@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from contrastlab.errors import InputError, UnknownNameError
 from contrastlab.cli import run_stage
 from contrastlab.data.multilabel import (MULAN, label_stats, load_mulan, load_user_dataset,
                                          stratified_val_split)
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ml = p.multilabel
     name = args.dataset
     if name not in ml.data:
-        raise KeyError(f"{args.params}: multilabel.data has no entry {name!r}")
+        raise UnknownNameError(f"{args.params}: multilabel.data has no entry {name!r}")
     dp = ml.data[name]
     root = repo_root()
     out_dir = Path(args.out or f"data/multilabel/{name}")
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         arrays = r
         kind = "teacher_head"
     else:
-        raise KeyError(f"unknown data set {name!r}")
+        raise UnknownNameError(f"unknown data set {name!r}")
     n_full = extra.pop("n_train_full", len(arrays["x_train"]))
     for split, cap in (("train", dp.max_train), ("test", dp.max_test)):
         n = len(arrays[f"x_{split}"])

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from contrastlab.errors import InputError, UnknownNameError
 from contrastlab.cli import run_stage
 from contrastlab.io import atomic_path, write_csv, write_json
 from contrastlab.params import load_params
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             resolve_loss(cfg.loss, cfg.loss_kwargs)
         except ValueError as e:
-            raise ValueError(f"{args.params}: multilabel.variants.{variant}.kwargs: {e}") from None
+            raise InputError(f"{args.params}: multilabel.variants.{variant}.kwargs: {e}") from None
     src = Path(args.data_dir) / ds
     meta_path = src / "meta.json"
     if not meta_path.exists():

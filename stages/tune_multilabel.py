@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from contrastlab.errors import InputError, UnknownNameError
 from contrastlab.cli import run_stage
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     ml = p.multilabel
     variant = args.variant
     if variant not in ml.variants:
-        raise KeyError(f"{args.params}: multilabel.variants has no entry {variant!r}")
+        raise UnknownNameError(f"{args.params}: multilabel.variants has no entry {variant!r}")
     from contrastlab.tuning import SearchDim, run_study, study_history, write_tuned
 
     space = {k: SearchDim(**v) for k, v in ml.variants[variant].search.items()}

@@ -89,9 +89,8 @@ def test_empty_params_file_is_rejected_and_graph_defaults_equal_the_shipped_file
 
     empty = tmp_path / "params.yaml"
     empty.write_text("")
-    with pytest.raises(ParamsError) as e:
+    with pytest.raises(ParamsError, match="empty params file"):
         load_params(empty)
-    assert all(k in str(e.value) for k in ("graph", "code", "multilabel", "report"))
     shipped = load_params(ROOT / "params.yaml").graph.model_dump(mode="json")
     assert GraphParams().model_dump(mode="json") == shipped
 

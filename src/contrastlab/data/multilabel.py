@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import UnknownNameError
+from ..errors import InputError, UnknownNameError
 
 __all__ = [
     "MULAN", "MultilabelData", "MulanSpec", "ArffError",
@@ -76,7 +76,7 @@ def check_rows(name: str, split: str, got: int, expected: int | None) -> None:
     A truncated file cut at a line boundary still parses; this check makes it an error.
     """
     if expected is not None and got != expected:
-        raise ValueError(f"{name} {split}: {got} rows, expected {expected} (truncated or wrong file?)")
+        raise InputError(f"{name} {split}: {got} rows, expected {expected} (truncated or wrong file?)")
 
 
 @dataclass
@@ -383,7 +383,7 @@ def load_user_dataset(name: str, spec: Any, root: str | Path = ".") -> Multilabe
     files = {"train": res(spec.train), "test": res(spec.test)}
     if spec.format == "arff":
         if not spec.labels_xml:
-            raise ValueError(f"custom data set {name!r}: format arff needs labels_xml")
+            raise InputError(f"custom data set {name!r}: format arff needs labels_xml")
         files["xml"] = res(spec.labels_xml)
     for k, f in files.items():
         if not f.exists():
@@ -391,10 +391,10 @@ def load_user_dataset(name: str, spec: Any, root: str | Path = ".") -> Multilabe
     for fname, digest in (spec.sha256 or {}).items():
         match = [f for f in files.values() if f.name == fname]
         if not match:
-            raise ValueError(f"custom data set {name!r}: sha256 names {fname!r}, not one of its files")
+            raise InputError(f"custom data set {name!r}: sha256 names {fname!r}, not one of its files")
         got = sha256_file(match[0])
         if got != digest:
-            raise ValueError(f"{match[0]}: SHA-256 mismatch (expected {digest}, got {got})")
+            raise InputError(f"{match[0]}: SHA-256 mismatch (expected {digest}, got {got})")
     dropped: list[str] = []
     if spec.format == "arff":
         labels = read_label_xml(files["xml"])
@@ -407,33 +407,33 @@ def load_user_dataset(name: str, spec: Any, root: str | Path = ".") -> Multilabe
 
         labels = list(spec.label_columns)
         if not labels:
-            raise ValueError(f"custom data set {name!r}: label_columns is empty")
+            raise InputError(f"custom data set {name!r}: label_columns is empty")
 
         def read(f: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
             try:
                 df = pd.read_csv(f) if spec.format == "csv" else pd.read_parquet(f)
             except Exception as e:
-                raise ValueError(f"{f}: cannot read {spec.format}: {type(e).__name__}: {e}") from None
+                raise InputError(f"{f}: cannot read {spec.format}: {type(e).__name__}: {e}") from None
             miss = [c for c in labels if c not in df.columns]
             if miss:
-                raise ValueError(f"{f}: label column(s) {miss} not found (columns: {list(df.columns)[:10]})")
+                raise InputError(f"{f}: label column(s) {miss} not found (columns: {list(df.columns)[:10]})")
             feats = [c for c in df.columns if c not in labels]
             bad = [c for c in feats if not pd.api.types.is_numeric_dtype(df[c])]
             if bad:
-                raise ValueError(f"{f}: non-numeric feature column(s) {bad[:5]}; encode them first")
+                raise InputError(f"{f}: non-numeric feature column(s) {bad[:5]}; encode them first")
             if df[labels].isna().any().any() or not df[labels].isin([0, 1]).all().all():
-                raise ValueError(f"{f}: label columns must hold 0 or 1")
+                raise InputError(f"{f}: label columns must hold 0 or 1")
             x = df[feats].to_numpy(dtype=np.float32)
             if not np.isfinite(x).all():
-                raise ValueError(f"{f}: missing or non-finite feature values")
+                raise InputError(f"{f}: missing or non-finite feature values")
             return x, df[labels].to_numpy(dtype=np.uint8), [str(c) for c in feats]
 
         xtr, ytr, feats = read(files["train"])
         xte, yte, feats_te = read(files["test"])
         if feats != feats_te:
-            raise ValueError(f"{files['test']}: feature columns differ from {files['train']}")
+            raise InputError(f"{files['test']}: feature columns differ from {files['train']}")
     else:
-        raise ValueError(f"custom data set {name!r}: unknown format {spec.format!r} (arff, csv, parquet)")
+        raise InputError(f"custom data set {name!r}: unknown format {spec.format!r} (arff, csv, parquet)")
     rows = tuple(spec.rows) if spec.rows else None
     check_rows(name, "train", len(xtr), rows[0] if rows else None)
     check_rows(name, "test", len(xte), rows[1] if rows else None)
@@ -479,9 +479,9 @@ def stratified_val_split(y: np.ndarray, fraction: float, seed: int) -> tuple[np.
     y = (np.asarray(y) != 0).astype(np.int64)
     n = len(y)
     if not 0 < fraction < 1:
-        raise ValueError(f"fraction must be in (0, 1), got {fraction}")
+        raise InputError(f"fraction must be in (0, 1), got {fraction}")
     if n < 2:
-        raise ValueError(f"need at least 2 rows to split, got {n}")
+        raise InputError(f"need at least 2 rows to split, got {n}")
     splitter = MultilabelStratifiedShuffleSplit(n_splits=1, test_size=fraction, random_state=seed)
     tr, va = next(splitter.split(np.zeros((n, 1)), y))
     in_val = np.zeros(n, dtype=bool)

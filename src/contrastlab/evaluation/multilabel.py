@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InputError
+
 __all__ = ["multilabel_metrics", "precision_at_k", "knn_label_purity", "mean_average_precision",
            "choose_threshold", "label_thresholds", "bootstrap_metric_reps"]
 
@@ -33,9 +35,9 @@ def precision_at_k(y_true: np.ndarray, scores: np.ndarray, k: int) -> float:
     y_true = np.asarray(y_true)
     scores = np.asarray(scores)
     if y_true.shape != scores.shape:
-        raise ValueError(f"precision_at_k: y_true {y_true.shape} vs scores {scores.shape}")
+        raise InputError(f"precision_at_k: y_true {y_true.shape} vs scores {scores.shape}")
     if not 1 <= k <= y_true.shape[1]:
-        raise ValueError(f"precision_at_k: k={k} outside [1, {y_true.shape[1]}]")
+        raise InputError(f"precision_at_k: k={k} outside [1, {y_true.shape[1]}]")
     top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
     return float(np.take_along_axis(y_true, top, axis=1).sum(1).mean() / k)
 
@@ -61,11 +63,11 @@ def multilabel_metrics(y_true: np.ndarray, scores: np.ndarray, threshold: float 
     y_true = np.asarray(y_true).astype(np.int64)
     scores = np.asarray(scores, dtype=np.float64)
     if y_true.shape != scores.shape or y_true.ndim != 2:
-        raise ValueError(f"multilabel_metrics: y_true {y_true.shape} vs scores {scores.shape}")
+        raise InputError(f"multilabel_metrics: y_true {y_true.shape} vs scores {scores.shape}")
     pred = (scores >= threshold).astype(np.int64)
     has_pos = y_true.sum(0) > 0
     if not has_pos.any():
-        raise ValueError("multilabel_metrics: no label has a positive test sample; mAP undefined")
+        raise InputError("multilabel_metrics: no label has a positive test sample; mAP undefined")
     out = {
         "micro_f1": float(f1_score(y_true, pred, average="micro", zero_division=0)),
         "macro_f1": float(f1_score(y_true, pred, average="macro", zero_division=0)),
@@ -97,9 +99,9 @@ def knn_label_purity(train_emb: np.ndarray, train_groups: np.ndarray, test_emb: 
     a = np.ascontiguousarray(train_emb, dtype=np.float32)
     b = np.ascontiguousarray(test_emb, dtype=np.float32)
     if len(a) != len(train_groups) or len(b) != len(test_groups):
-        raise ValueError("knn_label_purity: embeddings and groups differ in length")
+        raise InputError("knn_label_purity: embeddings and groups differ in length")
     if k > len(a):
-        raise ValueError(f"knn_label_purity: k={k} > {len(a)} training samples")
+        raise InputError(f"knn_label_purity: k={k} > {len(a)} training samples")
     a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
     b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
     index = faiss.IndexFlatIP(a.shape[1])
@@ -219,7 +221,7 @@ def bootstrap_metric_reps(y_true: np.ndarray, scores: np.ndarray, val_thresholds
     y = np.asarray(y_true).astype(np.int64)
     s = np.asarray(scores, dtype=np.float64)
     if s.ndim != 3 or s.shape[1:] != y.shape or len(val_thresholds) != s.shape[0]:
-        raise ValueError(f"bootstrap_metric_reps: scores {s.shape}, y {y.shape}, thresholds {len(val_thresholds)}")
+        raise InputError(f"bootstrap_metric_reps: scores {s.shape}, y {y.shape}, thresholds {len(val_thresholds)}")
     n_s, n = s.shape[0], y.shape[0]
     names = ["micro_f1", "macro_f1", "micro_f1_val_t", "macro_f1_val_t", "map"]
     per = {k: np.zeros((len(draws), n_s)) for k in names}  # metric of seed j on draw r's rows

@@ -39,12 +39,10 @@ class Params(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    # Every section is required: an empty or partial params.yaml is an error, not a run with
-    # defaults that may differ from the shipped file.
-    graph: GraphParams
-    code: CodeParams
-    multilabel: MultilabelParams
-    report: ReportParams
+    graph: GraphParams = GraphParams()
+    code: CodeParams = CodeParams()
+    multilabel: MultilabelParams = MultilabelParams()
+    report: ReportParams = ReportParams()
 
 
 def _format_errors(path: Path, err: ValidationError) -> str:
@@ -70,7 +68,7 @@ def load_params(path: str | Path = "params.yaml") -> Params:
         The validated :class:`Params`.
 
     Raises:
-        ParamsError: the file is missing, is not valid YAML, is not a mapping, or fails the
+        ParamsError: the file is missing, empty, not valid YAML, not a mapping, or fails the
             schema; the message names the file and every offending dotted key.
     """
     path = Path(path)
@@ -80,8 +78,10 @@ def load_params(path: str | Path = "params.yaml") -> Params:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         raise ParamsError(f"{path}: not valid YAML: {e}") from None
-    if raw is None:
-        raw = {}
+    if not raw:
+        raise ParamsError(f"{path}: empty params file; it must hold at least one of the sections "
+                          "graph, code, multilabel, report (sections left out take the schema's "
+                          "defaults)")
     if not isinstance(raw, dict):
         raise ParamsError(f"{path}: top level must be a mapping, got {type(raw).__name__}")
     try:

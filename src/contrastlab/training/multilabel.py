@@ -45,6 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InputError, UnknownNameError
 from ..evaluation.multilabel import (choose_threshold, knn_label_purity, label_thresholds,
                                      mean_average_precision, multilabel_metrics)
 from ..models.mlp import ProjectionHead, build_encoder
@@ -155,7 +156,7 @@ class MemoryQueue:
 
     def __init__(self, size: int):
         if size < 0:
-            raise ValueError(f"queue size must be >= 0, got {size}")
+            raise InputError(f"queue size must be >= 0, got {size}")
         self.size = size
         self.feats: torch.Tensor | None = None
         self.labels: torch.Tensor | None = None
@@ -195,7 +196,7 @@ def resolve_loss(name: str, kwargs: dict[str, Any] | None = None) -> Callable[..
     sig = inspect.signature(fn.func if isinstance(fn, functools.partial) else fn)
     bad = [k for k in kwargs if k not in sig.parameters]
     if bad:
-        raise ValueError(f"loss {name!r} has no keyword argument(s) {bad}; "
+        raise InputError(f"loss {name!r} has no keyword argument(s) {bad}; "
                          f"it accepts {[p for p in sig.parameters if p not in ('features', 'labels')]}")
     return functools.partial(fn, **kwargs)
 
@@ -542,9 +543,9 @@ def make_config(ml, dataset: str, variant: str, encoder: str = "mlp",
     from ..params.multilabel import variant_loss
 
     if variant not in ml.variants:
-        raise KeyError(f"multilabel.variants has no entry {variant!r}")
+        raise UnknownNameError(f"multilabel.variants has no entry {variant!r}")
     if dataset not in ml.data:
-        raise KeyError(f"multilabel.data has no entry {dataset!r}")
+        raise UnknownNameError(f"multilabel.data has no entry {dataset!r}")
     t, d, v = ml.train, ml.data[dataset], ml.variants[variant]
     cfg = TrainConfig(
         variant=variant, loss=variant_loss(variant)[0], temperature=v.temperature,
@@ -559,6 +560,6 @@ def make_config(ml, dataset: str, variant: str, encoder: str = "mlp",
         threads=t.threads_per_worker, device=t.device)
     for k, val in (choices or {}).items():
         if k not in TUNABLE:
-            raise ValueError(f"tuned choice {k!r} is not tunable (tunable: {TUNABLE})")
+            raise InputError(f"tuned choice {k!r} is not tunable (tunable: {TUNABLE})")
         setattr(cfg, k, type(getattr(cfg, k))(val))
     return cfg
