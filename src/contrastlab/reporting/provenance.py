@@ -107,7 +107,9 @@ def metrics_summary(metrics_dir: Path, headline: Mapping[str, Sequence[str]] | N
             containing ``time_s``), which never belong in declared metrics.
 
     Unreadable files, non-numeric and missing values are skipped; the variant is the path
-    below the track folder.
+    below the track folder. Multi-label files (``<dataset>_<variant>.json``) are averaged over
+    the data sets into one value per variant (the per-data-set values stay in
+    ``reports/metrics/multilabel/``), so ``dvc exp show`` stays narrow.
     """
     out: dict[str, dict[str, dict[str, float]]] = {}
     metrics_dir = Path(metrics_dir)
@@ -125,6 +127,14 @@ def metrics_summary(metrics_dir: Path, headline: Mapping[str, Sequence[str]] | N
                 vals = {k: data[k] for k in keep if k in data and _is_num(data[k])}
             if vals:
                 out.setdefault(d.name, {})[f.relative_to(d).with_suffix("").as_posix()] = vals
+    if "multilabel" in out:  # <dataset>_<variant> files: one column per variant, mean over data sets
+        per: dict[str, dict[str, list[float]]] = {}
+        for name, vals in out["multilabel"].items():
+            variant = name.split("_", 1)[1] if "_" in name else name
+            for k, v in vals.items():
+                per.setdefault(variant, {}).setdefault(k, []).append(float(v))
+        out["multilabel"] = {v: {k: round(sum(xs) / len(xs), 6) for k, xs in m.items()}
+                             for v, m in per.items()}
     return out
 
 
