@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from contrastlab.errors import InputError, UnknownNameError
+from contrastlab.timings import write_timing
 from contrastlab.cli import run_stage
 from contrastlab.data.multilabel import (MULAN, label_stats, load_mulan, load_user_dataset,
                                          stratified_val_split)
@@ -172,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     write_json(out_dir / "meta.json", meta)
     write_json(Path(args.report_dir) / f"{name}_dataset.json",
                {k: v for k, v in meta.items() if k != "labels"}
-               | {"n_labels": len(labels), "build_s": round(time.perf_counter() - t0, 2)})
+               | {"n_labels": len(labels)})
+    # wall time: run-dependent, so MLflow/timings only, never the hashed dataset JSON
+    write_timing("multilabel", f"build_{name}", {"time_s": round(time.perf_counter() - t0, 3)})
     if extra.get("dropped_attributes"):
         print(f"{name}: dropped identifier-like attribute(s) {extra['dropped_attributes']}")
     print(f"{name}: train {tuple(arrays['x_train'].shape)}, val {tuple(arrays['x_val'].shape)} (of {n_full}), test {tuple(arrays['x_test'].shape)}, "
