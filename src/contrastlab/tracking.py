@@ -543,8 +543,16 @@ def variant_run(track: str, variant: str, params: Mapping[str, Any] | Any = None
         yield Tracker(None)
         return
     root = repo_root()
+    with _guarded(lambda: _open_variant_run(root, track, variant, params, stage, tags)) as t:
+        yield t
+
+
+@contextlib.contextmanager
+def _guarded(open_run: Callable[[], Tracker]) -> Iterator[Tracker]:
+    """Open a run with ``open_run`` (an MLflow error becomes a warning and a no-op tracker),
+    yield it, and close it FINISHED / FAILED (``_closing``)."""
     try:
-        tracker = _open_variant_run(root, track, variant, params, stage, tags)
+        tracker = open_run()
     except Exception as e:  # noqa: BLE001 - tracking must never fail a stage
         log.warning("MLflow tracking unavailable (%s: %s); the stage goes on without it",
                     type(e).__name__, e)
@@ -647,7 +655,8 @@ def stage_run(track: str, stage: str, params: Mapping[str, Any] | Any = None,
         yield Tracker(None)
         return
     root = repo_root()
-    try:
+
+    def open_run() -> Tracker:
         uri = tracking_uri(root)
         client = _client(uri)
         exp_id = _experiment_id(client, uri, track, root)
@@ -661,12 +670,7 @@ def stage_run(track: str, stage: str, params: Mapping[str, Any] | Any = None,
                           info={"uri": uri, "experiment_id": exp_id, "run_name": stage, "track": track,
                                 "dvc_stage": stage})
         tracker.log_params(params)
-    except Exception as e:  # noqa: BLE001 - tracking must never fail a stage
-        log.warning("MLflow tracking unavailable (%s: %s); the stage goes on without it",
-                    type(e).__name__, e)
-        tracker = Tracker(None)
-    if not tracker.active:
-        yield tracker
-        return
-    with _closing(tracker, fluent=_activate_fluent(tracker)):
-        yield tracker
+        return tracker
+
+    with _guarded(open_run) as t:
+        yield t

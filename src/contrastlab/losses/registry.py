@@ -125,6 +125,15 @@ def names_for(track: str) -> list[str]:
     return [n for n, s in LOSSES.items() if s.needs in TRACK_NEEDS[track]]
 
 
+def check_name(track: str, name: str, kind: str) -> str:
+    """``name`` if it is a registry loss ``track`` can train with, else ``ValueError`` naming
+    ``kind`` (e.g. "two-view loss") and the known names (used by the params validators)."""
+    ok = names_for(track)
+    if name not in ok:
+        raise ValueError(f"{name!r} is not a registered {kind}; known: {', '.join(ok)}")
+    return name
+
+
 def title(name: str) -> str:
     """Report label of ``name`` (the registry title; the name itself if not registered)."""
     spec = LOSSES.get(name)

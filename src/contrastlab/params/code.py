@@ -223,12 +223,9 @@ class VariantParams(BaseModel):
     @field_validator("loss")
     @classmethod
     def _registered(cls, v: str) -> str:
-        from ..losses.registry import names_for
+        from ..losses.registry import check_name
 
-        ok = names_for("code")
-        if v not in ok:
-            raise ValueError(f"{v!r} is not a registered retrieval loss; known: {', '.join(ok)}")
-        return v
+        return check_name("code", v, "retrieval loss")
 
 
 class BaselineParams(BaseModel):

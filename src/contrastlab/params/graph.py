@@ -150,12 +150,9 @@ class GraphVariant(BaseModel):
     @field_validator("loss")
     @classmethod
     def _registered(cls, v: str) -> str:
-        from ..losses.registry import names_for
+        from ..losses.registry import check_name
 
-        ok = names_for("graph")
-        if v not in ok:
-            raise ValueError(f"{v!r} is not a registered two-view loss; known: {', '.join(ok)}")
-        return v
+        return check_name("graph", v, "two-view loss")
 
     @model_validator(mode="after")
     def _knobs(self) -> "GraphVariant":
