@@ -6,7 +6,9 @@ target space (fitted on training bodies). Writes ``reports/metrics/code/<V>.json
 (per-seed and mean Rank@1/5/10, MRR, median rank, mean cosine, corpus size, best epochs,
 validation Rank@10, tuned hyperparameters; no wall times), the per-query ranks
 ``reports/data/code/<V>_ranks.csv`` (``id, repo, seed, rank``: the bootstrap's input) and
-the mean Rank@k curve ``reports/data/code/<V>_rank_curve.csv``.
+the mean Rank@k curve ``reports/data/code/<V>_rank_curve.csv``. MLflow: the test metrics go
+to the variant's one run (opened by ``train_code@<V>``, found again by its params) and to
+each seed's nested run, next to the variant's loss, temperature and learning rate.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from contrastlab.cli import run_stage
 from contrastlab.evaluation.retrieval import build_index, rank_at_k_curve, rank_metrics, true_ranks
 from contrastlab.io import read_json, write_csv, write_json
 from contrastlab.params import load_params
+from contrastlab.tracking import variant_run
 from contrastlab.training.code import load_student, predict, prepare_targets
 from contrastlab.utils import pick_device, set_cpu_threads
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_code import load_code_data  # noqa: E402
+from train_code import load_code_data, run_params  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,10 +70,18 @@ def main(argv: list[str] | None = None) -> int:
     out = {k: float(np.mean([m[k] for m in per_seed])) for k in keys}
     out.update(corpus_size=int(len(targets.corpus)), n_queries=int(len(test)),
                n_seeds=len(per_seed), chance_rank_at_10=10.0 / len(targets.corpus),
+               loss=summary["loss"],
                lr=summary["lr"], temperature=summary["temperature"],
                residual=summary["residual"], tuned=summary["tuned"],
                centre=code.target.centre, per_seed=per_seed)
     write_json(Path(args.metrics) / f"{args.variant}.json", out)
+    scalar = ("rank_at_1", "rank_at_5", "rank_at_10", "mrr", "median_rank", "mean_cosine")
+    with variant_run("code", args.variant, run_params(args.variant, summary["loss"], summary),
+                     stage=f"evaluate_code@{args.variant}") as tracker:
+        tracker.log_metrics({f"test_{k}": out[k] for k in scalar})
+        for m in per_seed:
+            with tracker.seed_run(m["seed"]) as st:
+                st.log_metrics({f"test_{k}": m[k] for k in scalar})
     write_csv(Path(args.curves) / f"{args.variant}_ranks.csv", pd.concat(rank_rows))
     curve = np.mean(curves, 0)
     write_csv(Path(args.curves) / f"{args.variant}_rank_curve.csv",

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     code = load_params(args.params).code
     t = code.teacher
-    set_cpu_threads(code.train.threads)
+    set_cpu_threads(code.teacher.threads)
     df = pd.read_parquet(args.functions, columns=["id", "signature", "body"]).sort_values("id")
     enc = TeacherEncoder(t.model, layer=t.layer, device=t.device, max_length=t.max_body_tokens)
     settings = {"model": t.model, "layer": enc.layer, "max_sig_tokens": t.max_sig_tokens,

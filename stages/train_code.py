@@ -7,7 +7,10 @@ model per seed of ``code.train.seeds`` with the variant's hyperparameters: the t
 choices of ``--tuned DIR``/``<V>.json`` when given (``tune_code@<V>`` writes
 ``reports/tuned/code/<V>.json``), else the variant's ``lr`` / ``temperature``, else ``code.train``'s. Writes
 ``data/code/models/<V>/seed<k>.pt`` + ``summary.json`` and the per-epoch history of every
-seed ``reports/plots/code/<V>.csv``. MLflow run ``train_code@<V>`` (rank 0 only).
+seed ``reports/plots/code/<V>.csv``. MLflow (rank 0 only): the variant's one run
+(``contrastlab.tracking.variant_run``, shared with ``evaluate_code@<V>``, which adds the test
+metrics) holding the variant's settings, the teacher states as its dataset, one nested run
+per seed with the per-epoch curves, the checkpoints as logged models and the history CSV.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from contrastlab.cli import run_stage
 from contrastlab.data.teacher_states import load_teacher_states
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
-from contrastlab.tracking import stage_run
+from contrastlab.tracking import variant_run
 from contrastlab.training.code import CodeData, prepare_targets, train_code
 
 
@@ -56,6 +59,21 @@ def variant_settings(code, variant: str, tuned: Path | None) -> dict:
     return out
 
 
+def run_params(variant: str, loss: str, cfg: dict) -> dict:
+    """The variant's MLflow params, identical in ``train_code`` and ``evaluate_code`` (the
+    look-up key of the variant's one run): loss, lr, temperature, residual, tuned."""
+    return {"variant": variant, "loss": loss, "lr": float(cfg["lr"]),
+            "temperature": float(cfg["temperature"]), "residual": bool(cfg["residual"]),
+            "tuned": bool(cfg["tuned"])}
+
+
+def teacher_digest(teacher: str) -> str:
+    """SHA-256 prefix of the teacher states' ``index.json`` (ids, settings, shard hashes)."""
+    import hashlib
+
+    return hashlib.sha256((Path(teacher) / "index.json").read_bytes()).hexdigest()[:16]
+
+
 HIST_COLS = ["seed", "epoch", "train_loss", "val_rank_at_10", "val_rank_at_1", "val_mrr",
              "val_mean_cosine", "lr", "temperature"]  # no wall times: reruns give equal bytes
 
@@ -84,23 +102,37 @@ def main(argv: list[str] | None = None) -> int:
     info = D.init_distributed(code.train.device)  # the stage owns the process group
     try:
         out = Path(args.models) / args.variant
-        logged = {"variant": args.variant, "loss": v.loss, "model": code.model,
-                  "train": code.train, "target": code.target, "teacher": code.teacher, **cfg}
+        logged = {**run_params(args.variant, v.loss, cfg), "model": code.model,
+                  "train": code.train, "target": code.target, "teacher": code.teacher}
         hist, summaries = [], []
-        with stage_run("code", f"train_code@{args.variant}", logged) as tracker:
+        with variant_run("code", args.variant, run_params(args.variant, v.loss, cfg),
+                         stage=f"train_code@{args.variant}") as tracker:
+            tracker.log_params(logged)
+            tracker.log_dataset("code-teacher-states", digest=teacher_digest(args.teacher),
+                                source=str(args.teacher), context="training")
             for seed in code.train.seeds:
-                s = train_code(data, hidden, v.loss, code.model, code.train,
-                               out / f"seed{seed}.pt", targets=targets, seed=seed,
-                               lr=cfg["lr"], temperature=cfg["temperature"],
-                               residual=cfg["residual"])
+                with tracker.seed_run(seed) as st:
+                    s = train_code(data, hidden, v.loss, code.model, code.train,
+                                   out / f"seed{seed}.pt", targets=targets, seed=seed,
+                                   lr=cfg["lr"], temperature=cfg["temperature"],
+                                   residual=cfg["residual"],
+                                   on_epoch=lambda r, t=st: t.log_metrics(
+                                       {k: r[k] for k in HIST_COLS[2:] if k in r},
+                                       step=int(r["epoch"])))
+                    st.log_metrics({"best_val_rank_at_10": s["best_val_rank_at_10"],
+                                    "best_epoch": float(s["best_epoch"])})
+                    if info.is_main:
+                        st.log_model(out / f"seed{seed}.pt", name=f"{args.variant}-seed{seed}",
+                                     params={"loss": v.loss, "seed": seed})
                 hist += [{"seed": seed, **r} for r in s["history"]]
                 summaries.append({k: x for k, x in s.items() if k != "history"})
-                if info.is_main:
-                    tracker.log_metrics({f"seed{seed}_best_val_rank_at_10": s["best_val_rank_at_10"]})
-        if info.is_main:
-            write_csv(Path(args.plots) / f"{args.variant}.csv", pd.DataFrame(hist)[HIST_COLS])
-            write_json(out / "summary.json", {"variant": args.variant, "loss": v.loss, **cfg,
-                                              "seeds": summaries})
+            if info.is_main:
+                write_csv(Path(args.plots) / f"{args.variant}.csv", pd.DataFrame(hist)[HIST_COLS])
+                write_json(out / "summary.json", {"variant": args.variant, "loss": v.loss, **cfg,
+                                                  "seeds": summaries})
+                tracker.log_metrics({"val_rank_at_10_mean": float(np.mean(
+                    [x["best_val_rank_at_10"] for x in summaries]))})
+                tracker.log_artifact(Path(args.plots) / f"{args.variant}.csv", "history")
     finally:
         D.cleanup()
     return 0

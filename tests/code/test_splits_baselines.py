@@ -142,3 +142,53 @@ def test_residual_student_starts_at_the_centred_zero_shot_map():
     got = predict(st, data, np.arange(10), torch.device("cpu"))
     want = F.normalize(t.sig_space(pooled_signature(data.sig_states, data.sig_mask)), dim=-1)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_residual_training_keeps_the_zero_shot_map_when_training_cannot_improve_it(tmp_path):
+    """Epoch 0 of a residual run is the zero-shot map itself: it is validated, logged as the
+    first history row and kept as the checkpoint when no epoch beats it on val Rank@10."""
+    from contrastlab.params.code import ModelParams, TrainParams
+    from contrastlab.training.code import load_student, train_code
+
+    g = torch.Generator().manual_seed(1)
+    n, t, h = 48, 3, 8
+    body = torch.randn(n, h, generator=g)
+    sig = body[:, None, :].repeat(1, t, 1)  # pooled signature == body: zero-shot ranks are all 1
+    split = ["train"] * 24 + ["val"] * 12 + ["test"] * 12
+    data = _data(sig, body, split)
+    targets = prepare_targets(data, "mean")
+    tp = TrainParams(epochs=3, batch_size=8, patience=2, lr=0.05, warmup_epochs=0.0,
+                     device="cpu", threads=1, seeds=[0])
+    mp = ModelParams(d_model=8, n_layers=1, n_heads=2, ffn=16, dropout=0.0)
+    ck = tmp_path / "s.pt"
+    out = train_code(data, h, "infonce", mp, tp, ck, targets=targets, seed=0, residual=True,
+                     progress=False, log=lambda *_: None)
+    first = out["history"][0]
+    assert first["epoch"] == 0 and first["val_rank_at_1"] == 1.0 and first["val_rank_at_10"] == 1.0
+    assert out["best_epoch"] == 0 and out["epochs_run"] == len(out["history"]) - 1 >= 1
+    st = load_student(ck)
+    got = predict(st, data, np.arange(n), torch.device("cpu"))
+    want = F.normalize(targets.sig_space(pooled_signature(data.sig_states, data.sig_mask)), dim=-1)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    # a non-residual run has no epoch-0 row
+    out2 = train_code(data, h, "infonce", mp, tp, None, targets=targets, seed=0,
+                      progress=False, log=lambda *_: None)
+    assert out2["history"][0]["epoch"] == 1 and out2["best_epoch"] >= 1
+
+
+def test_max_train_trains_on_a_subset_of_the_training_functions():
+    from contrastlab.params.code import ModelParams, TrainParams
+    from contrastlab.training.code import train_code
+
+    g = torch.Generator().manual_seed(2)
+    body = torch.randn(40, 8, generator=g)
+    sig = body[:, None, :].repeat(1, 2, 1) + 0.5 * torch.randn(40, 2, 8, generator=g)
+    data = _data(sig, body, ["train"] * 32 + ["val"] * 8)
+    targets = prepare_targets(data, "mean")
+    mp = ModelParams(d_model=8, n_layers=1, n_heads=2, ffn=16, dropout=0.0)
+    kw = dict(epochs=2, batch_size=4, patience=5, device="cpu", threads=1, seeds=[0])
+    full = train_code(data, 8, "infonce", mp, TrainParams(**kw), None, targets=targets,
+                      progress=False, log=lambda *_: None)
+    sub = train_code(data, 8, "infonce", mp, TrainParams(**kw, max_train=12), None,
+                     targets=targets, progress=False, log=lambda *_: None)
+    assert full["steps"] == 2 * (32 // 4) and sub["steps"] == 2 * (12 // 4)

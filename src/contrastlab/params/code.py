@@ -9,7 +9,7 @@ patience 15); ``python stages/code_preset.py seed-scale`` switches to it (see do
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Optional, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -149,6 +149,9 @@ class TeacherParams(BaseModel):
     batch_size: int = Field(64, ge=1)
     shard_size: int = Field(1024, ge=1)
     device: str = "auto"
+    threads: int = Field(1, ge=1, le=256, description="CPU threads of the teacher forward "
+                         "passes (1 by default: reruns then reproduce the committed states "
+                         "bit for bit)")
 
 
 class ModelParams(BaseModel):
@@ -192,6 +195,10 @@ class TrainParams(BaseModel):
     seed: int = Field(42, ge=0, lt=2**63)
     device: str = "auto"
     threads: int = Field(1, ge=1, le=256, description="CPU threads per process (1: oversubscribed OpenMP spins)")
+    max_train: Optional[int] = Field(
+        None, ge=2, description="train on a seeded subset of at most this many training "
+        "functions (the same subset for every seed and variant; the target space is still "
+        "fitted on every training body); null = all")
 
 
 class TargetParams(BaseModel):

@@ -29,10 +29,7 @@ __all__ = ["build_section", "REFERENCES", "TITLES"]
 
 TITLES = {"zeroshot_raw": "zero-shot teacher, raw (baseline)",
           "zeroshot_centred": "zero-shot teacher, centred (baseline)",
-          "ridge": "ridge regression, closed form (baseline)",
-          "smoothl1": "SmoothL1 (Exp 1.3)", "cosine": "Cosine (Exp 1.3 variant)",
-          "infonce": "InfoNCE (Exp 1.4)", "infonce_hardneg": "InfoNCE + hard negatives (Exp 2.1)",
-          "infonce_residual": "InfoNCE, residual on the zero-shot map"}
+          "ridge": "ridge regression, closed form (baseline)"}
 BASELINES = ["zeroshot_raw", "zeroshot_centred", "ridge"]
 REFERENCE_BASELINE = "zeroshot_centred"
 
@@ -45,8 +42,39 @@ REFERENCES = [
 TARGET_R10 = 0.05
 
 
-def _order(names) -> list[str]:
-    return [v for v in TITLES if v in names] + sorted(v for v in names if v not in TITLES)
+def _title(name: str, m: dict | None) -> str:
+    """Row title: a baseline's, else the loss's registry title (``LossSpec.title``) and
+    whether the predictor started at the zero-shot map (residual) or from scratch."""
+    if name in TITLES:
+        return TITLES[name]
+    m = m or {}
+    loss = m.get("loss")
+    try:
+        from ..losses import get_spec
+
+        base = get_spec(loss).title if loss else name
+    except Exception:  # noqa: BLE001 - a loss no longer registered keeps its key
+        base = name
+    start = "from the zero-shot map" if m.get("residual") else "from scratch"
+    return f"{base}, {start}" if loss else name
+
+
+def _contrastive(loss: str | None) -> bool:
+    """The loss has in-batch negatives and a temperature (registry ``needs == "targets"``)."""
+    try:
+        from ..losses import get_spec
+
+        return bool(loss) and get_spec(loss).needs == "targets"
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _order(metrics: dict) -> list[str]:
+    """Baselines, then residual rows, then rows trained from scratch (params order kept)."""
+    trained = [n for n in metrics if n not in TITLES]
+    return ([n for n in TITLES if n in metrics]
+            + [n for n in trained if metrics[n].get("residual")]
+            + [n for n in trained if not metrics[n].get("residual")])
 
 
 def _save(fig, path: Path) -> None:
@@ -65,7 +93,8 @@ def _plt():
     return plt
 
 
-def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int = 0) -> bool:
+def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int = 0,
+                       titles: dict | None = None) -> bool:
     import pandas as pd
 
     curves = {n: data_dir / f"{n}_rank_curve.csv" for n in names}
@@ -76,7 +105,7 @@ def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
     for n, p in curves.items():
         df = pd.read_csv(p)
-        ax.plot(df["k"], 100 * df["rank_at_k"], label=TITLES.get(n, n))
+        ax.plot(df["k"], 100 * df["rank_at_k"], label=(titles or {}).get(n, n))
     if corpus:
         import numpy as np
 
@@ -92,7 +121,8 @@ def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int
     return True
 
 
-def _training_figure(plots_dir: Path, names: list[str], path: Path) -> bool:
+def _training_figure(plots_dir: Path, names: list[str], path: Path,
+                     titles: dict | None = None) -> bool:
     import pandas as pd
 
     files = {n: plots_dir / f"{n}.csv" for n in names}
@@ -105,8 +135,9 @@ def _training_figure(plots_dir: Path, names: list[str], path: Path) -> bool:
         df = pd.read_csv(p)
         if "seed" in df:
             df = df[df["seed"] == df["seed"].min()]
-        a1.plot(df["epoch"], df["train_loss"], marker="o", ms=3, label=TITLES.get(n, n))
-        a2.plot(df["epoch"], 100 * df["val_rank_at_10"], marker="o", ms=3, label=TITLES.get(n, n))
+        lab = (titles or {}).get(n, n)
+        a1.plot(df["epoch"], df["train_loss"], marker="o", ms=3, label=lab)
+        a2.plot(df["epoch"], 100 * df["val_rank_at_10"], marker="o", ms=3, label=lab)
     a1.set_yscale("symlog", linthresh=1e-3)
     a1.set_xlabel("epoch")
     a1.set_ylabel("train loss (log; scales differ by loss)")
@@ -205,15 +236,16 @@ def _ci(st: dict, pct: bool, digits: int) -> str:
 
 def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: int,
               corpus: int) -> str:
+    T = {n: _title(n, metrics.get(n)) for n in names}
     r10 = stats["rank_at_10"]
     best = next(n for n in names if r10["best"][n].get("is_best"))
     tied = [n for n in names if r10["best"][n].get("tied_for_best") and n != best]
     trained = [n for n in names if n not in BASELINES]
     parts = [f"On {n_q:,} test signatures from {n_groups} held-out repository groups, ranked "
              f"against {corpus:,} bodies (chance Rank@10 {1000 / corpus:.2f} %), the best row is "
-             f"{TITLES.get(best, best)} with Rank@10 {_ci(r10['best'][best], True, 1)} %"
+             f"{T[best]} with Rank@10 {_ci(r10['best'][best], True, 1)} %"
              + (f", tied (Holm-corrected paired bootstrap) with "
-                f"{', '.join(TITLES.get(t, t) for t in tied)}." if tied else ", ahead of every "
+                f"{', '.join(T[t] for t in tied)}." if tied else ", ahead of every "
                 "other row (Holm-corrected paired bootstrap).")]
     if "baseline" in r10 and trained:
         zb = r10["best"][REFERENCE_BASELINE]
@@ -223,13 +255,13 @@ def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: 
         if winners:
             parts.append("Trained losses that beat the centred zero-shot baseline (Rank@10 "
                          f"{100 * zb['mean']:.1f} %): " + ", ".join(
-                             f"{TITLES.get(w, w)} ({100 * r10['baseline'][w]['delta_vs_baseline']:+.1f} "
+                             f"{T[w]} ({100 * r10['baseline'][w]['delta_vs_baseline']:+.1f} "
                              "points)" for w in winners) + ".")
         else:
             parts.append("No trained loss beats the untrained centred zero-shot baseline "
                          f"(Rank@10 {100 * zb['mean']:.1f} %)"
                          + (f"; significantly below it: "
-                            f"{', '.join(TITLES.get(x, x) for x in losers)}." if losers else "."))
+                            f"{', '.join(T[x] for x in losers)}." if losers else "."))
     return " ".join(parts)
 
 
@@ -237,7 +269,7 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
     import numpy as np
 
     metrics, ranks, repo = loaded["metrics"], loaded["ranks"], loaded["repo"]
-    names = [n for n in list(TITLES) if n in metrics] + sorted(n for n in metrics if n not in TITLES)
+    names = _order(metrics)
     stats = table_stats({n: ranks[n] for n in names}, repo)
     corpus = int(max(m.get("corpus_size", 0) for m in metrics.values()))
     n_q = int(ranks[names[0]].shape[1])
@@ -252,13 +284,13 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
             seeds, epoch = "-", "-"
         else:
             hp = (f"lr={m.get('lr', float('nan')):.2g}"
-                  + (f", τ0={m['temperature']:.3g}" if "infonce" in n or "hardneg" in n else "")
+                  + (f", τ0={m['temperature']:.3g}" if _contrastive(m.get("loss")) else "")
                   + (" (tuned)" if m.get("tuned") else ""))
             seeds, epoch = str(m.get("n_seeds", "-")), f"{m.get('best_epoch', float('nan')):.1f}"
         vs_base = ("-" if n == REFERENCE_BASELINE or not vb else
                    f"{100 * vb['delta_vs_baseline']:+.1f} (p={vb['p_vs_baseline_holm']:.3f})")
         rows.append([
-            TITLES.get(n, n), _ci(b["rank_at_1"], True, digits), _ci(b["rank_at_5"], True, digits),
+            _title(n, m), _ci(b["rank_at_1"], True, digits), _ci(b["rank_at_5"], True, digits),
             _ci(b["rank_at_10"], True, digits), _ci(b["mrr"], False, digits),
             f"{m.get('median_rank', float('nan')):.0f}", seeds, epoch, hp, vs_base,
             "best" if b["rank_at_10"].get("is_best") else
@@ -307,17 +339,18 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | N
                         "code_preset.py seed-corpus)", digits, True)
         s.tables.append(t2)
         s.notes.append("Seed-corpus table: " + h2)
-    names = [n for n in TITLES if n in loaded["metrics"] and n not in BASELINES]
+    names = [n for n in _order(loaded["metrics"]) if n not in BASELINES]
+    titles = {n: _title(n, loaded["metrics"][n]) for n in names}
     figures_dir = Path(figures_dir)
     figures_dir.mkdir(parents=True, exist_ok=True)
     p = figures_dir / "code_rank_at_k.png"
     corpus = max(int(m.get("corpus_size", 0)) for m in loaded["metrics"].values())
-    if _rank_curve_figure(root / "reports" / "data" / "code", names, p, corpus):
+    if _rank_curve_figure(root / "reports" / "data" / "code", names, p, corpus, titles):
         s.figures.append(Figure("Test Rank@k against k", p,
                                 "Share of test signatures whose body is in the top k (mean "
                                 "over seeds); dotted: chance."))
     p = figures_dir / "code_training_curves.png"
-    if _training_figure(root / "reports" / "plots" / "code", names, p):
+    if _training_figure(root / "reports" / "plots" / "code", names, p, titles):
         s.figures.append(Figure("Training curves (seed 0)", p,
                                 "Left: training loss per epoch; right: validation Rank@10 "
                                 "against the full corpus (early-stopping criterion)."))

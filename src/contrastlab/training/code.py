@@ -339,8 +339,10 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
         on_epoch: called on rank 0 with each epoch's history row.
 
     Returns:
-        Summary: ``history`` (list of per-epoch dicts), ``best_epoch``, ``best_val_rank_at_10``,
-        ``epochs_run``, ``time_s``, ``world_size``, ``steps``.
+        Summary: ``history`` (list of per-epoch dicts; a residual student's starts with an
+        epoch-0 row, the zero-shot map before any step), ``best_epoch`` (0: the zero-shot map
+        was kept), ``best_val_rank_at_10``, ``epochs_run``, ``time_s``, ``world_size``,
+        ``steps``.
 
     Raises:
         FloatingPointError: the loss became NaN/inf.
@@ -362,6 +364,9 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     tr, va = data.rows("train"), data.rows("val")
     if len(tr) == 0 or len(va) == 0:
         raise ValueError("code training needs train and val functions (check the split)")
+    cap = getattr(train_p, "max_train", None)
+    if cap is not None and len(tr) > cap:  # one seeded subset for every seed and variant
+        tr = np.sort(np.random.default_rng(train_p.seed).choice(tr, cap, replace=False))
     b = train_p.batch_size
     gb = b * world
     steps = len(tr) // gb
@@ -387,6 +392,31 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     stopper = EarlyStopping(train_p.patience)
     t0 = time.time()
     step = 0
+
+    def _keep_best(row: dict[str, Any], epoch: int) -> bool:
+        # rank 0's score decides, so all ranks stop at the same epoch even if GPU search differs
+        score = float(_from_rank0(torch.tensor([row["val_rank_at_10"]], dtype=torch.float64),
+                                  dev)[0])
+        improved = stopper.update(score, epoch)
+        if improved and rank == 0 and checkpoint is not None:
+            save_torch(checkpoint, {"state_dict": student.state_dict(), "loss": loss,
+                                    "hidden_size": hidden_size, "model": model_p.model_dump(),
+                                    "residual": residual,
+                                    "sig_space": targets.sig_space.state_dict(),
+                                    "epoch": epoch, "val": row})
+        return improved
+
+    if residual:
+        # epoch 0 = the zero-shot map itself: early stopping may keep it, so a residual
+        # student is never worse than the zero-shot baseline on validation
+        row = {"epoch": 0, "train_loss": float("nan"),
+               **validate(student, data, targets, va, dev, corpus_index),
+               "lr": 0.0, "temperature": float(student.log_temperature.detach().exp())
+               if hasattr(student, "log_temperature") else float("nan"), "epoch_time_s": 0.0}
+        history.append(row)
+        if rank == 0 and on_epoch:
+            on_epoch(row)
+        _keep_best(row, 0)
     for epoch in tqdm(range(n_epochs), desc=f"train {loss} seed {seed}", unit="epoch",
                       disable=rank != 0 or not progress):
         te = time.time()
@@ -416,17 +446,7 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
         if rank == 0:
             if on_epoch:
                 on_epoch(row)
-        # rank 0's score decides, so all ranks stop at the same epoch even if GPU search differs
-        score = float(_from_rank0(torch.tensor([row["val_rank_at_10"]], dtype=torch.float64),
-                                  dev)[0])
-        if stopper.update(score, epoch + 1):
-            if rank == 0 and checkpoint is not None:
-                save_torch(checkpoint, {"state_dict": student.state_dict(), "loss": loss,
-                                        "hidden_size": hidden_size, "model": model_p.model_dump(),
-                                        "residual": residual,
-                                        "sig_space": targets.sig_space.state_dict(),
-                                        "epoch": epoch + 1, "val": row})
-        elif stopper.stop:
+        if not _keep_best(row, epoch + 1) and stopper.stop:
             if rank == 0:
                 log(f"[{loss} seed {seed}] early stop at epoch {epoch + 1}: no val Rank@10 "
                     f"gain for {stopper.bad} epochs (best {stopper.best:.2%} at epoch "
@@ -436,7 +456,8 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
         log(f"[{loss} seed {seed}] best val R@10 {stopper.best:.2%} at epoch "
             f"{stopper.best_epoch}/{len(history)} ({time.time() - t0:.0f}s)")
     return {"history": history, "best_epoch": stopper.best_epoch,
-            "best_val_rank_at_10": stopper.best, "epochs_run": len(history),
+            "best_val_rank_at_10": stopper.best,
+            "epochs_run": int(history[-1]["epoch"]) if history else 0,
             "time_s": time.time() - t0, "world_size": world, "steps": step, "seed": seed}
 
 
