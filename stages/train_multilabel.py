@@ -12,6 +12,19 @@ every metric, the tuned choices, steps), ``reports/metrics/multilabel/reps/<data
 the shared draws of ``contrastlab.evaluation.stats.resample_indices(seed=0)``: the report's
 CIs and paired tests), ``reports/plots/multilabel/<dataset>_<variant>.csv`` (training loss and
 validation mAP per check, per seed). Wall times go to stdout and MLflow only.
+
+MLflow (``contrastlab.tracking.variant_run``, a side channel: no DVC output depends on it):
+one run per (data set, variant) and pipeline invocation, named ``<dataset>-<variant> · <dvc
+exp name or short commit>`` in ``contrastlab-multilabel``, whose params are the variant's
+configuration (``loss``, ``temperature``, ``lr``, ``mask_rate``, ``queue``, ...; ``baseline``
+true for logreg / bce), its tuned choices (``tuned.<name>``) and the seeds, and whose metrics
+are the test metrics averaged over seeds (``map``, ``micro_f1``, ``macro_f1``,
+``macro_f1_val_t``, ... with their ``_std``) plus the wall time ``time_s``; the data set
+(``log_input``: name, SHA-256 prefix of ``data.safetensors`` + ``meta.json``, source folder);
+the history CSV, the metrics JSON and a figure of the per-seed curves as artifacts; and one
+nested run per seed (``... · seed <s>``) with its curve (``loss`` / ``val_map`` at each
+validation check, step = training step; logreg: ``C`` / ``val_map`` per grid point) and its
+test metrics.
 """
 
 from __future__ import annotations
@@ -27,7 +40,7 @@ from contrastlab.errors import InputError, UnknownNameError
 from contrastlab.cli import run_stage
 from contrastlab.io import atomic_path, write_csv, write_json
 from contrastlab.params import load_params
-from contrastlab.tracking import stage_run
+from contrastlab.tracking import Tracker, variant_run
 from contrastlab.training.multilabel import make_config, run_seeds, summarize
 
 N_RESAMPLES = 1000
@@ -38,6 +51,83 @@ def tuned_choices(path: Path) -> dict:
     from contrastlab.tuning import read_tuned
 
     return read_tuned(path)
+
+
+def dataset_digest(folder: Path) -> str:
+    """SHA-256 prefix (16 hex digits) over ``data.safetensors`` and ``meta.json`` of a built
+    data set folder (its identity in MLflow's dataset inputs).
+
+    Raises:
+        FileNotFoundError: one of the two files is missing.
+    """
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in ("data.safetensors", "meta.json"):
+        f = Path(folder) / name
+        if not f.exists():
+            raise FileNotFoundError(f"{f}: missing (run build_multilabel first)")
+        h.update(name.encode())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def mlflow_params(dataset: str, variant: str, stage: str, seeds: list[int], cfg,
+                  choices: dict) -> dict:
+    """The variant's params as MLflow logs them: ``dataset``, ``variant``, ``stage``,
+    ``seeds``, ``loss`` (the registry loss, or the variant's name for a baseline, with
+    ``baseline`` true), every :class:`~contrastlab.training.multilabel.TrainConfig` field
+    (``temperature``, ``lr``, ``mask_rate``, ...) and ``tuned.<name>`` for each tuned choice."""
+    from dataclasses import asdict
+
+    conf = asdict(cfg)
+    conf.pop("variant", None)
+    conf["loss"] = cfg.loss or variant
+    return {"dataset": dataset, "variant": variant, "stage": stage, "seeds": list(seeds),
+            "baseline": cfg.loss is None, **conf,
+            **{f"tuned.{k}": v for k, v in choices.items()}}
+
+
+def log_seed(tracker: Tracker, r) -> None:
+    """One seed's nested MLflow run: its curve (``step`` or, for logreg, the grid index as
+    the step; every other curve key a metric) and, at step 0, its test metrics (one that
+    shares a curve's name, ``val_map``, as ``val_map_final``), ``chosen_<name>`` and
+    ``time_s``. ``r``: a :class:`~contrastlab.training.multilabel.SeedResult`."""
+    with tracker.seed_run(r.seed) as st:
+        keys = [k for k in r.curve if k != "step"]
+        steps = r.curve.get("step") or list(range(len(r.curve[keys[0]]) if keys else 0))
+        for i, step in enumerate(steps):
+            st.log_metrics({k: r.curve[k][i] for k in keys}, step=int(step))
+        # a test metric named like a curve (val_map: the kept checkpoint's) gets ``_final``,
+        # so the curve's history holds the curve only
+        st.log_metrics({**{(f"{k}_final" if k in r.curve else k): v for k, v in r.metrics.items()},
+                        **{f"chosen_{k}": v for k, v in r.chosen.items()}, "time_s": r.time_s})
+
+
+def curve_figure(results, title: str):
+    """A matplotlib figure of every seed's curve: training loss and validation mAP against
+    the step (logreg: validation mAP against C). For MLflow only (not a DVC output)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [k for k in results[0].curve if k not in ("step", "C")]
+    xkey = "step" if "step" in results[0].curve else "C"
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.2 * len(keys), 2.6), squeeze=False,
+                             layout="constrained")
+    for ax, k in zip(axes[0], keys):
+        for r in results:
+            ax.plot(r.curve[xkey], r.curve[k], marker="o", ms=2, lw=1, label=f"seed {r.seed}")
+        ax.set_xlabel(xkey)
+        ax.set_ylabel(k)
+        if xkey == "C":
+            ax.set_xscale("log")
+    axes[0][-1].legend(fontsize="small")
+    fig.suptitle(title)
+    return fig
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,14 +164,18 @@ def main(argv: list[str] | None = None) -> int:
     choices = tuned_choices(Path(args.tuned_dir) / f"{variant}.json")
     cfg = make_config(ml, ds, variant, meta["encoder"], choices)
     stage = f"train_multilabel@{ds}-{variant}"
-    logged = {"dataset": ds, "variant": variant, "seeds": ml.seeds, "train": ml.train,
-              "data": ml.data[ds], "variant_params": ml.variants[variant], "tuned": choices}
-    with stage_run("multilabel", stage, logged) as tracker:
+    logged = mlflow_params(ds, variant, stage, ml.seeds, cfg, choices)
+
+    def progress(r) -> None:
+        print(f"{stage} seed {r.seed}: map={r.metrics['map']:.4f} micro_f1={r.metrics['micro_f1']:.4f} "
+              f"macro_f1_val_t={r.metrics['macro_f1_val_t']:.4f} {r.chosen} ({r.time_s:.1f}s)", flush=True)
+        log_seed(tracker, r)
+
+    with variant_run("multilabel", f"{ds}-{variant}", logged, stage=stage) as tracker:
+        if tracker.active:
+            tracker.log_dataset(ds, digest=dataset_digest(src), source=str(src), context="training")
         t0 = time.perf_counter()
-        results = run_seeds(data, cfg, ml.seeds, workers=ml.train.workers,
-                            progress=lambda r: print(
-                                f"{stage} seed {r.seed}: map={r.metrics['map']:.4f} micro_f1={r.metrics['micro_f1']:.4f} "
-                                f"macro_f1_val_t={r.metrics['macro_f1_val_t']:.4f} {r.chosen} ({r.time_s:.1f}s)", flush=True))
+        results = run_seeds(data, cfg, ml.seeds, workers=ml.train.workers, progress=progress)
         wall = time.perf_counter() - t0
         out = summarize(results)
         out["tuned"] = choices
@@ -95,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         draws = resample_indices(len(results), len(data["y_test"]), n_resamples=N_RESAMPLES, seed=0)
         reps = bootstrap_metric_reps(data["y_test"], np.stack([r.scores for r in results]),
                                      np.array([r.thresholds["global"] for r in results]), draws, cfg.threshold)
-        with atomic_path(Path(args.metrics_dir) / "reps" / f"{ds}_{variant}.npz") as tmp:
+        reps_path = Path(args.metrics_dir) / "reps" / f"{ds}_{variant}.npz"
+        with atomic_path(reps_path) as tmp:
             with open(tmp, "wb") as fh:
                 np.savez_compressed(fh, **{k: v.astype(np.float32) for k, v in reps.items()})
         import pandas as pd
@@ -105,9 +200,23 @@ def main(argv: list[str] | None = None) -> int:
             keys = list(r.curve)
             for i in range(len(r.curve[keys[0]])):
                 rows.append({"seed": r.seed, **{k: r.curve[k][i] for k in keys}})
-        write_csv(Path(args.plots_dir) / f"{ds}_{variant}.csv", pd.DataFrame(rows))
-        write_json(Path(args.metrics_dir) / f"{ds}_{variant}.json", out)
-        tracker.log_metrics({k: v for k, v in out.items() if isinstance(v, (int, float))} | {"time_s": wall})
+        history = Path(args.plots_dir) / f"{ds}_{variant}.csv"
+        metrics_json = Path(args.metrics_dir) / f"{ds}_{variant}.json"
+        write_csv(history, pd.DataFrame(rows))
+        write_json(metrics_json, out)
+        # test metrics next to the params: seed means and stds (per-seed values: child runs)
+        tracker.log_metrics({k: v for k, v in out.items()
+                             if isinstance(v, (int, float)) and not isinstance(v, bool)
+                             and "_seed" not in k} | {"time_s": wall})
+        tracker.log_artifact(history, "history")
+        tracker.log_artifact(metrics_json, "metrics")
+        tracker.log_artifact(reps_path, "metrics")
+        if tracker.active:
+            import matplotlib.pyplot as plt
+
+            fig = curve_figure(results, f"{ds}-{variant}")
+            tracker.log_figure(fig, "curves.png")
+            plt.close(fig)
     print(f"{stage}: micro-F1 {out['micro_f1']:.4f}, macro-F1@val-t {out['macro_f1_val_t']:.4f}, "
           f"mAP {out['map']:.4f} ± {out['map_std']:.4f} ({wall:.1f}s)")
     return 0

@@ -197,3 +197,109 @@ def test_killed_stage_leaves_a_failed_run(tmp_path):
     subprocess.run([sys.executable, str(tmp_path / "child.py"), "next", "0.2", "0"], env=env,
                    check=True, capture_output=True, cwd=tmp_path, timeout=300)
     assert c.get_run(ids[signal.SIGKILL]).info.status == "FAILED"
+
+
+# ------------------------------------------------------------------ multi-label stage
+def _tiny_multilabel(tmp: Path) -> None:
+    """A 3-label CSV data set ``mine`` (80 train / 40 test rows), tiny training settings,
+    tuned choices for ``logreg`` (none) and ``mulsupcon`` (temperature), the data set built."""
+    import numpy as np
+    import pandas as pd
+    import yaml
+
+    rng = np.random.default_rng(0)
+    (tmp / "mine").mkdir()
+    w = rng.normal(size=(3, 5))
+    for split, n in (("train", 80), ("test", 40)):
+        y = (rng.random((n, 3)) < 0.4).astype(int)
+        y[y.sum(1) == 0, 0] = 1
+        df = pd.DataFrame(y @ w + 0.3 * rng.normal(size=(n, 5)), columns=[f"f{i}" for i in range(5)])
+        for j in range(3):
+            df[f"lab{j}"] = y[:, j]
+        df.to_csv(tmp / "mine" / f"{split}.csv", index=False)
+    p = {"multilabel": {
+        "datasets": ["mine"], "losses": ["logreg", "mulsupcon"], "seeds": [0, 1],
+        "vendor_root": str(tmp / "none"), "optional_root": str(tmp / "none"),
+        "custom": {"mine": {"format": "csv", "train": "mine/train.csv", "test": "mine/test.csv",
+                            "label_columns": ["lab0", "lab1", "lab2"], "rows": [80, 40]}},
+        "train": {"hidden": [8], "enc_dim": 8, "proj_dim": 4, "batch_size": 32, "max_steps": 20,
+                  "eval_every": 10, "workers": 2},
+        "tune": {"trials": 2, "startup_trials": 1, "datasets": ["mine"]},
+    }}
+    (tmp / "params.yaml").write_text(yaml.safe_dump(p))
+    tuned = tmp / "reports/tuned/multilabel"
+    tuned.mkdir(parents=True)
+    (tuned / "logreg.json").write_text('{"params": {}}')
+    (tuned / "mulsupcon.json").write_text('{"params": {"temperature": 0.25}}')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_"))}
+    env.update(CONTRASTLAB_MLFLOW="0", PYTHONPATH=SRC, OMP_NUM_THREADS="1")
+    subprocess.run([sys.executable, str(Path(SRC).parent / "stages" / "build_multilabel.py"),
+                    "--dataset", "mine"], cwd=tmp, env=env, check=True, capture_output=True,
+                   timeout=300)
+
+
+def _train_multilabel(tmp: Path, variant: str, mlflow_env: dict[str, str]) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_"))}
+    env.update(PYTHONPATH=SRC, OMP_NUM_THREADS="1", **mlflow_env)
+    env.pop("RANK", None)
+    p = subprocess.run([sys.executable, str(Path(SRC).parent / "stages" / "train_multilabel.py"),
+                        "--dataset", "mine", "--loss", variant], cwd=tmp, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert "tracking unavailable" not in p.stderr and "disabled" not in p.stderr, p.stderr
+
+
+def test_multilabel_stage_logs_one_run_per_dataset_variant(tmp_path):
+    """train_multilabel: params and test metrics on one run per (data set, variant), a nested
+    run per seed with its curve, unique names, dataset input, artifacts; DVC outputs the same
+    bytes with and without tracking."""
+    _tiny_multilabel(tmp_path)
+    outs = ["reports/metrics/multilabel/mine_{v}.json", "reports/plots/multilabel/mine_{v}.csv",
+            "reports/metrics/multilabel/reps/mine_{v}.npz"]
+    untracked = {}
+    for v in ("logreg", "mulsupcon"):
+        _train_multilabel(tmp_path, v, {"CONTRASTLAB_MLFLOW": "0"})
+        untracked.update({o.format(v=v): (tmp_path / o.format(v=v)).read_bytes() for o in outs})
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracked = {"CONTRASTLAB_MLFLOW": "1", "MLFLOW_TRACKING_URI": uri, "DVC_EXP_NAME": "tiny-ml"}
+    for v in ("logreg", "mulsupcon"):
+        _train_multilabel(tmp_path, v, tracked)
+    assert {k: (tmp_path / k).read_bytes() for k in untracked} == untracked  # byte-identical
+
+    c, _, runs = _runs(uri, "multilabel")
+    by_name = {r.info.run_name: r for r in runs}
+    assert len(by_name) == len(runs)  # names unique
+    assert set(by_name) == {"tiny-ml", "mine-logreg · tiny-ml", "mine-mulsupcon · tiny-ml",
+                            *(f"mine-{v} · tiny-ml · seed {s}" for v in ("logreg", "mulsupcon")
+                              for s in (0, 1))}
+    run = by_name["mine-mulsupcon · tiny-ml"]
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["mlflow.parentRunId"] == by_name["tiny-ml"].info.run_id
+    # the variant's loss, temperature and tuned choice next to its test metrics
+    p, m = run.data.params, run.data.metrics
+    assert (p["loss"], p["temperature"], p["tuned.temperature"], p["baseline"]) == \
+        ("mulsupcon", "0.25", "0.25", "False")
+    assert (p["dataset"], p["variant"], p["seeds"]) == ("mine", "mulsupcon", "[0, 1]")
+    saved = json.loads((tmp_path / "reports/metrics/multilabel/mine_mulsupcon.json").read_text())
+    for k in ("map", "micro_f1", "macro_f1", "macro_f1_val_t", "map_std"):
+        assert m[k] == pytest.approx(saved[k])
+    assert not any("_seed" in k for k in m) and m["time_s"] > 0
+    base = by_name["mine-logreg · tiny-ml"].data
+    assert (base.params["loss"], base.params["baseline"]) == ("logreg", "True")
+    assert "map" in base.metrics
+    # one nested run per seed with its curve (step = training step) and its test metrics
+    for s in (0, 1):
+        child = by_name[f"mine-mulsupcon · tiny-ml · seed {s}"]
+        assert child.data.tags["mlflow.parentRunId"] == run.info.run_id
+        assert [h.step for h in c.get_metric_history(child.info.run_id, "loss")] == [10, 20]
+        assert child.data.metrics["map"] == pytest.approx(saved[f"map_seed{s}"])
+        assert child.data.metrics["val_map_final"] == pytest.approx(saved[f"val_map_seed{s}"])
+    lr_child = by_name["mine-logreg · tiny-ml · seed 0"]
+    assert len(c.get_metric_history(lr_child.info.run_id, "val_map")) == 4  # logreg_c grid
+    # data set input and artifacts
+    (ds,) = run.inputs.dataset_inputs
+    assert ds.dataset.name == "mine" and len(ds.dataset.digest) == 16
+    arts = {f.path for d in ("history", "metrics", "figures")
+            for f in c.list_artifacts(run.info.run_id, d)}
+    assert arts == {"history/mine_mulsupcon.csv", "metrics/mine_mulsupcon.json",
+                    "metrics/mine_mulsupcon.npz", "figures/curves.png"}
