@@ -103,13 +103,56 @@ def test_temperature_next_to_probe_accuracy(repo):
     assert {(r[i_t], r[i_m]) for r in rows if r[i_t] == "0.123"} == {("0.123", "0.5")}
 
 
+def _leaves(obj: dict, prefix: str = "") -> list[str]:
+    """Dotted names of the leaves of nested dicts as ``dvc exp show`` names its columns
+    (a list is one value; an empty dict has no column)."""
+    out = []
+    for k, v in obj.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        out += _leaves(v, key) if isinstance(v, dict) else [key]
+    return out
+
+
+def _summary_metrics() -> list[str]:
+    import json
+
+    return _leaves(json.loads((ROOT / "reports" / "summary.json").read_text()))
+
+
 def test_headline_metrics_of_every_track(repo):
     header, _ = _columns(repo, _readme_commands()[1])
     assert header[0] == "Experiment"
     tracks = {c.split(".")[0] for c in header[1:]}
     assert tracks == {"graph", "code", "multilabel"}
     assert all(re.search(r"\.(logreg_acc_mean|rank_at_10|mrr|macro_f1)$", c) for c in header[1:])
-    assert len(header) <= 60
+    # exactly the non-ablation headline metrics of summary.json, each once
+    want = [m for m in _summary_metrics() if "/" not in m]
+    assert sorted(header[1:]) == sorted(want)
+
+
+def test_readme_states_the_plain_column_count(repo):
+    """README's sentence "A plain `dvc exp show` prints N columns ... A of DVC's own, M
+    headline metrics, all P keys of `params.yaml` and D files and folders" against a
+    recount of what plain ``dvc exp show`` prints in the copy."""
+    header, _ = _columns(repo, ["dvc", "exp", "show"])
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    m = re.search(r"A plain `dvc exp show` prints (\d+) columns.*?(\d+) of DVC's own.*?"
+                  r"the (\d+) headline metrics.*?all (\d+) keys of `params.yaml`.*?"
+                  r"the (\d+) files and folders", text)
+    assert m, "README.md no longer states how many columns plain `dvc exp show` prints"
+    total, own, n_metrics, n_params, n_deps = map(int, m.groups())
+    metrics = set(_summary_metrics())
+    params = set(_leaves(yaml.safe_load((repo[0] / "params.yaml").read_text())))
+    got_own = [c for c in header if c in {"Experiment", "rev", "typ", "Created", "parent"}]
+    got_metrics = [c for c in header if c in metrics]
+    got_params = [c for c in header if c in params and c not in metrics]
+    got_deps = [c for c in header if c not in {*got_own, *got_metrics, *got_params}]
+    assert all("/" in c or c.endswith(".py") for c in got_deps), got_deps  # paths only
+    got = (len(header), len(got_own), len(got_metrics), len(got_params), len(got_deps))
+    assert got == (total, own, n_metrics, n_params, n_deps), (
+        f"README says {total} columns = {own} + {n_metrics} metrics + {n_params} params + "
+        f"{n_deps} deps; dvc exp show prints {got[0]} = {got[1]} + {got[2]} + {got[3]} + "
+        f"{got[4]}: update the README's numbers")
 
 
 def test_only_changed_shows_the_changed_knob_and_metric(repo):

@@ -1,0 +1,355 @@
+"""Sweep table: the ``dvc exp`` experiments side by side, in ``reports/sweep.md``.
+
+After a queue (``dvc exp run --queue -S 'graph.tune.trials=8,16,32'`` then
+``dvc exp run --run-all -j 1``), each experiment has its own ``params.yaml`` and its own
+``reports/summary.json`` (the report stage's headline metrics, the pipeline's only declared
+DVC metrics). ``python -m contrastlab.reporting.sweep`` reads ``dvc exp show --json`` and
+writes one Markdown page with one column per experiment (the baseline commit first):
+
+- ``Settings``: each experiment's short rev and state (``done``, ``queued``, ``running``,
+  ``failed``) and only the params whose value differs between the listed experiments
+  (dotted names as ``dvc exp show`` prints them; ``-`` where an experiment lacks the key);
+- one table per track of ``reports/summary.json`` (graph, code, multilabel): a row per
+  ``<variant>`` (and metric, when a track has more than one), ``-`` where an experiment has
+  no value (queued, failed, or the track not run).
+
+The page is written atomically and is not a DVC output (experiments are not tracked inputs
+of any stage); when there are no experiments it says so and how to make some. Numbers are
+printed with ``report.digits`` of the baseline's params (default 4).
+
+Shape read (DVC 3.x, checked with 3.67): a list of baseline entries
+``{"rev", "name", "data": {"rev", "timestamp", "params": {file: {"data": {...}}},
+"metrics": {file: {"data": {...}} | {"error": ...}}, "deps", "outs", "meta"}, "error",
+"experiments": [{"name", "executor": null | {"state": ...}, "revs": [<entry>]}] | null}``;
+the first entry is the workspace (``"rev": "workspace"``), left out unless asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import InputError
+from . import TRACKS, Table, markdown_table
+
+PARAMS_FILE = "params.yaml"
+METRICS_FILE = "reports/summary.json"
+MISSING = "-"
+
+
+@dataclass
+class ExpRow:
+    """One column of the sweep table.
+
+    Attributes:
+        name: the experiment's name (``t03``), the baseline's branch (``main``) or its short
+            rev, or ``workspace``.
+        rev: the commit (40 hex) or ``workspace``.
+        kind: ``baseline`` | ``experiment`` | ``workspace``.
+        state: ``done`` | ``queued`` | ``running`` | ``failed`` (DVC's executor state, else
+            ``failed`` when DVC reports an error, else ``done``).
+        params: flat ``{dotted.name: value}`` of every params file (keys of files other than
+            ``params.yaml`` prefixed ``<file>:``).
+        metrics: ``{track: {variant: {metric: value}}}`` of the metrics file (empty when
+            absent or unreadable).
+    """
+
+    name: str
+    rev: str
+    kind: str
+    state: str
+    params: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ reading DVC
+def dvc_executable() -> str:
+    """The ``dvc`` beside this interpreter (the project's venv), else the one on PATH.
+
+    Raises:
+        InputError: no ``dvc`` found.
+    """
+    exe = Path(sys.executable).with_name("dvc")
+    if exe.exists():
+        return str(exe)
+    found = shutil.which("dvc")
+    if not found:
+        raise InputError("dvc not found (install it: pip install -r requirements.txt), or pass "
+                         "--json with a saved `dvc exp show --json` output")
+    return found
+
+
+def exp_show_json(repo: str | Path = ".", all_commits: bool = False,
+                  timeout: float = 600) -> list[dict[str, Any]]:
+    """Run ``dvc exp show --json`` (``-A`` when ``all_commits``) in ``repo`` and parse it.
+
+    Raises:
+        InputError: DVC exits non-zero (its message is included) or prints no JSON list.
+    """
+    if not Path(repo).is_dir():
+        raise InputError(f"{repo}: no such folder (--repo names the DVC repository)")
+    args = [dvc_executable(), "exp", "show", "--json", *(["-A"] if all_commits else [])]
+    try:
+        p = subprocess.run(args, cwd=repo, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise InputError(f"`dvc exp show --json` in {repo} ran past {timeout:.0f} s") from None
+    if p.returncode != 0:
+        msg = (p.stderr.strip() or p.stdout.strip()).splitlines()[-3:]
+        raise InputError(f"`dvc exp show --json` failed in {repo} (exit {p.returncode}): "
+                         + " / ".join(msg))
+    try:
+        return json.loads(p.stdout)
+    except json.JSONDecodeError as e:
+        raise InputError(f"`dvc exp show --json` printed no JSON ({e})") from None
+
+
+def _flat(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts to ``{"a.b.c": value}`` (lists stay values, as DVC shows them)."""
+    if not isinstance(obj, dict):
+        return {prefix: obj}
+    out: dict[str, Any] = {}
+    for k, v in obj.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def _file_data(section: Any, file: str) -> dict[str, Any] | None:
+    """``section[file]["data"]`` when present and a dict, else None (missing or DVC error)."""
+    if not isinstance(section, dict):
+        return None
+    entry = section.get(file)
+    if not isinstance(entry, dict) or not isinstance(entry.get("data"), dict):
+        return None
+    return entry["data"]
+
+
+def _metrics(data: dict[str, Any], metrics_file: str) -> dict[str, dict[str, dict[str, float]]]:
+    """``{track: {variant: {metric: value}}}`` of ``metrics_file`` (numbers only)."""
+    raw = _file_data(data.get("metrics"), metrics_file) or {}
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for track, variants in raw.items():
+        if not isinstance(variants, dict):
+            continue
+        for variant, ms in variants.items():
+            if not isinstance(ms, dict):
+                continue
+            vals = {m: float(v) for m, v in ms.items()
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            if vals:
+                out.setdefault(track, {})[variant] = vals
+    return out
+
+
+def _params(data: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for file in (data.get("params") or {}):
+        d = _file_data(data["params"], file)
+        if d is None:
+            continue
+        pre = "" if file == PARAMS_FILE else f"{file}:"
+        out.update({f"{pre}{k}": v for k, v in _flat(d).items()})
+    return out
+
+
+def _entry_row(entry: dict[str, Any], kind: str, metrics_file: str, name: str | None = None,
+               executor: Any = None) -> ExpRow:
+    rev = str(entry.get("rev") or "")
+    data = entry.get("data") if isinstance(entry.get("data"), dict) else {}
+    if isinstance(executor, dict) and executor.get("state"):
+        state = {"success": "done"}.get(executor["state"], str(executor["state"]))
+    else:
+        state = "failed" if entry.get("error") else "done"
+    label = name or entry.get("name") or (rev if rev == "workspace" else rev[:7])
+    return ExpRow(label, rev, kind, state, _params(data), _metrics(data, metrics_file))
+
+
+def _check_shape(data: Any) -> None:
+    if not isinstance(data, list) or not all(isinstance(e, dict) and "rev" in e for e in data):
+        raise InputError("not the shape `dvc exp show --json` prints (DVC 3.x): expected a "
+                         "list of {rev, name, data, error, experiments} objects")
+
+
+def experiment_rows(exp_show: Any, metrics_file: str = METRICS_FILE,
+                    include_workspace: bool = False) -> list[ExpRow]:
+    """The sweep's columns from parsed ``dvc exp show --json`` output, in DVC's order: each
+    baseline commit followed by its experiments (the workspace first, when asked for).
+
+    Args:
+        exp_show: the parsed JSON (see the module docstring for the shape).
+        metrics_file: the declared metrics file whose values are read.
+        include_workspace: keep the ``workspace`` entry.
+
+    Raises:
+        InputError: ``exp_show`` is not a list of entries with a ``rev``, or an experiment
+            has no ``revs`` list.
+    """
+    _check_shape(exp_show)
+    rows: list[ExpRow] = []
+    for base in exp_show:
+        if base["rev"] == "workspace":
+            if include_workspace:
+                rows.append(_entry_row(base, "workspace", metrics_file))
+            continue
+        rows.append(_entry_row(base, "baseline", metrics_file))
+        for exp in base.get("experiments") or []:
+            revs = exp.get("revs") if isinstance(exp, dict) else None
+            if not isinstance(revs, list) or not revs or not isinstance(revs[0], dict):
+                raise InputError(f"experiment {exp!r:.80}: expected a non-empty `revs` list")
+            rows.append(_entry_row(revs[0], "experiment", metrics_file,
+                                   name=exp.get("name") or revs[0].get("name"),
+                                   executor=exp.get("executor")))
+    seen: dict[str, int] = {}
+    for r in rows:  # one column per experiment: a repeated name gets its short rev
+        seen[r.name] = seen.get(r.name, 0) + 1
+    for r in rows:
+        if seen[r.name] > 1 and r.kind != "workspace":
+            r.name = f"{r.name} ({r.rev[:7]})"
+    return rows
+
+
+# ------------------------------------------------------------------ the table
+def differing_params(rows: Sequence[ExpRow]) -> list[str]:
+    """Param names whose value is not the same in every row (a missing key counts as a
+    value), in first-seen order."""
+    keys = list(dict.fromkeys(k for r in rows for k in r.params))
+    sentinel = object()
+
+    def norm(v: Any) -> Any:
+        return v if v is sentinel else json.dumps(v, sort_keys=True, default=str)
+
+    return [k for k in keys if len({norm(r.params.get(k, sentinel)) for r in rows}) > 1]
+
+
+def _fmt(v: Any, digits: int | None = None) -> str:
+    """A cell: ``-`` for None, floats with ``digits`` decimals when given (metrics; params
+    keep their own spelling), lists as JSON."""
+    if v is None:
+        return MISSING
+    if isinstance(v, float) and digits is not None:
+        return f"{v:.{digits}f}"
+    if isinstance(v, (list, dict)):
+        return json.dumps(v)
+    return str(v)
+
+
+def _digits(rows: Sequence[ExpRow], default: int = 4) -> int:
+    for r in rows:
+        if r.kind == "baseline" and isinstance(r.params.get("report.digits"), int):
+            return r.params["report.digits"]
+    return default
+
+
+def sweep_tables(rows: Sequence[ExpRow], digits: int | None = None) -> list[Table]:
+    """``Settings`` (rev, state, differing params) and one metrics table per track; every
+    table has a first column naming the row and one column per experiment.
+
+    Args:
+        rows: from :func:`experiment_rows` (at least one).
+        digits: decimals of floats (default: the baseline's ``report.digits``, else 4).
+
+    Raises:
+        InputError: ``rows`` is empty.
+    """
+    if not rows:
+        raise InputError("no experiments and no baseline to tabulate")
+    digits = _digits(rows) if digits is None else digits
+    cols = [r.name for r in rows]
+    settings = [["rev", *[r.rev if r.rev == "workspace" else r.rev[:7] for r in rows]],
+                ["state", *[r.state for r in rows]]]
+    diff = differing_params(rows)
+    settings += [[k, *[_fmt(r.params.get(k)) for r in rows]] for k in diff]
+    note = ("Params: only those that differ between the columns."
+            if diff else "Params: the same in every column.")
+    tables = [Table("Settings", ["setting", *cols], settings, note=note)]
+    tracks = list(dict.fromkeys(t for r in rows for t in r.metrics))
+    tracks = [t for t in TRACKS if t in tracks] + sorted(t for t in tracks if t not in TRACKS)
+    for track in tracks:
+        pairs = list(dict.fromkeys((v, m) for r in rows
+                                   for v, ms in r.metrics.get(track, {}).items() for m in ms))
+        metric_names = list(dict.fromkeys(m for _, m in pairs))
+        one = len(metric_names) == 1
+        body = [[v if one else f"{v} {m}",
+                 *[_fmt(r.metrics.get(track, {}).get(v, {}).get(m), digits) for r in rows]]
+                for v, m in pairs]
+        title = f"{track}: {metric_names[0]}" if one else f"{track}: {', '.join(metric_names)}"
+        tables.append(Table(title, ["variant" if one else "variant metric", *cols], body))
+    return tables
+
+
+def no_experiments_text(rows: Sequence[ExpRow]) -> str:
+    """The page written when ``rows`` holds no experiment (the message says how to make some)."""
+    base = ", ".join(f"{r.name} ({r.rev[:7]})" for r in rows if r.kind == "baseline") or "HEAD"
+    return (f"No DVC experiments on {base}: nothing to compare. Queue some and run them, then "
+            "rerun this command:\n\n"
+            "    dvc exp run --queue -S 'graph.tune.trials=8,16,32'\n"
+            "    dvc exp run --run-all -j 1\n"
+            "    python -m contrastlab.reporting.sweep\n")
+
+
+def render_sweep(rows: Sequence[ExpRow], digits: int | None = None,
+                 metrics_file: str = METRICS_FILE) -> str:
+    """The whole ``sweep.md`` (Markdown): a title, how it was made, the tables; or the
+    no-experiments message when ``rows`` has no ``experiment`` row."""
+    head = ["# contrastlab: sweep across DVC experiments", ""]
+    if not any(r.kind == "experiment" for r in rows):
+        return "\n".join(head) + "\n" + no_experiments_text(rows)
+    n = sum(r.kind == "experiment" for r in rows)
+    head += [f"{n} experiment(s) from `dvc exp show --json`, one column each after their "
+             f"baseline commit; metrics from `{metrics_file}` (`report.headline`), `{MISSING}` "
+             "where an experiment has none (queued, failed, track not run). MLflow: search "
+             "``tags.dvc_exp_name = '<column name>'`` in the track's experiment.", "", ""]
+    parts = [markdown_table(t) for t in sweep_tables(rows, digits)]
+    return "\n".join(head) + "\n\n".join(parts) + "\n"
+
+
+# ------------------------------------------------------------------ command
+def main(argv: list[str] | None = None) -> int:
+    """``python -m contrastlab.reporting.sweep``: write ``reports/sweep.md``; exit 0 (also
+    when there are no experiments: the page and stderr say so), 2 on bad input."""
+    from ..io import write_text
+
+    ap = argparse.ArgumentParser(prog="python -m contrastlab.reporting.sweep",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repo", default=".", help="the DVC repository (default: .)")
+    ap.add_argument("--out", default=None, help="default: <repo>/reports/sweep.md")
+    ap.add_argument("--json", default=None,
+                    help="read this saved `dvc exp show --json` output instead of running DVC")
+    ap.add_argument("-A", "--all-commits", action="store_true",
+                    help="experiments of every commit (dvc exp show -A), not only HEAD's")
+    ap.add_argument("--workspace", action="store_true", help="add the workspace as a column")
+    ap.add_argument("--metrics-file", default=METRICS_FILE)
+    ap.add_argument("--digits", type=int, default=None,
+                    help="decimals (default: report.digits of the baseline's params, else 4)")
+    args = ap.parse_args(argv)
+    if args.json:
+        p = Path(args.json)
+        if not p.exists():
+            raise InputError(f"{p}: no such file")
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise InputError(f"{p}: not valid JSON ({e})") from None
+    else:
+        data = exp_show_json(args.repo, all_commits=args.all_commits)
+    rows = experiment_rows(data, args.metrics_file, include_workspace=args.workspace)
+    out = Path(args.out) if args.out else Path(args.repo) / "reports" / "sweep.md"
+    write_text(out, render_sweep(rows, args.digits, args.metrics_file))
+    n = sum(r.kind == "experiment" for r in rows)
+    if n == 0:
+        print(f"no DVC experiments to compare: queue and run some (dvc exp run --queue -S ...; "
+              f"dvc exp run --run-all), then rerun; {out} says so", file=sys.stderr)
+    else:
+        print(f"{out}: {n} experiment(s), {len(differing_params(rows))} differing param(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    from ..cli import run_stage
+
+    sys.exit(run_stage(main))
