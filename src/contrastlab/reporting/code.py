@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import Figure, Section, Table
+from . import Figure, Section, Table, style
 
 __all__ = ["build_section", "REFERENCES", "TITLES"]
 
@@ -78,10 +78,7 @@ def _order(metrics: dict) -> list[str]:
 
 
 def _save(fig, path: Path) -> None:
-    from ..io import atomic_path
-
-    with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
+    style.save(fig, path)
 
 
 def _plt():
@@ -93,6 +90,7 @@ def _plt():
     return plt
 
 
+@style.styled
 def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int = 0,
                        titles: dict | None = None) -> bool:
     import pandas as pd
@@ -102,7 +100,7 @@ def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int
     if not curves:
         return False
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    fig, ax = plt.subplots(figsize=style.figsize(4.2))
     for n, p in curves.items():
         df = pd.read_csv(p)
         ax.plot(df["k"], 100 * df["rank_at_k"], label=(titles or {}).get(n, n))
@@ -114,13 +112,12 @@ def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int
     ax.set_xscale("log")
     ax.set_xlabel("k")
     ax.set_ylabel("test Rank@k (%)")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+    ax.legend()
     _save(fig, path)
-    plt.close(fig)
     return True
 
 
+@style.styled
 def _training_figure(plots_dir: Path, names: list[str], path: Path,
                      titles: dict | None = None) -> bool:
     import pandas as pd
@@ -130,7 +127,7 @@ def _training_figure(plots_dir: Path, names: list[str], path: Path,
     if not files:
         return False
     plt = _plt()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=style.figsize(3.8))
     for n, p in files.items():
         df = pd.read_csv(p)
         if "seed" in df:
@@ -143,11 +140,8 @@ def _training_figure(plots_dir: Path, names: list[str], path: Path,
     a1.set_ylabel("train loss (log; scales differ by loss)")
     a2.set_xlabel("epoch")
     a2.set_ylabel("val Rank@10 (%)")
-    a2.legend(fontsize=8)
-    for a in (a1, a2):
-        a.grid(alpha=0.3)
+    a2.legend()
     _save(fig, path)
-    plt.close(fig)
     return True
 
 

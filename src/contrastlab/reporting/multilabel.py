@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import Figure, Section, Table
+from . import Figure, Section, Table, style
 
 __all__ = ["build_section", "load_metrics", "load_reps", "dataset_stats", "headline",
            "PAPER_TABLE1", "PAPER_TABLE4"]
@@ -181,26 +181,19 @@ def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict 
 
 
 def _save(fig, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    from ..io import atomic_path
-
-    with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
-    plt.close(fig)
+    style.save(fig, path)
 
 
+@style.styled
 def _curve_figure(ds: str, plots_dir: Path, variants: list[str], path: Path) -> bool:
-    """Training loss and validation mAP per check (mean over seeds) of every trained variant."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    """Training loss and validation mAP per check (mean over seeds) of every trained variant;
+    one colour per variant in both panels, one legend beside them."""
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=style.figsize(3.8))
     any_curve = False
-    for v in variants:
+    for i, v in enumerate(variants):
         f = plots_dir / f"{ds}_{v}.csv"
         if not f.exists() or v == "logreg":
             continue
@@ -210,15 +203,18 @@ def _curve_figure(ds: str, plots_dir: Path, variants: list[str], path: Path) -> 
         g = df.groupby("step").mean(numeric_only=True).reset_index()
         label = TITLES[v].split(" (")[0] if v not in ("simdis_sum", "simdis_eq13") else v
         if v != "bce":
-            ax1.plot(g["step"], g["loss"], label=label)
-        ax2.plot(g["step"], g["val_map"], label=label)
+            ax1.plot(g["step"], g["loss"], color=f"C{i % 10}", label=label)
+        ax2.plot(g["step"], g["val_map"], color=f"C{i % 10}", label=label)
         any_curve = True
     ax1.set_title(f"{ds}: contrastive training loss")
-    ax2.set_title(f"{ds}: validation mAP (ridge probe; BCE: own head)")
+    ax1.set_ylabel("training loss")
+    ax2.set_title(f"{ds}: validation mAP")
+    ax2.set_ylabel("val mAP (ridge probe; BCE: own head)")
     for ax in (ax1, ax2):
         ax.set_xlabel("optimiser step")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=6, ncol=2)
+    handles, labels = ax2.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside right center")
     if any_curve:
         _save(fig, path)
     else:
@@ -226,24 +222,21 @@ def _curve_figure(ds: str, plots_dir: Path, variants: list[str], path: Path) -> 
     return any_curve
 
 
+@style.styled
 def _weights_figure(ds: str, csv: Path, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import pandas as pd
 
     df = pd.read_csv(csv)
-    fig, axes = plt.subplots(1, 5, figsize=(12, 2.6), sharey=True)
+    fig, axes = style.panels(5, height=3.0, max_cols=5, sharey=True)
     names = {"R1": "R1 disjoint", "R2": "R2 equal", "R3": "R3 overlap", "R4": "R4 S⊋T", "R5": "R5 S⊊T"}
     for ax, r in zip(axes, ["R1", "R2", "R3", "R4", "R5"]):
         d = df[df["relation"] == r]
         ax.bar(d["bin_left"], d["count"], width=d["bin_right"] - d["bin_left"], align="edge")
-        ax.set_title(f"{names[r]} ({int(d['count'].sum())})", fontsize=8)
+        ax.set_title(f"{names[r]}\n{int(d['count'].sum()):,} pairs")
         ax.set_xlabel("$K^s K^d$")
         ax.set_yscale("symlog")
     axes[0].set_ylabel("pairs")
-    fig.suptitle(f"{ds}: Sim-Dis weights $K^s K^d$ by relation (training labels)", fontsize=9, y=1.06)
+    fig.suptitle(f"{ds}: Sim-Dis weights $K^s K^d$ by relation (training labels)")
     _save(fig, path)
 
 

@@ -8,6 +8,11 @@ and leave font sizes to the rcParams (no ``fontsize=7``). Helpers:
   on round tick values, within the metric's range (e.g. ``[0, 1]``).
 - :func:`reference_lines`: horizontal reference values (published results, targets) with
   their labels in the right margin, moved apart so that they never overlap.
+- :func:`styled`: decorator drawing a figure function under the report style
+  (``rc_context``: no global change, so a test or a caller outside the report stage gets
+  the same figure); :func:`panels`: ``n`` small panels at page width, at most ``max_cols``
+  per row (never wider than the page, so fonts are not shrunk by the browser);
+  :func:`save`: the PNG, atomically, at :data:`DPI`.
 
 The page (``reports/index.html``) shows one figure per row at up to its natural width:
 ``FIG_WIDTH`` in x ``DPI`` = 1050 px.
@@ -26,6 +31,7 @@ RC = {
     "figure.dpi": DPI,
     "savefig.dpi": DPI,
     "savefig.bbox": "tight",
+    "figure.constrained_layout.use": True,  # titles, labels, outside legends never clipped
     "font.size": 11,
     "axes.titlesize": 12,
     "axes.labelsize": 11,
@@ -55,6 +61,57 @@ def figsize(height: float = 4.2, width: float = FIG_WIDTH) -> tuple[float, float
     return (width, height)
 
 
+def styled(fn):
+    """Decorator: run a figure-drawing function inside ``matplotlib.rc_context(RC)``."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        with matplotlib.rc_context(RC):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def panels(n: int, height: float = 3.4, max_cols: int = 3, **kwargs):
+    """``(fig, axes)``: ``n`` panels (list of Axes, row-major) in rows of at most
+    ``max_cols``, the figure :data:`FIG_WIDTH` wide and ``height`` inches per row; unused
+    grid cells are hidden. ``kwargs`` go to ``plt.subplots`` (``sharey=True``...).
+
+    Raises:
+        ValueError: ``n < 1`` or ``max_cols < 1``.
+    """
+    import matplotlib.pyplot as plt
+
+    if n < 1 or max_cols < 1:
+        raise ValueError(f"panels: need n >= 1 and max_cols >= 1 (got {n}, {max_cols})")
+    cols = min(n, max_cols)
+    rows = math.ceil(n / cols)
+    fig, grid = plt.subplots(rows, cols, figsize=figsize(height * rows), squeeze=False,
+                             **kwargs)
+    axes = [ax for row in grid for ax in row]
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def save(fig, path) -> None:
+    """Write ``fig`` as a PNG to ``path`` atomically (:data:`DPI`, tight bounding box) and
+    close it."""
+    import matplotlib.pyplot as plt
+
+    from ..io import atomic_path
+
+    try:
+        with atomic_path(path, suffix=".png") as tmp:
+            fig.savefig(tmp, dpi=DPI, bbox_inches="tight", format="png")
+    finally:
+        plt.close(fig)
+
+
 def _nice_step(span: float, n: int = 5) -> float:
     """A 1-2-5 step giving about ``n`` intervals over ``span``."""
     raw = span / max(n, 1)
@@ -66,9 +123,10 @@ def _nice_step(span: float, n: int = 5) -> float:
 
 
 def score_axis(ax, values: Sequence[float], *, lower: float | None = 0.0,
-               upper: float | None = 1.0, pad: float = 0.15, include: Sequence[float] = ()
-               ) -> tuple[float, float]:
-    """Set ``ax``'s y-limits to the scores' range, padded and snapped to round ticks.
+               upper: float | None = 1.0, pad: float = 0.15, include: Sequence[float] = (),
+               axis: str = "y") -> tuple[float, float]:
+    """Set ``ax``'s y-limits (``axis="x"``: x-limits) to the scores' range, padded and
+    snapped to round ticks.
 
     Args:
         ax: a matplotlib Axes.
@@ -82,7 +140,7 @@ def score_axis(ax, values: Sequence[float], *, lower: float | None = 0.0,
         The ``(low, high)`` limits set.
 
     Raises:
-        ValueError: no finite value in ``values`` and ``include``.
+        ValueError: no finite value in ``values`` and ``include``; ``axis`` not x / y.
     """
     vals = [float(v) for v in (*values, *include) if v is not None and math.isfinite(float(v))]
     if not vals:
@@ -96,10 +154,16 @@ def score_axis(ax, values: Sequence[float], *, lower: float | None = 0.0,
         low = max(low, lower)
     if upper is not None:
         high = min(high, upper)
-    ax.set_ylim(low, high)
     from matplotlib.ticker import MultipleLocator
 
-    ax.yaxis.set_major_locator(MultipleLocator(step))
+    if axis == "x":
+        ax.set_xlim(low, high)
+        ax.xaxis.set_major_locator(MultipleLocator(step))
+    elif axis == "y":
+        ax.set_ylim(low, high)
+        ax.yaxis.set_major_locator(MultipleLocator(step))
+    else:
+        raise ValueError(f"score_axis: axis must be 'x' or 'y', not {axis!r}")
     return low, high
 
 
