@@ -301,12 +301,13 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
             "form one group; near-duplicate bodies never straddle the split). 'vs zero-shot': Rank@10 difference to "
             "the centred zero-shot baseline in points, Holm-corrected paired-bootstrap p; "
             "last column: Rank@10 compared with the best row (tied = not significantly "
-            "worse after Holm). Trained rows: mean over seeds. "
+            "worse after Holm). Trained rows: mean over seeds; 'from the zero-shot map': the "
+            "predictor adds a correction to the centred zero-shot map and epoch 0 (the map "
+            "itself) may be kept by early stopping (best epoch 0). "
             + ("Hyperparameters marked (tuned) were chosen on the validation repositories "
                "with an equal budget per loss (tune_code)."
                if any(m.get("tuned") for m in metrics.values()) else
-               "No row is tuned in this run: every loss uses the hyperparameters shown "
-               "(tune_code@<variant> exists but was not run)."))
+               "No row of this table is tuned: every loss uses the hyperparameters shown."))
     if references:
         note += (" Italic rows: the retrieval notes' (docs/sources.md) reported numbers (Qwen2.5-Coder-3B layer 18, corpus "
                  "49,631), comparable in corpus size only.")
@@ -329,8 +330,8 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | N
     s.headline = headline
     seed = _load_table(root, "code_seed_corpus")
     if seed is not None:
-        t2, h2 = _table("code_seed_corpus", seed, "Seed-corpus preset (python stages/"
-                        "code_preset.py seed-corpus)", digits, True)
+        t2, h2 = _table("code_seed_corpus", seed, "Seed-corpus preset (bash scripts/"
+                        "seed_corpus.sh; presets/code-seed-corpus.yaml)", digits, True)
         s.tables.append(t2)
         s.notes.append("Seed-corpus table: " + h2)
     names = [n for n in _order(loaded["metrics"]) if n not in BASELINES]
