@@ -63,7 +63,7 @@ def _factor(inter: Tensor, na: Tensor, nc: Tensor, mode: str, dissimilarity: str
         ks = inter / na.clamp_min(1)
         k = ks if k is None else k.mul_(ks)
     else:  # dis_only: R1 pairs are not positives, keep the factor 0 there
-        k.masked_fill_(inter == 0, 0.0)
+        k.mul_(inter > 0)  # k is finite: the same as masked_fill_(inter == 0, 0), several times faster on CPU
     return k
 
 
