@@ -11,6 +11,10 @@ Wall times are medians of repeated runs; only ratios are printed (plus memory in
 
     .venv/bin/python bench/bench_losses.py            # N in {64, ..., 5416} + 2 x 8192 views
     .venv/bin/python bench/bench_losses.py --quick    # N in {64, 256, 1024}, no large run
+
+On a machine whose cores are busy with other jobs, pass ``--threads 1``: with 2 intra-op
+threads every parallel region waits for its second thread to be scheduled, and every
+time (ours and the peers') then measures the scheduler, not the loss.
 """
 
 from __future__ import annotations

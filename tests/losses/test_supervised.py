@@ -284,10 +284,10 @@ def test_all_with_many_label_columns_uses_row_ids():
     assert torch.allclose(all_loss(f, wide), all_loss(f, y))
 
 
-@pytest.fixture(params=["fused", "plain"])
+@pytest.fixture(params=["fused", "dense"])
 def kernel(request, monkeypatch):
     """Run a test on both implementations of the weighted log-softmax: the fused autograd
-    Function (large batches) and the plain-autograd fast path (small batches)."""
+    Function (large batches) and the dense small-batch Function (``DenseWeightedLogSoftmax``)."""
     from contrastlab.losses import _common
 
     monkeypatch.setattr(_common, "FUSED_MIN_ELEMENTS", 0 if request.param == "fused" else 1 << 62)
@@ -327,8 +327,8 @@ def test_second_derivatives_float64(name, kernel):
 @pytest.mark.parametrize("name", ["supcon", "supcon_mask", "simdis_log_prob"] + ML)
 @pytest.mark.parametrize("views,mode,gathered", [(1, "all", False), (2, "all", False), (2, "one", False), (2, "all", True)])
 def test_fused_kernel_equals_plain_path(name, views, mode, gathered, monkeypatch):
-    """The fused autograd Function (large batches) and the plain-autograd path (small batches,
-    the one the per-anchor reference tests above exercise) give the same values and gradients."""
+    """The fused autograd Function (large batches) and the dense small-batch path (the one the
+    per-anchor reference tests above exercise) give the same values and gradients."""
     from contrastlab.losses import _common
 
     g = torch.Generator().manual_seed(21)

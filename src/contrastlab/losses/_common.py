@@ -16,6 +16,11 @@ holds the logits, then the softmax, then the gradient, all in place:
 ``dl_i/ds_ij = c_i softmax_ij - W_ij``. When ``W`` comes from group ids (SupCon, ALL) or
 label products (MulSupCon), ``sum_j W_ij s_ij = z_i . (W Z)_i / tau`` is computed from
 per-group / per-label feature sums in O((n + M) D) with ordinary autograd.
+
+Small batches (``n * M < FUSED_MIN_ELEMENTS``, :func:`use_dense`) take a separate path:
+the losses build the dense ``[n, M]`` weights ``W`` with a few whole-matrix operations and
+:class:`DenseWeightedLogSoftmax` computes ``c_i lse_i - sum_j W_ij s_ij`` as one autograd
+node, since there per-operation overhead, not arithmetic, is what costs.
 """
 
 from __future__ import annotations
@@ -130,8 +135,8 @@ def weighted_log_softmax_plain(anchors: Tensor, contrast: Tensor, coef: Tensor, 
     """:class:`WeightedLogSoftmax`'s value written with ordinary differentiable operations.
 
     Same numbers (max-shifted log-sum-exp over ``j != i``, the ``W`` term from the blocks of
-    ``weight_fn``), but autograd keeps every intermediate: used for second derivatives and
-    for small batches, where the fused kernel's bookkeeping costs more than it saves."""
+    ``weight_fn``), but autograd keeps every intermediate: the fused Functions differentiate
+    it when a second derivative is built (``create_graph=True``)."""
     s = (anchors * inv_tau) @ contrast.T
     n, m_cols = s.shape
     out = None
@@ -221,10 +226,93 @@ class WeightedLogSoftmax(torch.autograd.Function):
         return da, dc, None, None, None, None
 
 
-#: Below this many logits (``n * M``) :func:`weighted_log_softmax` uses the plain-autograd
-#: path: at small batches the fused kernel's bookkeeping costs more than its saved passes
-#: (measured with ``bench/bench_losses.py``); both give the same values and gradients.
+#: Below this many logits (``n * M``) the supervised losses take their small-batch path:
+#: dense ``[n, M]`` weights built with a few whole-matrix operations and
+#: :class:`DenseWeightedLogSoftmax` (one autograd node); at small batches per-operation and
+#: per-node overhead dominates, and the label bookkeeping of the large-batch path costs more
+#: than it saves (measured with ``bench/bench_losses.py``). Both paths give the same values
+#: and gradients up to float rounding (tested).
 FUSED_MIN_ELEMENTS = 1 << 18
+
+
+def use_dense(n: int, m: int) -> bool:
+    """Whether an ``n x M`` problem takes the small-batch dense path (``1 < M`` and
+    ``n * M < FUSED_MIN_ELEMENTS``; a single contrast row, the anchor's own, has an empty
+    log-sum-exp and is left to the general path)."""
+    return 1 < m and n * m < FUSED_MIN_ELEMENTS
+
+
+class DenseWeightedLogSoftmax(torch.autograd.Function):
+    """Small-batch ``l_i = c_i * lse_i - sum_j W_ij s_ij`` with ``s = inv_tau * A C^T`` and a dense ``W``.
+
+    The same quantity as :class:`WeightedLogSoftmax` (see the module docstring; SupCon
+    L_out, Khosla et al. 2020 Eq. 2, and the multi-label losses of the Sim-Dis paper Eq. 3,
+    6, 13 all have this form), for problems small enough to hold ``W`` whole.
+
+    Inputs: ``anchors [n, D]``, ``contrast [M, D]`` float (``M > 1``), ``coef [n]``
+    (``c_i``, anchors' dtype, no grad), ``self_index [n]`` long (the anchor's own column,
+    excluded from the log-sum-exp), ``inv_tau`` float, ``w`` ``[n, M]`` anchors' dtype (no
+    grad, 0 on the anchor's own column) or None (no ``W`` term). Returns ``[n]``.
+
+    Forward: one ``[n, M]`` buffer holds the logits, then ``exp(s_ij - lse_i)`` (the
+    softmax over ``j != i``, saved); backward turns it in place into
+    ``dl/ds = g_i (c_i softmax_ij - W_ij) / tau`` and returns ``dl/ds C`` and ``dl/ds^T A``
+    (two matrix products, no other autograd node). A second backward through a retained
+    graph recomputes the softmax; under ``create_graph=True`` (second derivatives) the
+    backward differentiates :func:`weighted_log_softmax_plain` instead, so Hessian-vector
+    products are exact.
+    """
+
+    @staticmethod
+    def forward(ctx, anchors, contrast, coef, self_index, inv_tau, w):
+        s = torch.mm(anchors, contrast.T).mul_(inv_tau)
+        pos = torch.linalg.vecdot(w, s) if w is not None else None  # before masking: W is 0 there
+        s.scatter_(1, self_index.view(-1, 1), float("-inf"))
+        lse = torch.logsumexp(s, 1, keepdim=True)
+        ctx.p = s.sub_(lse).exp_()  # softmax over j != i; backward overwrites it in place
+        ctx.save_for_backward(anchors, contrast, coef, self_index, lse, w)
+        ctx.inv_tau = inv_tau
+        per = coef * lse.view(-1)
+        return per if pos is None else per.sub_(pos)
+
+    @staticmethod
+    def backward(ctx, g):
+        anchors, contrast, coef, self_index, lse, w = ctx.saved_tensors
+        p, ctx.p = ctx.p, None
+        if torch.is_grad_enabled():  # create_graph=True: differentiable recomputation
+            wfn = None if w is None else (lambda lo, hi: w[lo:hi])
+            da, dc = recompute_grads(
+                lambda a, c: weighted_log_softmax_plain(a, c, coef, self_index, ctx.inv_tau, wfn),
+                (anchors, contrast), ctx.needs_input_grad[:2], g)
+            return da, dc, None, None, None, None
+        if p is None:  # second backward through a retained graph: rebuild the softmax
+            p = torch.mm(anchors, contrast.T).mul_(ctx.inv_tau)
+            p.scatter_(1, self_index.view(-1, 1), float("-inf")).sub_(lse).exp_()
+        gs = (g * ctx.inv_tau).unsqueeze(1)
+        grad = p.mul_(coef.unsqueeze(1) * gs)
+        if w is not None:
+            grad.addcmul_(w, gs, value=-1.0)
+        da = torch.mm(grad, contrast) if ctx.needs_input_grad[0] else None
+        dc = torch.mm(grad.T, anchors) if ctx.needs_input_grad[1] else None
+        return da, dc, None, None, None, None
+
+
+def dense_weighted_log_softmax(anchors: Tensor, contrast: Tensor, coef: Tensor, self_index: Tensor,
+                               temperature: float, w: Tensor | None) -> Tensor:
+    """``c_i lse_i - sum_j W_ij s_ij`` per anchor row from a dense ``W`` (small batches).
+
+    Shapes: ``anchors [n, D]``, ``contrast [M, D]`` float with ``M > 1``; ``coef [n]``;
+    ``self_index [n]`` long; ``w [n, M]`` (0 on the own column) or None. Returns ``[n]`` in
+    the anchors' dtype. See :class:`DenseWeightedLogSoftmax`.
+
+    Raises:
+        ValueError: ``temperature <= 0``.
+    """
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    dt = anchors.dtype
+    return DenseWeightedLogSoftmax.apply(anchors, contrast, coef.to(dt), self_index, 1.0 / float(temperature),
+                                         None if w is None else w.to(dt))
 
 
 def weighted_log_softmax(anchors: Tensor, contrast: Tensor, coef: Tensor, self_index: Tensor | None,
@@ -232,9 +320,9 @@ def weighted_log_softmax(anchors: Tensor, contrast: Tensor, coef: Tensor, self_i
     """``c_i lse_i - sum_j W_ij s_ij`` per anchor row (see :class:`WeightedLogSoftmax`).
 
     Shapes: ``anchors [n, D]``, ``contrast [M, D]`` float; ``coef [n]``; ``self_index [n]``
-    long or None; returns ``[n]`` in the anchors' dtype. Small problems (``n * M <
-    FUSED_MIN_ELEMENTS``) go through :func:`weighted_log_softmax_plain`, larger ones through
-    the fused :class:`WeightedLogSoftmax`.
+    long or None; returns ``[n]`` in the anchors' dtype. Small problems (:func:`use_dense`)
+    go through :class:`DenseWeightedLogSoftmax` with ``W = weight_fn(0, n)``, larger ones
+    through the fused :class:`WeightedLogSoftmax`.
 
     Raises:
         ValueError: ``temperature <= 0``.
@@ -242,8 +330,10 @@ def weighted_log_softmax(anchors: Tensor, contrast: Tensor, coef: Tensor, self_i
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     inv_tau = 1.0 / float(temperature)
-    if anchors.shape[0] * contrast.shape[0] < FUSED_MIN_ELEMENTS:
-        return weighted_log_softmax_plain(anchors, contrast, coef.to(anchors.dtype), self_index, inv_tau, weight_fn)
+    if self_index is not None and use_dense(anchors.shape[0], contrast.shape[0]):
+        # n * M < FUSED_MIN_ELEMENTS <= BLOCK_ELEMENTS: W is a single block
+        return dense_weighted_log_softmax(anchors, contrast, coef, self_index, temperature,
+                                          None if weight_fn is None else weight_fn(0, anchors.shape[0]))
     return WeightedLogSoftmax.apply(anchors, contrast, coef.to(anchors.dtype), self_index, inv_tau, weight_fn)
 
 

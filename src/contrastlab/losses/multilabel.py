@@ -28,7 +28,15 @@ import torch
 from torch import Tensor
 
 from . import _common
-from ._common import Rows, flatten_views, reduce_terms, row_blocks, scale_factor, weighted_log_softmax
+from ._common import (
+    Rows,
+    dense_weighted_log_softmax,
+    flatten_views,
+    reduce_terms,
+    row_blocks,
+    scale_factor,
+    weighted_log_softmax,
+)
 
 __all__ = ["all_loss", "any_loss", "mulsupcon_loss", "label_rows", "overlap_pass"]
 
@@ -60,7 +68,10 @@ def label_rows(
             got = None if contrast_labels is None else tuple(contrast_labels.shape)
             raise ValueError(f"contrast_labels must be [M={m}, C={labels.shape[1]}] with contrast_features, got {got}")
         yc = (contrast_labels.to(features.device) != 0).to(dt)
-    return rows, ya[rows.anchor_sample], yc.repeat_interleave(rows.n_views, dim=0)
+    v = rows.n_views
+    if v == 1:  # one row per sample (anchor_sample is 0..n-1): no gather needed
+        return rows, ya, yc
+    return rows, ya[rows.anchor_sample], yc.repeat_interleave(v, dim=0)
 
 
 CACHE_ELEMENTS = 1 << 26  # keep the ANY / Sim-Dis weight matrix if n * M <= 64M (256 MB float32)
@@ -132,23 +143,24 @@ def overlap_pass(rows: Rows, ya: Tensor, yc: Tensor, factor=None, weighting: str
 
 def _overlap_dense(rows: Rows, ya: Tensor, yc: Tensor, factor, weighting: str):
     """:func:`overlap_pass` on the dense ``[n, M]`` label overlaps (small batches: fewer
-    operations than the per-label-set bookkeeping; the same values)."""
+    operations than the per-label-set bookkeeping; the same values up to rounding). The
+    returned block function gives the whole ``W`` for any ``(lo, hi)`` range of a single
+    block (``n * M < FUSED_MIN_ELEMENTS <= BLOCK_ELEMENTS``)."""
     inter = ya @ yc.T
-    own = torch.zeros(inter.shape, dtype=torch.bool, device=inter.device)
-    own.scatter_(1, rows.self_index.view(-1, 1), True)
-    pos = (inter > 0).logical_and_(~own).to(ya.dtype)
+    pos = (inter > 0).to(ya.dtype).scatter_(1, rows.self_index.view(-1, 1), 0.0)
     cnt = pos.sum(1)
-    inv = 1.0 / cnt.clamp_min(1)
+    inv = cnt.clamp_min(1).reciprocal_()
     if factor is None:
-        w = pos * inv.unsqueeze(1)
-        return cnt, (cnt > 0).to(ya.dtype), torch.zeros_like(cnt), lambda lo, hi: w[lo:hi]
+        w = pos.mul_(inv.unsqueeze(1))
+        return cnt, (cnt > 0).to(ya.dtype), torch.zeros_like(cnt), lambda lo, hi: w
     k = factor(inter, ya.sum(1, keepdim=True), yc.sum(1).unsqueeze(0))
     if weighting == "log_prob":
-        w = pos * k * inv.unsqueeze(1)
+        w = k.mul_(pos).mul_(inv.unsqueeze(1))
         return cnt, w.sum(1), torch.zeros_like(cnt), lambda lo, hi: w[lo:hi]
-    logk = torch.where(pos > 0, k.clamp_min(torch.finfo(k.dtype).tiny).log(), 0.0)
-    w = pos * inv.unsqueeze(1)
-    return cnt, (cnt > 0).to(ya.dtype), -logk.sum(1) * inv, lambda lo, hi: w[lo:hi]
+    # K > 0 wherever the sets overlap; elsewhere log(tiny) is finite and multiplied by 0
+    const = torch.linalg.vecdot(k.clamp_min_(torch.finfo(k.dtype).tiny).log_(), pos).mul_(inv).neg_()
+    w = pos.mul_(inv.unsqueeze(1))
+    return cnt, (cnt > 0).to(ya.dtype), const, lambda lo, hi: w[lo:hi]
 
 
 def _set_ids(y: Tensor) -> Tensor:
@@ -167,6 +179,14 @@ def _setwise(kind: str, features, labels, temperature, base_temperature, contras
         cnt, coef, _, wfn = overlap_pass(rows, ya, yc)
         per = weighted_log_softmax(rows.anchors, rows.contrast, coef, rows.self_index, temperature, wfn)
         valid = cnt > 0
+    elif _common.use_dense(ya.shape[0], yc.shape[0]):  # all, small batch: equal sets from the overlaps
+        from .supcon import _weighted_dense
+
+        inter = ya @ yc.T
+        na = ya.sum(1, keepdim=True)
+        # |S ∩ T| = |S| = |T| with S non-empty (an empty anchor set gets -1: never equal)
+        pos = (inter == torch.where(na > 0, na, -1.0)).logical_and_(inter == yc.sum(1)).to(ya.dtype)
+        per, valid = _weighted_dense(rows, pos, temperature)
     else:  # all: positives share the exact label set -> group ids of the sets
         n = ya.shape[0]
         ids = _set_ids(torch.cat([ya, yc]))
@@ -250,14 +270,13 @@ def mulsupcon_loss(features: Tensor, labels: Tensor, *, temperature: float = 0.0
     valid = (ya > 0) & (n_il > 0)
     a = torch.where(valid, 1.0 / n_il.clamp_min(1), torch.zeros_like(n_il))
     n_rows, m_rows = rows.anchors.shape[0], rows.contrast.shape[0]
-    if n_rows * m_rows < _common.FUSED_MIN_ELEMENTS:
+    if _common.use_dense(n_rows, m_rows):
         # small batch: the dense weights W_ij = sum_l a_il y_jl (0 on the own column)
         w = (a @ yc.T).scatter_(1, rows.self_index.view(-1, 1), 0.0)
-        per = weighted_log_softmax(rows.anchors, rows.contrast, valid.sum(1), rows.self_index, temperature,
-                                   lambda lo, hi: w[lo:hi])
+        n_pairs = valid.sum(1)
+        per = dense_weighted_log_softmax(rows.anchors, rows.contrast, n_pairs, rows.self_index, temperature, w)
         if scale != 1.0:
             per = per * scale
-        n_pairs = valid.sum(1)
         red = {"pairs": "mean", "anchors": "mean"}.get(reduction, reduction)
         return reduce_terms(per, n_pairs > 0, red, return_stats, None if reduction == "anchors" else n_pairs.sum())
     # sum_j W_ij z_j with W_ij = sum_l a_il y_jl (j != i): label sums of the contrast rows, O((n + M) C D)

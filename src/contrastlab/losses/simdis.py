@@ -39,14 +39,19 @@ __all__ = ["simdis_loss", "simdis_weights", "relation_types", "MODES"]
 MODES = ("full", "sim_only", "dis_only")
 
 
-def _factor(inter: Tensor, na: Tensor, nc: Tensor, mode: str, dissimilarity: str, alpha: float) -> Tensor:
-    """K for every pair from ``inter [n, M]``, ``na [n, 1]``, ``nc [1, M]`` (0 where ``inter == 0``)."""
+def _check_factor_args(mode: str, dissimilarity: str, alpha: float) -> None:
+    """Raise ``ValueError`` for an unknown ``mode`` / ``dissimilarity`` or ``alpha <= 0`` with ``"exp"``."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if dissimilarity not in ("inverse", "exp"):
         raise ValueError(f"dissimilarity must be 'inverse' (1/(1+x)) or 'exp' (exp(-alpha x)), got {dissimilarity!r}")
     if dissimilarity == "exp" and not alpha > 0:
         raise ValueError(f"alpha must be > 0, got {alpha}")
+
+
+def _factor(inter: Tensor, na: Tensor, nc: Tensor, mode: str, dissimilarity: str, alpha: float) -> Tensor:
+    """K for every pair from ``inter [n, M]``, ``na [n, 1]``, ``nc [1, M]`` (0 where ``inter == 0``)."""
+    _check_factor_args(mode, dissimilarity, alpha)
     k = None
     if mode in ("full", "dis_only"):
         k = nc - inter  # |T \ S|
@@ -58,7 +63,7 @@ def _factor(inter: Tensor, na: Tensor, nc: Tensor, mode: str, dissimilarity: str
         ks = inter / na.clamp_min(1)
         k = ks if k is None else k.mul_(ks)
     else:  # dis_only: R1 pairs are not positives, keep the factor 0 there
-        k.masked_fill_(inter == 0, 0.0)
+        k.mul_(inter > 0)  # k is finite: the same as masked_fill_(inter == 0, 0), several times faster on CPU
     return k
 
 
@@ -167,7 +172,7 @@ def simdis_loss(
         weighting = "log_prob"
     scale = scale_factor(temperature, base_temperature)
     rows, ya, yc = label_rows(features, labels, contrast_features, contrast_labels, anchor_offset, contrast_mode)
-    _factor(ya[:0] @ yc[:0].T, ya[:0, :1], yc[:0, :1].T, mode, dissimilarity, alpha)  # validate arguments early
+    _check_factor_args(mode, dissimilarity, alpha)  # validate arguments early
 
     def factor(inter: Tensor, na: Tensor, nc: Tensor) -> Tensor:
         return _factor(inter, na, nc, mode, dissimilarity, alpha)

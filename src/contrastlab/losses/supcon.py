@@ -21,6 +21,7 @@ from ._common import (
     grouped_positive_term,
     reduce_terms,
     row_blocks,
+    dense_weighted_log_softmax,
     scale_factor,
     weighted_log_softmax,
 )
@@ -125,8 +126,9 @@ def grouped_loss(rows: Rows, a_ids: Tensor, c_ids: Tensor, temperature: float) -
 
     ``rows``: flattened anchors ``[n, D]`` / contrast ``[M, D]``; ``a_ids [n]``, ``c_ids [M]``
     long group ids. Returns ``(per [n], valid [n] bool)``, 0 where no positive. Small
-    problems (``n * M < FUSED_MIN_ELEMENTS``) take a dense path with few operations (the
-    same values: at small batches the per-operation overhead dominates)."""
+    problems (``n * M < FUSED_MIN_ELEMENTS``) take a dense path with few operations
+    (:func:`_grouped_dense`; the same values up to rounding: at small batches the
+    per-operation overhead dominates)."""
     if _dense(rows):
         return _grouped_dense(rows, a_ids, c_ids, temperature)
     mean_pos, cnt = grouped_positive_term(rows.anchors, rows.contrast, a_ids, c_ids, rows.self_index, temperature)
@@ -136,21 +138,28 @@ def grouped_loss(rows: Rows, a_ids: Tensor, c_ids: Tensor, temperature: float) -
 
 
 def _dense(rows: Rows) -> bool:
-    """Small problem (``n * M < FUSED_MIN_ELEMENTS``): take the dense path."""
-    m = rows.contrast.shape[0]
-    return 1 < m and rows.anchors.shape[0] * m < _common.FUSED_MIN_ELEMENTS
+    """Small problem (:func:`~contrastlab.losses._common.use_dense`): take the dense path."""
+    return _common.use_dense(rows.anchors.shape[0], rows.contrast.shape[0])
 
 
 def _grouped_dense(rows: Rows, a_ids: Tensor, c_ids: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
-    """:func:`grouped_loss` with a dense ``[n, M]`` positive mask (small batches)."""
-    s = (rows.anchors * (1.0 / temperature)) @ rows.contrast.T
-    own = torch.zeros(s.shape, dtype=torch.bool, device=s.device).scatter_(1, rows.self_index.view(-1, 1), True)
-    pos = (a_ids.view(-1, 1) == c_ids.view(1, -1)).logical_and_(own.logical_not())
+    """:func:`grouped_loss` with a dense ``[n, M]`` positive mask (small batches); ``a_ids``,
+    ``c_ids`` only need to compare equal, not to be consecutive."""
+    return _weighted_dense(rows, (a_ids.view(-1, 1) == c_ids.view(1, -1)).to(rows.anchors.dtype), temperature)
+
+
+def _weighted_dense(rows: Rows, pos: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
+    """Per-anchor SupCon loss (Khosla et al. 2020, Eq. 2) from a dense 0/1 positive mask.
+
+    ``pos [n, M]`` float in the anchors' dtype, 1 where contrast row j is a positive of
+    anchor row i (the own column is cleared here, in place). ``W_ij = pos_ij / |P(i)|``,
+    ``c_i = [|P(i)| > 0]``; returns ``(per [n], valid [n] bool)``, per 0 (connected to the
+    graph) without a positive."""
+    pos.scatter_(1, rows.self_index.view(-1, 1), 0.0)
     cnt = pos.sum(1)
     valid = cnt > 0
-    w = pos.to(s.dtype).div_(cnt.clamp_min(1).unsqueeze(1))  # 1/|P(i)| on positives, 0 elsewhere
-    # lse * [valid] - sum_p s_ip / |P(i)|: 0 (connected to the graph) without a positive
-    return torch.logsumexp(s.masked_fill(own, float("-inf")), dim=1) * valid - (s * w).sum(1), valid
+    w = pos.div_(cnt.clamp_min_(1).unsqueeze(1))  # 1/|P(i)| on positives, 0 elsewhere
+    return dense_weighted_log_softmax(rows.anchors, rows.contrast, valid, rows.self_index, temperature, w), valid
 
 
 def _mask_path(rows: Rows, mask: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
