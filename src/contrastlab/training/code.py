@@ -454,7 +454,8 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
             break
     if rank == 0:
         log(f"[{loss} seed {seed}] best val R@10 {stopper.best:.2%} at epoch "
-            f"{stopper.best_epoch}/{len(history)} ({time.time() - t0:.0f}s)")
+            f"{stopper.best_epoch} of {history[-1]['epoch'] if history else 0} run "
+            f"({time.time() - t0:.0f}s)")
     return {"history": history, "best_epoch": stopper.best_epoch,
             "best_val_rank_at_10": stopper.best,
             "epochs_run": int(history[-1]["epoch"]) if history else 0,
