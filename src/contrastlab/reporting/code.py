@@ -104,9 +104,17 @@ def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int
     for n, p in curves.items():
         df = pd.read_csv(p)
         ax.plot(df["k"], 100 * df["rank_at_k"], label=(titles or {}).get(n, n))
-    if corpus:
-        import numpy as np
+    import numpy as np
 
+    base = data_dir / "baselines_ranks.csv"
+    if base.exists():  # the centred zero-shot baseline, the row every loss is tested against
+        br = pd.read_csv(base)
+        r = br[br["baseline"] == REFERENCE_BASELINE]["rank"].to_numpy()
+        if len(r):
+            k = np.arange(1, 101)
+            ax.plot(k, 100 * (r[:, None] <= k[None, :]).mean(0), ls="--", c="0.35", lw=1.4,
+                    label=TITLES[REFERENCE_BASELINE])
+    if corpus:
         k = np.arange(1, 101)
         ax.plot(k, 100 * k / corpus, ls=":", c="k", lw=0.9, label=f"random (k / {corpus:,})")
     ax.set_xscale("log")
@@ -140,7 +148,9 @@ def _training_figure(plots_dir: Path, names: list[str], path: Path,
     a1.set_ylabel("train loss (log; scales differ by loss)")
     a2.set_xlabel("epoch")
     a2.set_ylabel("val Rank@10 (%)")
-    a2.legend()
+    # one legend under both panels: inside the right panel it covered the curves
+    h, lab = a2.get_legend_handles_labels()
+    fig.legend(h, lab, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
     _save(fig, path)
     return True
 
@@ -317,6 +327,22 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
     return table, _headline(stats, metrics, names, n_q, n_groups, corpus)
 
 
+def _preset_provenance(root: Path, name: str) -> str:
+    """Provenance sentence of a table produced from ``presets/code-<name>.yaml``."""
+    from ..params import params_hash
+    from ..params.code import CodeParams
+
+    path = Path(root) / "presets" / f"code-{name}.yaml"
+    try:
+        import yaml
+
+        h = params_hash(CodeParams(**yaml.safe_load(path.read_text(encoding="utf-8"))["code"]))
+    except Exception:  # noqa: BLE001 - a missing or edited preset: say so, do not fail
+        h = "unavailable"
+    return (f"Produced by `bash scripts/seed_corpus.sh` with `presets/code-{name}.yaml` "
+            f"(params `code` hash `{h}`), not by params.yaml's `code` section.")
+
+
 def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | None:
     """The code track's report section, or ``None`` when no code metrics exist yet."""
     root = Path(root)
@@ -332,6 +358,7 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | N
     if seed is not None:
         t2, h2 = _table("code_seed_corpus", seed, "Seed-corpus preset (bash scripts/"
                         "seed_corpus.sh; presets/code-seed-corpus.yaml)", digits, True)
+        t2.note += " " + _preset_provenance(root, "seed-corpus")
         s.tables.append(t2)
         s.notes.append("Seed-corpus table: " + h2)
     names = [n for n in _order(loaded["metrics"]) if n not in BASELINES]

@@ -70,6 +70,8 @@ def stamp_sections(sections: Sequence[Section], prov: Provenance) -> None:
         if line not in s.notes:
             s.notes.insert(0, line)
         for t in s.tables:
+            if "Produced by " in (t.note or ""):
+                continue  # the table states its own provenance (e.g. a preset's table)
             if note not in t.note:
                 t.note = f"{t.note} {note}".strip() if t.note else note
 
