@@ -27,6 +27,7 @@ from contrastlab.cli import run_stage
 from contrastlab.data.teacher_states import load_teacher_states
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
+from contrastlab.timings import write_timing
 from contrastlab.tracking import variant_run
 from contrastlab.training.code import CodeData, prepare_targets, train_code
 
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.models) / args.variant
         logged = {**run_params(args.variant, v.loss, cfg), "model": code.model,
                   "train": code.train, "target": code.target, "teacher": code.teacher}
-        hist, summaries = [], []
+        hist, summaries, times = [], [], {}
         with variant_run("code", args.variant, run_params(args.variant, v.loss, cfg),
                          stage=f"train_code@{args.variant}") as tracker:
             tracker.log_params(logged)
@@ -125,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
                         st.log_model(out / f"seed{seed}.pt", name=f"{args.variant}-seed{seed}",
                                      params={"loss": v.loss, "seed": seed})
                 hist += [{"seed": seed, **r} for r in s["history"]]
-                summaries.append({k: x for k, x in s.items() if k != "history"})
+                # wall times go to the timings file, not to the DVC-hashed summary.json
+                summaries.append({k: x for k, x in s.items() if k not in ("history", "time_s")})
+                times[f"seed{seed}_time_s"] = round(float(s["time_s"]), 3)
             if info.is_main:
                 write_csv(Path(args.plots) / f"{args.variant}.csv", pd.DataFrame(hist)[HIST_COLS])
                 write_json(out / "summary.json", {"variant": args.variant, "loss": v.loss, **cfg,
@@ -133,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
                 tracker.log_metrics({"val_rank_at_10_mean": float(np.mean(
                     [x["best_val_rank_at_10"] for x in summaries]))})
                 tracker.log_artifact(Path(args.plots) / f"{args.variant}.csv", "history")
+                tracker.log_metrics({"time_s": sum(times.values())})
+                write_timing("code", f"train_code_{args.variant}", times)
     finally:
         D.cleanup()
     return 0

@@ -403,7 +403,9 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
                                     "hidden_size": hidden_size, "model": model_p.model_dump(),
                                     "residual": residual,
                                     "sig_space": targets.sig_space.state_dict(),
-                                    "epoch": epoch, "val": row})
+                                    # no wall time: a rerun must write the same bytes
+                                    "epoch": epoch, "val": {k: v for k, v in row.items()
+                                                            if k != "epoch_time_s"}})
         return improved
 
     if residual:
