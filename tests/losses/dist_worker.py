@@ -8,6 +8,7 @@ Rank r writes its maximal absolute differences to ``argv[1] + '.rank{r}'`` (JSON
 
 import json
 import math
+import os
 import sys
 
 import torch
@@ -63,7 +64,16 @@ def main(out: str) -> None:
     with open(f"{out}.rank{r}", "w") as fh:
         json.dump(diffs, fh)
     dist.barrier()
-    D.cleanup()
+    _exit_without_teardown()
+
+
+def _exit_without_teardown() -> None:
+    """Leave once every rank has written its results. gloo's teardown at exit aborted once
+    in CI under load ("terminate called without an active exception", a race inside torch,
+    after the results were written); the test checks the results, not the teardown."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
