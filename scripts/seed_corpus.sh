@@ -49,17 +49,10 @@ done
 cp reports/metrics/code/baselines.json "$metrics/baselines.json"
 cp reports/data/code/baselines_ranks.csv "$data/baselines_ranks.csv"
 mkdir -p "$root/reports/timings"
-{
-  echo "{"
-  first=1
-  for k in "${!took[@]}"; do
-    [ $first -eq 1 ] || echo ","
-    first=0
-    printf '  "%s_s": %s' "$k" "${took[$k]}"
-  done
-  echo ""
-  echo "}"
-} > "$root/reports/timings/code_seed_corpus.json"
+for k in "${!took[@]}"; do echo "$k ${took[$k]}"; done | python -c "
+import json, sys
+print(json.dumps({f'{k}_s': int(v) for k, v in (l.split() for l in sys.stdin)}, indent=2, sort_keys=True))
+" > "$root/reports/timings/code_seed_corpus.json"
 python - "$metrics" <<'EOF'
 import json, sys
 from pathlib import Path
