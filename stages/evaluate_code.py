@@ -25,7 +25,7 @@ from contrastlab.evaluation.retrieval import build_index, rank_at_k_curve, rank_
 from contrastlab.io import read_json, write_csv, write_json
 from contrastlab.params import load_params
 from contrastlab.tracking import variant_run
-from contrastlab.training.code import load_student, predict, prepare_targets
+from contrastlab.training.code import checkpoint_path, load_student, predict, prepare_targets
 from contrastlab.utils import pick_device, set_cpu_threads
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     index = build_index(targets.corpus, code.evaluate.device)
     per_seed, rank_rows, curves = [], [], []
     for s in summary["seeds"]:
-        student = load_student(models / f"seed{s['seed']}.pt", dev)
+        student = load_student(checkpoint_path(models, s["seed"]), dev)
         pred = predict(student, data, test, dev)
         ranks = true_ranks(pred, targets.corpus, test, code.evaluate.k_max, index=index)
         m = rank_metrics(ranks)

@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     df, stats = extract_repositories(
         repos, names, include_docstring=e.include_docstring, min_body_lines=e.min_body_lines,
         max_body_lines=e.max_body_lines, max_body_chars=e.max_body_chars,
-        skip_tests=e.skip_tests, max_functions_per_repo=e.max_functions_per_repo, seed=e.seed)
+        skip_tests=e.skip_tests, max_functions_per_repo=e.max_functions_per_repo, seed=e.seed,
+        workers=e.workers)
     if len(df) == 0:
         raise InputError(f"{repos}: no function passed the filters (see code.extract)")
     write_parquet(args.out, df)

@@ -2,7 +2,7 @@
 
 Per function: the signature's token states (fp16 ``[T, H]`` + mask) and the body's mean
 embedding at ``code.teacher.layer``, in sharded safetensors under ``data/code/teacher``
-with ``index.json``. A rerun after an interruption keeps the finished shards (the output
+with ``index.json``; ``code.teacher.workers`` shards at once in forked CPU processes. A rerun after an interruption keeps the finished shards (the output
 is declared ``persist: true`` in dvc.yaml for that reason).
 """
 
@@ -38,13 +38,14 @@ def main(argv: list[str] | None = None) -> int:
     settings = {"model": t.model, "layer": enc.layer, "max_sig_tokens": t.max_sig_tokens,
                 "max_body_tokens": t.max_body_tokens, "causal": enc.is_causal,
                 "include_docstring": code.extract.include_docstring}
+    workers = t.workers if enc.device.type == "cpu" else 1  # never fork a CUDA context
     t0 = time.time()
     index = write_teacher_states(
         Path(args.out), df["id"].tolist(), df["signature"].tolist(), df["body"].tolist(),
-        partial(enc.encode_functions, batch_size=t.batch_size, progress=True,
+        partial(enc.encode_functions, batch_size=t.batch_size, progress=workers == 1,
                 max_sig_tokens=t.max_sig_tokens),
         settings, max_sig_tokens=t.max_sig_tokens, hidden_size=enc.hidden_size,
-        shard_size=t.shard_size)
+        shard_size=t.shard_size, workers=workers)
     wall = time.time() - t0
     write_timing("code", "teacher_states", {"time_s": round(wall, 3),
                                             "reused_shards": index["reused_shards"]})

@@ -3,10 +3,11 @@
 Launched as ``python -m torch.distributed.run --standalone --nproc_per_node=N
 stages/train_code.py --variant V`` (N = ``code.train.nproc``; plain ``python`` works too).
 This stage owns the process group (initialised here, destroyed at the end). It trains one
-model per seed of ``code.train.seeds`` with the variant's hyperparameters: the tuned
+model per seed of ``code.train.seeds`` (``code.train.workers`` of them at once in forked CPU
+workers; see :func:`contrastlab.training.code.train_seeds`) with the variant's hyperparameters: the tuned
 choices of ``--tuned DIR``/``<V>.json`` when given (``tune_code@<V>`` writes
 ``reports/tuned/code/<V>.json``), else the variant's ``lr`` / ``temperature``, else ``code.train``'s. Writes
-``data/code/models/<V>/seed<k>.pt`` + ``summary.json`` and the per-epoch history of every
+``data/code/models/<V>/seed<k>.safetensors`` + ``summary.json`` and the per-epoch history of every
 seed ``reports/plots/code/<V>.csv``. MLflow (rank 0 only): the variant's one run
 (``contrastlab.tracking.variant_run``, shared with ``evaluate_code@<V>``, which adds the test
 metrics) holding the variant's settings, the teacher states as its dataset, one nested run
@@ -29,7 +30,7 @@ from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
 from contrastlab.timings import write_timing
 from contrastlab.tracking import variant_run
-from contrastlab.training.code import CodeData, prepare_targets, train_code
+from contrastlab.training.code import CodeData, checkpoint_path, prepare_targets, train_seeds
 
 
 def load_code_data(functions: str, splits: str, teacher: str) -> tuple[CodeData, int]:
@@ -111,19 +112,22 @@ def main(argv: list[str] | None = None) -> int:
             tracker.log_params(logged)
             tracker.log_dataset("code-teacher-states", digest=teacher_digest(args.teacher),
                                 source=str(args.teacher), context="training")
-            for seed in code.train.seeds:
+            seeds = list(code.train.seeds)
+            summaries_full = train_seeds(data, hidden, v.loss, code.model, code.train, out,
+                                         targets=targets, seeds=seeds, lr=cfg["lr"],
+                                         temperature=cfg["temperature"],
+                                         residual=cfg["residual"], workers=code.train.workers)
+            for seed, s in zip(seeds, summaries_full):
+                # per-seed MLflow runs after training (forked workers log nothing themselves)
                 with tracker.seed_run(seed) as st:
-                    s = train_code(data, hidden, v.loss, code.model, code.train,
-                                   out / f"seed{seed}.pt", targets=targets, seed=seed,
-                                   lr=cfg["lr"], temperature=cfg["temperature"],
-                                   residual=cfg["residual"],
-                                   on_epoch=lambda r, t=st: t.log_metrics(
-                                       {k: r[k] for k in HIST_COLS[2:] if k in r},
-                                       step=int(r["epoch"])))
+                    for r in s["history"]:
+                        st.log_metrics({k: r[k] for k in HIST_COLS[2:] if k in r},
+                                       step=int(r["epoch"]))
                     st.log_metrics({"best_val_rank_at_10": s["best_val_rank_at_10"],
                                     "best_epoch": float(s["best_epoch"])})
                     if info.is_main:
-                        st.log_model(out / f"seed{seed}.pt", name=f"{args.variant}-seed{seed}",
+                        st.log_model(checkpoint_path(out, seed),
+                                     name=f"{args.variant}-seed{seed}",
                                      params={"loss": v.loss, "seed": seed})
                 hist += [{"seed": seed, **r} for r in s["history"]]
                 # wall times go to the timings file, not to the DVC-hashed summary.json

@@ -170,8 +170,15 @@ def _open(name: str, *, out_dir: Path, storage: str | None, seed: int, startup: 
     # The sampler's seed moves with the number of trials already told so a resumed study
     # does not redraw the configurations of its first trials.
     sampler = optuna.samplers.TPESampler(seed=seed + n_done, n_startup_trials=startup)
-    return optuna.create_study(storage=_storage(out_dir, storage), study_name=name,
-                               sampler=sampler, direction=direction, load_if_exists=True)
+    store = optuna.storages.get_storage(_storage(out_dir, storage))
+    try:
+        store.get_study_id_from_name(name)
+    except KeyError:
+        return optuna.create_study(storage=store, study_name=name, sampler=sampler,
+                                   direction=direction)
+    # an existing study is loaded, not "created if missing": a journal's create_study
+    # appends a log line even when the study exists, so a rerun would change the file
+    return optuna.load_study(study_name=name, storage=store, sampler=sampler)
 
 
 def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],

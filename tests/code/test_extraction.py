@@ -81,6 +81,29 @@ def test_repositories_skip_undecodable_unparsable_and_dedupe(tmp_path):
     assert body_hash("a  =\n 1") == body_hash("a = 1")
 
 
+def test_forked_workers_give_the_same_functions_and_stats(tmp_path):
+    """Parsing in forked workers changes nothing: the cross-repository deduplication and the
+    per-repository cap still run in sorted order in the parent. Functions nested in
+    statements (if/try/with/match) are found; a def inside an expression cannot exist."""
+    nested = ("def outer():\n    if True:\n        try:\n            def deep():\n"
+              "                x = 1\n                y = 2\n                return x + y\n"
+              "        finally:\n            pass\n    return deep\n")
+    for r in range(4):
+        _write_repo(tmp_path, f"r{r}", {
+            "m.py": GOOD.encode(), "n.py": nested.encode(),
+            **{f"k{i}.py": BODY.format(i=10 * r + i).encode() for i in range(12)}})
+    names = [f"r{r}" for r in (3, 1, 0, 2)]
+    one = extract_repositories(tmp_path, names, max_functions_per_repo=9, workers=1)
+    two = extract_repositories(tmp_path, names, max_functions_per_repo=9, workers=3)
+    pd.testing.assert_frame_equal(one[0], two[0])
+    assert one[1] == two[1]
+    assert [r["qualname"] for r in extract_file(nested)] == ["outer", "outer.<locals>.deep"]
+    assert one[1]["skipped"]["duplicate_body_across_repos"] > 0  # GOOD repeats in r1..r3
+    assert one[1]["skipped"]["over_repo_cap"] > 0
+    with pytest.raises(FileNotFoundError, match="run fetch_repos"):
+        extract_repositories(tmp_path, ["r0", "missing"], workers=2)
+
+
 BODY = "def f{i}():\n    a = 1\n    b = a + {i}\n    return b\n"
 
 

@@ -123,6 +123,30 @@ def test_sharded_states_resume(tmp_path):
     assert calls == [4, 4, 2]  # other settings: nothing reused
 
 
+def test_forked_shard_workers_write_the_same_bytes(tmp_path, minilm):
+    """Shards encoded in forked workers (the real MiniLM, one thread each) are byte-equal to
+    shards encoded one after another, so the folder's DVC hash does not depend on workers."""
+    import hashlib
+    from functools import partial
+
+    torch.set_num_threads(1)
+    ids = list(range(7))
+    sigs = [f"def f{i}(x, y={i}):" for i in ids]
+    bodies = [f"z = x * {i}\nreturn z + y" for i in ids]
+    enc = partial(minilm.encode_functions, batch_size=2, max_sig_tokens=6)
+    kw = dict(settings={"model": "minilm", "layer": 3}, max_sig_tokens=6,
+              hidden_size=minilm.hidden_size, shard_size=3)
+    for w in (1, 2):
+        write_teacher_states(tmp_path / f"w{w}", ids, sigs, bodies, enc, workers=w, **kw)
+
+    def digests(d):
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.iterdir())}
+
+    one, two = digests(tmp_path / "w1"), digests(tmp_path / "w2")
+    assert len(one) == 4 and one == two  # 3 shards + index.json
+    assert not (tmp_path / ".w2.partial").exists()
+
+
 _KILLED_WRITER = r'''
 import os, signal, sys
 from pathlib import Path

@@ -58,8 +58,10 @@ def test_budget_best_and_resume(tmp_path):
     assert list(hist["trial"]) == list(range(10))
     assert hist["best_so_far"].is_monotonic_increasing
     assert hist["value"].max() == pytest.approx(r2.best_value)
-    # the same budget again runs nothing
+    # the same budget again runs nothing and leaves the journal (a DVC output) byte-equal
+    before = (tmp_path / "journal.log").read_bytes()
     assert run_study(objective=lambda ch: 1 / 0, n_trials=10, progress=False, **kw).n_complete == 10
+    assert (tmp_path / "journal.log").read_bytes() == before
 
 
 def test_failed_trials_count_against_the_budget(tmp_path):

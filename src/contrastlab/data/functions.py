@@ -69,6 +69,10 @@ def _char(offs: list[int], lines: list[str], lineno: int, col_byte: int) -> int:
     return offs[lineno - 1] + col
 
 
+#: Nodes whose children may include statements (and so function definitions).
+_HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
 def extract_file(source: str, include_docstring: bool = False) -> Iterator[dict[str, Any]]:
     """Yield one record per function in ``source`` (no length filtering here).
 
@@ -95,7 +99,9 @@ def extract_file(source: str, include_docstring: bool = False) -> Iterator[dict[
                 yield from visit(child, f"{qual}.<locals>.")
             elif isinstance(child, ast.ClassDef):
                 yield from visit(child, f"{prefix}{child.name}.")
-            else:
+            elif isinstance(child, _HOLDS_STATEMENTS):
+                # a def can only sit in a statement list; expressions (most of the tree)
+                # never hold one, so they are not walked
                 yield from visit(child, prefix)
 
     def _record(fn: ast.FunctionDef | ast.AsyncFunctionDef, qual: str) -> dict[str, Any]:
@@ -157,11 +163,63 @@ def _is_test_path(rel: str) -> bool:
         parts[-1].startswith("test_") or parts[-1] == "conftest.py"
 
 
+def _scan_repository(root: Path, name: str, opts: dict[str, Any]) -> list[tuple]:
+    """Read and parse one repository's files (no cross-repository state): one event per file,
+    in sorted path order: ``("skip", reason, rel)`` or ``("file", rel, records)`` where each
+    record carries its length-filter ``reason`` (``None``: a candidate, with ``body_hash``).
+
+    Raises:
+        FileNotFoundError: ``root`` is not a folder.
+    """
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: repository folder missing (run fetch_repos)")
+    events: list[tuple] = []
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root).as_posix()
+        why = ""
+        if opts["skip_tests"] and _is_test_path(rel):
+            why = "test_file"
+        else:
+            source, why = read_source(f)
+        if not why:
+            try:
+                recs = list(extract_file(source, opts["include_docstring"]))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                why = "unparsable"
+        if why:
+            events.append(("skip", why, rel))
+            continue
+        for r in recs:
+            body = r["body"]
+            n_lines = body.count("\n") + 1 if body else 0
+            if not body.strip():
+                r["reason"] = "empty_body"
+            elif n_lines < opts["min_body_lines"]:
+                r["reason"] = "too_short"
+            elif n_lines > opts["max_body_lines"] or len(body) > opts["max_body_chars"]:
+                r["reason"] = "too_long"
+            else:
+                r["reason"] = None
+                r["body_hash"] = body_hash(body)
+            if r["reason"] is not None:  # only candidates carry their text back
+                r["signature"] = r["body"] = ""
+        events.append(("file", rel, recs))
+    return events
+
+
+#: ``(repos_dir, opts)`` of :func:`extract_repositories`' forked workers (set before the fork).
+_SCAN_JOB: dict[str, Any] = {}
+
+
+def _scan_in_worker(name: str) -> list[tuple]:
+    return _scan_repository(_SCAN_JOB["repos_dir"] / name, name, _SCAN_JOB["opts"])
+
+
 def extract_repositories(repos_dir: Path, names: list[str], *, include_docstring: bool = False,
                          min_body_lines: int = 3, max_body_lines: int = 40,
                          max_body_chars: int = 2500, skip_tests: bool = True,
                          max_functions_per_repo: int | None = None,
-                         seed: int = 42) -> tuple["Any", dict[str, Any]]:
+                         seed: int = 42, workers: int = 1) -> tuple["Any", dict[str, Any]]:
     """Extract, filter and deduplicate the functions of fetched repositories.
 
     Args:
@@ -172,6 +230,9 @@ def extract_repositories(repos_dir: Path, names: list[str], *, include_docstring
         max_functions_per_repo: keep at most this many per repository (a seeded sample,
             taken after deduplication, kept in file order).
         seed: seed of that sample.
+        workers: repositories read and parsed at once in forked processes (the
+            deduplication across repositories stays sequential, in sorted order, so the
+            result does not depend on ``workers``).
 
     Returns:
         ``(df, stats)``: a pandas DataFrame with columns ``id, repo, path, qualname,
@@ -184,52 +245,57 @@ def extract_repositories(repos_dir: Path, names: list[str], *, include_docstring
     """
     import pandas as pd
 
+    opts = {"include_docstring": include_docstring, "min_body_lines": min_body_lines,
+            "max_body_lines": max_body_lines, "max_body_chars": max_body_chars,
+            "skip_tests": skip_tests}
+    names = sorted(names)
+    for name in names:  # fail before any work
+        if not (repos_dir / name).is_dir():
+            raise FileNotFoundError(f"{repos_dir / name}: repository folder missing "
+                                    "(run fetch_repos)")
     rows: list[dict[str, Any]] = []
     skips: Counter = Counter()
     skipped_paths: dict[str, list[str]] = defaultdict(list)
     per_repo: dict[str, Counter] = defaultdict(Counter)
     seen: dict[str, str] = {}
-    for name in tqdm(sorted(names), desc="extract functions", unit="repo"):
-        root = repos_dir / name
-        if not root.is_dir():
-            raise FileNotFoundError(f"{root}: repository folder missing (run fetch_repos)")
+
+    def scans() -> Iterator[list[tuple]]:
+        if workers <= 1 or len(names) <= 1:
+            for name in names:
+                yield _scan_repository(repos_dir / name, name, opts)
+            return
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        _SCAN_JOB.update(repos_dir=Path(repos_dir), opts=opts)
+        try:
+            with ProcessPoolExecutor(min(workers, len(names)),
+                                     mp_context=mp.get_context("fork")) as pool:
+                yield from pool.map(_scan_in_worker, names)  # in ``names`` order
+        finally:
+            _SCAN_JOB.clear()
+
+    for name, events in zip(names, tqdm(scans(), total=len(names), desc="extract functions",
+                                        unit="repo")):
         kept: list[dict[str, Any]] = []
-        for f in sorted(root.rglob("*.py")):
-            rel = f.relative_to(root).as_posix()
+        for ev in events:
             per_repo[name]["files"] += 1
-            why = ""
-            if skip_tests and _is_test_path(rel):
-                why = "test_file"
-            else:
-                source, why = read_source(f)
-            if not why:
-                try:
-                    recs = list(extract_file(source, include_docstring))
-                except (SyntaxError, ValueError, RecursionError, MemoryError):
-                    why = "unparsable"
-            if why:
+            if ev[0] == "skip":
+                _, why, rel = ev
                 skips[why] += 1
                 per_repo[name][why] += 1
                 skipped_paths[why].append(f"{name}/{rel}")
                 continue
+            _, rel, recs = ev
             for r in recs:
                 per_repo[name]["functions_seen"] += 1
-                body = r["body"]
-                reason = None
-                n_lines = body.count("\n") + 1 if body else 0
-                if not body.strip():
-                    reason = "empty_body"
-                elif n_lines < min_body_lines:
-                    reason = "too_short"
-                elif n_lines > max_body_lines or len(body) > max_body_chars:
-                    reason = "too_long"
-                else:
-                    h = body_hash(body)
+                reason = r.pop("reason")
+                if reason is None:
+                    h = r["body_hash"]
                     if h in seen:
                         reason = "duplicate_body" if seen[h] == name else "duplicate_body_across_repos"
                     else:
                         seen[h] = name
-                        r["body_hash"] = h
                 if reason:
                     skips[reason] += 1
                     per_repo[name][reason] += 1

@@ -72,11 +72,40 @@ def _meta_value(fingerprint: str, content: str) -> str:
     return json.dumps({"content": content, "fingerprint": fingerprint}, sort_keys=True)
 
 
+def _write_shard(job: dict[str, Any], path: Path, sid: list[int], ssig: list[str],
+                 sbody: list[str], content: str) -> None:
+    """Encode one shard and move it into place whole (written under ``partial`` first)."""
+    sig_list, emb = job["encode"](ssig, sbody)
+    states = torch.zeros((len(sid), job["max_sig_tokens"], job["hidden_size"]),
+                         dtype=torch.float16)
+    mask = torch.zeros((len(sid), job["max_sig_tokens"]), dtype=torch.uint8)
+    for r, st in enumerate(sig_list):
+        t = min(job["max_sig_tokens"], st.shape[0])
+        states[r, :t] = st[:t]
+        mask[r, :t] = 1
+    tmp = job["partial"] / path.name
+    save_safetensors(tmp, {"ids": torch.tensor(sid, dtype=torch.int64),
+                           "sig_states": states, "sig_mask": mask,
+                           "body_emb": emb.to(torch.float32)},
+                     metadata={_META_KEY: _meta_value(job["fp"], content)})
+    os.replace(tmp, path)  # a finished shard appears whole, or not at all
+    job["log"](f"teacher_states: wrote {path.name} ({len(sid)} functions)")
+
+
+#: The encoder and settings of the forked shard workers (set before the fork).
+_SHARD_JOB: dict[str, Any] = {}
+
+
+def _write_shard_in_worker(task: tuple) -> None:
+    _write_shard(_SHARD_JOB, *task)
+
+
 def write_teacher_states(out_dir: Path, ids: Sequence[int], signatures: Sequence[str],
                          bodies: Sequence[str], encode: Callable[[list[str], list[str]],
                                                                  tuple[list[torch.Tensor], torch.Tensor]],
                          settings: dict[str, Any], max_sig_tokens: int, hidden_size: int,
-                         shard_size: int = 1024, log: Callable[[str], None] = print) -> dict[str, Any]:
+                         shard_size: int = 1024, log: Callable[[str], None] = print,
+                         workers: int = 1) -> dict[str, Any]:
     """Compute and store teacher states shard by shard, skipping finished shards.
 
     Args:
@@ -88,6 +117,8 @@ def write_teacher_states(out_dir: Path, ids: Sequence[int], signatures: Sequence
         max_sig_tokens: ``T`` of the padded signature states.
         hidden_size: ``H``.
         shard_size: functions per shard.
+        workers: shards encoded at once in forked processes (CPU encoders only; every shard
+            is encoded alone, so the bytes do not depend on ``workers``).
 
     Returns:
         The index written to ``out_dir/index.json``, plus ``reused_shards`` (how many
@@ -109,6 +140,7 @@ def write_teacher_states(out_dir: Path, ids: Sequence[int], signatures: Sequence
     n = len(ids)
     shards = []
     reused = 0
+    todo = []
     for s, start in enumerate(range(0, n, shard_size)):
         sl = slice(start, min(n, start + shard_size))
         sid, ssig, sbody = list(ids[sl]), list(signatures[sl]), list(bodies[sl])
@@ -117,21 +149,24 @@ def write_teacher_states(out_dir: Path, ids: Sequence[int], signatures: Sequence
         if _shard_ok(path, fp, content):
             reused += 1
         else:
-            sig_list, emb = encode(ssig, sbody)
-            states = torch.zeros((len(sid), max_sig_tokens, hidden_size), dtype=torch.float16)
-            mask = torch.zeros((len(sid), max_sig_tokens), dtype=torch.uint8)
-            for r, st in enumerate(sig_list):
-                t = min(max_sig_tokens, st.shape[0])
-                states[r, :t] = st[:t]
-                mask[r, :t] = 1
-            tmp = partial / path.name
-            save_safetensors(tmp, {"ids": torch.tensor(sid, dtype=torch.int64),
-                                   "sig_states": states, "sig_mask": mask,
-                                   "body_emb": emb.to(torch.float32)},
-                             metadata={_META_KEY: _meta_value(fp, content)})
-            os.replace(tmp, path)  # a finished shard appears whole, or not at all
-            log(f"teacher_states: wrote {path.name} ({len(sid)} functions)")
+            todo.append((path, sid, ssig, sbody, content))
         shards.append({"file": path.name, "start": start, "n": len(sid), "content": content})
+    job = {"encode": encode, "partial": partial, "fp": fp, "max_sig_tokens": max_sig_tokens,
+           "hidden_size": hidden_size, "log": log}
+    if workers <= 1 or len(todo) <= 1:
+        for t in todo:
+            _write_shard(job, *t)
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        _SHARD_JOB.update(job)  # inherited by the forked workers (the model is not pickled)
+        try:
+            with ProcessPoolExecutor(min(workers, len(todo)),
+                                     mp_context=mp.get_context("fork")) as pool:
+                list(pool.map(_write_shard_in_worker, todo))
+        finally:
+            _SHARD_JOB.clear()
     # drop shards of an older, longer run
     keep = {sh["file"] for sh in shards}
     for old in out_dir.glob("shard_*.safetensors"):

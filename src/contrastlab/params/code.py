@@ -102,6 +102,8 @@ class ExtractParams(BaseModel):
     skip_tests: bool = Field(True, description="skip files under tests/ or named test_*.py")
     max_functions_per_repo: int = Field(40, ge=1, description="deterministic sample above this")
     seed: int = Field(42, ge=0, lt=2**63)
+    workers: int = Field(1, ge=1, le=64, description="repositories parsed at once in forked "
+                         "processes (the result does not depend on it)")
 
     @model_validator(mode="after")
     def _bounds(self) -> "ExtractParams":
@@ -152,6 +154,9 @@ class TeacherParams(BaseModel):
     threads: int = Field(1, ge=1, le=256, description="CPU threads of the teacher forward "
                          "passes (1 by default: reruns then reproduce the committed states "
                          "bit for bit)")
+    workers: int = Field(1, ge=1, le=64, description="shards encoded at once in forked CPU "
+                         "processes of `threads` threads each (ignored on a GPU; the states do "
+                         "not depend on it)")
 
 
 class ModelParams(BaseModel):
@@ -195,6 +200,9 @@ class TrainParams(BaseModel):
     seed: int = Field(42, ge=0, lt=2**63)
     device: str = "auto"
     threads: int = Field(1, ge=1, le=256, description="CPU threads per process (1: oversubscribed OpenMP spins)")
+    workers: int = Field(1, ge=1, le=64, description="seeds trained at once in forked CPU "
+                         "worker processes (single-process CPU runs only; results do not "
+                         "depend on it)")
     max_train: Optional[int] = Field(
         None, ge=2, description="train on a seeded subset of at most this many training "
         "functions (the same subset for every seed and variant; the target space is still "

@@ -52,7 +52,8 @@ from ..models.code_baselines import TargetSpace, pooled_signature
 from ..models.sig_predictor import SigPredictor
 
 __all__ = ["CodeStudent", "CodeData", "Targets", "prepare_targets", "train_step", "validate",
-           "EarlyStopping", "train_code", "predict", "warmup_cosine", "load_student",
+           "EarlyStopping", "train_code", "train_seeds", "predict", "warmup_cosine",
+           "save_student", "read_checkpoint", "load_student", "checkpoint_path",
            "mine_hard_negatives"]
 
 #: ``needs`` of the registry losses this module loads (read by scripts/stage_deps.py).
@@ -348,7 +349,6 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
         FloatingPointError: the loss became NaN/inf.
         ValueError: no training or validation functions.
     """
-    from ..io import save_torch
     from ..utils import pick_device, seed_everything, set_cpu_threads
 
     seed = train_p.seed if seed is None else seed
@@ -399,13 +399,8 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
                                   dev)[0])
         improved = stopper.update(score, epoch)
         if improved and rank == 0 and checkpoint is not None:
-            save_torch(checkpoint, {"state_dict": student.state_dict(), "loss": loss,
-                                    "hidden_size": hidden_size, "model": model_p.model_dump(),
-                                    "residual": residual,
-                                    "sig_space": targets.sig_space.state_dict(),
-                                    # no wall time: a rerun must write the same bytes
-                                    "epoch": epoch, "val": {k: v for k, v in row.items()
-                                                            if k != "epoch_time_s"}})
+            save_student(checkpoint, student, hidden_size=hidden_size, model_p=model_p,
+                         epoch=epoch, val=row)
         return improved
 
     if residual:
@@ -464,13 +459,149 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
             "time_s": time.time() - t0, "world_size": world, "steps": step, "seed": seed}
 
 
+#: Work of the forked seed workers of :func:`train_seeds` (set before the fork, read by the
+#: children: the teacher states are shared copy-on-write, not pickled).
+_SEED_JOB: dict[str, Any] = {}
+
+
+def _train_seed_in_worker(seed: int) -> dict[str, Any]:
+    j = _SEED_JOB
+    return train_code(j["data"], j["hidden_size"], j["loss"], j["model_p"], j["train_p"],
+                      checkpoint_path(j["out_dir"], seed), targets=j["targets"], seed=seed,
+                      lr=j["lr"], temperature=j["temperature"], residual=j["residual"],
+                      log=j["log"], progress=False)
+
+
+def train_seeds(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
+                out_dir: str | Path, *, targets: Targets, seeds: list[int],
+                lr: float | None = None, temperature: float | None = None,
+                residual: bool = False, workers: int = 1,
+                on_epoch: Callable[[int, dict[str, Any]], None] | None = None,
+                log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """:func:`train_code` for every seed of ``seeds``; checkpoints at
+    :func:`checkpoint_path` ``(out_dir, seed)``.
+
+    With ``workers > 1`` and a single CPU process (no process group, device ``cpu``), the
+    seeds train in ``min(workers, len(seeds))`` forked worker processes, each with
+    ``train_p.threads`` threads. Every seed's run is seeded on its own
+    (:func:`contrastlab.utils.seed_everything`), so summaries and checkpoint bytes do not
+    depend on ``workers``. Under ``torchrun`` with more than one process or on a GPU the seeds
+    run one after another (forking a CUDA or process-group state is unsafe).
+
+    Args:
+        on_epoch: ``on_epoch(seed, row)`` for every epoch's history row; with workers it is
+            called in the parent after the seed finished, rows in epoch order.
+
+    Returns:
+        One :func:`train_code` summary per seed, in ``seeds`` order.
+
+    Raises:
+        Whatever :func:`train_code` raises for a seed (re-raised in the parent).
+    """
+    from ..utils import pick_device
+
+    seeds = [int(s) for s in seeds]
+    parallel = (workers > 1 and len(seeds) > 1 and D.world_size() == 1
+                and pick_device(train_p.device).type == "cpu")
+    if not parallel:
+        out = []
+        for s in seeds:
+            out.append(train_code(data, hidden_size, loss, model_p, train_p,
+                                  checkpoint_path(out_dir, s), targets=targets, seed=s, lr=lr,
+                                  temperature=temperature, residual=residual, log=log,
+                                  on_epoch=None if on_epoch is None
+                                  else (lambda r, s=s: on_epoch(s, r))))
+        return out
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    from ..utils import set_cpu_threads
+
+    set_cpu_threads(train_p.threads)  # no multi-thread OpenMP pool is inherited by the fork
+    _SEED_JOB.update(data=data, hidden_size=hidden_size, loss=loss, model_p=model_p,
+                     train_p=train_p, out_dir=Path(out_dir), targets=targets, lr=lr,
+                     temperature=temperature, residual=residual, log=log)
+    try:
+        with ProcessPoolExecutor(max_workers=min(workers, len(seeds)),
+                                 mp_context=mp.get_context("fork")) as pool:
+            out = list(pool.map(_train_seed_in_worker, seeds))
+    finally:
+        _SEED_JOB.clear()
+    if on_epoch is not None:
+        for s, summary in zip(seeds, out):
+            for row in summary["history"]:
+                on_epoch(s, row)
+    return out
+
+
+#: Checkpoint format: safetensors (the weights) with one metadata key holding the rest as
+#: sorted JSON, so equal weights give equal bytes (``torch.save`` writes a random
+#: serialization id and the temporary file's name into its zip archive).
+CHECKPOINT_SUFFIX = ".safetensors"
+_META_KEY = "contrastlab"
+
+
+def checkpoint_path(models_dir: str | Path, seed: int) -> Path:
+    """``<models_dir>/seed<seed>.safetensors``: where a variant's seed is saved."""
+    return Path(models_dir) / f"seed{int(seed)}{CHECKPOINT_SUFFIX}"
+
+
+def save_student(path: str | Path, student: CodeStudent, *, hidden_size: int, model_p,
+                 epoch: int, val: dict[str, Any]) -> None:
+    """Write ``student`` atomically as a byte-reproducible safetensors checkpoint.
+
+    Tensors: the student's ``state_dict`` (float32 weights; a residual student's
+    ``sig_mean``/``sig_proj`` buffers included). Metadata (one key, sorted JSON): ``loss``,
+    ``hidden_size``, ``model`` (``model_p`` as a dict), ``residual``, ``sig_kind``, ``epoch``
+    and the validation row ``val`` (wall times dropped, NaN as null).
+    """
+    import json
+
+    from ..io import save_safetensors
+
+    meta = {"loss": student.loss_name, "hidden_size": int(hidden_size),
+            "model": model_p.model_dump() if hasattr(model_p, "model_dump") else dict(model_p),
+            "residual": bool(student.residual),
+            "sig_kind": getattr(student, "sig_kind", None), "epoch": int(epoch),
+            "val": {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                    for k, v in val.items() if k != "epoch_time_s"}}
+    tensors = {k: v.detach().cpu() for k, v in student.state_dict().items()}
+    save_safetensors(path, tensors, metadata={_META_KEY: json.dumps(meta, sort_keys=True)})
+
+
+def read_checkpoint(path: str | Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
+    """``(state_dict, metadata)`` of a checkpoint written by :func:`save_student`.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file is not a contrastlab code checkpoint.
+    """
+    import json
+
+    from safetensors import SafetensorError, safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no checkpoint (run train_code first)")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = (f.metadata() or {}).get(_META_KEY)
+            sd = {k: f.get_tensor(k) for k in f.keys()}
+    except SafetensorError as e:
+        raise ValueError(f"{path}: not a safetensors checkpoint ({e})") from e
+    if meta is None:
+        raise ValueError(f"{path}: safetensors file without contrastlab metadata")
+    return sd, json.loads(meta)
+
+
 def load_student(path: Path, device: torch.device | str = "cpu") -> CodeStudent:
-    """Rebuild a :class:`CodeStudent` from a checkpoint written by :func:`train_code`."""
-    ck = torch.load(path, map_location="cpu", weights_only=False)
+    """Rebuild a :class:`CodeStudent` (eval mode, on ``device``) from a checkpoint written by
+    :func:`save_student`. Raises as :func:`read_checkpoint`."""
+    sd, ck = read_checkpoint(path)
     m = ck["model"]
     residual = bool(ck.get("residual", False))
-    space = TargetSpace.from_state(ck["sig_space"]) if residual else None
+    space = TargetSpace(sd["sig_mean"], sd["sig_proj"], ck["sig_kind"]) if residual else None
     st = CodeStudent(ck["hidden_size"], ck["loss"], m["d_model"], m["n_layers"], m["n_heads"],
                      m["ffn"], m["dropout"], residual=residual, sig_space=space)
-    st.load_state_dict(ck["state_dict"])
+    st.load_state_dict(sd)
     return st.to(device).eval()
