@@ -1,6 +1,8 @@
 """Loss benchmark: forward + backward on CPU, printed as ratios measured in one process.
 
-For each batch size N (D = 128; the tracks use N from 64 to 2 x 2708 = 5416 views): every
+For each batch size N (D = 128; the tracks' losses run at N = 256 (multi-label: 2 views x
+batch 128; code: batch 256), 2048 (graph: 2 x 1024 nodes) and 5416 (graph: 2 x 2708); 64 and
+128 are below any track and printed for smaller user batches): every
 supervised loss of contrastlab as a ratio to the N x D matmul floor (``S = A B^T`` plus the
 two backward products ``G B`` and ``G^T A``), the SupContrast reference algorithm's time over
 the loss's time on the same batch (``SupCon alg / it`` >= 1: the loss is at least as fast as

@@ -210,3 +210,28 @@ def test_dense_function_extreme_logits_stay_finite():
     loss = supcon_loss(f, y, temperature=0.01)
     loss.backward()
     assert math.isfinite(loss.item()) and torch.isfinite(f.grad).all()
+
+
+def test_equal_mask_float_trick_matches_comparison():
+    """The float ``1 - min(|a - c|, 1)`` mask equals ``a == c`` (negative ids, ids at the
+    float32 exactness bound), and ids beyond it take the comparison and stay exact."""
+    from contrastlab.losses.supcon import _EXACT_F32, _equal_mask
+
+    g = torch.Generator().manual_seed(9)
+    for hi in (5, _EXACT_F32):
+        a = torch.randint(-hi, hi + 1, (37,), generator=g)
+        c = torch.cat([a[:20], torch.randint(-hi, hi + 1, (11,), generator=g)])
+        assert torch.equal(_equal_mask(a, c), (a.view(-1, 1) == c.view(1, -1)).float())
+    # 2^24 + 1 and 2^24 round to the same float32: the comparison must tell them apart
+    big = torch.tensor([_EXACT_F32 + 1, _EXACT_F32, _EXACT_F32 + 1])
+    assert torch.equal(_equal_mask(big, big), torch.tensor([[1.0, 0, 1], [0, 1, 0], [1, 0, 1]]))
+
+
+def test_supcon_with_huge_class_ids_equals_compact_ids():
+    f = _feats(12, 2)
+    y = torch.tensor([0, 1, 2, 0, 1, 2, 3, 3, 0, 5, 5, 1])
+    huge = y * (1 << 40) + 7  # ids no float32 holds exactly
+    assert _common.use_dense(24, 24)
+    a = supcon_loss(f, y, temperature=0.2)
+    b = supcon_loss(f, huge, temperature=0.2)
+    assert torch.allclose(a, b, rtol=0, atol=1e-12)

@@ -254,8 +254,11 @@ class DenseWeightedLogSoftmax(torch.autograd.Function):
     excluded from the log-sum-exp), ``inv_tau`` float, ``w`` ``[n, M]`` anchors' dtype (no
     grad, 0 on the anchor's own column) or None (no ``W`` term). Returns ``[n]``.
 
-    Forward: one ``[n, M]`` buffer holds the logits, then ``exp(s_ij - lse_i)`` (the
-    softmax over ``j != i``, saved); backward turns it in place into
+    Forward: the logits ``s``, then the softmax over ``j != i`` in one fused pass
+    (``torch.softmax``: a single exponential pass; saved) and
+    ``lse_i = max_j s_ij - log max_j softmax_ij`` (the largest softmax entry is
+    ``1 / sum_j exp(s_ij - max_j s_ij)``, so no second exponential or ``logsumexp`` pass is
+    needed); backward turns the softmax in place into
     ``dl/ds = g_i (c_i softmax_ij - W_ij) / tau`` and returns ``dl/ds C`` and ``dl/ds^T A``
     (two matrix products, no other autograd node). A second backward through a retained
     graph recomputes the softmax; under ``create_graph=True`` (second derivatives) the
@@ -268,16 +271,17 @@ class DenseWeightedLogSoftmax(torch.autograd.Function):
         s = torch.mm(anchors, contrast.T).mul_(inv_tau)
         pos = torch.linalg.vecdot(w, s) if w is not None else None  # before masking: W is 0 there
         s.scatter_(1, self_index.view(-1, 1), float("-inf"))
-        lse = torch.logsumexp(s, 1, keepdim=True)
-        ctx.p = s.sub_(lse).exp_()  # softmax over j != i; backward overwrites it in place
-        ctx.save_for_backward(anchors, contrast, coef, self_index, lse, w)
+        p = torch.softmax(s, 1)  # over j != i; backward overwrites it in place
+        lse = s.amax(1, keepdim=True).sub_(p.amax(1, keepdim=True).log_())
+        ctx.p = p
+        ctx.save_for_backward(anchors, contrast, coef, self_index, w)
         ctx.inv_tau = inv_tau
         per = coef * lse.view(-1)
         return per if pos is None else per.sub_(pos)
 
     @staticmethod
     def backward(ctx, g):
-        anchors, contrast, coef, self_index, lse, w = ctx.saved_tensors
+        anchors, contrast, coef, self_index, w = ctx.saved_tensors
         p, ctx.p = ctx.p, None
         if torch.is_grad_enabled():  # create_graph=True: differentiable recomputation
             wfn = None if w is None else (lambda lo, hi: w[lo:hi])
@@ -286,8 +290,8 @@ class DenseWeightedLogSoftmax(torch.autograd.Function):
                 (anchors, contrast), ctx.needs_input_grad[:2], g)
             return da, dc, None, None, None, None
         if p is None:  # second backward through a retained graph: rebuild the softmax
-            p = torch.mm(anchors, contrast.T).mul_(ctx.inv_tau)
-            p.scatter_(1, self_index.view(-1, 1), float("-inf")).sub_(lse).exp_()
+            s = torch.mm(anchors, contrast.T).mul_(ctx.inv_tau)
+            p = torch.softmax(s.scatter_(1, self_index.view(-1, 1), float("-inf")), 1)  # the forward's bits
         gs = (g * ctx.inv_tau).unsqueeze(1)
         grad = p.mul_(coef.unsqueeze(1) * gs)
         if w is not None:

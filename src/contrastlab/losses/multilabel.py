@@ -108,10 +108,12 @@ def overlap_pass(rows: Rows, ya: Tensor, yc: Tensor, factor=None, weighting: str
         inter = yu[lo:hi] @ yu.T
         if factor is not None:
             k = factor(inter, nu[lo:hi], nu.T)
-            if not log_prob:
-                k = torch.where(inter > 0, k.clamp_min_(torch.finfo(dt).tiny).log_(), 0.0)
+        ovl = inter.clamp_max_(1.0)  # [S ∩ T != ∅] as 0/1 floats (inter holds whole numbers >= 0)
+        if factor is not None:
+            if not log_prob:  # log K on overlapping pairs, 0 elsewhere (K = 0 there)
+                k = k.sub_(ovl).log1p_()
             acc_u[lo:hi] = k @ n_c
-        cnt_u[lo:hi] = inter.gt_(0) @ n_c
+        cnt_u[lo:hi] = ovl @ n_c
     own = (nu.view(-1) > 0).to(dt)  # the anchor's own row: a positive of itself iff its set is non-empty
     cnt = (cnt_u - own)[ida]
     inv = 1.0 / cnt.clamp_min(1)
@@ -128,7 +130,7 @@ def overlap_pass(rows: Rows, ya: Tensor, yc: Tensor, factor=None, weighting: str
     def raw_block(lo: int, hi: int) -> Tensor:
         inter = ya[lo:hi] @ yct
         k = factor(inter, na[lo:hi], ncr) if log_prob else None
-        w = inter.gt_(0)  # 0/1 float, in place
+        w = inter.clamp_max_(1.0)  # 0/1 float, in place (inter holds whole numbers >= 0)
         w.scatter_(1, rows.self_index[lo:hi].view(-1, 1), 0.0)
         if k is not None:
             w.mul_(k)
@@ -146,8 +148,11 @@ def _overlap_dense(rows: Rows, ya: Tensor, yc: Tensor, factor, weighting: str):
     operations than the per-label-set bookkeeping; the same values up to rounding). The
     returned block function gives the whole ``W`` for any ``(lo, hi)`` range of a single
     block (``n * M < FUSED_MIN_ELEMENTS <= BLOCK_ELEMENTS``)."""
-    inter = ya @ yc.T
-    pos = (inter > 0).to(ya.dtype).scatter_(1, rows.self_index.view(-1, 1), 0.0)
+    inter = ya @ yc.T  # |S ∩ T|: non-negative whole numbers, so min(inter, 1) = [S ∩ T != ∅]
+    si = rows.self_index.view(-1, 1)
+    # clamp_max gives the 0/1 mask in the float dtype in one cheap pass; a comparison
+    # (bool) followed by a conversion costs about ten times as much on CPU
+    pos = inter.clamp_max(1.0).scatter_(1, si, 0.0)
     cnt = pos.sum(1)
     inv = cnt.clamp_min(1).reciprocal_()
     if factor is None:
@@ -157,8 +162,9 @@ def _overlap_dense(rows: Rows, ya: Tensor, yc: Tensor, factor, weighting: str):
     if weighting == "log_prob":
         w = k.mul_(pos).mul_(inv.unsqueeze(1))
         return cnt, w.sum(1), torch.zeros_like(cnt), lambda lo, hi: w[lo:hi]
-    # K > 0 wherever the sets overlap; elsewhere log(tiny) is finite and multiplied by 0
-    const = torch.linalg.vecdot(k.clamp_min_(torch.finfo(k.dtype).tiny).log_(), pos).mul_(inv).neg_()
+    # sum_p log K_ip = sum_j log1p(K_ij - pos_ij): K = 0 where the sets are disjoint (pos 0,
+    # log1p(0) = 0), K_ij - 1 on positives; the own column is cleared in both
+    const = k.scatter_(1, si, 0.0).sub_(pos).log1p_().sum(1).mul_(inv).neg_()
     w = pos.mul_(inv.unsqueeze(1))
     return cnt, (cnt > 0).to(ya.dtype), const, lambda lo, hi: w[lo:hi]
 
@@ -184,8 +190,10 @@ def _setwise(kind: str, features, labels, temperature, base_temperature, contras
 
         inter = ya @ yc.T
         na = ya.sum(1, keepdim=True)
-        # |S ∩ T| = |S| = |T| with S non-empty (an empty anchor set gets -1: never equal)
-        pos = (inter == torch.where(na > 0, na, -1.0)).logical_and_(inter == yc.sum(1)).to(ya.dtype)
+        na = na + (na == 0).to(na.dtype)  # an empty anchor set counts as size 1: never equal
+        # S = T  <=>  |S| + |T| - 2 |S ∩ T| = 0 (the size of the symmetric difference, a whole
+        # number >= 0): pos = 1 - min(that, 1), in float passes instead of bool comparisons
+        pos = torch.add(na + yc.sum(1), inter, alpha=-2.0).clamp_max_(1.0).neg_().add_(1.0)
         per, valid = _weighted_dense(rows, pos, temperature)
     else:  # all: positives share the exact label set -> group ids of the sets
         n = ya.shape[0]

@@ -63,7 +63,9 @@ def _factor(inter: Tensor, na: Tensor, nc: Tensor, mode: str, dissimilarity: str
         ks = inter / na.clamp_min(1)
         k = ks if k is None else k.mul_(ks)
     else:  # dis_only: R1 pairs are not positives, keep the factor 0 there
-        k.mul_(inter > 0)  # k is finite: the same as masked_fill_(inter == 0, 0), several times faster on CPU
+        # inter holds whole numbers >= 0, so min(inter, 1) is the 0/1 overlap mask; k is finite:
+        # the same as masked_fill_(inter == 0, 0), without a bool pass (about ten times slower on CPU)
+        k.mul_(inter.clamp_max(1.0))
     return k
 
 
