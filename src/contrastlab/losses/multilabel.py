@@ -189,8 +189,7 @@ def _setwise(kind: str, features, labels, temperature, base_temperature, contras
         from .supcon import _weighted_dense
 
         inter = ya @ yc.T
-        na = ya.sum(1, keepdim=True)
-        na = na + (na == 0).to(na.dtype)  # an empty anchor set counts as size 1: never equal
+        na = ya.sum(1, keepdim=True).clamp_min_(1.0)  # an empty anchor set counts as size 1: never equal
         # S = T  <=>  |S| + |T| - 2 |S ∩ T| = 0 (the size of the symmetric difference, a whole
         # number >= 0): pos = 1 - min(that, 1), in float passes instead of bool comparisons
         pos = torch.add(na + yc.sum(1), inter, alpha=-2.0).clamp_max_(1.0).neg_().add_(1.0)
