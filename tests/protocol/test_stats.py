@@ -24,7 +24,7 @@ def test_resample_indices_shapes_and_clusters():
     draws = resample_indices(3, 6, clusters=[0, 0, 1, 1, 1, 2], n_resamples=50, seed=1)
     assert len(draws) == 50
     for s, i in draws:
-        assert s.shape == (3,) and s.max() < 3
+        assert s.shape == (2,) and s.max() < 3  # n - 1 seeds
         # whole clusters only: {0,1} together, {2,3,4} together
         cnt = np.bincount(i, minlength=6)
         assert cnt[0] == cnt[1] and cnt[2] == cnt[3] == cnt[4]
@@ -114,3 +114,128 @@ def test_friedman_nemenyi_hand_computed(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError):
         friedman_nemenyi(df[["A", "B"]])
+
+
+# --- issue: intervals that contain their estimate, selection-aware ties, distinct methods ---
+
+from contrastlab.evaluation.stats import (bias_corrected_interval, group_identical,  # noqa: E402
+                                          model_confidence_set, prob_best)
+
+
+def test_bias_corrected_interval_contains_estimate_even_when_replicates_sit_above_it():
+    reps = np.linspace(0.39, 0.47, 1001)     # every replicate above the estimate 0.378
+    lo, hi = bias_corrected_interval(0.378, reps)
+    assert lo <= 0.378 <= hi
+    # the width is the replicates' 95 % range, shifted by their median (0.43) to the estimate
+    q = np.quantile(reps, [0.025, 0.975])
+    assert hi - lo == pytest.approx(q[1] - q[0])
+    assert lo == pytest.approx(0.378 + q[0] - 0.43)
+    with pytest.raises(ValueError):
+        bias_corrected_interval(0.5, np.array([]))
+    with pytest.raises(ValueError):
+        bias_corrected_interval(0.5, np.array([0.1, np.nan]))
+
+
+def test_prob_best_counts_draws_and_splits_ties():
+    reps = {"a": np.array([1.0, 0.0, 2.0, 1.0]), "b": np.array([0.0, 1.0, 1.0, 1.0])}
+    pb = prob_best(reps)
+    assert pb == {"a": pytest.approx(2.5 / 4), "b": pytest.approx(1.5 / 4)}
+    assert prob_best(reps, higher_is_better=False)["b"] == pytest.approx(2.5 / 4)
+
+
+def _noisy_methods(means: dict, n_items=800, n_seeds=3, seed=0):
+    rng = np.random.default_rng(seed)
+    shared = rng.random((n_seeds, n_items))
+    per = {k: (shared < m).astype(float) for k, m in means.items()}
+    return bootstrap_per_item(per, n_resamples=1000, seed=1)
+
+
+def test_mcs_keeps_only_a_clear_winner():
+    point, reps = _noisy_methods({"good": 0.9, "mid": 0.7, "bad": 0.5})
+    m = model_confidence_set(point, reps)
+    assert m["good"]["in_mcs"] and not m["mid"]["in_mcs"] and not m["bad"]["in_mcs"]
+    assert m["good"]["p_mcs"] == 1.0 and m["bad"]["p_mcs"] < 0.05
+
+
+def test_mcs_keeps_identical_methods_together():
+    point, reps = _noisy_methods({"a": 0.8, "b": 0.8, "c": 0.6})
+    m = model_confidence_set(point, reps)
+    assert m["a"]["in_mcs"] and m["b"]["in_mcs"] and not m["c"]["in_mcs"]
+    # lower is better: the 0.6 method wins alone
+    m = model_confidence_set(point, reps, higher_is_better=False)
+    assert m["c"]["in_mcs"] and not m["a"]["in_mcs"]
+
+
+def test_mcs_keeps_near_ties_that_a_test_against_the_winner_would_keep_too():
+    rng = np.random.default_rng(3)
+    x = rng.random((3, 300))
+    per = {"a": (x < 0.80).astype(float), "b": (x < 0.79).astype(float),
+           "c": (rng.random((3, 300)) < 0.80).astype(float)}
+    point, reps = bootstrap_per_item(per, n_resamples=1000, seed=2)
+    m = model_confidence_set(point, reps)
+    assert all(v["in_mcs"] for v in m.values())
+
+
+def test_summarize_lets_baselines_compete_and_marks_both_directions():
+    point, reps = _noisy_methods({"loss_good": 0.9, "loss_bad": 0.5, "base": 0.7})
+    out = summarize(point, reps, baseline="base")
+    assert out["loss_good"]["is_best"] and out["loss_good"]["in_mcs"]
+    assert out["loss_good"]["beats_baseline"] and not out["loss_good"]["below_baseline"]
+    assert out["loss_bad"]["below_baseline"] and not out["loss_bad"]["beats_baseline"]
+    assert "p_best" in out["base"] and out["base"]["tied_for_best"] is False
+    assert sum(out[k]["p_best"] for k in point) == pytest.approx(1.0)
+    for v in out.values():
+        assert v["ci_low"] <= v["mean"] <= v["ci_high"]
+    # a baseline that is best is reported as best
+    point2, reps2 = _noisy_methods({"loss": 0.6, "base": 0.8})
+    out2 = summarize(point2, reps2, baseline="base")
+    assert out2["base"]["is_best"] and out2["loss"]["below_baseline"]
+
+
+def test_group_identical():
+    a = [np.array([0.1, 0.2]), np.array([1.0])]
+    b = [np.array([0.1, 0.2]), np.array([1.0])]
+    c = [np.array([0.1, 0.2]), np.array([1.0 + 1e-9])]
+    d = [np.array([0.3, 0.2]), np.array([1.0])]
+    assert group_identical({"a": a, "b": b, "c": c, "d": d}) == [["a", "b"], ["c"], ["d"]]
+    assert group_identical({"a": a, "c": c, "d": d}, atol=1e-6) == [["a", "c"], ["d"]]
+    with pytest.raises(ValueError):
+        group_identical({"a": a, "e": a[:1]})
+
+
+def test_resample_indices_draws_n_minus_one_top_level_units():
+    draws = resample_indices(5, 12, clusters=[0] * 4 + [1] * 4 + [2] * 4, n_resamples=20, seed=0)
+    for s, i in draws:
+        assert s.size == 4 and i.size == 8  # 4 of 5 seeds, 2 of 3 clusters
+    assert all(s.size == 1 for s, _ in resample_indices(1, 3, n_resamples=5))
+
+
+def test_stratified_metric_reps_defined_paired_and_right():
+    from sklearn.metrics import average_precision_score
+
+    from contrastlab.evaluation.multilabel import stratified_metric_reps
+
+    rng = np.random.default_rng(0)
+    n, c, s_ = 120, 4, 3
+    y = (rng.random((n, c)) < [0.3, 0.2, 0.1, 0.0]).astype(np.int64)
+    y[5, 3] = 1                                                 # a label with one positive
+    perfect = np.repeat(y[None].astype(float), s_, 0)
+    r = stratified_metric_reps(y, perfect, np.full(s_, 0.5), n_resamples=200, seed=0)
+    for k in ("map", "micro_f1", "macro_f1"):
+        assert np.all(np.isfinite(r[k])) and np.allclose(r[k], 1.0), k  # every label, every draw
+    noisy = 1 / (1 + np.exp(-(2.0 * y[None] - 1 + rng.normal(0, 1.5, (s_, n, c)))))
+    a = stratified_metric_reps(y, noisy, np.full(s_, 0.5), n_resamples=300, seed=4)
+    b = stratified_metric_reps(y, noisy.copy(), np.full(s_, 0.5), n_resamples=300, seed=4)
+    assert all(np.array_equal(a[k], b[k]) for k in a)           # same draws -> paired
+    # the mean AP replicate of one label and seed equals a plainly written bootstrap of the
+    # same design (positives Binomial(n, p), >= 1, resampled within class) up to MC error
+    one = noisy[:1, :, :1]
+    reps = stratified_metric_reps(y[:, :1], one, np.array([0.5]), n_resamples=1500, seed=7)["map"]
+    pos, neg = np.flatnonzero(y[:, 0]), np.flatnonzero(y[:, 0] == 0)
+    ref = []
+    for _ in range(1500):
+        k = max(1, rng.binomial(n, pos.size / n))
+        idx = np.concatenate([rng.choice(pos, k), rng.choice(neg, n - k)])
+        ref.append(average_precision_score(y[idx, 0], one[0, idx, 0]))
+    assert reps.mean() == pytest.approx(np.mean(ref), abs=4 * np.std(ref) / np.sqrt(1500) + 2e-3)
+    assert reps.std() == pytest.approx(np.std(ref), rel=0.12)
