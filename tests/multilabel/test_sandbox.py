@@ -1,10 +1,12 @@
-"""The HumanEval sandbox against hostile programs (issue 13's twelve attacks).
+"""The sandbox (contrastlab.sandbox) against hostile programs: issue 13's twelve attacks and
+issue 24's (ending early, fake equality, stealing the harness's key).
 
 Each test runs a program whose assertion passes only if its attack worked, then checks on
 the trusted side that the attack had no effect: nothing read or written outside, no
 connection, the test process and a sentinel process alive, no sandboxed process left after
-the call, forged results ignored. Skipped (with bubblewrap's own message) only where
-bubblewrap cannot start; CI installs it (.ci/run).
+the call, forged results ignored, an early exit or a fake-equal object never counted as a
+pass. Skipped (with bubblewrap's own message) only where bubblewrap cannot start; CI
+installs it (.ci/run).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import uuid
 
 import pytest
 
-from contrastlab.data import humaneval as he
-from contrastlab.data.humaneval import SandboxUnavailable, run_sandboxed, sandbox_mode
+from contrastlab import sandbox as sbx
+from contrastlab.sandbox import SandboxUnavailable, run_sandboxed, sandbox_mode
 from contrastlab.utils import repo_root
 
 try:
@@ -35,7 +37,7 @@ PWNED = "def check(candidate):\n    assert candidate() == 'pwned'\n"
 LIMITS = dict(timeout_s=10.0, assert_timeout_s=5.0, cpu_s=5, memory_mb=256, fsize_mb=1)
 
 
-def attack(body: str, n_assertions: int = 1, **kw) -> tuple[he.RunResult, str]:
+def attack(body: str, n_assertions: int = 1, **kw) -> tuple[sbx.RunResult, str]:
     """Run ``def f(): <body>`` against assertions ``f() == 'pwned'``; returns (result, tag)."""
     tag = f"sbxtest-{uuid.uuid4().hex}"
     program = "import os, sys, time, socket, signal\n\ndef f():\n" + textwrap.indent(
@@ -302,15 +304,195 @@ def test_13_large_files_and_tmpfs_are_capped():
 
 
 def test_missing_bubblewrap_refuses_unless_the_fallback_is_allowed(monkeypatch):
-    monkeypatch.setattr(he, "_PROBE", {})
-    monkeypatch.setattr(he.shutil, "which", lambda name: None)
+    monkeypatch.setattr(sbx, "_PROBE", {})
+    monkeypatch.setattr(sbx.shutil, "which", lambda name: None)
     with pytest.raises(SandboxUnavailable, match="bwrap is not installed.*allow_unsandboxed"):
         sandbox_mode(False)
     with pytest.raises(SandboxUnavailable):
         run_sandboxed("def f():\n    return 1\n", [PWNED], "f")
     assert sandbox_mode(True) == "process"
-    # the weak mode still takes its verdict from the exit status, not from files
+    # the weak mode still takes its verdict from the token pipe, not from files or exit status
     r = run_sandboxed("def f():\n    open('results.jsonl', 'w').write('{\"i\": 0, \"ok\": true}')\n"
                       "    return 'no'\n", [PWNED], "f", mode="process")
     assert r.mode == "process" and r.tier == "FAIL"
     assert run_sandboxed("def f():\n    return 'pwned'\n", [PWNED], "f", mode="process").tier == "PASS"
+
+
+# ------------------------------------------------------------------ issue 24: the nonce verdict
+def run_program(program: str, unit: str = PWNED, **kw) -> sbx.RunResult:
+    return run_sandboxed(program, [unit], "f", **(LIMITS | kw))
+
+
+@needs_bwrap
+def test_os_exit_0_at_import_fails():
+    r = run_program("import os\nos._exit(0)\n\ndef f():\n    return 'no'\n")
+    assert r.tier == "FAIL" and r.errors == ["exit:0"] and r.status == "exit:0"
+
+
+@needs_bwrap
+def test_os_exit_0_inside_the_function_fails():
+    r, _ = attack("os._exit(0)")
+    assert r.tier == "FAIL" and r.errors == ["exit:0"]
+
+
+@needs_bwrap
+def test_sys_exit_0_fails():
+    r, _ = attack("sys.exit(0)")
+    assert r.tier == "FAIL" and r.errors == ["SystemExit"]
+
+
+@needs_bwrap
+def test_raise_systemexit_fails():
+    r = run_program("raise SystemExit\n\ndef f():\n    return 'no'\n")
+    assert r.tier == "FAIL" and r.errors == ["SystemExit"]
+
+
+@needs_bwrap
+def test_killing_itself_fails():
+    # the harness is pid 1 of its pid namespace, which ignores SIGKILL from inside it; abort()
+    # then ends the process by a signal for sure (SIGABRT, or SIGSEGV from glibc's last resort)
+    r, _ = attack("os.kill(os.getpid(), signal.SIGKILL)\nos.abort()")
+    assert r.tier == "FAIL" and r.errors[0].startswith("killed:SIG")
+
+
+@needs_bwrap
+def test_guessed_tokens_on_every_fd_fail():
+    """Writing token-shaped bytes to every fd: a failing check stays failed, and junk in front
+    of a real token makes even a passing check fail (the pipe must hold exactly the token)."""
+    spray = textwrap.dedent("""
+        import secrets
+        for fd in range(3, 64):
+            try:
+                os.write(fd, secrets.token_hex(32).encode())
+            except OSError:
+                pass
+    """)
+    r, _ = attack(spray + "return 'no'")
+    assert r.tier == "FAIL" and r.errors == ["AssertionError"]
+    r, _ = attack(spray + "return 'pwned'")
+    assert r.tier == "FAIL" and r.errors == ["BadToken"]
+
+
+STEAL = """
+    import gc
+    found = []
+    def look(frame):
+        while frame is not None:
+            for v in list(frame.f_locals.values()):
+                if callable(v) and getattr(v, '__name__', '') == 'earn':
+                    found.append(v)
+            frame = frame.f_back
+    try:
+        look(sys._getframe())
+    except Exception:
+        pass
+    try:
+        raise ValueError
+    except ValueError as e:
+        try:
+            look(e.__traceback__.tb_frame)
+        except Exception:
+            pass
+    try:
+        found += [o for o in gc.get_objects() if getattr(o, '__name__', '') == 'earn']
+    except Exception:
+        pass
+    try:
+        def h(s, frame):
+            look(frame)
+        signal.signal(signal.SIGUSR1, h)
+        os.kill(os.getpid(), signal.SIGUSR1)
+    except Exception:
+        pass
+    try:
+        import ctypes
+        found.append(ctypes)
+    except Exception:
+        pass
+    for fn in found:
+        if not isinstance(fn, type(sys)):
+            fn()  # writes the token once
+            break
+    if found:
+        os._exit(0)
+    return 'no'
+"""
+
+
+@needs_bwrap
+def test_the_harness_key_is_out_of_reach_of_introspection():
+    """The program looks for the harness's token writer through frames (sys._getframe, a
+    traceback's tb_frame, a signal handler's frame), gc and ctypes, calls it and exits: the
+    audit hook refuses each route. With the hook (and the harness's removal of
+    ``signal.signal``) disabled, each of the four frame/gc routes alone earns a PASS (checked
+    by hand), so a PASS here would mean a hole."""
+    r, _ = attack(STEAL)
+    assert r.tier == "FAIL" and r.errors == ["AssertionError"]
+
+
+# ------------------------------------------------------------------ issue 24: type-strict checks
+def test_harden_check_rewrites_candidate_calls_and_equalities():
+    src = sbx.harden_check("def check(candidate):\n    assert candidate(1) == 2\n"
+                           "    assert candidate(2) != [3]\n    assert 1 == candidate(3) == 1\n"
+                           "    assert abs(candidate(4) - 0.5) < 1e-6\n")
+    lines = [ln.strip() for ln in src.splitlines()]
+    assert lines[1] == "assert _cl_eq(_cl_ret(candidate(1)), 2)"
+    assert lines[2] == "assert not _cl_eq(_cl_ret(candidate(2)), [3])"
+    assert lines[3] == "assert 1 == _cl_ret(candidate(3)) == 1"  # chained: Python's own ==
+    assert lines[4] == "assert abs(_cl_ret(candidate(4)) - 0.5) < 1e-06"
+    with pytest.raises(ValueError, match="does not parse"):
+        sbx.harden_check("def check(:")
+
+
+ALWAYS_EQUAL = """
+class Yes:
+    def __eq__(self, other):
+        return True
+    __hash__ = object.__hash__
+
+class YesStr(str):
+    def __eq__(self, other):
+        return True
+    __hash__ = str.__hash__
+
+def f():
+    return {what}
+"""
+
+
+@needs_bwrap
+@pytest.mark.parametrize("what", ["Yes()", "YesStr('no')", "[Yes()]"])
+def test_an_always_equal_object_fails(what):
+    r = run_program(ALWAYS_EQUAL.format(what=what))
+    assert r.tier == "FAIL" and r.errors == ["TypeError"]
+
+
+@needs_bwrap
+@pytest.mark.parametrize("returned,expected,tier", [
+    ("1.0", "1", "PASS"),            # int and float compare by value
+    ("[1, 2.0]", "[1.0, 2]", "PASS"),
+    ("True", "1", "FAIL"),           # bool is not a number here
+    ("1", "True", "FAIL"),
+    ("[0]", "[False]", "FAIL"),
+    ("(1, 2)", "[1, 2]", "FAIL"),     # tuple is not list
+    ("{'a': True}", "{'a': 1}", "FAIL"),
+    ("{'a': [1]}", "{'a': [1.0]}", "PASS"),
+])
+def test_equality_is_type_strict(returned, expected, tier):
+    r = run_program(f"def f():\n    return {returned}\n",
+                    f"def check(candidate):\n    assert candidate() == {expected}\n")
+    assert r.tier == tier
+    # != is the negation of the same rule
+    r = run_program(f"def f():\n    return {returned}\n",
+                    f"def check(candidate):\n    assert candidate() != {expected}\n")
+    assert r.tier == ("FAIL" if tier == "PASS" else "PASS")
+
+
+@needs_bwrap
+def test_rebinding_builtins_does_not_change_the_check():
+    unit = "def check(candidate):\n    assert abs(candidate() - 0.5) < 1e-6\n"
+    honest = run_program("def f():\n    return 0.5\n", unit)
+    assert honest.tier == "PASS"
+    r = run_program("import builtins\nbuiltins.abs = lambda x: 0\n\ndef abs(x):\n    return 0\n\n"
+                    "def f():\n    builtins.abs = lambda x: 0\n    return 3.0\n", unit)
+    assert r.tier == "FAIL" and r.errors == ["AssertionError"]
