@@ -4,5 +4,6 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/env.sh
+bash scripts/system_deps.sh   # chromium (browser tests), bubblewrap, postgresql: the whole suite runs
 export PATH="$PWD/.venv/bin:$PATH"
 exec python -m pytest "$@"
