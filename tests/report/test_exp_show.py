@@ -1,9 +1,9 @@
-"""``dvc exp show`` as the README gives it: each metric declared once, compact views tested.
+"""``dvc exp show`` as docs/usage.md gives it: each metric declared once, compact views tested.
 
 The test copies what ``dvc exp show`` reads (``dvc.yaml``, ``dvc.lock``, ``params.yaml``,
 ``.dvc/config`` and the declared metrics file ``reports/summary.json``) into a throw-away git
 repository, commits it, changes one temperature in the workspace (so two rows differ), and runs
-every ``dvc exp show`` line of README.md with ``--csv`` appended, to read the columns each prints.
+every ``dvc exp show`` line of docs/usage.md with ``--csv`` appended, to read the columns each prints.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def _dvc() -> str:
 
 
 def _readme_commands() -> list[list[str]]:
-    """Every ``dvc exp show`` line of README.md's bash blocks, comment stripped, split."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """Every ``dvc exp show`` line of docs/usage.md's bash blocks, comment stripped, split."""
+    text = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
     cmds = []
     for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
         for line in block.splitlines():
@@ -131,15 +131,15 @@ def test_headline_metrics_of_every_track(repo):
 
 
 def test_readme_states_the_plain_column_count(repo):
-    """README's sentence "A plain `dvc exp show` prints N columns ... A of DVC's own, M
+    """docs/usage.md's sentence "A plain `dvc exp show` prints N columns ... A of DVC's own, M
     headline metrics, all P keys of `params.yaml` and D files and folders" against a
     recount of what plain ``dvc exp show`` prints in the copy."""
     header, _ = _columns(repo, ["dvc", "exp", "show"])
-    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    text = " ".join((ROOT / "docs" / "usage.md").read_text(encoding="utf-8").split())
     m = re.search(r"A plain `dvc exp show` prints (\d+) columns.*?(\d+) of DVC's own.*?"
                   r"the (\d+) headline metrics.*?all (\d+) keys of `params.yaml`.*?"
                   r"the (\d+) files and folders", text)
-    assert m, "README.md no longer states how many columns plain `dvc exp show` prints"
+    assert m, "docs/usage.md no longer states how many columns plain `dvc exp show` prints"
     total, own, n_metrics, n_params, n_deps = map(int, m.groups())
     metrics = set(_summary_metrics())
     params = set(_leaves(yaml.safe_load((repo[0] / "params.yaml").read_text())))
@@ -150,9 +150,9 @@ def test_readme_states_the_plain_column_count(repo):
     assert all("/" in c or c.endswith(".py") for c in got_deps), got_deps  # paths only
     got = (len(header), len(got_own), len(got_metrics), len(got_params), len(got_deps))
     assert got == (total, own, n_metrics, n_params, n_deps), (
-        f"README says {total} columns = {own} + {n_metrics} metrics + {n_params} params + "
+        f"docs/usage.md says {total} columns = {own} + {n_metrics} metrics + {n_params} params + "
         f"{n_deps} deps; dvc exp show prints {got[0]} = {got[1]} + {got[2]} + {got[3]} + "
-        f"{got[4]}: update the README's numbers")
+        f"{got[4]}: update the numbers in docs/usage.md")
 
 
 def test_only_changed_shows_the_changed_knob_and_metric(repo):

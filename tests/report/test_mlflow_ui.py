@@ -1,6 +1,6 @@
 """The MLflow UI's Compare view shows a variant's params next to its evaluation metric.
 
-Performs the README's MLflow steps in headless Chromium: two graph variants are tracked the
+Performs the MLflow steps of docs/usage.md in headless Chromium: two graph variants are tracked the
 way the stages track them (``variant_run`` from the training stage, then again from the
 evaluation stage, inside one DVC experiment), ``mlflow server`` is started on loopback
 (a free port, a temporary SQLite store), the model-training view of ``contrastlab-graph``
