@@ -1,16 +1,22 @@
-"""DVC stage ``train_multilabel@<dataset>-<variant>``: final runs of one tuned variant.
+"""DVC stages ``train_multilabel@<dataset>-<variant>`` and ``train_multilabel_hybrid@<dataset>-<hybrid>``:
+final runs of one tuned variant.
 
 For every seed in ``multilabel.seeds`` (in ``multilabel.train.workers`` worker processes):
 train with the tuned hyperparameters (``reports/tuned/multilabel/<variant>.json``, chosen on
-validation by ``tune_multilabel@<variant>``), early stopping and thresholds on the validation
-split, then score the test split once. See ``contrastlab.training.multilabel``.
+validation by ``tune_multilabel@<variant>``: its ``datasets.<dataset>.params``, or the
+variant's ``params.yaml`` values on a data set that was not tuned), early stopping and
+thresholds on the validation split, then score the test split once. See
+``contrastlab.training.multilabel``. ``knn`` is deterministic: it runs the first seed only
+(its other seeds would repeat it; for the bootstrap its output stands for every seed). A hybrid (``hybrid_concat`` / ``hybrid_et``) reads the
+choices of ``multilabel.hybrid_base`` and, for ``hybrid_et``, of ``extratrees``.
 
 Outputs (all ``cache: false``, committed):
 ``reports/metrics/multilabel/<dataset>_<variant>.json`` (mean, ``_std`` and ``_seed<s>`` of
 every metric, the tuned choices, steps), ``reports/metrics/multilabel/reps/<dataset>_<variant>.npz``
-(bootstrap replicates of micro/macro-F1 at 0.5 and at the validation threshold and of mAP on
-the shared draws of ``contrastlab.evaluation.stats.resample_indices(seed=0)``: the report's
-CIs and paired tests), ``reports/plots/multilabel/<dataset>_<variant>.csv`` (training loss and
+(bootstrap replicates of micro/macro-F1 at 0.5 and at the validation threshold and of mAP from
+``contrastlab.evaluation.multilabel.stratified_metric_reps(seed=0)``, whose draws depend only on
+the test labels and the number of seeds, so all rows with as many seeds are paired: the
+report's CIs and tests), ``reports/plots/multilabel/<dataset>_<variant>.csv`` (training loss and
 validation mAP per check, per seed). Wall times go to stdout and MLflow only.
 
 MLflow (``contrastlab.tracking.variant_run``, a side channel: no DVC output depends on it):
@@ -46,11 +52,23 @@ from contrastlab.training.multilabel import make_config, run_seeds, summarize
 N_RESAMPLES = 1000
 
 
-def tuned_choices(path: Path) -> dict:
-    """Tuned params of a variant ({} when the variant has no search space)."""
+def tuned_choices(path: Path, dataset: str) -> tuple[dict, str]:
+    """``(choices, source)`` of a variant on ``dataset`` from its tuned-choices JSON:
+    ``datasets.<dataset>.params`` when that data set was tuned (source ``"tuned on <dataset>"``),
+    else the file's top-level ``params`` (``{}`` = the ``params.yaml`` values; source says so).
+
+    Raises:
+        FileNotFoundError: no such file. ValueError: not a tuned-choices JSON.
+    """
+    import json
+
     from contrastlab.tuning import read_tuned
 
-    return read_tuned(path)
+    top = read_tuned(path)
+    per = json.loads(Path(path).read_text()).get("datasets") or {}
+    if dataset in per:
+        return dict(per[dataset]["params"]), f"tuned on {dataset} (CV on its training part)"
+    return top, "not tuned on this data set: params.yaml values"
 
 
 def dataset_digest(folder: Path) -> str:
@@ -143,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     p = load_params(args.params)
     ml = p.multilabel
     ds, variant = args.dataset, args.loss
+    from contrastlab.training.multilabel import HYBRIDS
+
     cfg = make_config(ml, ds, variant)  # validates the names and the loss keywords first
     if cfg.loss is not None:
         from contrastlab.training.multilabel import resolve_loss
@@ -161,10 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     from safetensors.numpy import load_file
 
     data = load_file(str(src / "data.safetensors"))
-    choices = tuned_choices(Path(args.tuned_dir) / f"{variant}.json")
-    cfg = make_config(ml, ds, variant, meta["encoder"], choices)
+    tdir = Path(args.tuned_dir)
+    base = ml.hybrid_base if variant in HYBRIDS else variant
+    choices, source = tuned_choices(tdir / f"{base}.json", ds)
+    model_choices = None
+    if variant in HYBRIDS and HYBRIDS[variant] == "et":
+        model_choices, msource = tuned_choices(tdir / "extratrees.json", ds)
+        source = f"encoder {base}: {source}; ExtraTrees: {msource}"
+    cfg = make_config(ml, ds, variant, meta["encoder"], choices, model_choices)
+    seeds = ml.seeds[:1] if variant == "knn" else list(ml.seeds)
     stage = f"train_multilabel@{ds}-{variant}"
-    logged = mlflow_params(ds, variant, stage, ml.seeds, cfg, choices)
+    logged = mlflow_params(ds, variant, stage, seeds, cfg, {**choices, **(model_choices or {})})
 
     def progress(r) -> None:
         print(f"{stage} seed {r.seed}: map={r.metrics['map']:.4f} micro_f1={r.metrics['micro_f1']:.4f} "
@@ -175,20 +202,24 @@ def main(argv: list[str] | None = None) -> int:
         if tracker.active:
             tracker.log_dataset(ds, digest=dataset_digest(src), source=str(src), context="training")
         t0 = time.perf_counter()
-        results = run_seeds(data, cfg, ml.seeds, workers=ml.train.workers, progress=progress)
+        results = run_seeds(data, cfg, seeds, workers=ml.train.workers, progress=progress)
         wall = time.perf_counter() - t0
         out = summarize(results)
-        out["tuned"] = choices
+        out["tuned"] = choices if model_choices is None else {"encoder": choices, "extratrees": model_choices}
+        out["tuned_source"] = source
         out["config"] = {"temperature": cfg.temperature if cfg.loss else None, "lr": cfg.lr,
                          "mask_rate": cfg.mask_rate, "queue": cfg.queue, "loss_kwargs": cfg.loss_kwargs,
-                         "batch_size": cfg.batch_size, "max_steps": cfg.max_steps}
+                         "batch_size": cfg.batch_size, "max_steps": cfg.max_steps, "model": cfg.model,
+                         "hybrid": cfg.hybrid}
         out["n_train"], out["n_val"], out["n_test"] = (int(len(data[k])) for k in ("x_train", "x_val", "x_test"))
-        from contrastlab.evaluation.multilabel import bootstrap_metric_reps
-        from contrastlab.evaluation.stats import resample_indices
+        from contrastlab.evaluation.multilabel import stratified_metric_reps
 
-        draws = resample_indices(len(results), len(data["y_test"]), n_resamples=N_RESAMPLES, seed=0)
-        reps = bootstrap_metric_reps(data["y_test"], np.stack([r.scores for r in results]),
-                                     np.array([r.thresholds["global"] for r in results]), draws, cfg.threshold)
+        # the draws depend on the number of seeds: a deterministic model run once (knn) enters
+        # with its one output repeated for every final seed, so its draws pair with the others'
+        rep_res = results * (len(ml.seeds) // len(results)) if len(results) == 1 else results
+        reps = stratified_metric_reps(data["y_test"], np.stack([r.scores for r in rep_res]),
+                                      np.array([r.thresholds["global"] for r in rep_res]),
+                                      n_resamples=N_RESAMPLES, seed=0, threshold=cfg.threshold)
         reps_path = Path(args.metrics_dir) / "reps" / f"{ds}_{variant}.npz"
         with atomic_path(reps_path) as tmp:
             with open(tmp, "wb") as fh:

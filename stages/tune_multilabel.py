@@ -1,37 +1,57 @@
-"""DVC stage ``tune_multilabel@<variant>``: equal-budget Optuna search for one model variant.
+"""DVC stage ``tune_multilabel@<variant>``: equal-budget Optuna search for one model variant,
+one study per data set in ``multilabel.tune.datasets``.
 
-The objective is the mean validation mAP over ``multilabel.tune.datasets`` (one training run
-per data set, seed ``multilabel.tune.run_seed``; the test split is never read). Every variant
-gets ``multilabel.tune.trials`` finished trials over the search space declared beside it in
-``params.yaml`` (``multilabel.variants.<variant>.search``: temperature, learning rate,
-masking rate, queue size). A variant without a search space (``logreg``, whose C is picked on
-validation inside every run) gets a JSON with no params and no study.
+Objective of a trial on data set ``d`` (``contrastlab.training.multilabel.cv_objective``): the
+mean validation mAP over ``multilabel.tune.folds`` iterative-stratification folds (Sechidis et
+al. 2011) of ``d``'s training part (its train + validation rows; the test split is never
+read), fold ``f`` trained with seed ``tune.run_seeds[f]`` (disjoint from the final seeds,
+checked by the params schema); its standard error over folds is recorded beside it. Every
+variant gets ``tune.trials`` finished trials per data set over the search space declared
+beside it in ``params.yaml`` (``multilabel.variants.<variant>.search``: temperature, learning
+rate, masking rate, queue size for the losses; depth, feature fraction and leaf size for the
+forests; k, weighting and metric for kNN); trial 0 is the variant's ``params.yaml`` values
+(the values used on the data sets not tuned). The sampler seed is ``tune.seed`` offset by a
+hash of (variant, data set). A variant without a search space (``logreg``, whose C is picked
+on validation inside every run) gets a JSON with no params and no study.
 
-Outputs: ``reports/tuned/multilabel/<variant>.json`` (chosen params; committed, read by
-``train_multilabel``), ``reports/plots/tune/multilabel/<variant>.csv`` (trial history),
-``reports/tune/multilabel/<variant>/journal.log`` (the Optuna study; persist, committed so a
+Outputs: ``reports/tuned/multilabel/<variant>.json`` (``datasets.<d>.params``: the choices
+``train_multilabel`` uses on ``d``; a data set not listed uses the ``params.yaml`` values),
+``reports/plots/tune/multilabel/<variant>.csv`` (trial history, column ``dataset``),
+``reports/tune/multilabel/<variant>/journal.log`` (the Optuna studies; persist, committed so a
 fresh clone does not retune and an interrupted run continues).
+
+``--only <d>`` runs the study of ``d`` alone and writes the JSON with the data sets whose
+studies are complete (a partial run; the DVC command runs every data set).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import time
+import zlib
 from pathlib import Path
 
-from contrastlab.errors import InputError, UnknownNameError
 from contrastlab.cli import run_stage
+from contrastlab.errors import InputError, UnknownNameError
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
 from contrastlab.tracking import stage_run
+
+
+def study_seed(base: int, variant: str, dataset: str) -> int:
+    """Sampler seed of one (variant, data set) study: ``base`` + CRC-32 of ``variant/dataset``
+    (so two variants with the same space do not draw the same configurations)."""
+    return (int(base) + zlib.crc32(f"{variant}/{dataset}".encode())) % (2**31)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--variant", required=True)
     ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--only", default=None, help="tune this data set of tune.datasets only")
     ap.add_argument("--data-dir", default="data/multilabel")
     ap.add_argument("--tuned-dir", default="reports/tuned/multilabel")
     ap.add_argument("--plots-dir", default="reports/plots/tune/multilabel")
@@ -42,57 +62,101 @@ def main(argv: list[str] | None = None) -> int:
     variant = args.variant
     if variant not in ml.variants:
         raise UnknownNameError(f"{args.params}: multilabel.variants has no entry {variant!r}")
-    from contrastlab.tuning import SearchDim, run_study, study_history, write_tuned
+    tune = ml.tune
+    if args.only is not None and args.only not in tune.datasets:
+        raise InputError(f"--only {args.only}: not in multilabel.tune.datasets {tune.datasets}")
+    import pandas as pd
+
+    from contrastlab.tuning import SearchDim, run_study, study_history
 
     space = {k: SearchDim(**v) for k, v in ml.variants[variant].search.items()}
     out_json = Path(args.tuned_dir) / f"{variant}.json"
-    tune = ml.tune
+    out_dir = Path(args.study_dir) / variant
     if not space:
-        write_json(out_json, {"track": "multilabel", "variant": variant, "params": {},
+        write_json(out_json, {"track": "multilabel", "variant": variant, "params": {}, "datasets": {},
                               "note": "no search space: nothing tuned here"})
         write_csv(Path(args.plots_dir) / f"{variant}.csv",
-                  __import__("pandas").DataFrame({"trial": [], "value": [], "best_so_far": []}))
-        (Path(args.study_dir) / variant).mkdir(parents=True, exist_ok=True)
+                  pd.DataFrame({"dataset": [], "trial": [], "value": [], "best_so_far": []}))
+        out_dir.mkdir(parents=True, exist_ok=True)
         print(f"tune_multilabel@{variant}: no search space")
         return 0
     from safetensors.numpy import load_file
 
-    from contrastlab.training.multilabel import make_config, run_seed
+    from contrastlab.training.multilabel import cv_folds, cv_objective, make_config, tuning_rows
 
-    data = {}
-    for ds in tune.datasets:
-        src = Path(args.data_dir) / ds
-        if not (src / "meta.json").exists():
-            raise FileNotFoundError(f"{src / 'meta.json'}: missing (run build_multilabel@{ds} first)")
-        arrays = load_file(str(src / "data.safetensors"))
-        arrays.pop("x_test"), arrays.pop("y_test")  # tuning never sees the test split
-        arrays["x_test"], arrays["y_test"] = arrays["x_val"], arrays["y_val"]  # run_seed scores "test" = val
-        data[ds] = (arrays, json.loads((src / "meta.json").read_text())["encoder"])
-    fixed = {"datasets": list(tune.datasets), "run_seed": tune.run_seed,
-             "train": ml.train.model_dump(), "variant": ml.variants[variant].model_dump(exclude={"search"})}
+    vp = ml.variants[variant]
+    # trial 0: the variant's params.yaml values (what the untuned data sets use)
+    base_cfg = make_config(ml, tune.datasets[0], variant)
+    default = {k: (base_cfg.model.get(k) if base_cfg.model else getattr(base_cfg, k)) for k in space}
+    run_kw = set(inspect.signature(run_study).parameters)
+    todo = [args.only] if args.only else list(tune.datasets)
+    results, hists = {}, []
+    t_all = time.perf_counter()
+    with stage_run("multilabel", f"tune_multilabel@{variant}", {"space": vp.search, "tune": tune}) as tracker:
+        for ds in tune.datasets:
+            src = Path(args.data_dir) / ds
+            fixed = {"dataset": ds, "folds": tune.folds, "run_seeds": list(tune.run_seeds),
+                     "train": ml.train.model_dump(), "data": ml.data[ds].model_dump(),
+                     "variant": vp.model_dump(exclude={"search"}), "default": default}
+            seed = study_seed(tune.seed, variant, ds)
+            name = f"{variant}-{ds}"
+            kw = {"default": default} if "default" in run_kw else {}
+            if "pruner" in run_kw:
+                kw["pruner"] = tune.pruner
+            if ds not in todo:
+                # a partial run (--only): keep the data sets whose studies are already complete
+                try:
+                    hist = study_history(track="multilabel", variant=name, space=space, out_dir=out_dir,
+                                         storage=tune.storage, fixed=fixed)
+                except Exception:  # noqa: BLE001 - no such study yet
+                    continue
+                if (hist["state"] == "COMPLETE").sum() + (hist["state"] == "FAIL").sum() < tune.trials:
+                    continue
+            if not (src / "meta.json").exists():
+                raise FileNotFoundError(f"{src / 'meta.json'}: missing (run build_multilabel@{ds} first)")
+            arrays = load_file(str(src / "data.safetensors"))
+            enc = json.loads((src / "meta.json").read_text())["encoder"]
+            x, y = tuning_rows(arrays)  # train + validation rows only: the test split is never read
+            del arrays
+            folds = cv_folds(y, tune.folds, tune.seed)
+            cfg0 = make_config(ml, ds, variant, enc)
 
-    def objective(choices: dict) -> float:
-        vals = []
-        for ds, (arrays, enc) in data.items():
-            cfg = make_config(ml, ds, variant, enc, choices)
-            vals.append(run_seed(arrays, cfg, tune.run_seed).metrics["val_map"])
-        return float(sum(vals) / len(vals))
+            def objective(choices: dict, report=None, _ds=ds, _x=x, _y=y, _folds=folds, _enc=enc):
+                cfg = make_config(ml, _ds, variant, _enc, choices)
+                return cv_objective(_x, _y, _folds, cfg, list(tune.run_seeds), report)
 
-    t0 = time.perf_counter()
-    with stage_run("multilabel", f"tune_multilabel@{variant}", {"space": ml.variants[variant].search,
-                                                                 "tune": tune}) as tracker:
-        res = run_study(track="multilabel", variant=variant, space=space, objective=objective,
-                        n_trials=tune.trials, seed=tune.seed, out_dir=Path(args.study_dir) / variant,
-                        storage=tune.storage, startup_trials=tune.startup_trials, fixed=fixed,
-                        tracker=tracker, progress=False)
-        write_tuned(out_json, res, track="multilabel", variant=variant,
-                    objective=f"mean validation mAP over {list(tune.datasets)}", space=space,
-                    n_trials=tune.trials)
-        hist = study_history(track="multilabel", variant=variant, space=space,
-                             out_dir=Path(args.study_dir) / variant, storage=tune.storage, fixed=fixed)
-        write_csv(Path(args.plots_dir) / f"{variant}.csv", hist)
-    print(f"tune_multilabel@{variant}: best val mAP {res.best_value:.4f} with {res.best_params} "
-          f"({res.n_complete} complete, {res.n_failed} failed; {time.perf_counter() - t0:.0f}s)")
+            t0 = time.perf_counter()
+            res = run_study(track="multilabel", variant=name, space=space, objective=objective,
+                            n_trials=tune.trials, seed=seed, out_dir=out_dir, storage=tune.storage,
+                            startup_trials=tune.startup_trials, fixed=fixed, tracker=tracker,
+                            progress=False, **kw)
+            hist = study_history(track="multilabel", variant=name, space=space, out_dir=out_dir,
+                                 storage=tune.storage, fixed=fixed)
+            se = None
+            if "value_se" in hist and res.best_trial in set(hist["trial"]):
+                se = hist.loc[hist["trial"] == res.best_trial, "value_se"].iloc[0]
+            results[ds] = {"params": {k: (round(v, 6) if isinstance(v, float) else v)
+                                      for k, v in res.best_params.items()},
+                           "best_value": round(res.best_value, 6),
+                           "best_value_se": None if se is None or se != se else round(float(se), 6),
+                           "best_trial": res.best_trial, "n_complete": res.n_complete,
+                           "n_failed": res.n_failed, "study": res.study_name, "sampler_seed": seed,
+                           "default_params": default}
+            hists.append(hist.assign(dataset=ds))
+            print(f"tune_multilabel@{variant} {ds}: best CV val mAP {res.best_value:.4f} with "
+                  f"{res.best_params} (trial {res.best_trial}; {res.n_complete} complete, "
+                  f"{res.n_failed} failed; {time.perf_counter() - t0:.0f}s)", flush=True)
+            del cfg0
+    write_json(out_json, {
+        "track": "multilabel", "variant": variant, "direction": "maximize",
+        "objective": (f"mean validation mAP over {tune.folds} iterative-stratification folds of the "
+                      f"training part (train + validation rows), fold seeds {list(tune.run_seeds)}"),
+        "budget_trials": tune.trials, "space": {k: v.model_dump(exclude_none=True) for k, v in space.items()},
+        "params": {}, "datasets": results,
+        "untuned_datasets_use": "the variant's params.yaml values (default_params)"})
+    hist = pd.concat(hists, ignore_index=True) if hists else pd.DataFrame({"dataset": []})
+    write_csv(Path(args.plots_dir) / f"{variant}.csv", hist[["dataset", *[c for c in hist if c != "dataset"]]])
+    print(f"tune_multilabel@{variant}: {sorted(results)} tuned ({time.perf_counter() - t_all:.0f}s)")
     return 0
 
 

@@ -19,14 +19,34 @@ KNOWN_DATASETS = ["yeast", "enron", "tmc2007-500", "scene", "emotions", "bibtex"
 #: Model variants: ``logreg`` (binary-relevance logistic regression) and ``bce`` (the MLP
 #: trained end to end with BCE) are the baselines; the rest are contrastive variants whose
 #: registry loss and keyword arguments are given in :data:`VARIANT_LOSS`.
-KNOWN_LOSSES = ["logreg", "bce", "all", "any", "mulsupcon", "simdis", "simdis_sum", "simdis_eq13",
-                "sim_only", "dis_only"]
+KNOWN_LOSSES = ["logreg", "bce", "extratrees", "randomforest", "knn", "all", "any", "mulsupcon",
+                "simdis", "simdis_sum", "simdis_eq13", "sim_only", "dis_only"]
+#: Baselines: no contrastive loss (``logreg``, ``bce`` and the scikit-learn models below).
+BASELINES = ("logreg", "bce", "extratrees", "randomforest", "knn")
+#: Hyperparameters of the scikit-learn baselines (``multilabel.variants.<name>.model`` and the
+#: keys their search spaces and tuned choices may set). Trees (Geurts, Ernst & Wehenkel 2006;
+#: Breiman 2001; scikit-learn's native multi-output forests): ``n_estimators``, ``max_depth``
+#: (0 = unlimited), ``max_features`` (``sqrt``, ``log2`` or a fraction in (0, 1]),
+#: ``min_samples_leaf``. kNN: ``k``, ``weights`` (``uniform`` or ``distance``), ``metric``
+#: (``cosine`` or ``euclidean``).
+MODEL_KEYS: dict[str, tuple[str, ...]] = {
+    "extratrees": ("n_estimators", "max_depth", "max_features", "min_samples_leaf"),
+    "randomforest": ("n_estimators", "max_depth", "max_features", "min_samples_leaf"),
+    "knn": ("k", "weights", "metric"),
+}
+#: Defaults of :data:`MODEL_KEYS` (scikit-learn's classifier defaults, 500 trees; kNN k = 10).
+MODEL_DEFAULTS: dict[str, dict] = {
+    "extratrees": {"n_estimators": 500, "max_depth": 0, "max_features": "sqrt", "min_samples_leaf": 1},
+    "randomforest": {"n_estimators": 500, "max_depth": 0, "max_features": "sqrt", "min_samples_leaf": 1},
+    "knn": {"k": 10, "weights": "distance", "metric": "cosine"},
+}
 #: Variant -> (registry loss, default keyword arguments). Sim-Dis (Huang et al. 2025, Eq. 13):
 #: ``simdis`` weights each positive's log-probability by K^s K^d and normalises by |P(i)|,
 #: ``simdis_sum`` normalises by sum_p K_ip, ``simdis_eq13`` is Eq. 13 literally (K inside the
 #: log: its gradient equals ANY's).
 VARIANT_LOSS: dict[str, tuple[str | None, dict]] = {
-    "logreg": (None, {}), "bce": (None, {}),
+    "logreg": (None, {}), "bce": (None, {}), "extratrees": (None, {}), "randomforest": (None, {}),
+    "knn": (None, {}),
     "all": ("all", {}), "any": ("any", {}), "mulsupcon": ("mulsupcon", {}),
     "simdis": ("simdis", {"weighting": "log_prob"}),
     "simdis_sum": ("simdis", {"weighting": "log_prob_sum"}),
@@ -118,7 +138,11 @@ class TrainParams(_Strict):
     clf_max_iter: int = Field(300, ge=1, description="L-BFGS iterations of the linear classifier.")
     clf_l2: float = Field(1e-4, ge=0, description="L2 penalty of the linear classifier (mean BCE + l2 |W|^2).")
     per_label_thresholds: bool = Field(False, description="Also report F1 at per-label thresholds chosen on validation.")
-    logreg_c: list[float] = Field([0.01, 0.1, 1.0, 10.0], description="C grid of the logistic regression (val mAP).")
+    logreg_c: list[float] = Field([1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0], min_length=3,
+                                  description="C grid of the logistic regression (val mAP): a choice at "
+                                  "the grid's edge extends it by a decade (up to logreg_extend times), "
+                                  "then stops with an error.")
+    logreg_extend: int = Field(3, ge=0, le=10, description="Decades the C grid may grow past an edge.")
     knn_k: int = Field(5, ge=1, description="Neighbours for the HumanEval problem x tier kNN purity.")
     workers: int = Field(2, ge=1, le=64, description="Seeds trained in parallel worker processes.")
     threads_per_worker: int = Field(1, ge=1)
@@ -138,6 +162,18 @@ class VariantParams(_Strict):
     kwargs: dict[str, str | float | int | bool] = Field(
         default_factory=dict, description="Extra keyword arguments of the registry loss, e.g. "
         "{weighting: log_prob} for simdis/sim_only/dis_only (checked against its signature).")
+    model: dict[str, str | float | int | None] = Field(
+        default_factory=dict, description="Hyperparameters of a scikit-learn baseline "
+        "(extratrees/randomforest/knn; keys in MODEL_KEYS, missing ones take MODEL_DEFAULTS).")
+
+    @field_validator("model")
+    @classmethod
+    def _model_keys(cls, v: dict) -> dict:
+        known = {k for keys in MODEL_KEYS.values() for k in keys}
+        bad = [k for k in v if k not in known]
+        if bad:
+            raise ValueError(f"unknown baseline hyperparameter(s) {bad}; known: {sorted(known)}")
+        return v
 
 
 class ReutersParams(_Strict):
@@ -170,15 +206,28 @@ class HumanEvalParams(_Strict):
 
 
 class MultilabelTune(_Strict):
-    """``multilabel.tune``: the equal search budget of every variant (contrastlab.tuning)."""
+    """``multilabel.tune``: the equal search budget of every variant (contrastlab.tuning).
 
-    trials: int = Field(10, ge=1, description="Finished trials per variant (the same for every loss).")
-    startup_trials: int = Field(4, ge=1, description="Random trials before TPE.")
-    seed: int = Field(0, ge=0)
+    One study per (variant, data set in ``datasets``). A trial's objective is the mean
+    validation mAP over ``folds`` iterative-stratification folds (Sechidis et al. 2011) of
+    the data set's training part (train + validation rows; the test split is never read), fold
+    ``f`` trained with seed ``run_seeds[f % len(run_seeds)]``; the run seeds must be disjoint
+    from ``multilabel.seeds`` (the final seeds)."""
+
+    trials: int = Field(20, ge=1, description="Finished trials per variant and data set (the same for every variant).")
+    startup_trials: int = Field(6, ge=1, description="Random trials before TPE.")
+    seed: int = Field(0, ge=0, description="Base sampler seed (each variant and data set offsets it).")
     storage: str | None = Field(None, description="null = journal file in the stage output; else an Optuna RDB URL.")
-    datasets: list[str] = Field(default_factory=lambda: ["yeast", "emotions"],
-                                description="Objective = mean validation mAP over these data sets.")
-    run_seed: int = Field(0, description="Training seed of every trial.")
+    datasets: list[str] = Field(default_factory=lambda: ["emotions", "yeast", "scene"],
+                                description="Data sets tuned (one study each); the others use the "
+                                "variant's params.yaml values.")
+    folds: int = Field(3, ge=2, le=10, description="Cross-validation folds of the objective (>= 3 "
+                       "fold x seed pairs).")
+    run_seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(
+        default_factory=lambda: [100, 101, 102], min_length=1,
+        description="Training seeds of the folds (disjoint from multilabel.seeds).")
+    pruner: Literal["none", "median"] = Field("none", description="Optuna pruner over the folds "
+                                               "(pruned trials still count against the budget).")
 
 
 class MultilabelParams(_Strict):
@@ -196,6 +245,12 @@ class MultilabelParams(_Strict):
     train: TrainParams = TrainParams()
     variants: dict[str, VariantParams] = Field(default_factory=dict)
     tune: MultilabelTune = MultilabelTune()
+    hybrids: list[Literal["hybrid_concat", "hybrid_et"]] = Field(
+        default_factory=lambda: ["hybrid_concat", "hybrid_et"],
+        description="Exploratory rows: the encoder of hybrid_base with the raw features beside its "
+        "output, under the linear probe (hybrid_concat) or ExtraTrees (hybrid_et); stage "
+        "train_multilabel_hybrid, not tuned (reuses hybrid_base's and extratrees' choices).")
+    hybrid_base: str = Field("mulsupcon", description="Contrastive variant whose encoder the hybrids use.")
     reuters: ReutersParams = ReutersParams()
     humaneval: HumanEvalParams = HumanEvalParams()
 
@@ -227,6 +282,22 @@ class MultilabelParams(_Strict):
             self.data.setdefault(d, DatasetParams())
         for x in dict.fromkeys([*KNOWN_LOSSES, *self.losses]):
             self.variants.setdefault(x, VariantParams(kwargs=dict(variant_loss(x)[1])))
+        for x, v in self.variants.items():
+            if v.model and x not in MODEL_KEYS:
+                raise ValueError(f"variants.{x}.model: only the scikit-learn baselines "
+                                 f"{list(MODEL_KEYS)} take model hyperparameters")
+            bad = [k for k in v.model if x in MODEL_KEYS and k not in MODEL_KEYS[x]]
+            if bad:
+                raise ValueError(f"variants.{x}.model: {bad} not among {list(MODEL_KEYS[x])}")
+        if self.hybrid_base in BASELINES or self.hybrid_base not in self.variants:
+            raise ValueError(f"hybrid_base {self.hybrid_base!r} must be a contrastive variant")
+        clash = sorted(set(self.seeds) & set(self.tune.run_seeds))
+        if clash:
+            raise ValueError(f"tune.run_seeds {clash} are also final seeds (multilabel.seeds): the "
+                             "tuning seeds must be disjoint from the final seeds")
+        bad = [d for d in self.tune.datasets if d not in KNOWN_DATASETS and d not in self.custom]
+        if bad:
+            raise ValueError(f"tune.datasets: unknown data set(s) {bad}")
         bad = [d for d in self.data if d not in KNOWN_DATASETS and d not in self.custom]
         if bad:
             raise ValueError(f"data: unknown data set(s) {bad}; known: {KNOWN_DATASETS}")

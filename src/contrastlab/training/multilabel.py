@@ -19,8 +19,15 @@ Classifier phase: the projection head is dropped, the encoder frozen, and a line
 ``clf_l2 |W|^2`` (Khosla et al. 2020 linear evaluation).
 
 Baselines: ``bce`` (encoder + linear layer trained end to end with BCE, same steps, early
-stopping on its own validation mAP) and ``logreg`` (binary-relevance logistic regression,
-scikit-learn liblinear, one classifier per label, C picked from ``logreg_c`` by validation mAP).
+stopping on its own validation mAP), ``logreg`` (binary-relevance logistic regression,
+scikit-learn liblinear, one classifier per label, C picked from the log grid ``logreg_c`` by
+validation mAP; a choice at the grid's edge extends the grid by a decade, at most
+``logreg_extend`` times, then raises), ``extratrees`` / ``randomforest`` (scikit-learn's
+native multi-output Extremely Randomized Trees, Geurts, Ernst & Wehenkel, Mach. Learn. 2006,
+and Random Forest, Breiman, Mach. Learn. 2001; ``n_jobs = 1``) and ``knn`` (a
+label-averaging k-nearest-neighbour scorer, cosine or Euclidean, uniform or inverse-distance
+weights; deterministic, so its seeds give identical outputs). Their hyperparameters
+(``cfg.model``) are tuned on validation like the losses.
 
 Thresholds: F1 is reported at 0.5 (``micro_f1``, ``macro_f1``) and at one global threshold
 chosen on validation (``micro_f1_val_t``, ``macro_f1_val_t``: the threshold in 0.05..0.95
@@ -55,15 +62,23 @@ LOSS_NEEDS = ("multilabels",)
 
 __all__ = ["TrainConfig", "SeedResult", "warmup_cosine", "mask_views", "MemoryQueue",
            "ridge_probe_scores", "train_contrastive", "fit_linear", "train_bce", "train_logreg",
-           "run_seed", "run_seeds", "resolve_loss", "summarize", "make_config", "TUNABLE"]
+           "knn_scores", "forest_scores", "run_seed", "run_seeds", "resolve_loss", "summarize",
+           "make_config", "TUNABLE", "SKLEARN_BASELINES", "HYBRIDS", "cv_folds", "tuning_rows",
+           "cv_objective"]
+
+#: Baselines fitted by scikit-learn in :func:`run_seed` (no encoder, no optimiser steps).
+SKLEARN_BASELINES = ("logreg", "extratrees", "randomforest", "knn")
 
 
 @dataclass
 class TrainConfig:
     """Hyper-parameters of one (data set, variant) run; see ``params/multilabel.py``.
 
-    ``variant`` is the model name (``logreg``, ``bce`` or a contrastive variant); ``loss`` is
-    the registry loss of a contrastive variant (``None`` for the baselines).
+    ``variant`` is the model name (``logreg``, ``bce``, ``extratrees``, ``randomforest``,
+    ``knn``, a contrastive variant or a hybrid of :data:`HYBRIDS`); ``loss`` is the registry
+    loss of a contrastive variant or of a hybrid's encoder (``None`` for the baselines);
+    ``model`` the scikit-learn baseline's (or the hybrid forest's) hyperparameters; ``hybrid``
+    ``""``, ``"concat"`` or ``"et"`` (see :data:`HYBRIDS`).
     """
 
     variant: str = "simdis"
@@ -88,7 +103,10 @@ class TrainConfig:
     clf_l2: float = 1e-4
     threshold: float = 0.5
     per_label_thresholds: bool = False
-    logreg_c: list[float] = field(default_factory=lambda: [0.01, 0.1, 1.0, 10.0])
+    logreg_c: list[float] = field(default_factory=lambda: [1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0])
+    logreg_extend: int = 3
+    model: dict[str, Any] = field(default_factory=dict)
+    hybrid: str = ""
     precision_at: list[int] = field(default_factory=list)
     knn_k: int = 5
     threads: int = 1
@@ -378,12 +396,29 @@ def train_bce(x: torch.Tensor, y: torch.Tensor, xva: torch.Tensor, yva: np.ndarr
 
 
 def train_logreg(x: np.ndarray, y: np.ndarray, xva: np.ndarray, yva: np.ndarray, grid: list[float],
-                 seed: int) -> tuple[Callable[[np.ndarray], np.ndarray], dict[str, list[float]], float]:
+                 seed: int, extend: int = 3) -> tuple[Callable[[np.ndarray], np.ndarray], dict[str, list[float]], float]:
     """Binary-relevance logistic regression (scikit-learn ``LogisticRegression``, liblinear,
-    L2), one classifier per label; ``C`` from ``grid`` by validation mAP. A label constant in
-    the training part gets its training frequency as score. Returns
-    ``(predict_proba [N, C], curve {C, val_map}, best C)``."""
+    L2), one classifier per label; ``C`` from ``grid`` by validation mAP (the smallest C on
+    ties). A label constant in the training part gets its training frequency as score.
+
+    ``grid`` must be increasing and log-spaced by a constant factor. When the best C is the
+    grid's smallest or largest value, the grid grows by one factor in that direction (at most
+    ``extend`` times): a maximiser on the edge means the grid did not bracket it. A choice
+    still on an edge after ``extend`` extensions raises.
+
+    Returns:
+        ``(predict_proba [N, C], curve {C, val_map} in evaluation order, best C)``.
+
+    Raises:
+        InputError: fewer than 3 grid points, a grid not increasing, or the best C on an
+        edge of the fully extended grid.
+    """
     from sklearn.linear_model import LogisticRegression
+
+    grid = [float(c) for c in grid]
+    if len(grid) < 3 or any(b <= a for a, b in zip(grid, grid[1:])) or grid[0] <= 0:
+        raise InputError(f"logreg_c must hold >= 3 increasing positive values, got {grid}")
+    factor = grid[-1] / grid[-2]
 
     def fit(c: float):
         models = []
@@ -401,15 +436,118 @@ def train_logreg(x: np.ndarray, y: np.ndarray, xva: np.ndarray, yva: np.ndarray,
         return predict
 
     curve: dict[str, list[float]] = {"C": [], "val_map": []}
-    best = (-1.0, None, None)
+    fitted: dict[float, tuple[float, Any]] = {}
+
+    def score(c: float) -> None:
+        if c not in fitted:
+            pred = fit(c)
+            m = mean_average_precision(yva, pred(xva))
+            fitted[c] = (m, pred)
+            curve["C"].append(c)
+            curve["val_map"].append(m)
+
     for c in grid:
-        pred = fit(c)
-        m = mean_average_precision(yva, pred(xva))
-        curve["C"].append(c)
-        curve["val_map"].append(m)
-        if m > best[0] + 1e-9:
-            best = (m, pred, c)
-    return best[1], curve, float(best[2])
+        score(c)
+    for _ in range(extend + 1):
+        cs = sorted(fitted)
+        best_c = max(cs, key=lambda c: (fitted[c][0], -c))  # smallest C on ties
+        if cs[0] < best_c < cs[-1]:
+            return fitted[best_c][1], curve, float(best_c)
+        if _ == extend:
+            break
+        score(best_c / factor if best_c == cs[0] else best_c * factor)
+    raise InputError(f"logistic regression: validation mAP is best at C = {best_c:g}, the edge of the "
+                     f"grid {sorted(fitted)} after {extend} extension(s); widen multilabel.train.logreg_c")
+
+
+def knn_scores(x: np.ndarray, y: np.ndarray, xq: np.ndarray, k: int, weights: str = "uniform",
+               metric: str = "cosine") -> np.ndarray:
+    """Label scores of a k-nearest-neighbour multi-label scorer: for each query row the
+    (weighted) mean of its ``k`` nearest training rows' label vectors (the posterior of the
+    multi-label kNN rule before ML-kNN's Bayesian correction; Zhang & Zhou, Pattern Recognit.
+    2007, Sec. 3). Exact search (scikit-learn ``NearestNeighbors``, brute force).
+
+    Args:
+        x: float ``[N, F]`` training features; y: {0,1} ``[N, C]``; xq: float ``[M, F]`` queries.
+        k: neighbours (capped at ``N``).
+        weights: ``uniform``, or ``distance`` (weight 1/d; a query at distance 0 from some
+            training rows takes the mean of those rows only, as scikit-learn does).
+        metric: ``cosine`` (1 - cosine similarity) or ``euclidean``.
+
+    Returns:
+        float64 ``[M, C]`` scores in [0, 1].
+
+    Raises:
+        InputError: unknown weights/metric, k < 1, or shapes that disagree.
+    """
+    from sklearn.neighbors import NearestNeighbors
+
+    x, xq = np.asarray(x, dtype=np.float64), np.asarray(xq, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if weights not in ("uniform", "distance") or metric not in ("cosine", "euclidean"):
+        raise InputError(f"knn: weights {weights!r} / metric {metric!r}; expected uniform|distance / cosine|euclidean")
+    if k < 1 or x.ndim != 2 or xq.ndim != 2 or len(x) != len(y) or x.shape[1] != xq.shape[1]:
+        raise InputError(f"knn: k={k}, x {x.shape}, y {y.shape}, queries {xq.shape}")
+    k = min(int(k), len(x))
+    d, idx = NearestNeighbors(n_neighbors=k, metric=metric, algorithm="brute").fit(x).kneighbors(xq)
+    if weights == "uniform":
+        w = np.ones_like(d)
+    else:
+        d = np.maximum(d, 0.0)  # cosine distances may round below 0
+        zero = d <= 1e-12
+        w = np.where(zero.any(1, keepdims=True), zero.astype(np.float64), 1.0 / np.maximum(d, 1e-12))
+    return np.einsum("mk,mkc->mc", w, y[idx]) / w.sum(1, keepdims=True)
+
+
+def forest_scores(kind: str, x: np.ndarray, y: np.ndarray, queries: list[np.ndarray], params: dict[str, Any],
+                  seed: int, chunk: int = 100) -> list[np.ndarray]:
+    """Positive-class probabilities of a scikit-learn multi-output forest (``kind``:
+    ``extratrees`` = ``ExtraTreesClassifier``, ``randomforest`` = ``RandomForestClassifier``;
+    ``n_jobs = 1``).
+
+    The ``n_estimators`` trees are grown in forests of ``chunk`` trees (seeds drawn from
+    ``seed``) whose class probabilities are averaged: the same estimator as one forest (a forest's
+    probability is the mean of its trees'), with the memory of ``chunk`` trees at a time.
+
+    Args:
+        x: float ``[N, F]``; y: {0,1} ``[N, C]``; queries: float arrays ``[M_i, F]``.
+        params: ``n_estimators``, ``max_depth`` (0 = unlimited), ``max_features`` (``sqrt``,
+            ``log2`` or a fraction), ``min_samples_leaf``.
+
+    Returns:
+        One float64 ``[M_i, C]`` array per query array (a label constant in training scores
+        its constant).
+
+    Raises:
+        InputError: unknown ``kind`` or hyperparameter values scikit-learn rejects.
+    """
+    from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
+
+    cls = {"extratrees": ExtraTreesClassifier, "randomforest": RandomForestClassifier}.get(kind)
+    if cls is None:
+        raise InputError(f"forest_scores: unknown kind {kind!r}")
+    n_trees = int(params.get("n_estimators", 500))
+    mf = params.get("max_features", "sqrt")
+    mf = mf if isinstance(mf, str) else (1.0 if float(mf) >= 1.0 else float(mf))
+    depth = int(params.get("max_depth") or 0) or None
+    y = np.asarray(y).astype(np.int64)
+    out = [np.zeros((len(q), y.shape[1])) for q in queries]
+    rng = np.random.default_rng(seed)
+    done = 0
+    while done < n_trees:
+        n = min(chunk, n_trees - done)
+        try:
+            m = cls(n_estimators=n, max_depth=depth, max_features=mf,
+                    min_samples_leaf=int(params.get("min_samples_leaf", 1)), n_jobs=1,
+                    random_state=int(rng.integers(0, 2**31 - 1))).fit(x, y)
+        except ValueError as e:
+            raise InputError(f"{kind}: {e}") from None
+        for o, q in zip(out, queries):
+            probs = m.predict_proba(q)
+            for j, (pj, cj) in enumerate(zip(probs, m.classes_)):
+                o[:, j] += n * (pj[:, list(cj).index(1)] if 1 in cj else 0.0)
+        done += n
+    return [o / n_trees for o in out]
 
 
 def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedResult:
@@ -440,18 +578,38 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
     chosen: dict[str, float] = {}
     enc = None
     if cfg.variant == "logreg":
-        pred, curve, c = train_logreg(data["x_train"], data["y_train"], data["x_val"], yva, cfg.logreg_c, seed)
+        pred, curve, c = train_logreg(data["x_train"], data["y_train"], data["x_val"], yva, cfg.logreg_c,
+                                      seed, cfg.logreg_extend)
         s_val, s_te = pred(data["x_val"]), pred(data["x_test"])
         chosen["C"] = c
+    elif cfg.variant in ("extratrees", "randomforest"):
+        s_val, s_te = forest_scores(cfg.variant, data["x_train"], data["y_train"],
+                                    [data["x_val"], data["x_test"]], cfg.model, seed)
+        curve = {}
+    elif cfg.variant == "knn":
+        s_val, s_te = (knn_scores(data["x_train"], data["y_train"], q, int(cfg.model.get("k", 10)),
+                                  str(cfg.model.get("weights", "uniform")), str(cfg.model.get("metric", "cosine")))
+                       for q in (data["x_val"], data["x_test"]))
+        curve = {}
     elif cfg.variant == "bce":
         pred, curve = train_bce(xtr, ytr, xva, yva, cfg, gen)
         s_val, s_te = pred(xva).numpy(), pred(xte).numpy()
     else:
         enc, curve = train_contrastive(xtr, ytr, xva, yva, cfg, gen)
         with torch.no_grad():
-            clf = fit_linear(enc(xtr), ytr, cfg.clf_l2, cfg.clf_max_iter)
-            s_val = torch.sigmoid(clf(enc(xva))).numpy()
-            s_te = torch.sigmoid(clf(enc(xte))).numpy()
+            htr, hva, hte = enc(xtr), enc(xva), enc(xte)
+        if cfg.hybrid:
+            # raw features beside the learned ones; h standardised with training statistics
+            mu, sd = htr.mean(0), htr.std(0).clamp_min(1e-6)
+            htr, hva, hte = (torch.cat([a, (h - mu) / sd], 1) for a, h in ((xtr, htr), (xva, hva), (xte, hte)))
+        if cfg.hybrid == "et":
+            s_val, s_te = forest_scores("extratrees", htr.numpy(), data["y_train"], [hva.numpy(), hte.numpy()],
+                                        cfg.model, seed)
+        else:
+            with torch.no_grad():
+                clf = fit_linear(htr, ytr, cfg.clf_l2, cfg.clf_max_iter)
+                s_val = torch.sigmoid(clf(hva)).numpy()
+                s_te = torch.sigmoid(clf(hte)).numpy()
     if "step" in curve and curve["step"]:
         chosen["best_step"] = float(curve["step"][int(np.argmax(curve["val_map"]))])
         chosen["steps_run"] = float(curve["step"][-1])
@@ -476,6 +634,54 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
                       np.asarray(s_te, dtype=np.float32),
                       {"global": t_glob, "per_label": None if t_lab is None else t_lab.tolist()},
                       chosen, time.perf_counter() - t0)
+
+
+def cv_folds(y: np.ndarray, n_folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``n_folds`` (train rows, validation rows) index pairs of an iterative-stratification
+    k-fold split (Sechidis, Tsoumakas & Vlahavas, ECML PKDD 2011; ``iterstrat``'s
+    ``MultilabelStratifiedKFold``, shuffled with ``seed``): every row is in exactly one
+    validation part and each label's positives are spread evenly over the folds.
+
+    Raises:
+        InputError: fewer than 2 folds or more folds than rows.
+    """
+    from iterstrat.ml_stratifiers import MultilabelStratifiedKFold
+
+    y = np.asarray(y).astype(np.int64)
+    if not 2 <= n_folds <= len(y):
+        raise InputError(f"cv_folds: need 2 <= folds <= {len(y)} rows, got {n_folds}")
+    kf = MultilabelStratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
+    return [(np.sort(tr), np.sort(va)) for tr, va in kf.split(np.zeros((len(y), 1)), y)]
+
+
+def tuning_rows(arrays) -> tuple[np.ndarray, np.ndarray]:
+    """The training part of a built data set for tuning: ``x_train``/``x_val`` and
+    ``y_train``/``y_val`` stacked (``[N_train + N_val, F]`` / ``[., C]``). Reads no other key,
+    so the test split is never touched."""
+    x = np.concatenate([np.asarray(arrays["x_train"]), np.asarray(arrays["x_val"])])
+    y = np.concatenate([np.asarray(arrays["y_train"]), np.asarray(arrays["y_val"])])
+    return x, y
+
+
+def cv_objective(x: np.ndarray, y: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]], cfg: TrainConfig,
+                 run_seeds: list[int], report: Callable[[int, float], None] | None = None) -> tuple[float, float]:
+    """Cross-validated tuning objective: fold ``f`` trains :func:`run_seed` with seed
+    ``run_seeds[f % len(run_seeds)]`` on the fold's training rows, its held-out rows acting as
+    the validation split (early stopping, logistic-regression C, thresholds) and the objective
+    being their mAP. ``report(f, running mean)`` after each fold (for a pruner).
+
+    Returns:
+        ``(mean, standard error)`` of the folds' validation mAP (se = sample std / sqrt(k)).
+    """
+    vals = []
+    for f, (tr, va) in enumerate(folds):
+        d = {"x_train": x[tr], "y_train": y[tr], "x_val": x[va], "y_val": y[va],
+             "x_test": x[va], "y_test": y[va]}
+        vals.append(run_seed(d, cfg, int(run_seeds[f % len(run_seeds)])).metrics["val_map"])
+        if report is not None:
+            report(f, float(np.mean(vals)))
+    v = np.asarray(vals)
+    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0
 
 
 def _run_seed_star(args: tuple) -> SeedResult:
@@ -527,21 +733,39 @@ def summarize(results: list[SeedResult]) -> dict[str, Any]:
     return out
 
 
-#: Hyperparameters a tuned-choices JSON may set (the rest of the config is fixed).
+#: Hyperparameters a tuned-choices JSON may set for a contrastive variant or ``bce`` (the rest
+#: of the config is fixed); the scikit-learn baselines take the keys of
+#: ``params.multilabel.MODEL_KEYS`` instead (into ``TrainConfig.model``).
 TUNABLE = ("temperature", "lr", "mask_rate", "queue", "weight_decay", "clf_l2")
+#: Exploratory hybrids of a contrastive encoder and the raw features (not tuned themselves:
+#: they reuse the tuned choices of ``multilabel.hybrid_base`` and, for ``et``, of
+#: ``extratrees``). ``hybrid_concat``: the linear probe on ``[x, h]``; ``hybrid_et``:
+#: ExtraTrees on ``[x, h]`` (``h`` standardised with training statistics).
+HYBRIDS = {"hybrid_concat": "concat", "hybrid_et": "et"}
 
 
 def make_config(ml, dataset: str, variant: str, encoder: str = "mlp",
-                choices: dict[str, Any] | None = None) -> TrainConfig:
+                choices: dict[str, Any] | None = None, model_choices: dict[str, Any] | None = None) -> TrainConfig:
     """:class:`TrainConfig` for one (data set, variant) from the ``multilabel`` params section:
     ``train`` <- ``data.<dataset>`` overrides <- ``variants.<variant>`` (temperature, lr,
-    mask_rate, queue, kwargs) <- ``choices`` (tuned values, keys in :data:`TUNABLE`).
+    mask_rate, queue, kwargs, model) <- ``choices`` (tuned values: keys in :data:`TUNABLE`,
+    or in ``MODEL_KEYS[variant]`` for a scikit-learn baseline).
+
+    A hybrid of :data:`HYBRIDS` takes its encoder configuration from the variant
+    ``ml.hybrid_base`` (``choices`` = that variant's tuned choices) and, for ``hybrid_et``,
+    its forest from ``extratrees`` (``model_choices`` = ExtraTrees' tuned choices).
 
     Raises:
-        KeyError: unknown data set / variant. ValueError: a choice that is not tunable.
+        UnknownNameError: unknown data set / variant. InputError: a choice that is not tunable.
     """
-    from ..params.multilabel import variant_loss
+    from ..params.multilabel import MODEL_DEFAULTS, MODEL_KEYS, variant_loss
 
+    if variant in HYBRIDS:
+        cfg = make_config(ml, dataset, ml.hybrid_base, encoder, choices)
+        cfg.variant, cfg.hybrid = variant, HYBRIDS[variant]
+        if cfg.hybrid == "et":
+            cfg.model = make_config(ml, dataset, "extratrees", encoder, model_choices).model
+        return cfg
     if variant not in ml.variants:
         raise UnknownNameError(f"multilabel.variants has no entry {variant!r}")
     if dataset not in ml.data:
@@ -556,9 +780,16 @@ def make_config(ml, dataset: str, variant: str, encoder: str = "mlp",
         mask_rate=v.mask_rate if v.mask_rate is not None else t.mask_rate,
         queue=v.queue if v.queue is not None else t.queue, clf_max_iter=t.clf_max_iter,
         clf_l2=t.clf_l2, threshold=t.threshold, per_label_thresholds=t.per_label_thresholds,
-        logreg_c=list(t.logreg_c), precision_at=list(d.precision_at), knn_k=t.knn_k,
-        threads=t.threads_per_worker, device=t.device)
+        logreg_c=list(t.logreg_c), logreg_extend=t.logreg_extend, precision_at=list(d.precision_at),
+        knn_k=t.knn_k, threads=t.threads_per_worker, device=t.device,
+        model={**MODEL_DEFAULTS.get(variant, {}), **v.model})
+    keys = MODEL_KEYS.get(variant)
     for k, val in (choices or {}).items():
+        if keys is not None:
+            if k not in keys:
+                raise InputError(f"tuned choice {k!r} is not a hyperparameter of {variant} ({keys})")
+            cfg.model[k] = val
+            continue
         if k not in TUNABLE:
             raise InputError(f"tuned choice {k!r} is not tunable (tunable: {TUNABLE})")
         setattr(cfg, k, type(getattr(cfg, k))(val))

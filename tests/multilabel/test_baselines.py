@@ -1,0 +1,189 @@
+"""The scikit-learn baselines (kNN, forests, logistic regression's grid) and the tuning
+protocol's folds, seeds and validation-only selection, on tiny hand-made or real inputs."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from contrastlab.errors import InputError
+from contrastlab.training.multilabel import (cv_folds, cv_objective, forest_scores, knn_scores,
+                                             make_config, train_logreg, tuning_rows)
+from contrastlab.utils import repo_root
+
+ROOT = repo_root(Path(__file__).parent)
+
+
+def test_knn_returns_the_neighbours_labels():
+    x = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    y = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1]])
+    q = np.array([[2.0, 0.1], [0.1, 3.0], [5.0, 5.2]])
+    np.testing.assert_array_equal(knn_scores(x, y, q, 1), y)  # cosine: direction, not length
+    # k = 2, uniform: the mean of the two nearest rows' labels; query 0's neighbours: rows 0 and 2
+    np.testing.assert_allclose(knn_scores(x, y, q[:1], 2), [[0.5, 0.0, 0.5]])
+    # inverse-distance weights: cosine distances of q0 to rows 0 and 2
+    d0 = 1 - 2.0 / np.hypot(2.0, 0.1)
+    d2 = 1 - 2.1 / (np.hypot(2.0, 0.1) * np.sqrt(2))
+    w0, w2 = 1 / d0, 1 / d2
+    np.testing.assert_allclose(knn_scores(x, y, q[:1], 2, "distance"), [[w0 / (w0 + w2), 0, w2 / (w0 + w2)]])
+    # a query equal to a training row takes that row's labels only
+    np.testing.assert_allclose(knn_scores(x, y, x[1:2], 3, "distance"), y[1:2])
+    # euclidean sees the length: [5, 5.2] is nearest to [1, 1] in both metrics, [2, 0.1] too
+    np.testing.assert_array_equal(knn_scores(x, y, np.array([[0.2, 0.1]]), 1, metric="euclidean"), [[1, 0, 0]])
+    with pytest.raises(InputError, match="weights"):
+        knn_scores(x, y, q, 1, weights="gaussian")
+    with pytest.raises(InputError, match="k=0"):
+        knn_scores(x, y, q, 0)
+
+
+def test_forest_scores_learn_and_handle_a_constant_label():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 4))
+    y = np.stack([(x[:, 0] > 0), (x[:, 1] > 0), np.zeros(200, bool)], 1).astype(int)
+    q = rng.normal(size=(100, 4))
+    for kind in ("extratrees", "randomforest"):
+        (s,) = forest_scores(kind, x, y, [q], {"n_estimators": 30, "max_features": 1.0}, seed=0, chunk=7)
+        assert s.shape == (100, 3) and s.min() >= 0 and s.max() <= 1
+        assert ((s[:, 0] > 0.5) == (q[:, 0] > 0)).mean() > 0.9  # it learned label 0
+        assert (s[:, 2] == 0).all()  # the constant label scores its constant
+        (again,) = forest_scores(kind, x, y, [q], {"n_estimators": 30, "max_features": 1.0}, seed=0, chunk=7)
+        np.testing.assert_array_equal(s, again)
+    with pytest.raises(InputError, match="unknown kind"):
+        forest_scores("gbm", x, y, [q], {}, 0)
+
+
+class _StubLR:
+    """A LogisticRegression stand-in whose validation ranking gets worse with the distance of
+    log10(C) from log10(TARGET): d = round(|log10(C / TARGET)|) negatives are ranked above
+    every positive (so validation mAP falls strictly with d, for d <= 3)."""
+
+    TARGET = 10.0
+
+    def __init__(self, C, **kw):
+        self.c = C
+
+    def fit(self, x, y):
+        return self
+
+    def predict_proba(self, a):
+        d = min(3, int(round(abs(np.log10(self.c / self.TARGET)))))
+        s = a[:, 0].copy()
+        neg = np.flatnonzero(s < 0.5)
+        s[neg[:d]] += 2.0
+        p = 1 / (1 + np.exp(-s))
+        return np.stack([1 - p, p], 1)
+
+
+def test_logreg_grid_extends_past_an_edge_then_stops(monkeypatch):
+    import sklearn.linear_model
+
+    monkeypatch.setattr(sklearn.linear_model, "LogisticRegression", _StubLR)
+    y = np.array([[1], [0], [1], [0], [1], [0]])
+    x = y.astype(float) + 0.01 * np.arange(6)[:, None]
+    # the best C (10) lies past the upper edge of [0.01, 0.1, 1]: two extensions reach it
+    _, curve, c = train_logreg(x, y, x, y, [0.01, 0.1, 1.0], seed=0, extend=3)
+    assert c == pytest.approx(10.0) and curve["C"] == pytest.approx([0.01, 0.1, 1.0, 10.0, 100.0])
+    assert curve["val_map"][3] == 1.0 and max(curve["val_map"][:3]) < 1.0
+    # inside the grid: no extension
+    _, curve, c = train_logreg(x, y, x, y, [1.0, 10.0, 100.0], seed=0, extend=3)
+    assert c == pytest.approx(10.0) and len(curve["C"]) == 3
+    # one extension is not enough to bracket it: a clear error
+    with pytest.raises(InputError, match="edge of the grid"):
+        train_logreg(x, y, x, y, [0.01, 0.1, 1.0], seed=0, extend=1)
+    with pytest.raises(InputError, match="increasing"):
+        train_logreg(x, y, x, y, [1.0, 0.1, 10.0], seed=0)
+
+
+def test_default_grid_is_wide_and_log_spaced():
+    from contrastlab.params import load_params
+
+    grid = load_params(ROOT / "params.yaml").multilabel.train.logreg_c
+    assert grid[0] <= 1e-4 and grid[-1] >= 1e3
+    np.testing.assert_allclose(np.diff(np.log10(grid)), np.log10(grid[1] / grid[0]))
+
+
+class _NoTest(dict):
+    """A data set whose test split must not be read."""
+
+    def __getitem__(self, k):
+        if "test" in k:
+            raise AssertionError(f"tuning read {k}")
+        return super().__getitem__(k)
+
+
+def _yeast(n=240):
+    from contrastlab.data.multilabel import load_mulan
+
+    d = load_mulan("yeast", ROOT / "data" / "vendor" / "mulan")
+    x = d.x_train[:n].astype(np.float32)
+    return (x - x.mean(0)) / x.std(0).clip(1e-6), d.y_train[:n].astype(np.int64)
+
+
+def test_cv_folds_partition_and_stratify():
+    _, y = _yeast()
+    folds = cv_folds(y, 3, seed=0)
+    assert len(folds) == 3
+    val = np.concatenate([va for _, va in folds])
+    assert sorted(val) == list(range(len(y)))  # every row validates exactly once
+    for tr, va in folds:
+        assert not set(tr) & set(va) and len(tr) + len(va) == len(y)
+        # each label's share of positives in a fold stays near its overall share
+        assert np.abs(y[va].mean(0) - y.mean(0)).max() < 0.06
+    assert [va.tolist() for _, va in cv_folds(y, 3, seed=0)] == [va.tolist() for _, va in folds]
+    with pytest.raises(InputError):
+        cv_folds(y, 1, 0)
+
+
+def test_tuning_objective_reads_no_test_row_and_tree_choice_lies_in_space():
+    from contrastlab.params import load_params
+
+    ml = load_params(ROOT / "params.yaml").multilabel
+    x, y = _yeast()
+    arrays = _NoTest(x_train=x[:180], y_train=y[:180], x_val=x[180:], y_val=y[180:],
+                     x_test=np.full_like(x, np.nan), y_test=y)
+    xs, ys = tuning_rows(arrays)
+    assert xs.shape == (240, x.shape[1])
+    folds = cv_folds(ys, 3, 0)
+    space = ml.variants["extratrees"].search
+    seen = []
+    best = None
+    for depth in space["max_depth"]["choices"][:3]:
+        choice = {"max_depth": depth, "max_features": "sqrt", "min_samples_leaf": 2}
+        cfg = make_config(ml, "yeast", "extratrees", choices=choice)
+        cfg.model["n_estimators"] = 20
+        m, se = cv_objective(xs, ys, folds, cfg, ml.tune.run_seeds, report=lambda f, v: seen.append(f))
+        assert 0 < m < 1 and se >= 0
+        if best is None or m > best[0]:
+            best = (m, choice)
+    assert seen == [0, 1, 2] * 3
+    assert best[1]["max_depth"] in space["max_depth"]["choices"]
+    with pytest.raises(InputError, match="not a hyperparameter of extratrees"):
+        make_config(ml, "yeast", "extratrees", choices={"temperature": 0.1})
+
+
+def test_tuning_seeds_must_differ_from_final_seeds():
+    from contrastlab.params import ParamsError, load_params
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert not set(raw["multilabel"]["seeds"]) & set(raw["multilabel"]["tune"]["run_seeds"])
+    raw["multilabel"]["tune"]["run_seeds"] = [4, 100, 101]
+    f = Path(__import__("tempfile").mkdtemp()) / "params.yaml"
+    f.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ParamsError, match="disjoint from the final seeds"):
+        load_params(f)
+
+
+def test_train_stage_uses_per_dataset_choices(tmp_path):
+    """tuned_choices: a tuned data set's own choices, else the params.yaml values (said so)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_tm", ROOT / "stages" / "train_multilabel.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    f = tmp_path / "knn.json"
+    f.write_text(json.dumps({"params": {}, "datasets": {"yeast": {"params": {"k": 7}}}}))
+    assert mod.tuned_choices(f, "yeast") == ({"k": 7}, "tuned on yeast (CV on its training part)")
+    c, src = mod.tuned_choices(f, "enron")
+    assert c == {} and "params.yaml" in src
