@@ -159,8 +159,10 @@ import builtins, hmac, json, os, resource as R, signal, sys, typing
 def _main():
     _exit, _write, _digest, _setitimer = os._exit, os.write, hmac.digest, signal.setitimer
     _type, _id, _len, _zip, _isinstance = type, id, len, zip, isinstance
-    _str, _bytes, _frozenset, _list, _tuple, _dict, _set = str, bytes, frozenset, list, tuple, dict, set
-    _TypeError, _ValueError, _PermissionError, _ImportError = TypeError, ValueError, PermissionError, ImportError
+    _str, _bytes, _frozenset = str, bytes, frozenset
+    _list, _tuple, _dict, _set = list, tuple, dict, set
+    _TypeError, _ValueError = TypeError, ValueError
+    _PermissionError, _ImportError = PermissionError, ImportError
     _REAL = signal.ITIMER_REAL
     names = __NAMES__
     a = sys.argv
@@ -286,7 +288,8 @@ def _main():
         code = __CPU__
     except BaseException as e:
         n = _type(e).__name__
-        code = __BASE__ + names.index(n) if n in names and _type(e).__module__ == "builtins" else __OTHER__
+        builtin = n in names and _type(e).__module__ == "builtins"
+        code = __BASE__ + names.index(n) if builtin else __OTHER__
     _exit(code)
 _main()
 '''
