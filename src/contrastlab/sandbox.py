@@ -48,7 +48,10 @@ does not change what the test computes.
 (``/proc/self/mem``), and importing ``ctypes``, ``signal``/``_signal`` (which the harness also
 strips of ``signal``/``set_wakeup_fd``, since a handler receives the current frame) and the
 ``_test*``/``_xx*`` modules are refused. These are the Python-level ways to reach the
-harness's frame or closure and read ``K``.
+harness's frame or closure and read ``K``. The price: honest code that formats a traceback
+(``traceback.print_exc``), asks ``logging`` for its caller, or installs a signal handler fails
+with that error. The harness also binds ``exec``, ``compile`` and the built-ins it uses before
+the program runs, so rebinding ``builtins.exec``/``compile`` cannot swap the check for a no-op.
 
 **What remains possible** (the candidate runs in the harness's interpreter): CPython audit
 hooks are not a security boundary (PEP 578); a program that exploits an interpreter bug
@@ -159,6 +162,7 @@ import builtins, hmac, json, os, resource as R, signal, sys, typing
 def _main():
     _exit, _write, _digest, _setitimer = os._exit, os.write, hmac.digest, signal.setitimer
     _type, _id, _len, _zip, _isinstance = type, id, len, zip, isinstance
+    _exec, _compile = exec, compile  # a program may rebind builtins.exec/compile
     _str, _bytes, _frozenset = str, bytes, frozenset
     _list, _tuple, _dict, _set = list, tuple, dict, set
     _TypeError, _ValueError = TypeError, ValueError
@@ -272,11 +276,11 @@ def _main():
             sys.addaudithook(_hook)
             # the program's own namespace; the check gets a copy without built-in names
             ns = {"__name__": "__candidate__"}
-            exec(compile(program, "program.py", "exec"), ns)
+            _exec(_compile(program, "program.py", "exec"), ns)
             g = {k: v for k, v in ns.items() if k not in snap}
-            g.update(__name__="__check__", __builtins__=dict(snap), _cl_ret=_cl_ret,
+            g.update(__name__="__check__", __builtins__=_dict(snap), _cl_ret=_cl_ret,
                      _cl_eq=_cl_eq)
-            exec(compile(unit, "check.py", "exec"), g)
+            _exec(_compile(unit, "check.py", "exec"), g)
             g["check"](ns[entry])
             earn()
             code = 0

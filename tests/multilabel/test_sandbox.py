@@ -496,3 +496,15 @@ def test_rebinding_builtins_does_not_change_the_check():
     r = run_program("import builtins\nbuiltins.abs = lambda x: 0\n\ndef abs(x):\n    return 0\n\n"
                     "def f():\n    builtins.abs = lambda x: 0\n    return 3.0\n", unit)
     assert r.tier == "FAIL" and r.errors == ["AssertionError"]
+
+
+@needs_bwrap
+def test_rebinding_exec_and_compile_does_not_neuter_the_check():
+    """The harness compiles and runs the check after the program ran: it must not use the
+    program's ``builtins.compile``/``exec`` (which here would replace the check by a no-op)."""
+    r = run_program("import builtins\n_c = builtins.compile\n"
+                    "builtins.compile = lambda *a, **k: _c('def check(candidate):\\n    pass\\n',"
+                    " 'x', 'exec')\n_e = builtins.exec\n"
+                    "builtins.exec = lambda c, g=None, *a: _e(_c('def check(candidate):\\n    pass\\n',"
+                    " 'x', 'exec'), g)\n\ndef f():\n    return 'no'\n")
+    assert r.tier == "FAIL" and r.errors == ["AssertionError"]
