@@ -56,9 +56,12 @@ the program runs, so rebinding ``builtins.exec``/``compile`` cannot swap the che
 **What remains possible** (the candidate runs in the harness's interpreter): CPython audit
 hooks are not a security boundary (PEP 578); a program that exploits an interpreter bug
 (e.g. crafted bytecode through ``marshal.loads``, which imports need and so stays allowed)
-can read the process memory and so ``K``. A program can monkeypatch modules the test uses
-(``math.fabs``, ``copy.deepcopy``) but not the built-ins the test sees; it can start
-threads, which run on while the check runs; a test that compares with chained comparisons
+can read the process memory and so ``K``. The check imports private copies, taken before
+the program ran, of the modules in :data:`_PRIVATE_MODULES` (``math``, ``copy``, ``re``, ...),
+so rebinding ``math.fabs`` does not reach it; but Python-level functions of those modules
+still read their real module's globals (``copy.deepcopy``'s dispatch table), other modules
+are shared, and the program's own helpers that a test calls are the program's. A program can
+start threads, which run on while the check runs; a test that compares with chained comparisons
 (``a == b == c``) or passes ``candidate`` itself to other code gets Python's own semantics.
 Nothing the program writes (files, stdout, stderr) is read back except the token pipe, and
 junk on that pipe makes the assertion fail. Where bubblewrap cannot start,
@@ -208,6 +211,21 @@ def _main():
             if hasattr(m, n):
                 delattr(m, n)
     snap = dict(builtins.__dict__)
+    # private copies of common modules for the check: rebinding math.fabs & co. in the real
+    # modules does not reach the test (C functions look nothing up at call time)
+    ModuleType = _type(sys)
+    private, by_id = {}, {}
+    for name in __PRIVATE__:
+        real = __import__(name)
+        mod = ModuleType(name)
+        mod.__dict__.update(real.__dict__)
+        private[name], by_id[_id(real)] = mod, mod
+    _import = builtins.__import__
+    def _check_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and name in private:
+            return private[name]
+        return _import(name, globals, locals, fromlist, level)
+    snap["__import__"] = _check_import
     plain = _frozenset(map(_id, (_type(None), bool, int, float, complex, _str, _bytes, _list,
                                  _tuple, _dict, _set, _frozenset)))
     nums = _frozenset(map(_id, (int, float, complex)))
@@ -277,7 +295,7 @@ def _main():
             # the program's own namespace; the check gets a copy without built-in names
             ns = {"__name__": "__candidate__"}
             _exec(_compile(program, "program.py", "exec"), ns)
-            g = {k: v for k, v in ns.items() if k not in snap}
+            g = {k: by_id.get(_id(v), v) for k, v in ns.items() if k not in snap}
             g.update(__name__="__check__", __builtins__=_dict(snap), _cl_ret=_cl_ret,
                      _cl_eq=_cl_eq)
             _exec(_compile(unit, "check.py", "exec"), g)
@@ -297,7 +315,11 @@ def _main():
     _exit(code)
 _main()
 '''
+#: Modules the check imports as private copies taken before the program ran.
+_PRIVATE_MODULES = ("bisect", "cmath", "collections", "copy", "functools", "heapq", "itertools",
+                    "math", "operator", "random", "re", "string")
 for _k, _v in {"__NAMES__": repr(_EXC_NAMES), "__MSG__": repr(_TOKEN_MSG),
+               "__PRIVATE__": repr(_PRIVATE_MODULES),
                "__OTHER__": str(_EXIT_OTHER), "__TIMEOUT__": str(_EXIT_TIMEOUT),
                "__CPU__": str(_EXIT_CPU), "__BASE__": str(_EXC_BASE)}.items():
     _HARNESS = _HARNESS.replace(_k, _v)

@@ -508,3 +508,32 @@ def test_rebinding_exec_and_compile_does_not_neuter_the_check():
                     "builtins.exec = lambda c, g=None, *a: _e(_c('def check(candidate):\\n    pass\\n',"
                     " 'x', 'exec'), g)\n\ndef f():\n    return 'no'\n")
     assert r.tier == "FAIL" and r.errors == ["AssertionError"]
+
+
+@needs_bwrap
+def test_patching_math_does_not_reach_the_check():
+    """The check imports private copies of common modules (math, copy, ...) taken before the
+    program ran, both through ``import`` in the test and through the program's own names."""
+    unit = ("import math\n\ndef check(candidate):\n    import math as m\n"
+            "    assert m.fabs(candidate() - 1.0) < 1e-6\n    assert math.isclose(candidate(), 1.0)\n")
+    assert run_program("def f():\n    return 1.0\n", unit).tier == "PASS"
+    r = run_program("import math\nmath.fabs = lambda x: 0.0\nmath.isclose = lambda *a, **k: True\n\n"
+                    "def f():\n    return 5.0\n", unit)
+    assert r.tier == "FAIL" and r.errors == ["AssertionError"]
+    r = run_program("import math\n\ndef f():\n    math.isclose = lambda *a, **k: True\n"
+                    "    return 5.0\n", "def check(candidate):\n    x = candidate()\n"
+                    "    assert math.isclose(x, 1.0)\n")  # math: the program's name, a copy
+    assert r.tier == "FAIL" and r.errors == ["AssertionError"]
+
+
+@needs_bwrap
+def test_the_tests_own_names_take_precedence():
+    """A program that defines a name the test file also defines (a helper, ``expected``) does
+    not change what the test computes; program names the test does not define stay visible."""
+    unit = ("EXPECTED = 'pwned'\n\ndef ok(x):\n    return x == EXPECTED\n\n"
+            "def check(candidate):\n    assert ok(candidate())\n    assert helper() == 2\n")
+    r = run_program("def ok(x):\n    return True\n\nEXPECTED = 'no'\n\ndef helper():\n"
+                    "    return 2\n\ndef f():\n    return 'no'\n", unit)
+    assert r.tier == "FAIL" and r.errors == ["AssertionError"]
+    r = run_program("def helper():\n    return 2\n\ndef f():\n    return 'pwned'\n", unit)
+    assert r.tier == "PASS"
