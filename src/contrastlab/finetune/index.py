@@ -1,0 +1,150 @@
+"""A queryable index of fine-tuned code embeddings: FAISS inner-product index over the
+L2-normalised embeddings (cosine similarity; Johnson, Douze & Jegou 2019, "Billion-scale
+similarity search with GPUs", ``IndexFlatIP`` = exact search), per-row metadata and the
+encoder that embeds new code the same way.
+
+Folder layout (:func:`write_index`)::
+
+    <dir>/index.faiss     exact inner-product index, D = encoder output size
+    <dir>/meta.json       {"rows": [{"id", "problem", "tier"}, ...], "dim": D, ...}
+    <dir>/model/          FinetuneEncoder.save() (backbone, tokenizer, head, settings)
+
+:func:`log_to_mlflow` logs the encoder with the ``mlflow.pytorch`` flavour (a pickled
+:class:`EmbeddingModel`: ``predict`` on a list of source strings returns ``[N, D]``
+embeddings; reload with ``mlflow.pytorch.load_model``) and the folder as artifacts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import InputError
+from .encoder import FinetuneEncoder
+
+__all__ = ["EmbeddingModel", "write_index", "load_index", "search_codes", "prepare_code",
+           "log_to_mlflow"]
+
+
+def prepare_code(source: str, strip: bool) -> str:
+    """The text the encoder reads: ``source`` without docstrings when ``strip`` (sources that
+    do not parse -- a student's broken submission -- are kept as written)."""
+    if not strip:
+        return source
+    from .data import strip_docstrings
+
+    try:
+        return strip_docstrings(source)
+    except InputError:
+        return source
+
+
+class EmbeddingModel(nn.Module):
+    """An encoder plus its text preparation: ``forward(codes: list[str]) -> [N, D]`` float32
+    unit rows (the MLflow ``pytorch`` flavour's model)."""
+
+    def __init__(self, encoder: FinetuneEncoder, strip_docstrings: bool = True):
+        super().__init__()
+        self.encoder = encoder
+        self.strip_docstrings = bool(strip_docstrings)
+
+    def forward(self, codes: Sequence[str]) -> torch.Tensor:
+        if isinstance(codes, str):
+            codes = [codes]
+        return self.encoder.encode([prepare_code(c, self.strip_docstrings) for c in codes])
+
+
+def write_index(folder: str | Path, emb: torch.Tensor, rows: list[dict], encoder: FinetuneEncoder,
+                extra: dict | None = None) -> Path:
+    """Write the index folder (module docstring) atomically.
+
+    Args:
+        emb: ``[N, D]`` embeddings (normalised here), ``rows``: ``N`` dicts with at least
+            ``id``, ``problem``, ``tier``.
+        encoder: the encoder that produced ``emb`` (saved under ``model/``).
+        extra: more keys for ``meta.json`` (``variant``, ``strip_docstrings``...).
+
+    Raises:
+        InputError: ``len(rows) != N`` or a row without ``id``/``problem``/``tier``.
+    """
+    import faiss
+
+    from ..io import atomic_dir
+
+    x = torch.nn.functional.normalize(torch.as_tensor(emb).float(), dim=1).numpy()
+    if len(rows) != len(x):
+        raise InputError(f"{len(rows)} metadata rows for {len(x)} embeddings")
+    for r in rows:
+        if not {"id", "problem", "tier"} <= set(r):
+            raise InputError(f"metadata row {r} lacks id/problem/tier")
+    folder = Path(folder)
+    with atomic_dir(folder) as tmp:
+        index = faiss.IndexFlatIP(x.shape[1])
+        index.add(np.ascontiguousarray(x, dtype=np.float32))
+        faiss.write_index(index, str(tmp / "index.faiss"))
+        (tmp / "meta.json").write_text(json.dumps({"dim": int(x.shape[1]), "rows": rows,
+                                                   **(extra or {})}, indent=1, sort_keys=True))
+        encoder.save(tmp / "model", {"strip_docstrings": bool((extra or {}).get("strip_docstrings", True))})
+    return folder
+
+
+def load_index(folder: str | Path):
+    """``(faiss index, meta dict, EmbeddingModel)`` of a :func:`write_index` folder.
+
+    Raises:
+        FileNotFoundError: a file of the layout is missing.
+    """
+    import faiss
+
+    folder = Path(folder)
+    for f in ("index.faiss", "meta.json", "model"):
+        if not (folder / f).exists():
+            raise FileNotFoundError(f"{folder}: no {f} (not an index folder written by write_index)")
+    meta = json.loads((folder / "meta.json").read_text())
+    enc = FinetuneEncoder.load(folder / "model")
+    model = EmbeddingModel(enc, enc.extra.get("strip_docstrings", True)).eval()
+    return faiss.read_index(str(folder / "index.faiss")), meta, model
+
+
+def search_codes(folder: str | Path, codes: Sequence[str], k: int = 5) -> list[list[dict]]:
+    """Nearest indexed submissions of each code string.
+
+    Returns:
+        One list per code of ``k`` dicts ``{"rank", "id", "problem", "tier", "similarity"}``
+        (cosine similarity, best first).
+
+    Raises:
+        InputError: ``k < 1`` or no code given.
+    """
+    if k < 1 or not codes:
+        raise InputError("need k >= 1 and at least one code")
+    index, meta, model = load_index(folder)
+    q = model(list(codes)).numpy().astype(np.float32)
+    sim, idx = index.search(q, min(k, index.ntotal))
+    rows = meta["rows"]
+    return [[{"rank": r + 1, **{c: rows[j][c] for c in ("id", "problem", "tier")},
+              "similarity": float(s)} for r, (s, j) in enumerate(zip(srow, irow)) if j >= 0]
+            for srow, irow in zip(sim, idx)]
+
+
+def log_to_mlflow(folder: str | Path, name: str = "encoder") -> str | None:
+    """Log the index folder's encoder (``mlflow.pytorch``) and the folder (artifacts under
+    ``index/``) to the active MLflow run.
+
+    Returns:
+        The model URI (``models:/...`` or ``runs:/...``), or ``None`` without an active run.
+    """
+    import mlflow
+
+    if mlflow.active_run() is None:
+        return None
+    _, _, model = load_index(folder)
+    info = mlflow.pytorch.log_model(model, name=name,
+                                    pip_requirements=["torch", "transformers", "faiss-cpu"])
+    mlflow.log_artifacts(str(folder), artifact_path="index")
+    return info.model_uri

@@ -1,0 +1,182 @@
+"""Stage-level functions: the lower-layer cache and one compared variant end to end.
+
+Variants (``finetune.variants`` + baselines): ``mulsupcon``, ``all``, ``any``, ``simdis``
+(registry losses), ``bce`` (BCE on ``problem_*`` + ``tier_*``), ``head`` (layers 0: frozen
+states + projection head trained with MulSupCon), ``frozen`` (frozen encoder, mean-pooled,
+no head, no training) and ``tfidf`` (TF-IDF of code tokens, Salton & Buckley 1988,
+scikit-learn ``TfidfVectorizer``, unigrams + bigrams of identifiers, numbers and operator
+runs, fitted on the training rows).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import InputError, UnknownNameError
+from ..params.finetune import FINETUNE_VARIANTS
+from .data import label_matrix, label_names
+from .encoder import FinetuneEncoder
+from .evaluate import BASELINES, item_metrics
+from .train import Inputs, embed_inputs, train_encoder
+
+__all__ = ["build_cache", "load_cache", "run_variant", "ALL_VARIANTS", "TOKEN_PATTERN"]
+
+ALL_VARIANTS = (*FINETUNE_VARIANTS, *BASELINES)
+#: Code tokens of the TF-IDF baseline: identifiers, integers, runs of operator characters.
+TOKEN_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*|\d+|[^\sA-Za-z0-9_]+"
+
+
+def _encoder(ft, layers=None, proj_dim=None) -> FinetuneEncoder:
+    return FinetuneEncoder(ft.model, layers=ft.layers if layers is None else layers,
+                           pooling=ft.pooling,
+                           proj_dim=ft.proj_dim if proj_dim is None else proj_dim,
+                           proj_hidden=ft.proj_hidden, max_length=ft.max_length)
+
+
+def build_cache(ft, texts: list[str]) -> dict[str, torch.Tensor]:
+    """Token ids and the frozen states below the trained blocks, for every text.
+
+    Returns:
+        ``{"ids": int32 [sum T_i], "lengths": int64 [N], "level": int64 [1],
+        "states": float32 [sum T_i, H]}`` (``states`` absent for ``layers: all``);
+        ``level = L - layers`` is the hidden-state index of the states.
+    """
+    enc = _encoder(ft, proj_dim=0)
+    ids = enc.tokenize(texts)
+    out = {"ids": torch.as_tensor([t for x in ids for t in x], dtype=torch.int32),
+           "lengths": torch.as_tensor([len(x) for x in ids], dtype=torch.int64),
+           "level": torch.as_tensor([enc.n_frozen], dtype=torch.int64)}
+    if not enc.train_embeddings:
+        states = enc.lower_states(ids, ft.batch_size_encode)
+        out["states"] = torch.cat(states).contiguous()
+    return out
+
+
+def load_cache(tensors: dict[str, torch.Tensor]) -> Inputs:
+    """:class:`~contrastlab.finetune.train.Inputs` from :func:`build_cache` tensors."""
+    lengths = tensors["lengths"].tolist()
+    bounds = np.concatenate([[0], np.cumsum(lengths)]).astype(int)
+    ids_flat = tensors["ids"].tolist()
+    ids = [ids_flat[bounds[i]:bounds[i + 1]] for i in range(len(lengths))]
+    level = int(tensors["level"][0])
+    if "states" not in tensors:
+        return Inputs(ids=ids, level=0)
+    st = tensors["states"]
+    return Inputs(states=[st[bounds[i]:bounds[i + 1]] for i in range(len(lengths))], ids=ids,
+                  level=level)
+
+
+def _advance(enc: FinetuneEncoder, inp: Inputs, level: int, batch_size: int) -> Inputs:
+    """States moved up from ``inp.level`` to ``level`` through frozen blocks (no gradient)."""
+    from .encoder import pad_states
+
+    if inp.states is None:
+        raise InputError("no cached states (layers: all): the head-only baseline needs them")
+    if level == inp.level:
+        return inp
+    out: list[torch.Tensor] = []
+    with torch.no_grad():
+        enc.eval()
+        for s in range(0, len(inp), batch_size):
+            part = inp.states[s:s + batch_size]
+            h, m = pad_states(part)
+            hh = enc.run_blocks(h, m, inp.level, level)
+            out += [hh[r, : len(x)].clone() for r, x in enumerate(part)]
+    return Inputs(states=out, ids=inp.ids, level=level)
+
+
+def tfidf_embeddings(texts: list[str], train_mask: np.ndarray, max_features: int) -> torch.Tensor:
+    """Dense TF-IDF rows ``[N, F]`` float32 (L2-normalised by scikit-learn)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vec = TfidfVectorizer(token_pattern=TOKEN_PATTERN, lowercase=False, ngram_range=(1, 2),
+                          max_features=max_features, sublinear_tf=True)
+    vec.fit([t for t, m in zip(texts, train_mask) if m])
+    return torch.as_tensor(vec.transform(texts).toarray(), dtype=torch.float32)
+
+
+def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
+                seeds: list[int] | None = None, device: str | None = None,
+                save_model: str | Path | None = None, tracker=None) -> dict[str, Any]:
+    """Train (unless a baseline without training) and evaluate one variant over seeds.
+
+    Args:
+        ft: :class:`contrastlab.params.finetune.FinetuneParams`.
+        df: the variants table of ``finetune_data`` (``problem``, ``tier``, ``text``, ``split``).
+        cache: :func:`build_cache` tensors (unused by ``tfidf``).
+        variant: one of :data:`ALL_VARIANTS`.
+        seeds: default ``ft.seeds`` (deterministic baselines use the first only).
+        device: default ``ft.device``.
+        save_model: folder for the first seed's encoder (:meth:`FinetuneEncoder.save`).
+        tracker: optional :class:`contrastlab.tracking.Tracker` (curves logged per seed).
+
+    Returns:
+        ``{"items": {split: {metric: [S, Q]}}, "embeddings": [S, N, D] float32 (None for
+        tfidf), "curves": [per-seed dict], "best_step": [..], "tokens": [..], "seeds": [..]}``.
+
+    Raises:
+        UnknownNameError: unknown variant.
+    """
+    if variant not in ALL_VARIANTS:
+        raise UnknownNameError(f"unknown fine-tuning variant {variant!r}; known: {', '.join(ALL_VARIANTS)}")
+    seeds = list(ft.seeds if seeds is None else seeds)
+    if variant in ("frozen", "tfidf"):
+        seeds = seeds[:1]
+    dev = device or ft.device
+    problems = df["problem"].astype(str).to_numpy()
+    tiers = df["tier"].astype(str).to_numpy()
+    split = df["split"].astype(str).to_numpy()
+    e = ft.eval
+    per_seed: list[dict] = []
+    embs, curves, best_steps, tokens = [], [], [], []
+    if variant == "tfidf":
+        emb = tfidf_embeddings(df["text"].tolist(), split == "train", e.tfidf_max_features)
+        per_seed.append(item_metrics(emb, problems, tiers, split, knn_k=e.knn_k, rank_k=e.rank_k,
+                                     probe_c=e.probe_c))
+    else:
+        if cache is None:
+            raise InputError(f"variant {variant!r} needs the lower-layer cache")
+        base = load_cache(cache)
+        names = label_names(problems)
+        y = label_matrix(problems, tiers, names)
+        keys = np.array([f"{a}|{b}" for a, b in zip(problems, tiers)], dtype=object)
+        tr = np.flatnonzero(split == "train")
+        va = np.flatnonzero(split == "val")
+        for i, seed in enumerate(seeds):
+            torch.manual_seed(seed)
+            if variant == "frozen":
+                enc = _encoder(ft, layers=0, proj_dim=0)
+            elif variant == "head":
+                enc = _encoder(ft, layers=0)
+            else:
+                enc = _encoder(ft)
+            inp = base if (base.states is None or enc.train_embeddings) else \
+                _advance(enc, base, enc.n_frozen, ft.batch_size_encode)
+            if enc.train_embeddings:
+                inp = Inputs(ids=base.ids, level=0)
+            if variant != "frozen":
+                loss, kw = (("mulsupcon", {}) if variant == "head" else FINETUNE_VARIANTS[variant])
+                r = train_encoder(enc, inp, y, problems, tr, loss=loss, loss_kwargs=kw, cfg=ft,
+                                  seed=seed, val_idx=va if len(va) else None, keys=keys,
+                                  knn_k=max(e.knn_k), device=dev)
+                curves.append(r.curve)
+                best_steps.append(r.best_step)
+                tokens.append(r.tokens)
+                if tracker is not None:
+                    for st, lo, vk in zip(r.curve["step"], r.curve["loss"], r.curve["val_knn"]):
+                        tracker.log_metrics({f"seed{seed}_loss": lo, f"seed{seed}_val_knn": vk}, step=st)
+            emb = embed_inputs(enc.cpu(), inp, None, ft.batch_size_encode)
+            embs.append(emb)
+            per_seed.append(item_metrics(emb, problems, tiers, split, knn_k=e.knn_k,
+                                         rank_k=e.rank_k, probe_c=e.probe_c))
+            if i == 0 and save_model is not None:
+                enc.save(save_model, {"variant": variant, "seed": seed,
+                                      "strip_docstrings": ft.strip_docstrings})
+    items = {s: {m: np.stack([p[s][m] for p in per_seed]) for m in per_seed[0][s]}
+             for s in per_seed[0]}
+    return {"items": items, "embeddings": torch.stack(embs) if embs else None, "curves": curves,
+            "best_step": best_steps, "tokens": tokens, "seeds": seeds}

@@ -1,0 +1,116 @@
+"""Schema of the ``finetune`` section of ``params.yaml``: fine-tuning a ``transformers``
+encoder on HumanEval problem x correctness-tier variants with the multi-label contrastive
+losses (MulSupCon, Zhang & Wu, AAAI 2024; ALL / ANY and Sim-Dis, the Sim-Dis paper Eq. 1-2,
+13) or BCE.
+
+Stages: ``finetune_data`` -> ``finetune.data`` (+ the sandbox limits of
+``multilabel.humaneval``); ``finetune_cache`` -> ``finetune.model``, ``max_length``,
+``strip_docstrings``, ``layers``; ``finetune_encoder@<variant>`` -> everything but
+``eval``; ``finetune_evaluate`` -> ``eval``, ``seeds``, ``variants``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+#: Variant name -> (registry loss or ``None`` for the BCE baseline, its keyword arguments).
+#: ``simdis`` uses the ``log_prob`` weighting, as ``multilabel.variants.simdis`` does.
+FINETUNE_VARIANTS: dict[str, tuple[str | None, dict]] = {
+    "mulsupcon": ("mulsupcon", {}),
+    "all": ("all", {}),
+    "any": ("any", {}),
+    "simdis": ("simdis", {"weighting": "log_prob"}),
+    "bce": (None, {}),
+}
+
+
+class FinetuneData(BaseModel):
+    """``finetune.data``: the variants (tiers from :mod:`contrastlab.data.humaneval`) and
+    the two evaluation splits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_problems: int = Field(0, ge=0, description="First N HumanEval problems (0 = all 164).")
+    test_problem_fraction: float = Field(0.3, gt=0, lt=1, description=(
+        "Split (b): this fraction of the problems (all their variants) is held out."))
+    test_fraction: float = Field(0.3, ge=0, lt=1, description=(
+        "Split (a): per (problem, tier) cell of the other problems, this fraction of the "
+        "variants is held out (cells of one variant stay in training)."))
+    val_fraction: float = Field(0.15, ge=0, lt=1, description=(
+        "Validation: per cell, this fraction of what is left (for early stopping and tuning)."))
+    seed: int = 0
+
+
+class FinetuneEval(BaseModel):
+    """``finetune.eval``: metrics and bootstrap."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    knn_k: list[int] = Field(default_factory=lambda: [1, 5], description="k of kNN@k purity.")
+    rank_k: list[int] = Field(default_factory=lambda: [1, 5, 10], description="k of Rank@k.")
+    n_resamples: int = Field(1000, ge=10)
+    probe_c: float = Field(1.0, gt=0, description="Inverse L2 strength of the tier probe.")
+    tfidf_max_features: int = Field(20000, ge=10)
+
+
+class FinetuneParams(BaseModel):
+    """``finetune:`` section. Unknown keys are rejected."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field("minilm", description=(
+        "Encoder: 'minilm' (packaged all-MiniLM-L6-v2) or a local AutoModel folder."))
+    max_length: int = Field(256, ge=8, le=4096, description="Tokens kept per program.")
+    strip_docstrings: bool = Field(True, description=(
+        "Drop docstrings before tokenising: the mutation sits in the body, which a long "
+        "docstring would push past max_length."))
+    layers: int | Literal["all"] = Field(1, description=(
+        "Transformer layers trained: 0 = frozen states + head; k = top k (the states below "
+        "are computed once and cached); 'all'."))
+    pooling: Literal["mean", "cls"] = "mean"
+    proj_dim: int = Field(128, ge=0, description="Projection head output (0 = no head).")
+    proj_hidden: int = Field(384, ge=1, description="Hidden width of the two-layer head.")
+    lr_encoder: float = Field(5e-5, gt=0)
+    lr_head: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(0.01, ge=0)
+    temperature: float = Field(0.1, gt=0)
+    batch_problems: int = Field(16, ge=2, description="Problems per batch (P of P x M sampling).")
+    batch_per_problem: int = Field(4, ge=1, description="Variants per problem per batch (M).")
+    grad_accum: int = Field(1, ge=1, description="Micro-batches per optimiser step.")
+    steps: int = Field(60, ge=1, description="Optimiser steps.")
+    warmup: float = Field(0.1, ge=0, lt=1)
+    eval_every: int = Field(20, ge=1, description="Validation kNN purity every N steps "
+                                                  "(the best checkpoint is kept).")
+    bf16: Literal["auto", "on", "off"] = Field("auto", description=(
+        "bf16 autocast: auto = on CUDA with bf16 support, never on CPU."))
+    device: str = "cpu"
+    batch_size_encode: int = Field(64, ge=1)
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
+    variants: list[str] = Field(default_factory=lambda: list(FINETUNE_VARIANTS))
+    data: FinetuneData = FinetuneData()
+    eval: FinetuneEval = FinetuneEval()
+
+    @field_validator("variants")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        bad = [x for x in v if x not in FINETUNE_VARIANTS]
+        if bad:
+            raise ValueError(f"unknown variant(s) {bad}; known: {', '.join(FINETUNE_VARIANTS)}")
+        if len(set(v)) != len(v):
+            raise ValueError("variants repeat a name")
+        return v
+
+    @field_validator("layers")
+    @classmethod
+    def _layers(cls, v):
+        if isinstance(v, int) and v < 0:
+            raise ValueError("layers must be >= 0 or 'all'")
+        return v
+
+    @model_validator(mode="after")
+    def _seeds(self):
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError("seeds must be a non-empty list of distinct integers")
+        return self
