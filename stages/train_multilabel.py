@@ -12,7 +12,8 @@ choices of ``multilabel.hybrid_base`` and, for ``hybrid_et``, of ``extratrees``.
 
 Outputs (all ``cache: false``, committed):
 ``reports/metrics/multilabel/<dataset>_<variant>.json`` (mean, ``_std`` and ``_seed<s>`` of
-every metric, the tuned choices, steps), ``reports/metrics/multilabel/reps/<dataset>_<variant>.npz``
+every metric, the tuned choices and where they come from, steps, the SHA-256 of every seed's
+float32 test scores), ``reports/metrics/multilabel/reps/<dataset>_<variant>.npz``
 (bootstrap replicates of micro/macro-F1 at 0.5 and at the validation threshold and of mAP from
 ``contrastlab.evaluation.multilabel.stratified_metric_reps(seed=0)``, whose draws depend only on
 the test labels and the number of seeds, so all rows with as many seeds are paired: the
@@ -207,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
         out = summarize(results)
         out["tuned"] = choices if model_choices is None else {"encoder": choices, "extratrees": model_choices}
         out["tuned_source"] = source
+        # identity of each seed's test scores (float32 bytes): the report groups rows whose
+        # outputs are identical on every data set and seed (stats.group_identical)
+        import hashlib
+
+        out["test_scores_sha256"] = [hashlib.sha256(np.ascontiguousarray(r.scores, dtype=np.float32).tobytes())
+                                     .hexdigest() for r in results]
         out["config"] = {"temperature": cfg.temperature if cfg.loss else None, "lr": cfg.lr,
                          "mask_rate": cfg.mask_rate, "queue": cfg.queue, "loss_kwargs": cfg.loss_kwargs,
                          "batch_size": cfg.batch_size, "max_steps": cfg.max_steps, "model": cfg.model,
@@ -229,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for r in results:
             keys = list(r.curve)
+            if not keys:  # a scikit-learn forest / kNN: no curve, one row naming the seed
+                rows.append({"seed": r.seed})
+                continue
             for i in range(len(r.curve[keys[0]])):
                 rows.append({"seed": r.seed, **{k: r.curve[k][i] for k in keys}})
         history = Path(args.plots_dir) / f"{ds}_{variant}.csv"
@@ -242,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         tracker.log_artifact(history, "history")
         tracker.log_artifact(metrics_json, "metrics")
         tracker.log_artifact(reps_path, "metrics")
-        if tracker.active:
+        if tracker.active and results[0].curve:
             import matplotlib.pyplot as plt
 
             fig = curve_figure(results, f"{ds}-{variant}")

@@ -11,7 +11,8 @@ beside it in ``params.yaml`` (``multilabel.variants.<variant>.search``: temperat
 rate, masking rate, queue size for the losses; depth, feature fraction and leaf size for the
 forests; k, weighting and metric for kNN); trial 0 is the variant's ``params.yaml`` values
 (the values used on the data sets not tuned). The sampler seed is ``tune.seed`` offset by a
-hash of (variant, data set). A variant without a search space (``logreg``, whose C is picked
+hash of (variant, data set); a variant in ``tune.seed_alias`` uses its alias's seed
+(``simdis_eq13`` -> ``any``: the same gradient, so the same configurations are drawn). A variant without a search space (``logreg``, whose C is picked
 on validation inside every run) gets a JSON with no params and no study.
 
 Outputs: ``reports/tuned/multilabel/<variant>.json`` (``datasets.<d>.params``: the choices
@@ -45,6 +46,21 @@ def study_seed(base: int, variant: str, dataset: str) -> int:
     """Sampler seed of one (variant, data set) study: ``base`` + CRC-32 of ``variant/dataset``
     (so two variants with the same space do not draw the same configurations)."""
     return (int(base) + zlib.crc32(f"{variant}/{dataset}".encode())) % (2**31)
+
+
+def _enqueue_default(name: str, space, fixed, out_dir: Path, tune, seed: int, default: dict) -> None:
+    """Enqueue ``default`` as the first trial of a new study (for a ``run_study`` without a
+    ``default`` argument): the study is created under ``run_study``'s name and left empty but
+    for the waiting trial, which ``run_study``'s first ``ask`` takes."""
+    import optuna
+
+    from contrastlab.tuning import _open, study_name
+
+    study = _open(study_name("multilabel", name, space, fixed), out_dir=out_dir, storage=tune.storage,
+                  seed=seed, startup=tune.startup_trials, direction="maximize")
+    if not study.get_trials(deepcopy=False):
+        study.enqueue_trial(default)
+    del optuna
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             fixed = {"dataset": ds, "folds": tune.folds, "run_seeds": list(tune.run_seeds),
                      "train": ml.train.model_dump(), "data": ml.data[ds].model_dump(),
                      "variant": vp.model_dump(exclude={"search"}), "default": default}
-            seed = study_seed(tune.seed, variant, ds)
+            seed = study_seed(tune.seed, tune.seed_alias.get(variant, variant), ds)
             name = f"{variant}-{ds}"
             kw = {"default": default} if "default" in run_kw else {}
             if "pruner" in run_kw:
@@ -125,6 +141,17 @@ def main(argv: list[str] | None = None) -> int:
                 cfg = make_config(ml, _ds, variant, _enc, choices)
                 return cv_objective(_x, _y, _folds, cfg, list(tune.run_seeds), report)
 
+            ses: dict[str, float] = {}
+            if "default" not in run_kw:
+                # an older contrastlab.tuning: enqueue trial 0 here, objective returns the mean
+                _enqueue_default(name, space, fixed, out_dir, tune, seed, default)
+                inner = objective
+
+                def objective(choices: dict, _inner=inner) -> float:  # noqa: F811
+                    m, e = _inner(choices)
+                    ses[json.dumps(choices, sort_keys=True, default=str)] = e
+                    return m
+
             t0 = time.perf_counter()
             res = run_study(track="multilabel", variant=name, space=space, objective=objective,
                             n_trials=tune.trials, seed=seed, out_dir=out_dir, storage=tune.storage,
@@ -132,9 +159,10 @@ def main(argv: list[str] | None = None) -> int:
                             progress=False, **kw)
             hist = study_history(track="multilabel", variant=name, space=space, out_dir=out_dir,
                                  storage=tune.storage, fixed=fixed)
-            se = None
-            if "value_se" in hist and res.best_trial in set(hist["trial"]):
-                se = hist.loc[hist["trial"] == res.best_trial, "value_se"].iloc[0]
+            se = ses.get(json.dumps(res.best_params, sort_keys=True, default=str))
+            for col in ("value_se", "se"):
+                if col in hist and res.best_trial in set(hist["trial"]):
+                    se = hist.loc[hist["trial"] == res.best_trial, col].iloc[0]
             results[ds] = {"params": {k: (round(v, 6) if isinstance(v, float) else v)
                                       for k, v in res.best_params.items()},
                            "best_value": round(res.best_value, 6),

@@ -13,14 +13,17 @@ ROOT = repo_root(Path(__file__).parent)
 
 def _params(tmp: Path, **train) -> Path:
     p = {"multilabel": {
-        "datasets": ["yeast"], "losses": ["bce", "mulsupcon"], "seeds": [0, 1, 2],
+        "datasets": ["yeast"], "losses": ["bce", "mulsupcon", "extratrees"], "seeds": [0, 1, 2],
         "vendor_root": str(ROOT / "data" / "vendor" / "mulan"), "optional_root": str(tmp / "none"),
         "data": {"yeast": {"max_train": 300}},
         "train": {"hidden": [16], "enc_dim": 16, "proj_dim": 8, "batch_size": 64, "max_steps": 20,
                   "eval_every": 10, "workers": 2, **train},
         "tune": {"trials": 2, "startup_trials": 1, "datasets": ["yeast"]},
         "variants": {"simdis": {"kwargs": {"weighting": "log_prob"}},
-                     "mulsupcon": {"search": {"temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True}}}},
+                     "mulsupcon": {"search": {"temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True}}},
+                     "extratrees": {"model": {"n_estimators": 10},
+                                    "search": {"max_depth": {"type": "categorical", "choices": [0, 2, 4]},
+                                               "min_samples_leaf": {"type": "int", "low": 1, "high": 8}}}},
     }}
     f = tmp / "params.yaml"
     f.write_text(yaml.safe_dump(p))
@@ -68,10 +71,31 @@ def test_build_tune_train_weights_report_on_yeast(tmp_path):
     for v in ("mulsupcon", "bce"):
         r = _run([str(ROOT / "stages" / "tune_multilabel.py"), "--variant", v, "--params", str(params)], tmp_path)
         assert r.returncode == 0, r.stderr
-    tuned = json.loads((tmp_path / "reports/tuned/multilabel/mulsupcon.json").read_text())
+    tuned_all = json.loads((tmp_path / "reports/tuned/multilabel/mulsupcon.json").read_text())
+    tuned = tuned_all["datasets"]["yeast"]
     assert set(tuned["params"]) == {"temperature"} and tuned["n_complete"] == 2
+    assert tuned["default_params"] == {"temperature": 0.07}  # trial 0 = the params.yaml value
+    hist = (tmp_path / "reports/plots/tune/multilabel/mulsupcon.csv").read_text().splitlines()
+    assert hist[0].startswith("dataset,trial") and hist[1].startswith("yeast,0,COMPLETE") and len(hist) == 3
+    assert float(hist[1].split(",")[-1]) == 0.07
     assert (tmp_path / "reports/tune/multilabel/mulsupcon/journal.log").exists()
     assert json.loads((tmp_path / "reports/tuned/multilabel/bce.json").read_text())["params"] == {}
+    # the forest's selection reads no test row: a poisoned test split gives the same study
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    f = tmp_path / "data/multilabel/yeast/data.safetensors"
+    clean = load_file(str(f))
+    poisoned = dict(clean, x_test=np.full_like(clean["x_test"], np.nan), y_test=1 - clean["y_test"])
+    got = []
+    for arrays, sub in ((poisoned, "p"), (clean, "c")):
+        save_file(arrays, str(f))
+        r = _run([str(ROOT / "stages" / "tune_multilabel.py"), "--variant", "extratrees", "--params", str(params),
+                  "--tuned-dir", f"t{sub}", "--study-dir", f"s{sub}", "--plots-dir", f"h{sub}"], tmp_path)
+        assert r.returncode == 0, r.stderr
+        got.append(json.loads((tmp_path / f"t{sub}/extratrees.json").read_text())["datasets"]["yeast"])
+    assert got[0]["best_value"] == got[1]["best_value"] and got[0]["params"] == got[1]["params"]
+    assert got[0]["params"]["max_depth"] in (0, 2, 4) and 1 <= got[0]["params"]["min_samples_leaf"] <= 8
     for v in ("mulsupcon", "bce"):
         r = _run([str(ROOT / "stages" / "train_multilabel.py"), "--dataset", "yeast", "--loss", v,
                   "--params", str(params)], tmp_path)
@@ -79,6 +103,7 @@ def test_build_tune_train_weights_report_on_yeast(tmp_path):
     m = json.loads((tmp_path / "reports/metrics/multilabel/yeast_mulsupcon.json").read_text())
     assert m["n_seeds"] == 3 and 0 < m["micro_f1"] <= 1 and "time_s" not in m
     assert m["tuned"] == tuned["params"] and m["config"]["temperature"] == pytest.approx(tuned["params"]["temperature"])
+    assert m["tuned_source"].startswith("tuned on yeast") and len(m["test_scores_sha256"]) == 3
     assert {f"map_seed{s}" for s in range(3)} <= set(m) and "macro_f1_val_t" in m
     import numpy as np
 

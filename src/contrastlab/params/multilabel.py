@@ -226,6 +226,11 @@ class MultilabelTune(_Strict):
     run_seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(
         default_factory=lambda: [100, 101, 102], min_length=1,
         description="Training seeds of the folds (disjoint from multilabel.seeds).")
+    seed_alias: dict[str, str] = Field(
+        default_factory=lambda: {"simdis_eq13": "any"},
+        description="variant -> variant whose sampler seed its studies use: Sim-Dis Eq. 13 read "
+        "literally has ANY's gradient, so with ANY's seed its study draws ANY's configurations and "
+        "its outputs stay identical to ANY's (the report then counts the two as one method).")
     pruner: Literal["none", "median"] = Field("none", description="Optuna pruner over the folds "
                                                "(pruned trials still count against the budget).")
 

@@ -6,15 +6,20 @@ Reads ``reports/metrics/multilabel/<dataset>_<variant>.json`` and the bootstrap 
 tuned choices ``reports/tuned/multilabel/*.json`` and ``reports/data/multilabel/*``.
 
 Per data set, a table in the format of the Sim-Dis paper's Table 1 (rows: the contrastive
-variants, the BCE-trained MLP and the binary-relevance logistic regression; columns micro- and
-macro-F1 at threshold 0.5, the same at the global threshold chosen on validation, and mAP),
-each cell ``mean [95% CI]`` in %: mean over seeds, percentile CI of the bootstrap over test
-rows and seeds (``contrastlab.evaluation.stats``). Bold = best; ``≈`` = not significantly
-worse than the best (paired bootstrap on the same draws, Holm-corrected within the column);
-``↑`` = significantly better than the logistic regression (same test, Holm). Then the Table 4
-ablation (ANY / Sim only / Dis only / Sim-Dis), the Friedman test with the Nemenyi
-critical-difference diagram of average ranks across data sets (Demsar 2006), the tuned
-choices, curves (training loss and validation mAP per check) and the paper's own numbers.
+variants, the exploratory hybrids, and the baselines: BCE-trained MLP, binary-relevance
+logistic regression, ExtraTrees, RandomForest, kNN; columns micro- and macro-F1 at threshold
+0.5, the same at the global threshold chosen on validation, mAP, and the probability of being
+the best on mAP), each cell ``mean [95% CI]`` in %: mean over seeds, bias-corrected percentile
+CI (it contains the estimate) of the stratified bootstrap over seeds and each label's positive
+and negative test rows (``stratified_metric_reps``; ``contrastlab.evaluation.stats.summarize``).
+Every row, baselines included, competes for "best": bold = in the 95% Model Confidence Set
+(Hansen, Lunde & Nason 2011: "tied for best", selection-aware); ``↑`` / ``↓`` = significantly
+better / worse than the strongest baseline (the baseline row with the highest validation mAP;
+paired bootstrap, Holm). Then the Table 4 ablation (ANY / Sim only / Dis only / Sim-Dis), the
+Friedman test with the Nemenyi critical-difference diagram of average ranks across data sets
+(Demsar 2006; rows with identical test outputs on every data set and seed merged into one
+column first, ``stats.group_identical``), the tuned choices, curves (training loss and
+validation mAP per check) and the paper's own numbers.
 """
 
 from __future__ import annotations
@@ -34,14 +39,33 @@ TITLES = {"all": "ALL", "any": "ANY", "mulsupcon": "MulSupCon",
           "simdis": "Sim-Dis (K·log p, /|P|)", "simdis_sum": "Sim-Dis (K·log p, /ΣK)",
           "simdis_eq13": "Sim-Dis (Eq. 13 literal = ANY's gradient)",
           "sim_only": "Sim only", "dis_only": "Dis only",
-          "bce": "BCE MLP (baseline)", "logreg": "Logistic regression (baseline)"}
+          "hybrid_concat": "MulSupCon features ⊕ raw, linear probe (hybrid)",
+          "hybrid_et": "ExtraTrees on raw ⊕ MulSupCon features (hybrid)",
+          "bce": "BCE MLP (baseline)", "logreg": "Logistic regression (baseline)",
+          "extratrees": "ExtraTrees (baseline)", "randomforest": "RandomForest (baseline)",
+          "knn": "kNN (baseline)"}
+#: Short names (CD diagram, merged Friedman columns).
+SHORT = {"simdis": "Sim-Dis /|P|", "simdis_sum": "Sim-Dis /ΣK", "simdis_eq13": "Sim-Dis Eq. 13",
+         "hybrid_concat": "MulSupCon⊕raw probe", "hybrid_et": "ET on raw⊕MulSupCon"}
+BASELINES = ["bce", "logreg", "extratrees", "randomforest", "knn"]
+HYBRID_ROWS = ["hybrid_concat", "hybrid_et"]
 TABLE1_ROWS = ["all", "any", "mulsupcon", "simdis", "simdis_sum", "simdis_eq13", "sim_only",
-               "dis_only", "bce", "logreg"]
-CONTRASTIVE = [x for x in TABLE1_ROWS if x not in ("bce", "logreg")]
+               "dis_only", *HYBRID_ROWS, *BASELINES]
+CONTRASTIVE = [x for x in TABLE1_ROWS if x not in BASELINES and x not in HYBRID_ROWS]
 METRICS = [("micro_f1", "micro-F1 @0.5"), ("macro_f1", "macro-F1 @0.5"),
            ("micro_f1_val_t", "micro-F1 @val-t"), ("macro_f1_val_t", "macro-F1 @val-t"),
            ("map", "mAP")]
+
+
+def short(v: str) -> str:
+    """Short display name of a row or of a merged group ``"a = b"``."""
+    if " = " in v:
+        return " = ".join(short(x) for x in v.split(" = "))
+    return SHORT.get(v) or TITLES.get(v, v).split(" (")[0]
 ALPHA = 0.05
+#: The contrastive variant whose encoder the hybrids use (multilabel.hybrid_base; read from
+#: params.yaml by :func:`_add_registry_rows`).
+CONTRASTIVE_BASE = "mulsupcon"
 PAPER_NAMES = {"all": "ALL", "any": "ANY", "mulsupcon": "MulSupCon", "simdis": "Sim-Dis",
                "sim_only": "Sim only", "dis_only": "Dis only"}
 #: Sim-Dis paper (Huang et al.) Table 1 (image data, ResNet-50) and Table 2 (AAPD, RoBERTa), in %.
@@ -88,18 +112,26 @@ def load_reps(reps_dir: Path, dataset: str, variants: list[str]) -> dict[str, di
     return out
 
 
+def strongest_baseline(runs: dict[str, dict]) -> str | None:
+    """The baseline row with the highest validation mAP (``val_map``, mean over seeds of the
+    kept models' validation mAP); None when no baseline has run."""
+    have = [v for v in BASELINES if v in runs and "val_map" in runs[v]]
+    return max(have, key=lambda v: runs[v]["val_map"]) if have else None
+
+
 def table_stats(runs: dict[str, dict], reps: dict[str, dict[str, np.ndarray]]) -> dict[str, dict]:
     """Per metric: :func:`contrastlab.evaluation.stats.summarize` over the variants that have
-    replicates, candidates = every variant but the logistic regression, baseline = the
-    logistic regression (when present)."""
+    replicates; candidates = every row (losses, hybrids and baselines); baseline = the strongest
+    baseline (:func:`strongest_baseline`, chosen on validation mAP). ``out["_baseline"]`` names it."""
     from ..evaluation.stats import summarize
 
-    out = {}
+    out: dict = {}
     names = [v for v in TABLE1_ROWS if v in runs and v in reps]
     if len(names) < 2:
         return out
-    base = "logreg" if "logreg" in names else None
-    cands = [v for v in names if v != base]
+    base = strongest_baseline({v: runs[v] for v in names})
+    out["_baseline"] = base
+    cands = list(names)
     for key, _ in METRICS:
         if not all(key in reps[v] for v in names):
             continue
@@ -117,10 +149,10 @@ def _cell(st: dict | None, m: dict, key: str) -> str:
     marks = ""
     if st.get("beats_baseline"):
         marks += " ↑"
-    if st.get("is_best"):
+    if st.get("below_baseline"):
+        marks += " ↓"
+    if st.get("in_mcs", st.get("tied_for_best")):
         return f"**{txt}**{marks}"
-    if st.get("tied_for_best"):
-        marks = " ≈" + marks
     return txt + marks
 
 
@@ -138,8 +170,10 @@ def dataset_stats(ddir: Path, datasets: list[str]) -> list[list]:
 
 
 def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict | None) -> str:
-    """One paragraph from the numbers: the winner across data sets (average mAP rank), and per
-    data set whether a contrastive variant beats the logistic regression on mAP."""
+    """One paragraph from the numbers: the Friedman winner across data sets (average mAP rank,
+    distinct methods), then per data set the best contrastive row (highest test mAP, chosen on
+    test, which favours it) against the strongest baseline (chosen on validation) with the
+    paired-bootstrap p (Holm), saying plainly where a baseline wins."""
     parts = []
     if fr:
         ranks = fr["avg_ranks"]
@@ -147,37 +181,82 @@ def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict 
         best = order[0]
         tied = [v for v in order[1:] if ranks[v] - ranks[best] <= fr["cd"]]
         parts.append(
-            f"Across {fr['n_datasets']} data sets, {TITLES[best]} has the best average mAP rank "
-            f"({ranks[best]:.2f} of {fr['n_methods']}); Friedman p = {fr['friedman_p']:.3g}, Nemenyi "
-            f"CD = {fr['cd']:.2f}, so {len(tied)} other model(s) are within the critical difference"
-            + (f" ({', '.join(TITLES[v] for v in tied[:4])}{', ...' if len(tied) > 4 else ''})." if tied else "."))
-        cbest = min((v for v in ranks if v in CONTRASTIVE), key=ranks.get, default=None)
-        if cbest and cbest != best:
-            parts.append(f"The best-ranked contrastive loss is {TITLES[cbest]} ({ranks[cbest]:.2f}).")
-    beat, lose, tie = [], [], []
+            f"Across {fr['n_datasets']} data sets, {short(best)} has the best average mAP rank "
+            f"({ranks[best]:.2f} of {fr['n_methods']} distinct methods); Friedman p = {fr['friedman_p']:.3g}, "
+            f"Nemenyi CD = {fr['cd']:.2f}, so {len(tied)} other method(s) are within the critical difference"
+            + (f" ({', '.join(short(v) for v in tied[:4])}{', ...' if len(tied) > 4 else ''})." if tied else "."))
+        is_c = lambda v: all(x in CONTRASTIVE for x in v.split(" = "))  # noqa: E731
+        cbest = min((v for v in ranks if is_c(v)), key=ranks.get, default=None)
+        bbest = min((v for v in ranks if all(x in BASELINES for x in v.split(" = "))), key=ranks.get, default=None)
+        if cbest and bbest:
+            parts.append(f"The best-ranked contrastive loss is {short(cbest)} ({ranks[cbest]:.2f}), the "
+                         f"best-ranked baseline {short(bbest)} ({ranks[bbest]:.2f})"
+                         + (": a baseline ranks first." if ranks[bbest] < ranks[cbest] else "."))
+    wins, sig_wins, closs, sig_closs = [], [], [], []
     for ds, st in stats.items():
         m = st.get("map")
-        if not m or "logreg" not in m:
+        base = st.get("_baseline")
+        if not m or not base or base not in m:
             continue
-        cb = [v for v in CONTRASTIVE if v in m and m[v].get("beats_baseline")]
-        cbest = max((v for v in CONTRASTIVE if v in m), key=lambda v: m[v]["mean"], default=None)
-        if cb:
-            beat.append(f"{ds} ({len(cb)} losses)")
-        elif cbest and m[cbest]["mean"] < m["logreg"]["mean"]:
-            lose.append(ds)
+        cands = [v for v in CONTRASTIVE if v in m]
+        if not cands:
+            continue
+        cb = max(cands, key=lambda v: m[v]["mean"])
+        d, ph = m[cb]["delta_vs_baseline"], m[cb]["p_vs_baseline_holm"]
+        txt = (f"{ds}: {short(cb)} {100 * m[cb]['mean']:.1f} vs {short(base)} {100 * m[base]['mean']:.1f} "
+               f"(p_Holm = {ph:.3g})")
+        if d < 0:
+            (sig_wins if m[cb].get("below_baseline") else wins).append(txt)
         else:
-            tie.append(ds)
-    if beat or lose or tie:
-        s = "Against the logistic-regression baseline on test mAP (paired bootstrap, Holm): "
+            (sig_closs if m[cb].get("beats_baseline") else closs).append(txt)
+    if wins or sig_wins or closs or sig_closs:
+        n = len(wins) + len(sig_wins) + len(closs) + len(sig_closs)
+        s = (f"Best contrastive row (highest test mAP, which favours it) against the strongest baseline "
+             f"(highest validation mAP) on test mAP, paired bootstrap: ")
         bits = []
-        if beat:
-            bits.append("a contrastive loss is significantly better on " + ", ".join(beat))
-        if tie:
-            bits.append("no significant difference on " + ", ".join(tie))
-        if lose:
-            bits.append("every contrastive loss is below it on " + ", ".join(lose))
+        if sig_wins:
+            bits.append(f"the baseline wins significantly on {len(sig_wins)} of {n} data sets ({'; '.join(sig_wins)})")
+        if wins:
+            bits.append(f"the baseline is ahead without significance on {len(wins)} ({'; '.join(wins)})")
+        if closs:
+            bits.append(f"the contrastive row is ahead without significance on {len(closs)} ({'; '.join(closs)})")
+        if sig_closs:
+            bits.append(f"the contrastive row wins significantly on {len(sig_closs)} ({'; '.join(sig_closs)})")
         parts.append(s + "; ".join(bits) + ".")
+        if len(sig_wins) + len(wins) == n:
+            parts.append("On every data set a baseline has the higher test mAP than every contrastive loss.")
+    hy = []
+    for ds, st in stats.items():
+        m = st.get("map", {})
+        for h, ref in (("hybrid_et", "extratrees"), ("hybrid_concat", CONTRASTIVE_BASE)):
+            if h in m and ref in m and "_pairs" in st and (h, ref) in st["_pairs"]:
+                hy.append(f"{ds} {short(h)} − {short(ref)} = {100 * (m[h]['mean'] - m[ref]['mean']):+.1f} "
+                          f"(p = {st['_pairs'][(h, ref)]:.3g})")
+    if hy:
+        parts.append("Hybrids (exploratory, mAP points): " + "; ".join(hy) + ".")
     return " ".join(parts)
+
+
+def _fmt(x) -> str:
+    return f"{x:.3g}" if isinstance(x, float) else str(x)
+
+
+def identical_groups(runs: dict[str, dict[str, dict]], variants: list[str], datasets: list[str]) -> list[list[str]]:
+    """:func:`contrastlab.evaluation.stats.group_identical` over the rows' test outputs on
+    ``datasets``: each row's per-seed SHA-256 of its float32 test scores
+    (``test_scores_sha256`` in its metrics JSON), so two rows group when every seed's scores
+    are bitwise equal on every data set. Rows without digests stay alone."""
+    from ..evaluation.stats import group_identical
+
+    have = [v for v in variants if all("test_scores_sha256" in runs[ds].get(v, {}) for ds in datasets)]
+    outs = {v: [np.frombuffer(bytes.fromhex(h), dtype=np.uint8) for ds in datasets
+                for h in runs[ds][v]["test_scores_sha256"]] for v in have}
+    groups: list[list[str]] = []
+    for n in sorted({len(o) for o in outs.values()}):  # rows with as many seeds compare (kNN: one)
+        groups += group_identical({v: o for v, o in outs.items() if len(o) == n})
+    order = {v: i for i, v in enumerate(variants)}
+    groups += [[v] for v in variants if v not in have]
+    return sorted(groups, key=lambda g: order[g[0]])
 
 
 def _save(fig, path: Path) -> None:
@@ -247,14 +326,19 @@ def _add_registry_rows(root: Path) -> None:
     from ..params import load_params
     from ..utils import repo_root
 
+    global CONTRASTIVE_BASE
     pfile = root / "params.yaml"
     try:
-        losses = load_params(pfile if pfile.exists() else repo_root() / "params.yaml").multilabel.losses
+        ml = load_params(pfile if pfile.exists() else repo_root() / "params.yaml").multilabel
     except Exception:  # noqa: BLE001 - the report still renders the built-in rows
         return
+    losses = ml.losses
+    CONTRASTIVE_BASE = ml.hybrid_base
+    for h in HYBRID_ROWS:
+        TITLES[h] = TITLES[h].replace("MulSupCon", short(ml.hybrid_base))
     for v in losses:
         if v not in TABLE1_ROWS:
-            TABLE1_ROWS.append(v)
+            TABLE1_ROWS.insert(TABLE1_ROWS.index(HYBRID_ROWS[0]), v)
             CONTRASTIVE.append(v)
             try:
                 TITLES[v] = get_spec(v).title or v
@@ -286,15 +370,24 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         "stratification; two feature-masked views per row (MulSupCon's vector-data recipe), MLP encoder + "
         "projection head trained with each loss (optional memory queue), early stopping on validation mAP, "
         "then a linear logistic layer fitted to convergence (L-BFGS) on the frozen encoder. Baselines: the "
-        "same MLP trained end to end with BCE, and binary-relevance logistic regression on the features "
-        "(C chosen on validation). Temperature, learning rate, masking rate and queue size tuned per "
-        "variant with the same budget on validation data only. "
-        f"Seeds per cell: {', '.join(str(n) for n in n_seeds)}. Cells: test mean [95% CI] in %; CI = "
-        "percentile bootstrap over test rows and seeds (1000 draws shared by all rows of a table). "
+        "same MLP trained end to end with BCE; binary-relevance logistic regression (C on a 1e-4..1e3 log "
+        "grid chosen on validation, the grid extended past an edge); scikit-learn ExtraTrees and "
+        "RandomForest (500 trees, native multi-output); a kNN scorer (mean label vector of the k nearest "
+        "training rows). Hybrids (exploratory): the encoder of the " + short(CONTRASTIVE_BASE) + " rows with "
+        "the raw features beside it, under the same linear probe or under ExtraTrees (not tuned "
+        "themselves: they reuse those rows' choices). "
+        f"Seeds per cell: {', '.join(str(n) for n in n_seeds)} (kNN is deterministic: one run, its output "
+        "standing for every seed in the bootstrap). Cells: test mean [95% CI] in %; CI = bias-corrected "
+        "percentile interval (Efron & Tibshirani 1993, Sec. 10.6; it contains the estimate) of a "
+        "stratified bootstrap: seeds and, per label, its positive and negative test rows resampled "
+        "(1000 draws shared by all rows of a table, so differences are paired). "
         "'@0.5' = F1 at threshold 0.5; '@val-t' = F1 at one global threshold per model chosen on validation "
         "(the threshold in 0.05..0.95 maximising the mean of validation micro- and macro-F1). "
-        "Bold = best; ≈ = tied for best (paired bootstrap vs the best, Holm-corrected within the column, "
-        "alpha 0.05); ↑ = significantly better than the logistic regression (same test).")
+        "Every row, baselines included, competes for best: bold = in the 95% Model Confidence Set (Hansen, "
+        "Lunde & Nason 2011; 'tied for best', selection-aware); P(best) = share of draws in which the row "
+        "has the highest mAP; ↑ / ↓ = significantly better / worse than the strongest baseline (the "
+        "baseline with the highest validation mAP, named in each caption; paired bootstrap, Holm over the "
+        "table's rows, alpha 0.05).")
     s.notes.append(
         "Sim-Dis rows: `/|P|` multiplies each positive's log-probability by K^s K^d and divides by the "
         "number of positives; `/ΣK` divides by the sum of the factors instead; `Eq. 13 literal` puts "
@@ -307,15 +400,28 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                               note="tmc2007-500's training file is subsampled (seeded, 4000 rows) before the "
                                    "validation split, for the CPU budget; nominal attributes are one-hot encoded."))
     stats: dict[str, dict] = {}
+    from ..evaluation.stats import paired_pvalue
+
     for ds, r in runs.items():
         reps = load_reps(mdir / "reps", ds, list(r))
         st = table_stats(r, reps)
+        st["_pairs"] = {(a, b): paired_pvalue(reps[a]["map"] - reps[b]["map"])
+                        for a, b in (("hybrid_et", "extratrees"), ("hybrid_concat", CONTRASTIVE_BASE))
+                        if a in reps and b in reps and "map" in reps[a] and "map" in reps[b]}
         stats[ds] = st
         present = [v for v in TABLE1_ROWS if v in r]
-        trs = [[TITLES[v]] + [_cell(st.get(k, {}).get(v), r[v], k) for k, _ in METRICS] for v in present]
+        base = st.get("_baseline")
+        trs = [[TITLES[v] + (" — strongest baseline" if v == base else "")]
+               + [_cell(st.get(k, {}).get(v), r[v], k) for k, _ in METRICS]
+               + [f"{st['map'][v]['p_best']:.2f}" if "map" in st and "p_best" in st["map"].get(v, {}) else "-"]
+               for v in present]
         thr = ", ".join(f"{v} {r[v].get('threshold_val', float('nan')):.2f}" for v in present)
-        s.tables.append(Table(f"{ds}: Table 1 format (test, %)", ["Method"] + [t for _, t in METRICS], trs,
-                              note=f"Mean validation thresholds: {thr}."))
+        src = sorted({r[v].get("tuned_source", "?") for v in present if v not in HYBRID_ROWS and v != "logreg"})
+        s.tables.append(Table(f"{ds}: Table 1 format (test, %)", ["Method"] + [t for _, t in METRICS] + ["P(best) mAP"],
+                              trs,
+                              note=(f"Strongest baseline (highest validation mAP): {short(base) if base else 'none'}; "
+                                    f"↑/↓ against it. Hyperparameters: {'; '.join(src)}. "
+                                    f"Mean validation thresholds: {thr}.")))
         cur = figures_dir / f"multilabel_{ds}_curves.png"
         if _curve_figure(ds, pdir, present, cur):
             s.figures.append(Figure(f"{ds}: training curves", cur,
@@ -331,30 +437,38 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                                     "training rows, by multi-label relation R1..R5 (paper Eq. 8-15)."))
     # Friedman + Nemenyi across data sets (mAP)
     fr = None
-    union = [v for v in TABLE1_ROWS if any(v in r for r in runs.values())]
+    union = [v for v in TABLE1_ROWS if v not in HYBRID_ROWS and any(v in r for r in runs.values())]
     full = [ds for ds, r in runs.items() if all(v in r for v in union)]
     if len(full) < len(runs):
         s.notes.append(f"Data sets without every model's final runs ({', '.join(d for d in runs if d not in full)}) "
                        "are left out of the Friedman test and the critical-difference diagram.")
-    common = union
-    if len(full) >= 2 and len(common) >= 3:
-        df = pd.DataFrame({v: [runs[ds][v]["map"] for ds in full] for v in common}, index=full)
+    groups = identical_groups(runs, union, full)
+    merged = {" = ".join(g): g[0] for g in groups}
+    if any(len(g) > 1 for g in groups):
+        s.notes.append("Rows with identical test outputs on every data set and seed (float32 scores compared "
+                       "by SHA-256, `stats.group_identical`) are one method for the Friedman test and the "
+                       "critical-difference diagram, counted once: "
+                       + "; ".join(" = ".join(TITLES[v] for v in g) for g in groups if len(g) > 1) + ".")
+    if len(full) >= 2 and len(merged) >= 3:
+        df = pd.DataFrame({k: [runs[ds][v]["map"] for ds in full] for k, v in merged.items()}, index=full)
         fr = friedman_nemenyi(df, higher_is_better=True, alpha=ALPHA)
         cdp = figures_dir / "multilabel_cd_map.png"
-        plot_cd({**fr, "avg_ranks": {TITLES[k].split(" (")[0] if k not in ("simdis", "simdis_sum", "simdis_eq13")
-                                     else k: v for k, v in fr["avg_ranks"].items()}}, cdp,
+        plot_cd({**fr, "avg_ranks": {short(k): v for k, v in fr["avg_ranks"].items()}}, cdp,
                 title=f"mAP, {fr['n_datasets']} data sets")
         s.figures.append(Figure("Critical-difference diagram (mAP)", cdp,
-                                f"Average ranks over {fr['n_datasets']} data sets (1 = best); models joined by a "
+                                f"Average ranks of {fr['n_methods']} distinct methods over {fr['n_datasets']} data "
+                                f"sets (1 = best; identical-output rows merged, hybrids left out); methods joined by a "
                                 f"bar are within the Nemenyi critical difference {fr['cd']:.2f} (alpha {ALPHA}). "
                                 f"Friedman chi2 = {fr['friedman_stat']:.2f}, p = {fr['friedman_p']:.3g}."))
         order = sorted(fr["avg_ranks"], key=fr["avg_ranks"].get)
         s.tables.append(Table("Average mAP rank across data sets (Friedman / Nemenyi)",
                               ["Method", "average rank"] + full,
-                              [[TITLES[v], f"{fr['avg_ranks'][v]:.2f}"] + [f"{100 * runs[ds][v]['map']:.2f}" for ds in full]
-                               for v in order],
+                              [[" = ".join(TITLES[x] for x in v.split(" = ")), f"{fr['avg_ranks'][v]:.2f}"]
+                               + [f"{100 * runs[ds][merged[v]]['map']:.2f}" for ds in full] for v in order],
                               note=f"Friedman chi2 = {fr['friedman_stat']:.2f}, p = {fr['friedman_p']:.3g}; "
-                                   f"Nemenyi CD = {fr['cd']:.2f} at alpha {ALPHA} (Demsar 2006)."))
+                                   f"Nemenyi CD = {fr['cd']:.2f} at alpha {ALPHA} (Demsar 2006); "
+                                   f"{fr['n_methods']} distinct methods (rows with identical outputs merged), the "
+                                   "exploratory hybrids left out."))
     s.headline = headline(runs, stats, fr)
     # Table 4 ablation
     abl = [("any", "×", "×"), ("sim_only", "✓", "×"), ("dis_only", "×", "✓"), ("simdis", "✓", "✓")]
@@ -372,23 +486,33 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         s.tables.append(Table("Ablation in the Table 4 format (ours; F1 at the validation threshold, %)", cols, trs,
                               note="Neither factor = ANY; both = Sim-Dis (/|P| weighting). Marks as in the "
                                    "per-data-set tables (tests over all models of that data set)."))
-    # tuned choices
-    trow = []
+    # tuned choices, per variant and tuned data set
+    trow, tuned_ds = [], set()
     for v in TABLE1_ROWS:
         f = tdir / f"{v}.json"
-        if f.exists():
-            t = json.loads(f.read_text())
-            p = t.get("params", {})
-            trow.append([TITLES[v]] + [(f"{p[k]:.3g}" if isinstance(p.get(k), float) else str(p.get(k, "-")))
-                                       for k in ("temperature", "lr", "mask_rate", "queue")]
-                        + [f"{t['best_value']:.4f}" if "best_value" in t else "-",
-                           f"{t.get('n_complete', '-')}/{t.get('budget_trials', '-')}"])
+        if not f.exists():
+            continue
+        t = json.loads(f.read_text())
+        for ds, e in sorted((t.get("datasets") or {}).items()):
+            tuned_ds.add(ds)
+            se = e.get("best_value_se")
+            trow.append([TITLES[v], ds, ", ".join(f"{k}={_fmt(x)}" for k, x in sorted(e["params"].items())),
+                         f"{100 * e['best_value']:.2f}" + (f" ± {100 * se:.2f}" if se is not None else ""),
+                         str(e.get("best_trial", "-")), f"{e.get('n_complete', '-')}/{t.get('budget_trials', '-')}"])
     if trow:
-        s.tables.append(Table("Tuned choices (validation only)",
-                              ["Method", "temperature", "learning rate", "masking rate", "queue",
-                               "objective (mean val mAP)", "trials"], trow,
-                              note="Logistic regression: C picked from multilabel.train.logreg_c by validation mAP "
-                                   "inside every run. Objective data sets: multilabel.tune.datasets."))
+        untuned = [d for d in runs if d not in tuned_ds]
+        s.tables.append(Table("Tuned choices (cross-validation on the training part; test never read)",
+                              ["Method", "data set", "choice", "objective (CV val mAP, % ± se)", "best trial",
+                               "trials"], trow,
+                              note="One Optuna TPE study per variant and data set, the same budget for every row; "
+                                   "objective = mean validation mAP over 3 iterative-stratification folds of the "
+                                   "training part, fold seeds disjoint from the final seeds; trial 0 = the "
+                                   "params.yaml values. Logistic regression: C picked on validation inside every "
+                                   "run; hybrids reuse their parts' choices."
+                                   + (f" Not retuned (time): {', '.join(untuned)}, where every row uses its "
+                                      "params.yaml values: the losses' choices of the earlier joint tuning "
+                                      "(emotions + medical, 4 trials), the forests' and kNN's defaults."
+                                      if untuned else "")))
     # reference numbers from the paper
     ref_rows = []
     for loss in ["all", "any", "mulsupcon", "simdis"]:

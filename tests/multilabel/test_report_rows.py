@@ -1,0 +1,53 @@
+"""The multi-label report's row statistics: strongest baseline chosen on validation, every row
+a candidate for best, identical-output rows merged before the rank test, the headline."""
+
+import numpy as np
+
+from contrastlab.reporting import multilabel as rep
+
+
+def _run(m, val, digests):
+    keys = ("micro_f1", "macro_f1", "micro_f1_val_t", "macro_f1_val_t", "map")
+    return {**{k: m for k in keys}, "val_map": val, "test_scores_sha256": digests, "n_seeds": len(digests)}
+
+
+def _reps(m, noise, rng):
+    keys = ("micro_f1", "macro_f1", "micro_f1_val_t", "macro_f1_val_t", "map")
+    r = m + noise + 0.002 * rng.normal(size=noise.size)
+    return {k: r for k in keys}
+
+
+def test_strongest_baseline_on_validation_all_rows_compete_and_baseline_wins():
+    rng = np.random.default_rng(0)
+    noise = 0.01 * rng.normal(size=1000)  # shared by the rows: a paired bootstrap
+    h = ["%064x" % i for i in range(5)]
+    runs = {"mulsupcon": _run(0.48, 0.50, h), "any": _run(0.44, 0.46, ["a" * 64] * 5),
+            "logreg": _run(0.45, 0.49, ["b" * 64] * 5),
+            "extratrees": _run(0.53, 0.56, ["c" * 64] * 5)}
+    reps = {v: _reps(r["map"], noise, rng) for v, r in runs.items()}
+    st = rep.table_stats(runs, reps)
+    assert st["_baseline"] == "extratrees"
+    m = st["map"]
+    assert m["extratrees"]["is_best"] and m["extratrees"]["in_mcs"] and m["extratrees"]["p_best"] > 0.9
+    assert m["mulsupcon"]["below_baseline"] and not m["mulsupcon"]["in_mcs"]
+    for v in runs:
+        assert m[v]["ci_low"] <= m[v]["mean"] <= m[v]["ci_high"]
+    cell = rep._cell(m["extratrees"], runs["extratrees"], "map")
+    assert cell.startswith("**53.00") and rep._cell(m["any"], runs["any"], "map").endswith("↓")
+    text = rep.headline({"yeast": runs}, {"yeast": st}, None)
+    assert "MulSupCon 48.0 vs ExtraTrees 53.0" in text and "baseline wins significantly on 1 of 1" in text
+    assert "On every data set a baseline has the higher test mAP" in text
+
+
+def test_identical_outputs_merge_into_one_column():
+    same = ["%064x" % i for i in range(5)]
+    runs = {ds: {"any": {"test_scores_sha256": same}, "simdis_eq13": {"test_scores_sha256": list(same)},
+                 "mulsupcon": {"test_scores_sha256": ["%064x" % (i + 9) for i in range(5)]},
+                 "knn": {"test_scores_sha256": same[:1]}}
+            for ds in ("a", "b")}
+    groups = rep.identical_groups(runs, ["any", "simdis_eq13", "mulsupcon", "knn"], ["a", "b"])
+    assert groups == [["any", "simdis_eq13"], ["mulsupcon"], ["knn"]]
+    assert rep.short("any = simdis_eq13") == "ANY = Sim-Dis Eq. 13"
+    # one seed differing on one data set keeps them apart
+    runs["b"]["simdis_eq13"]["test_scores_sha256"] = same[:4] + ["f" * 64]
+    assert rep.identical_groups(runs, ["any", "simdis_eq13"], ["a", "b"]) == [["any"], ["simdis_eq13"]]
