@@ -144,7 +144,8 @@ def log_to_mlflow(folder: str | Path, name: str = "encoder") -> str | None:
     if mlflow.active_run() is None:
         return None
     _, _, model = load_index(folder)
-    info = mlflow.pytorch.log_model(model, name=name,
+    # pickle: the model takes strings, which the traced "pt2" format cannot
+    info = mlflow.pytorch.log_model(model, name=name, serialization_format="pickle",
                                     pip_requirements=["torch", "transformers", "faiss-cpu"])
     mlflow.log_artifacts(str(folder), artifact_path="index")
     return info.model_uri

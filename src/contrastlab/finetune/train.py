@@ -37,6 +37,9 @@ from .encoder import FinetuneEncoder, pad_states
 
 __all__ = ["Inputs", "embed_inputs", "train_encoder", "knn_purity", "use_bf16"]
 
+#: ``needs`` of the registry losses this module loads (read by scripts/stage_deps.py).
+LOSS_NEEDS = ("multilabels",)
+
 
 @dataclass
 class Inputs:
@@ -62,7 +65,26 @@ def use_bf16(setting: str, device: torch.device) -> bool:
     return ok or (setting == "on" and device.type == "cpu")
 
 
+#: Rows per padded sub-batch inside a (micro-)batch: rows are grouped by length so that
+#: little padding is computed; the encoder treats rows independently, so the outputs (and
+#: gradients) equal one padded pass.
+SUB_BATCH = 8
+
+
 def _forward_rows(enc: FinetuneEncoder, inp: Inputs, idx: Sequence[int], raw: bool = False) -> torch.Tensor:
+    """Embeddings ``[len(idx), D]`` (unit rows; ``raw``: head output before normalising)."""
+    idx = list(idx)
+    lens = [len(inp.states[i]) if inp.states is not None else len(inp.ids[i]) for i in idx]
+    order = sorted(range(len(idx)), key=lambda j: (lens[j], j))
+    parts = [_forward_padded(enc, inp, [idx[j] for j in order[s:s + SUB_BATCH]], raw)
+             for s in range(0, len(order), SUB_BATCH)]
+    out = torch.cat(parts)
+    inv = torch.empty(len(order), dtype=torch.long)
+    inv[torch.as_tensor(order)] = torch.arange(len(order))
+    return out[inv]
+
+
+def _forward_padded(enc: FinetuneEncoder, inp: Inputs, idx: Sequence[int], raw: bool = False) -> torch.Tensor:
     dev = next(enc.parameters()).device
     if inp.states is not None:
         h, mask = pad_states([inp.states[i] for i in idx])

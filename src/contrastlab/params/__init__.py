@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..errors import InputError
 
 from .code import CodeParams
+from .finetune import FinetuneParams
 from .graph import GraphParams
 from .multilabel import MultilabelParams
 from .report import ReportParams
@@ -42,6 +43,7 @@ class Params(BaseModel):
     graph: GraphParams = GraphParams()
     code: CodeParams = CodeParams()
     multilabel: MultilabelParams = MultilabelParams()
+    finetune: FinetuneParams = FinetuneParams()
     report: ReportParams = ReportParams()
 
 

@@ -89,6 +89,8 @@ class FinetuneParams(BaseModel):
     batch_size_encode: int = Field(64, ge=1)
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
     variants: list[str] = Field(default_factory=lambda: list(FINETUNE_VARIANTS))
+    index_variant: str = Field("mulsupcon", description=(
+        "Variant whose first seed's encoder and embeddings make the FAISS index."))
     data: FinetuneData = FinetuneData()
     eval: FinetuneEval = FinetuneEval()
 
@@ -113,4 +115,6 @@ class FinetuneParams(BaseModel):
     def _seeds(self):
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError("seeds must be a non-empty list of distinct integers")
+        if self.index_variant not in self.variants:
+            raise ValueError(f"index_variant {self.index_variant!r} is not in variants {self.variants}")
         return self

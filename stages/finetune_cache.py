@@ -1,0 +1,45 @@
+"""DVC stage ``finetune_cache``: token ids and frozen lower-layer states of every variant.
+
+With ``finetune.layers = k`` the states after the ``L - k`` frozen blocks
+(``output_hidden_states[L - k]``) are computed once per program and cached, so training runs
+only the top ``k`` blocks (:mod:`contrastlab.finetune.encoder`). ``layers: all`` caches the
+token ids only.
+
+Output: ``data/finetune/cache/cache.safetensors`` (``ids``, ``lengths``, ``level``,
+``states``; row order = ``variants.parquet``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from contrastlab.cli import run_stage
+from contrastlab.finetune.run import build_cache
+from contrastlab.io import save_safetensors
+from contrastlab.params import load_params
+from contrastlab.utils import set_cpu_threads
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--data", default="data/finetune/humaneval/variants.parquet")
+    ap.add_argument("--out", default="data/finetune/cache/cache.safetensors")
+    args = ap.parse_args(argv)
+    set_cpu_threads()
+    p = load_params(args.params)
+    df = pd.read_parquet(args.data)
+    t = build_cache(p.finetune, df["text"].tolist())
+    save_safetensors(Path(args.out), t)
+    lens = t["lengths"].float()
+    print(f"finetune_cache: {len(lens)} programs, level {int(t['level'][0])}, tokens mean "
+          f"{lens.mean():.1f} max {int(lens.max())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_stage(main))

@@ -1,0 +1,86 @@
+"""DVC stage ``finetune_encoder@<variant>``: fine-tune (or evaluate a baseline) over seeds.
+
+Thin wrapper of :func:`contrastlab.finetune.run.run_variant` (variants: the losses of
+``finetune.variants`` and the baselines ``frozen``, ``head``, ``tfidf``).
+
+Outputs:
+``reports/metrics/finetune/<variant>.json`` (mean over seeds and queries of every per-query
+metric on split a, split b and validation; best validation step and training tokens per
+seed; no wall time), ``reports/metrics/finetune/items/<variant>.npz`` (the per-query arrays
+``<split>/<metric>`` ``[S, Q]`` that the evaluation stage bootstraps), and
+``data/finetune/runs/<variant>/`` (``embeddings.safetensors`` ``[S, N, D]``; for
+``finetune.index_variant`` also ``model/``, the first seed's encoder).
+MLflow: one ``contrastlab-finetune`` run per variant (params, curves, metrics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from contrastlab.cli import run_stage
+from contrastlab.finetune.run import run_variant
+from contrastlab.io import atomic_path, save_safetensors, write_json
+from contrastlab.params import load_params
+from contrastlab.timings import write_timing
+from contrastlab.tracking import variant_run
+from contrastlab.utils import set_cpu_threads
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--variant", required=True)
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--data", default="data/finetune/humaneval/variants.parquet")
+    ap.add_argument("--cache", default="data/finetune/cache/cache.safetensors")
+    ap.add_argument("--metrics-dir", default="reports/metrics/finetune")
+    ap.add_argument("--runs-dir", default="data/finetune/runs")
+    args = ap.parse_args(argv)
+    set_cpu_threads()
+    p = load_params(args.params)
+    ft = p.finetune
+    v = args.variant
+    df = pd.read_parquet(args.data)
+    cache = None
+    if v != "tfidf":
+        from safetensors.torch import load_file
+
+        cache = load_file(args.cache)
+    run_dir = Path(args.runs_dir) / v
+    t0 = time.perf_counter()
+    logged = {"variant": v, **ft.model_dump(mode="json", exclude={"variants", "data", "eval"})}
+    with variant_run("finetune", v, logged, stage=f"finetune_encoder@{v}") as tracker:
+        res = run_variant(ft, df, cache, v, tracker=tracker,
+                          save_model=run_dir / "model" if v == ft.index_variant else None)
+        items = {f"{s}/{m}": a for s, d in res["items"].items() for m, a in d.items()}
+        with atomic_path(Path(args.metrics_dir) / "items" / f"{v}.npz") as tmp:
+            with open(tmp, "wb") as fh:
+                buf = io.BytesIO()
+                np.savez_compressed(buf, seeds=np.asarray(res["seeds"]), **items)
+                fh.write(buf.getvalue())
+        summary = {"variant": v, "seeds": res["seeds"], "best_step": res["best_step"],
+                   "tokens": res["tokens"],
+                   "metrics": {k: float(np.nanmean(a)) for k, a in items.items()}}
+        write_json(Path(args.metrics_dir) / f"{v}.json", summary)
+        if res["embeddings"] is not None:
+            save_safetensors(run_dir / "embeddings.safetensors", {"embeddings": res["embeddings"]})
+        else:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        tracker.log_metrics({k.replace("/", "_"): x for k, x in summary["metrics"].items()})
+    dt = time.perf_counter() - t0
+    write_timing("finetune", f"finetune_encoder_{v}", {"time_s": round(dt, 3)})
+    m = summary["metrics"]
+    print(f"finetune_encoder@{v}: split a kNN@5 problem x tier {m.get('a/knn5_pxt', float('nan')):.3f}, "
+          f"split b {m.get('b/knn5_pxt', float('nan')):.3f}, tier probe b {m.get('b/probe_tier', float('nan')):.3f} "
+          f"({dt:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_stage(main))
