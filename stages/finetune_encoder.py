@@ -25,9 +25,9 @@ import numpy as np
 import pandas as pd
 
 from contrastlab.cli import run_stage
-from contrastlab.finetune.run import run_variant
+from contrastlab.distributed import init_distributed
+from contrastlab.finetune.run import load_with_overrides, run_variant
 from contrastlab.io import atomic_path, save_safetensors, write_json
-from contrastlab.params import load_params
 from contrastlab.timings import write_timing
 from contrastlab.tracking import variant_run
 from contrastlab.utils import set_cpu_threads
@@ -41,10 +41,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", default="data/finetune/cache/cache.safetensors")
     ap.add_argument("--metrics-dir", default="reports/metrics/finetune")
     ap.add_argument("--runs-dir", default="data/finetune/runs")
+    ap.add_argument("--override", action="append", default=[],
+                    help="YAML merged over the params (e.g. presets/finetune-gpu.yaml)")
     args = ap.parse_args(argv)
     set_cpu_threads()
-    p = load_params(args.params)
+    p = load_with_overrides(args.params, args.override)
     ft = p.finetune
+    dist = init_distributed(ft.device)
+    if dist.distributed:
+        ft = ft.model_copy(update={"device": str(dist.device)})
     v = args.variant
     df = pd.read_parquet(args.data)
     cache = None
@@ -57,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     logged = {"variant": v, **ft.model_dump(mode="json", exclude={"variants", "data", "eval"})}
     with variant_run("finetune", v, logged, stage=f"finetune_encoder@{v}") as tracker:
         res = run_variant(ft, df, cache, v, tracker=tracker,
-                          save_model=run_dir / "model" if v == ft.index_variant else None)
+                          save_model=run_dir / "model" if v == ft.index_variant and dist.is_main else None)
+        if not dist.is_main:  # under torchrun only rank 0 writes
+            return 0
         items = {f"{s}/{m}": a for s, d in res["items"].items() for m, a in d.items()}
         with atomic_path(Path(args.metrics_dir) / "items" / f"{v}.npz") as tmp:
             with open(tmp, "wb") as fh:

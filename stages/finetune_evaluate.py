@@ -58,7 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     split = df["split"].to_numpy()
     clusters = {"a": df.loc[split == "test_a", "problem"].astype(str).to_numpy(),
                 "b": df.loc[split == "test_b", "problem"].astype(str).to_numpy()}
-    out = {"baseline": baseline, "baseline_rule": f"best validation kNN@{kmax} problem x tier purity",
+    from contrastlab.finetune.evaluate import purity_ceiling
+
+    ceil = purity_ceiling(df["problem"].astype(str), df["tier"].astype(str), split, kmax)
+    out = {"baseline": baseline, "ceiling": {f"knn{kmax}_pxt": {s: float(c.mean()) for s, c in ceil.items()}}, "baseline_rule": f"best validation kNN@{kmax} problem x tier purity",
            "validation": val, "variants": names, "tables": {}}
     for s in ("a", "b"):
         metrics = sorted({k.split("/", 1)[1] for k in items[names[0]] if k.startswith(f"{s}/")})

@@ -36,7 +36,8 @@ import torch.nn.functional as F
 from ..errors import InputError
 from .train import knn_purity
 
-__all__ = ["item_metrics", "average_precision_rows", "table", "BASELINES", "metric_names"]
+__all__ = ["item_metrics", "average_precision_rows", "table", "BASELINES", "metric_names",
+           "purity_ceiling"]
 
 #: Baseline rows of the comparison (no fine-tuning or no neural encoder).
 BASELINES = ("frozen", "head", "tfidf")
@@ -181,4 +182,30 @@ def table(items: Mapping[str, np.ndarray], clusters, *, baseline: str | None,
     out = summarize(point, reps, baseline=baseline, candidates=list(arrs))
     for k in out:
         out[k]["n_items"] = int(keep.sum())
+    return out
+
+
+def purity_ceiling(problems, tiers, split, k: int) -> dict[str, np.ndarray]:
+    """The highest kNN@k problem x tier purity any embedding can reach, per query.
+
+    A query whose (problem, tier) cell has ``n`` members in the corpus can have at most
+    ``min(k, n)`` of its ``k`` neighbours in the cell: ceiling ``min(k, n) / k``. With at most
+    nine variants per HumanEval problem, most cells are small, so the ceiling is well below 1.
+
+    Returns:
+        ``{"a": [Q_a], "b": [Q_b], "val": [Q_val]}`` float64 (corpora as in
+        :func:`item_metrics`).
+    """
+    keys = np.array([f"{a}|{b}" for a, b in zip(problems, tiers)], dtype=object)
+    split = np.asarray(split, dtype=object)
+    out = {}
+    train = {}
+    for x in keys[split == "train"]:
+        train[x] = train.get(x, 0) + 1
+    for name, s in (("a", "test_a"), ("val", "val")):
+        n = np.array([train.get(x, 0) for x in keys[split == s]], dtype=np.float64)
+        out[name] = np.minimum(n, k) / k
+    kb = keys[split == "test_b"]
+    cnt = {x: int((kb == x).sum()) for x in set(kb)}
+    out["b"] = np.minimum(np.array([cnt[x] - 1 for x in kb], dtype=np.float64), k) / k
     return out
