@@ -80,6 +80,8 @@ def test_folder_layout(tmp_path):
     for rec in df.itertuples():
         (tmp_path / "subs" / rec.problem).mkdir(parents=True, exist_ok=True)
         (tmp_path / "subs" / rec.problem / f"{rec.submission}.py").write_text(rec.code)
+    (tmp_path / "subs" / "__pycache__").mkdir()
+    (tmp_path / "subs" / "__pycache__" / "x.py").write_text("junk")
     rows = subs.load_submissions(tmp_path / "subs", EX / "tests", **LIMITS)
     got = {r["submission"]: r["tier"] for r in rows}
     assert got == {"is_palindrome/is_palindrome_case_sensitive.py": "PARTIAL",
@@ -147,3 +149,19 @@ def test_bad_paths_and_test_files(tmp_path):
         subs.read_tests(tests, ["is_palindrome"])
     units, entry = subs.read_tests(EX / "tests", ["sum_positive"])["sum_positive"]
     assert entry == "sum_positive" and len(units) == 4
+
+
+def test_label_matrix_rejects_an_unknown_tier():
+    rows = subs.load_submissions(EX / "labelled.csv")
+    rows[1]["tier"] = "MAYBE"
+    with pytest.raises(InputError, match=r"rows\[1\] \(submission 'row2'\): tier 'MAYBE'"):
+        subs.label_matrix(rows)
+
+
+def test_empty_folder_and_empty_file_in_a_folder(tmp_path):
+    (tmp_path / "subs" / "p").mkdir(parents=True)
+    with pytest.raises(InputError, match="no submissions"):
+        subs.read_submissions(tmp_path / "subs")
+    (tmp_path / "subs" / "p" / "a.py").write_text("  \n")
+    with pytest.raises(InputError, match=rf"^{re.escape(str(tmp_path / 'subs' / 'p' / 'a.py'))}: empty"):
+        subs.read_submissions(tmp_path / "subs")

@@ -15,7 +15,8 @@ Where the rows come from (:func:`read_submissions`):
   (then every row must hold ``PASS``, ``PARTIAL`` or ``FAIL``) and ``submission`` (an id;
   default ``row<n>``); other columns are ignored. Rows count from 1 after the header.
 - a folder with one sub-folder per problem holding one ``*.py`` file per submission
-  (``<folder>/<problem>/<name>.py``; the id is ``<problem>/<name>.py``); always tiered.
+  (``<folder>/<problem>/<name>.py``; the id is ``<problem>/<name>.py``; folders whose name
+  starts with ``.`` or ``__`` are skipped); always tiered.
 
 Test files (:func:`read_tests`): ``<tests>/<problem>.py`` defines ``check(candidate)`` (plain
 ``assert`` statements, as in HumanEval) and a module-level string ``ENTRY_POINT`` naming the
@@ -94,7 +95,8 @@ def read_submissions(path: str | Path) -> list[dict]:
         raise InputError(f"{path}: no such submissions file or folder")
     if path.is_dir():
         rows = []
-        for sub in sorted(p for p in path.iterdir() if p.is_dir()):
+        for sub in sorted(p for p in path.iterdir()
+                          if p.is_dir() and not p.name.startswith((".", "__"))):
             if not _NAME.fullmatch(sub.name):
                 raise InputError(f"{sub}: problem folder name must match [A-Za-z0-9_.-]+")
             for f in sorted(sub.glob("*.py")):
@@ -286,7 +288,8 @@ def label_matrix(rows: list[dict]) -> tuple[np.ndarray, list[str]]:
     y = np.zeros((len(rows), len(names)), dtype=np.uint8)
     for i, r in enumerate(rows):
         if r["tier"] not in TIERS:
-            raise InputError(f"row {i}: tier {r['tier']!r} is not one of {list(TIERS)}")
+            raise InputError(f"rows[{i}] (submission {r.get('submission')!r}): tier "
+                             f"{r['tier']!r} is not one of {list(TIERS)}")
         y[i, col[f"problem_{r['problem']}"]] = 1
         y[i, col[f"tier_{r['tier']}"]] = 1
     return y, names
