@@ -121,7 +121,7 @@ def test_non_text_parquet_cell_names_the_row(tmp_path):
     with pytest.raises(InputError, match=rf"^{re.escape(str(f))}: row 2: column 'code' is missing"):
         subs.read_submissions(f)
     pd.DataFrame({"problem": [7, 8], "code": ["x = 1", "x = 2"]}).to_parquet(f)
-    with pytest.raises(InputError, match=rf"^{re.escape(str(f))}: row 1: column 'problem' holds int"):
+    with pytest.raises(InputError, match=rf"^{re.escape(str(f))}: row 1: column 'problem' holds"):
         subs.read_submissions(f)
 
 
@@ -138,7 +138,8 @@ def test_bad_paths_and_test_files(tmp_path):
     TP = re.escape(str(tests / "is_palindrome.py"))
     with pytest.raises(InputError, match=rf"^{TP}: no test file"):
         subs.load_submissions(EX / "submissions.csv", tests)
-    (tests / "is_palindrome.py").write_text("def check(candidate):\n    assert candidate('') == 1\n")
+    (tests / "is_palindrome.py").write_text("def check(candidate):\n"
+                                            "    assert candidate('') == 1\n")
     with pytest.raises(InputError, match=rf"^{TP}: needs .*ENTRY_POINT"):
         subs.read_tests(tests, ["is_palindrome"])
     (tests / "is_palindrome.py").write_text("ENTRY_POINT = 'f'\ndef check(candidate:\n")
@@ -162,6 +163,7 @@ def test_empty_folder_and_empty_file_in_a_folder(tmp_path):
     (tmp_path / "subs" / "p").mkdir(parents=True)
     with pytest.raises(InputError, match="no submissions"):
         subs.read_submissions(tmp_path / "subs")
-    (tmp_path / "subs" / "p" / "a.py").write_text("  \n")
-    with pytest.raises(InputError, match=rf"^{re.escape(str(tmp_path / 'subs' / 'p' / 'a.py'))}: empty"):
+    bad = tmp_path / "subs" / "p" / "a.py"
+    bad.write_text("  \n")
+    with pytest.raises(InputError, match=rf"^{re.escape(str(bad))}: empty"):
         subs.read_submissions(tmp_path / "subs")
