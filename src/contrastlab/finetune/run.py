@@ -168,8 +168,8 @@ def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
                 best_steps.append(r.best_step)
                 tokens.append(r.tokens)
                 if tracker is not None:
-                    for st, lo, vk in zip(r.curve["step"], r.curve["loss"], r.curve["val_knn"]):
-                        tracker.log_metrics({f"seed{seed}_loss": lo, f"seed{seed}_val_knn": vk}, step=st)
+                    for st, lo, vm in zip(r.curve["step"], r.curve["loss"], r.curve["val_map"]):
+                        tracker.log_metrics({f"seed{seed}_loss": lo, f"seed{seed}_val_map": vm}, step=st)
             emb = embed_inputs(enc.cpu(), inp, None, ft.batch_size_encode)
             embs.append(emb)
             per_seed.append(item_metrics(emb, problems, tiers, split, knn_k=e.knn_k,

@@ -13,9 +13,9 @@ head output, mean binary cross-entropy over the ``C`` labels.
 AdamW (Loshchilov & Hutter 2019) with two parameter groups (``lr_encoder`` for the trainable
 blocks, ``lr_head`` for head and classifier), linear warm-up then cosine decay
 (:func:`contrastlab.training.multilabel.warmup_cosine`). bf16 autocast on CUDA devices that
-support it (``bf16: auto``). Every ``eval_every`` steps the validation kNN@k problem x tier
-purity (validation rows against training rows) is measured; the best trainable state is
-kept (early model selection on validation only).
+support it (``bf16: auto``). Every ``eval_every`` steps the validation retrieval mAP
+(validation rows query the training rows; relevant = same problem and tier) is measured;
+the best trainable state is kept (model selection on validation only).
 
 Randomness: one ``torch.Generator`` seeded with ``seed + rank`` draws the batches; the head
 is initialised under ``torch.manual_seed(seed)``: on CPU a rerun is bitwise identical.
@@ -152,9 +152,20 @@ def knn_purity(corpus: torch.Tensor, corpus_keys, queries: torch.Tensor, query_k
     return (ck[nn_idx] == qk[:, None]).mean(1).astype(np.float64)
 
 
+def _val_map(e_tr: torch.Tensor, e_va: torch.Tensor, keys: np.ndarray, tr, va) -> float:
+    """Validation retrieval mAP: validation rows query the training rows, relevant = same
+    key (problem and tier). Unlike kNN@5 purity, which small cells cap near the frozen
+    encoder's value, it moves with every rank change."""
+    from .evaluate import average_precision_rows
+
+    sim = F.normalize(e_va, dim=1) @ F.normalize(e_tr, dim=1).T
+    ap, _ = average_precision_rows(sim, keys[va][:, None] == keys[tr][None, :], [1])
+    return float(np.nanmean(ap))
+
+
 @dataclass
 class TrainResult:
-    curve: dict[str, list[float]] = field(default_factory=lambda: {"step": [], "loss": [], "val_knn": []})
+    curve: dict[str, list[float]] = field(default_factory=lambda: {"step": [], "loss": [], "val_map": []})
     best_step: int = 0
     best_val: float = float("nan")
     tokens: int = 0
@@ -178,8 +189,8 @@ def train_encoder(enc: FinetuneEncoder, inp: Inputs, y: torch.Tensor, groups, tr
             ``batch_problems``, ``batch_per_problem``, ``lr_encoder``, ``lr_head``,
             ``weight_decay``, ``warmup``, ``temperature``, ``eval_every``, ``bf16``).
         seed: training seed.
-        val_idx, keys: validation rows and the ``[N]`` keys of kNN purity (``problem|tier``);
-            without them the last state is kept.
+        val_idx, keys: validation rows and the ``[N]`` relevance keys of the validation mAP
+            (``problem|tier``); without them the last state is kept.
         device: where to train.
 
     Returns:
@@ -252,11 +263,10 @@ def train_encoder(enc: FinetuneEncoder, inp: Inputs, y: torch.Tensor, groups, tr
         if val_idx is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
             e_tr = embed_inputs(enc, inp, train_idx, cfg.batch_size_encode, bf16)
             e_va = embed_inputs(enc, inp, val_idx, cfg.batch_size_encode, bf16)
-            k = np.asarray(keys, dtype=object)
-            m = float(knn_purity(e_tr, k[train_idx], e_va, k[np.asarray(val_idx)], knn_k).mean())
+            m = _val_map(e_tr, e_va, np.asarray(keys, dtype=object), train_idx, np.asarray(val_idx))
             res.curve["step"].append(step)
             res.curve["loss"].append(acc / max(1, cnt))
-            res.curve["val_knn"].append(m)
+            res.curve["val_map"].append(m)
             acc, cnt = 0.0, 0
             if m > best + 1e-9:
                 best, best_state, res.best_step = m, enc.trainable_state(), step

@@ -72,7 +72,7 @@ class FinetuneParams(BaseModel):
     pooling: Literal["mean", "cls"] = "mean"
     proj_dim: int = Field(128, ge=0, description="Projection head output (0 = no head).")
     proj_hidden: int = Field(384, ge=1, description="Hidden width of the two-layer head.")
-    lr_encoder: float = Field(5e-5, gt=0)
+    lr_encoder: float = Field(3e-4, gt=0)
     lr_head: float = Field(1e-3, gt=0)
     weight_decay: float = Field(0.01, ge=0)
     temperature: float = Field(0.1, gt=0)
@@ -81,7 +81,7 @@ class FinetuneParams(BaseModel):
     grad_accum: int = Field(1, ge=1, description="Micro-batches per optimiser step.")
     steps: int = Field(60, ge=1, description="Optimiser steps.")
     warmup: float = Field(0.1, ge=0, lt=1)
-    eval_every: int = Field(20, ge=1, description="Validation kNN purity every N steps "
+    eval_every: int = Field(20, ge=1, description="Validation mAP every N steps "
                                                   "(the best checkpoint is kept).")
     bf16: Literal["auto", "on", "off"] = Field("auto", description=(
         "bf16 autocast: auto = on CUDA with bf16 support, never on CPU."))

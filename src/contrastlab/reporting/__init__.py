@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-TRACKS: list[str] = ["graph", "code", "multilabel"]
+TRACKS: list[str] = ["graph", "code", "multilabel", "finetune"]
 
 
 def wall_time(root: Path, track: str, name: str, metrics: dict | None = None) -> float:
