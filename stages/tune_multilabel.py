@@ -19,7 +19,8 @@ Outputs: ``reports/tuned/multilabel/<variant>.json`` (``datasets.<d>.params``: t
 ``train_multilabel`` uses on ``d``; a data set not listed uses the ``params.yaml`` values),
 ``reports/plots/tune/multilabel/<variant>.csv`` (trial history, column ``dataset``),
 ``reports/tune/multilabel/<variant>/journal.log`` (the Optuna studies; persist, committed so a
-fresh clone does not retune and an interrupted run continues).
+fresh clone does not retune and an interrupted run continues) and, beside it,
+``fold_se.json`` (each trial's standard error over folds, keyed by its choices).
 
 ``--only <d>`` runs the study of ``d`` alone and writes the JSON with the data sets whose
 studies are complete (a partial run; the DVC command runs every data set).
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                                          storage=tune.storage, fixed=fixed)
                 except Exception:  # noqa: BLE001 - no such study yet
                     continue
-                if (hist["state"] == "COMPLETE").sum() + (hist["state"] == "FAIL").sum() < tune.trials:
+                if hist.empty or "state" not in hist or hist["state"].isin(["COMPLETE", "FAIL"]).sum() < tune.trials:
                     continue
             if not (src / "meta.json").exists():
                 raise FileNotFoundError(f"{src / 'meta.json'}: missing (run build_multilabel@{ds} first)")
@@ -141,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
                 cfg = make_config(ml, _ds, variant, _enc, choices)
                 return cv_objective(_x, _y, _folds, cfg, list(tune.run_seeds), report)
 
-            ses: dict[str, float] = {}
+            se_file = out_dir / "fold_se.json"  # the objective's standard errors (older run_study)
+            se_all = json.loads(se_file.read_text()) if se_file.exists() else {}
+            ses: dict[str, float] = se_all.setdefault(name, {})
             if "default" not in run_kw:
                 # an older contrastlab.tuning: enqueue trial 0 here, objective returns the mean
                 _enqueue_default(name, space, fixed, out_dir, tune, seed, default)
@@ -150,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                 def objective(choices: dict, _inner=inner) -> float:  # noqa: F811
                     m, e = _inner(choices)
                     ses[json.dumps(choices, sort_keys=True, default=str)] = e
+                    write_json(se_file, se_all)
                     return m
 
             t0 = time.perf_counter()
