@@ -180,3 +180,30 @@ def test_strip_docstrings_keeps_code():
     assert "Doc" not in out and "return x + 1" in out
     with pytest.raises(InputError):
         strip_docstrings("def (")
+
+
+def test_override_file_merges_and_validates(tmp_path):
+    import yaml
+
+    from contrastlab.finetune.run import load_with_overrides
+    from contrastlab.params import ParamsError
+
+    base = tmp_path / "params.yaml"
+    base.write_text(yaml.safe_dump({"finetune": {"layers": 1, "steps": 60, "seeds": [0, 1, 2]}}))
+    gpu = tmp_path / "gpu.yaml"
+    gpu.write_text(yaml.safe_dump({"finetune": {"layers": "all", "bf16": "on"}}))
+    p = load_with_overrides(base, [gpu])
+    assert (p.finetune.layers, p.finetune.bf16, p.finetune.steps, p.finetune.seeds) == ("all", "on", 60, [0, 1, 2])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"finetune": {"layers": -2}}))
+    with pytest.raises(ParamsError, match="finetune.layers"):
+        load_with_overrides(base, [bad])
+
+
+def test_the_gpu_preset_is_a_valid_override():
+    from contrastlab.finetune.run import load_with_overrides
+    from contrastlab.utils import repo_root
+
+    root = repo_root()
+    p = load_with_overrides(root / "params.yaml", [root / "presets" / "finetune-gpu.yaml"])
+    assert p.finetune.layers == "all" and p.finetune.bf16 == "on" and p.finetune.device == "cuda"
