@@ -187,3 +187,33 @@ def test_train_stage_uses_per_dataset_choices(tmp_path):
     assert mod.tuned_choices(f, "yeast") == ({"k": 7}, "tuned on yeast (CV on its training part)")
     c, src = mod.tuned_choices(f, "enron")
     assert c == {} and "params.yaml" in src
+
+
+def test_hybrids_take_their_parts_choices_and_see_raw_and_learned_features(monkeypatch):
+    from contrastlab.params import load_params
+    from contrastlab.training import multilabel as tm
+
+    ml = load_params(ROOT / "params.yaml").multilabel
+    cfg = make_config(ml, "yeast", "hybrid_et", choices={"temperature": 0.3},
+                      model_choices={"max_depth": 8, "min_samples_leaf": 3})
+    assert (cfg.loss, cfg.hybrid, cfg.temperature) == (ml.hybrid_base, "et", 0.3)
+    assert cfg.model["max_depth"] == 8 and cfg.model["n_estimators"] == ml.variants["extratrees"].model["n_estimators"]
+    assert make_config(ml, "yeast", "hybrid_concat").hybrid == "concat"
+    x, y = _yeast(160)
+    data = {"x_train": x[:100], "y_train": y[:100], "x_val": x[100:130], "y_val": y[100:130],
+            "x_test": x[130:], "y_test": y[130:]}
+    for v in ("hybrid_concat", "hybrid_et"):
+        cfg = make_config(ml, "yeast", v)
+        cfg.hidden, cfg.enc_dim, cfg.proj_dim, cfg.max_steps, cfg.eval_every = [16], 8, 8, 6, 3
+        cfg.model["n_estimators"] = 10
+        widths = []
+        real = tm.forest_scores if v == "hybrid_et" else tm.fit_linear
+
+        def spy(*a, _real=real, **k):
+            widths.append((a[1] if v == "hybrid_et" else a[0]).shape[1])
+            return _real(*a, **k)
+
+        monkeypatch.setattr(tm, "forest_scores" if v == "hybrid_et" else "fit_linear", spy)
+        r = tm.run_seed(data, cfg, 0)
+        assert widths == [x.shape[1] + 8]  # raw features beside the 8 encoder outputs
+        assert 0 < r.metrics["map"] <= 1 and r.scores.shape == (30, y.shape[1])
