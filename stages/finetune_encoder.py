@@ -11,6 +11,10 @@ seed; no wall time), ``reports/metrics/finetune/items/<variant>.npz`` (the per-q
 ``data/finetune/runs/<variant>/`` (``embeddings.safetensors`` ``[S, N, D]``; for
 ``finetune.index_variant`` also ``model/``, the first seed's encoder).
 MLflow: one ``contrastlab-finetune`` run per variant (params, curves, metrics).
+
+``--override FILE`` (repeatable) merges YAML over the params (``presets/finetune-gpu.yaml``);
+under ``torchrun --nproc_per_node=N`` every rank trains on its own batches, the contrastive
+loss gathers all ranks' embeddings and gradients are averaged; only rank 0 writes.
 """
 
 from __future__ import annotations
