@@ -1,14 +1,44 @@
-"""Equal-budget hyperparameter tuning on validation data (Musgrave, Belongie & Lim, ECCV 2020,
-Sec. 4: every loss gets the same search budget, chosen on validation only).
+"""Equal-budget hyperparameter tuning on validation data.
 
-A study is one variant's search: a seeded TPE sampler (Bergstra et al., NeurIPS 2011; Optuna,
-Akiba et al., KDD 2019) over a search space declared in ``params.yaml`` beside the variant,
-a fixed number of trials (``<track>.tune.trials``, the same for every variant), and an
-objective computed on the validation split only. The study lives in Optuna's journal file
-(``journal.log`` in the stage's output folder, kept by DVC with ``persist: true``), so a rerun
-after an interruption continues it; with ``storage`` set to an RDB URL
-(``postgresql://user:pw@host/db``, ``mysql+pymysql://...``) several machines run the same
-stage and share one study (each worker stops when the study holds ``trials`` finished trials).
+Protocol (one study per track and variant; every variant of a track gets the same settings)
+
+1. **Equal budget, validation only** (Musgrave, Belongie & Lim, ECCV 2020, Sec. 4): every
+   loss gets the same number of finished trials (``<track>.tune.trials``), each scored on the
+   validation split only; the test split is read once, by the final runs.
+2. **Sampler**: TPE (Bergstra, Bardenet, Bengio & Kegl, NeurIPS 2011, Sec. 4) in Optuna
+   (Akiba, Sano, Yanase, Ohta & Koyama, KDD 2019), ``startup_trials`` random draws first. Its
+   seed is *derived per study*: :func:`sampler_seed` = the first 4 bytes of
+   SHA-256(``"<tune.seed>/<track>/<variant>"``), so two variants searching the same space do
+   not evaluate the same configurations (with one shared seed they did, trial for trial, and
+   their comparison measured the losses on identical draws rather than each loss's search).
+3. **The default is trial 0**: given ``default`` (the variant's untuned configuration),
+   a new study evaluates it first (``study.enqueue_trial``), so the chosen configuration is
+   never worse than the default on the validation objective.
+4. **Pruning**: an objective ``f(choices, report)`` calls ``report(step, value)`` with an
+   intermediate validation score after ``step`` units of resource (epochs, folds; ``step``
+   >= 1); the track's pruner (:class:`TuneParams` ``pruner``) may stop the trial there
+   (``optuna.TrialPruned``): Hyperband (Li, Jamieson, DeSalvo, Rostamizadeh & Talwalkar,
+   JMLR 2018), successive halving (Jamieson & Talwalkar, AISTATS 2016; asynchronous form of
+   Li et al., MLSys 2020), or Optuna's median rule. The budget counts *finished* trials
+   (complete + pruned + failed), so a pruned trial costs a slot but less compute.
+5. **Uncertainty**: the objective may return ``(mean, standard_error)`` (e.g. over folds or
+   training seeds); the SE is kept per trial (user attribute ``se``; column ``se`` of
+   :func:`study_history`).
+6. **Selection** (``select: best_mean``): the winner is the COMPLETE trial with the best
+   mean objective (pruned and failed trials are never chosen). Ties go to the lower trial
+   number (Optuna's ``best_trial``), so the default wins a tie.
+
+Storage. A study lives in Optuna's journal file (``journal.log`` in the stage's output
+folder, kept by DVC with ``persist: true``), so a rerun after an interruption continues it;
+with ``storage`` set to an RDB URL (``postgresql+psycopg2://user:pw@host/db``) several
+processes or machines run the same stage and share one study: each worker stops when the
+study holds ``n_trials`` finished trials, and a trial asked for beyond the budget by a worker
+that lost the race is dropped (recorded FAIL with user attribute ``surplus``; not counted,
+not listed). The default is enqueued only by the process that created the study (the
+database's unique study name decides), so two workers starting at once evaluate it once.
+The study name is ``<track>-<variant>-<digest>``, the digest covering the space, the fixed
+configuration and the protocol version (:data:`PROTOCOL`); the sampler seed, default and
+pruner are stored as study attributes and a rerun with different ones is refused.
 
 Search space entries (:class:`SearchDim`)::
 
@@ -23,16 +53,26 @@ objective receives the flat dict and applies it (:func:`apply_choices`).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Optional
+from typing import Any, Callable, Literal, Mapping, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["SearchDim", "TuneParams", "TuneResult", "suggest", "study_name", "run_study",
-           "study_history", "write_tuned", "read_tuned", "apply_choices"]
+__all__ = ["SearchDim", "TuneParams", "TuneResult", "PROTOCOL", "suggest", "study_name",
+           "sampler_seed", "make_pruner", "tune_kwargs", "run_study", "study_history",
+           "write_tuned", "read_tuned", "apply_choices"]
+
+#: Version of the protocol in the module docstring; part of every study's name, so studies
+#: run under an earlier protocol (one sampler seed for all variants, no default trial, pruned
+#: trials outside the budget) are not continued under this one.
+PROTOCOL = 2
+
+PrunerName = Literal["hyperband", "successive_halving", "median", "none"]
 
 
 class SearchDim(BaseModel):
@@ -75,22 +115,49 @@ class SearchDim(BaseModel):
 
 
 class TuneParams(BaseModel):
-    """``<track>.tune``: the search budget and where the studies live."""
+    """``<track>.tune``: the search budget, the pruner and where the studies live (the same
+    for every variant of a track; protocol in the module docstring)."""
 
     model_config = ConfigDict(extra="forbid")
 
     trials: int = Field(20, ge=1, le=10_000,
-                        description="Finished trials per variant: the same for every loss.")
+                        description="Finished (complete + pruned + failed) trials per variant: "
+                        "the same for every loss.")
     startup_trials: int = Field(6, ge=1, le=10_000,
                                 description="Random trials before TPE models the space.")
-    seed: int = Field(0, ge=0, lt=2**32)
+    seed: int = Field(0, ge=0, lt=2**32,
+                      description="Base seed; each study's sampler seed is derived from it, the "
+                      "track and the variant (sampler_seed).")
     storage: Optional[str] = Field(
         None, description="null: a journal file in the stage output; else an Optuna RDB URL.")
+    pruner: PrunerName = Field(
+        "hyperband", description="Optuna pruner of trials that report intermediate scores: "
+        "HyperbandPruner (Li et al. 2018), SuccessiveHalvingPruner (Jamieson & Talwalkar 2016), "
+        "MedianPruner, or none.")
+    min_resource: int = Field(1, ge=1, description="Resource units (report steps) before a "
+                              "trial can be pruned: hyperband/successive halving min_resource; "
+                              "median: n_warmup_steps = min_resource - 1.")
+    max_resource: Union[int, Literal["auto"]] = Field(
+        "auto", description="Hyperband max_resource: the largest step a trial reports ('auto': "
+        "the largest step of the first complete trial).")
+    reduction_factor: int = Field(3, ge=2, description="Hyperband / successive halving eta: "
+                                  "1/eta of the trials of a rung are promoted.")
+    select: Literal["best_mean"] = Field(
+        "best_mean", description="Winner: the COMPLETE trial with the best mean objective "
+        "(lowest trial number on ties; pruned and failed trials are never chosen).")
+
+    @model_validator(mode="after")
+    def _check_resource(self) -> "TuneParams":
+        if self.max_resource != "auto" and self.max_resource < self.min_resource:
+            raise ValueError(f"max_resource {self.max_resource} < min_resource "
+                             f"{self.min_resource}")
+        return self
 
 
 @dataclass
 class TuneResult:
-    """What :func:`run_study` found."""
+    """What :func:`run_study` found: the best COMPLETE trial (``best_se``: its standard error
+    when the objective returned one, else None) and the trial counts by state."""
 
     study_name: str
     best_params: dict[str, Any]
@@ -99,20 +166,84 @@ class TuneResult:
     n_complete: int
     n_failed: int
     direction: str
+    n_pruned: int = 0
+    best_se: Optional[float] = None
+    sampler_seed: Optional[int] = None
 
 
 def space_digest(space: Mapping[str, SearchDim], fixed: Mapping[str, Any] | None = None) -> str:
-    """A short hash of the search space and the fixed configuration: a changed space or
-    objective setting starts a new study instead of mixing trials of different problems."""
+    """A short hash of the search space, the fixed configuration and :data:`PROTOCOL`: a
+    changed space, objective setting or protocol starts a new study instead of mixing trials
+    of different problems."""
     blob = json.dumps({"space": {k: v.model_dump() for k, v in sorted(space.items())},
-                       "fixed": fixed or {}}, sort_keys=True, default=str)
+                       "fixed": fixed or {}, "protocol": PROTOCOL}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
 
 def study_name(track: str, variant: str, space: Mapping[str, SearchDim],
                fixed: Mapping[str, Any] | None = None) -> str:
-    """``<track>-<variant>-<digest of space and fixed config>``."""
+    """``<track>-<variant>-<digest of space, fixed config and protocol>``."""
     return f"{track}-{variant}-{space_digest(space, fixed)}"
+
+
+def sampler_seed(seed: int, track: str, variant: str) -> int:
+    """The TPE seed of one study: the first 4 bytes (big-endian) of
+    SHA-256(``"<seed>/<track>/<variant>"``), an int in ``[0, 2**32)``. Stable across Python
+    processes and versions (unlike ``hash``), different for every variant.
+
+    Raises:
+        ValueError: ``seed`` negative.
+    """
+    if int(seed) < 0:
+        raise ValueError(f"seed must be >= 0 (got {seed})")
+    h = hashlib.sha256(f"{int(seed)}/{track}/{variant}".encode()).digest()
+    return int.from_bytes(h[:4], "big")
+
+
+def make_pruner(pruner: Any = "none", *, min_resource: int = 1,
+                max_resource: int | str = "auto", reduction_factor: int = 3,
+                startup_trials: int = 6):
+    """The Optuna pruner named by ``pruner`` (an Optuna ``BasePruner`` is returned as is).
+
+    ``hyperband``: ``HyperbandPruner(min_resource, max_resource, reduction_factor)`` (Li et
+    al., JMLR 2018); ``successive_halving``: ``SuccessiveHalvingPruner(min_resource,
+    reduction_factor)`` (Jamieson & Talwalkar 2016; asynchronous, Li et al. 2020);
+    ``median``: ``MedianPruner(n_startup_trials=startup_trials, n_warmup_steps=min_resource -
+    1)``; ``none``/None: ``NopPruner``.
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    import optuna
+
+    if isinstance(pruner, optuna.pruners.BasePruner):
+        return pruner
+    if pruner in (None, "none"):
+        return optuna.pruners.NopPruner()
+    if pruner == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=int(min_resource),
+                                              max_resource=max_resource,
+                                              reduction_factor=int(reduction_factor))
+    if pruner == "successive_halving":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=int(min_resource),
+                                                      reduction_factor=int(reduction_factor))
+    if pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=int(startup_trials),
+                                           n_warmup_steps=int(min_resource) - 1)
+    raise ValueError(f"unknown pruner {pruner!r}: expected hyperband, successive_halving, "
+                     "median or none")
+
+
+def tune_kwargs(tune: Any) -> dict[str, Any]:
+    """:func:`run_study` keyword arguments from a track's ``tune`` params (a
+    :class:`TuneParams` or any object with ``trials``, ``seed``, ``storage`` and optionally
+    ``startup_trials``, ``pruner``, ``min_resource``, ``max_resource``,
+    ``reduction_factor``): ``run_study(..., **tune_kwargs(p.graph.tune))``."""
+    out = {"n_trials": tune.trials, "seed": tune.seed, "storage": tune.storage}
+    for k in ("startup_trials", "pruner", "min_resource", "max_resource", "reduction_factor"):
+        if getattr(tune, k, None) is not None:
+            out[k] = getattr(tune, k)
+    return out
 
 
 def suggest(trial, space: Mapping[str, SearchDim]) -> dict[str, Any]:
@@ -163,107 +294,259 @@ def _storage(out_dir: Path, storage: str | None):
 
 
 def _open(name: str, *, out_dir: Path, storage: str | None, seed: int, startup: int,
-          direction: str, n_done: int = 0):
+          direction: str, n_done: int = 0, pruner=None, create: bool = True):
+    """Load study ``name`` (or create it when ``create``); returns the study. With
+    ``create=True`` the attribute ``_created_here`` of the returned study says whether this
+    call created it (the database's unique name decides between racing processes)."""
     import optuna
+    from optuna.exceptions import DuplicatedStudyError
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # The sampler's seed moves with the number of trials already told so a resumed study
     # does not redraw the configurations of its first trials.
-    sampler = optuna.samplers.TPESampler(seed=seed + n_done, n_startup_trials=startup)
+    sampler = optuna.samplers.TPESampler(seed=(seed + n_done) % 2**32, n_startup_trials=startup)
     store = optuna.storages.get_storage(_storage(out_dir, storage))
+    kw = {"sampler": sampler}
+    if pruner is not None:
+        kw["pruner"] = pruner
     try:
         store.get_study_id_from_name(name)
     except KeyError:
-        return optuna.create_study(storage=store, study_name=name, sampler=sampler,
-                                   direction=direction)
+        if not create:
+            raise
+        try:
+            study = optuna.create_study(storage=store, study_name=name, direction=direction,
+                                        load_if_exists=False, **kw)
+            study._created_here = True
+            return study
+        except DuplicatedStudyError:
+            pass  # another worker created it a moment ago
     # an existing study is loaded, not "created if missing": a journal's create_study
     # appends a log line even when the study exists, so a rerun would change the file
-    return optuna.load_study(study_name=name, storage=store, sampler=sampler)
+    study = optuna.load_study(study_name=name, storage=store, **kw)
+    study._created_here = False
+    return study
+
+
+def _wants_report(objective: Callable) -> bool:
+    """True when ``objective`` takes the ``report`` callback: it has a parameter named
+    ``report``, or its second positional parameter has no default."""
+    try:
+        params = list(inspect.signature(objective).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if any(p.name == "report" for p in params):
+        return True
+    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(pos) >= 2 and pos[1].default is inspect.Parameter.empty
+
+
+def _check_default(default: Mapping[str, Any], space: Mapping[str, SearchDim]) -> dict:
+    unknown = sorted(set(default) - set(space))
+    if unknown:
+        raise ValueError(f"default: {unknown} are not in the search space {sorted(space)}")
+    for k, v in default.items():
+        d = space[k]
+        if d.type == "categorical":
+            if v not in d.choices:
+                raise ValueError(f"default {k}={v!r} is not one of {d.choices}")
+        elif not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+            raise ValueError(f"default {k}={v!r}: expected a finite number")
+        elif not d.low <= v <= d.high:
+            warnings.warn(f"default {k}={v} lies outside the search range [{d.low}, {d.high}]; "
+                          "it is evaluated as trial 0 all the same", stacklevel=3)
+    return dict(default)
+
+
+_PROTOCOL_ATTRS = ("sampler_seed", "default", "pruner")
+
+
+def _budget_trials(study):
+    """Trials that count against the budget: finished (COMPLETE, PRUNED, FAIL), except
+    interrupted and surplus ones."""
+    from optuna.trial import TrialState
+
+    return [t for t in study.get_trials(deepcopy=False, states=(
+        TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
+        if not (t.user_attrs.get("interrupted") or t.user_attrs.get("surplus"))]
 
 
 def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
-              objective: Callable[[dict[str, Any]], float], n_trials: int, seed: int,
+              objective: Callable[..., Any], n_trials: int, seed: int,
               out_dir: str | Path, storage: str | None = None, startup_trials: int = 6,
               direction: Literal["maximize", "minimize"] = "maximize",
               fixed: Mapping[str, Any] | None = None, tracker=None,
-              progress: bool = True) -> TuneResult:
+              progress: bool = True, default: Mapping[str, Any] | None = None,
+              pruner: Any = "none", min_resource: int = 1,
+              max_resource: int | str = "auto", reduction_factor: int = 3,
+              seed_key: str | None = None) -> TuneResult:
     """Run (or continue) one variant's study until it holds ``n_trials`` finished trials.
 
     Args:
-        track, variant: name the study (with a digest of ``space`` and ``fixed``).
+        track, variant: name the study (with a digest of ``space``, ``fixed`` and
+            :data:`PROTOCOL`).
         space: hyperparameter name -> :class:`SearchDim`.
-        objective: ``f(choices) -> float`` on validation data only; ``choices`` holds one
-            value per ``space`` key. A ``FloatingPointError`` (NaN loss) fails the trial,
-            which still counts against the budget (a diverging setting is a real outcome).
-        n_trials: the budget of finished (complete or failed) trials.
-        seed: sampler seed.
+        objective: on validation data only; ``choices`` holds one value per ``space`` key.
+            ``f(choices)``, or ``f(choices, report)`` (a parameter named ``report``, or a
+            second positional parameter without default) where ``report(step: int, value:
+            float)`` records the validation score after ``step`` >= 1 units of resource and
+            raises ``optuna.TrialPruned`` when the pruner stops the trial (let it propagate).
+            Returns a float or ``(mean, standard_error)``. A ``FloatingPointError`` or a
+            non-finite mean fails the trial; failed and pruned trials count against the
+            budget (a diverging setting is a real outcome).
+        n_trials: the budget of finished (complete + pruned + failed) trials.
+        seed: base sampler seed; the study's TPE seed is :func:`sampler_seed` (``seed``,
+            ``track``, ``seed_key`` or ``variant``).
         out_dir: folder of the journal file (``journal.log``) when ``storage`` is None.
-        storage: Optuna RDB URL to share the study across machines.
+        storage: Optuna RDB URL to share the study across processes and machines.
         fixed: the non-tuned configuration; part of the study's identity (digest).
         tracker: a :class:`contrastlab.tracking.Tracker` of the parent run; each trial is
             logged as a nested run (params + objective) when it is active.
+        default: the variant's untuned choices (a subset of ``space``'s keys), evaluated as
+            trial 0 of a new study (``study.enqueue_trial``, once even when several workers
+            start at once).
+        pruner, min_resource, max_resource, reduction_factor: see :func:`make_pruner`
+            (``"none"`` by default here; :class:`TuneParams` defaults to hyperband; pass
+            ``**tune_kwargs(tune)``).
+        seed_key: the name hashed into the sampler seed instead of ``variant`` (two studies
+            that must draw the same configurations share it).
 
     Returns:
-        :class:`TuneResult` of the best complete trial.
+        :class:`TuneResult` of the COMPLETE trial with the best objective.
 
     Raises:
-        RuntimeError: every trial failed (no configuration to choose).
+        RuntimeError: no trial completed (no configuration to choose).
+        ValueError: ``default`` names a key outside ``space`` or a value it cannot take, or an
+            existing study was run with another sampler seed, default or pruner.
     """
     import optuna
     from optuna.trial import TrialState
     from tqdm.auto import tqdm
 
+    if n_trials < 1:
+        raise ValueError(f"n_trials must be >= 1 (got {n_trials})")
     out_dir = Path(out_dir)
     name = study_name(track, variant, space, fixed)
-    study = _open(name, out_dir=out_dir, storage=storage, seed=seed, startup=startup_trials,
-                  direction=direction)
+    s_seed = sampler_seed(seed, track, seed_key or variant)
+    default = _check_default(default, space) if default else None
+    prune = make_pruner(pruner, min_resource=min_resource, max_resource=max_resource,
+                        reduction_factor=reduction_factor, startup_trials=startup_trials)
+    proto = {"sampler_seed": s_seed, "default": default,
+             "pruner": pruner if isinstance(pruner, str) or pruner is None
+             else type(pruner).__name__}
+    proto = json.loads(json.dumps(proto, default=str))
+    study = _open(name, out_dir=out_dir, storage=storage, seed=s_seed, startup=startup_trials,
+                  direction=direction, pruner=prune)
+    attrs = study.user_attrs
+    if study._created_here:
+        for k in _PROTOCOL_ATTRS:
+            study.set_user_attr(k, proto[k])
+        if default:
+            study.enqueue_trial(default, skip_if_exists=True)
+    else:
+        clash = {k: (attrs[k], proto[k]) for k in _PROTOCOL_ATTRS
+                 if k in attrs and attrs[k] != proto[k]}
+        if clash:
+            raise ValueError(f"study {name} was run with other settings ({clash}: stored, "
+                             "requested); keep them or use a new storage / journal")
+        if default and not study.get_trials(deepcopy=False):
+            # an existing empty study (created but never run): enqueue unless already there
+            study.enqueue_trial(default, skip_if_exists=True)
     if storage is None:
         # Single worker on a local journal: a RUNNING trial was interrupted (killed stage).
-        # It is closed as PRUNED, which marks "interrupted" here and is not budget.
+        # It is closed as PRUNED with user attribute ``interrupted`` (not budget).
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            study._storage.set_trial_user_attr(t._trial_id, "interrupted", True)
             study.tell(t.number, state=TrialState.PRUNED)
 
     def finished() -> int:
-        return len(study.get_trials(deepcopy=False,
-                                    states=(TrialState.COMPLETE, TrialState.FAIL)))
+        return len(_budget_trials(study))
 
     done = finished()
     if done:
-        study = _open(name, out_dir=out_dir, storage=storage, seed=seed,
-                      startup=startup_trials, direction=direction, n_done=done)
+        study = _open(name, out_dir=out_dir, storage=storage, seed=s_seed,
+                      startup=startup_trials, direction=direction, n_done=done, pruner=prune)
+    with_report = _wants_report(objective)
     bar = tqdm(total=n_trials, initial=min(done, n_trials), desc=f"tune {variant}",
                disable=not progress, leave=False)
     while finished() < n_trials:
         trial = study.ask()
+        if storage is not None:
+            # another worker may have asked for the last slot first: trials numbered before
+            # this one that are finished or running (alive or not) already fill the budget
+            ahead = [t for t in study.get_trials(deepcopy=False, states=(
+                TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING))
+                if t.number < trial.number
+                and not (t.user_attrs.get("interrupted") or t.user_attrs.get("surplus"))]
+            if len(ahead) >= n_trials:
+                trial.set_user_attr("surplus", True)
+                study.tell(trial, state=TrialState.FAIL)
+                break
         choices = suggest(trial, space)
+
+        def report(step: int, value: float, _trial=trial) -> None:
+            _trial.report(float(value), int(step))
+            if _trial.should_prune():
+                raise optuna.TrialPruned(f"pruned at step {step} (value {value})")
+
+        se = None
         try:
-            value = float(objective(choices))
+            out = objective(choices, report) if with_report else objective(choices)
+            if isinstance(out, (tuple, list)):
+                if len(out) != 2:
+                    raise TypeError(f"objective returned {len(out)} values; expected a float "
+                                    "or (mean, standard_error)")
+                value, se = float(out[0]), float(out[1])
+                if not (math.isfinite(se) and se >= 0):
+                    raise FloatingPointError(f"standard error is {se}")
+            else:
+                value = float(out)
             if not math.isfinite(value):
                 raise FloatingPointError(f"objective is {value}")
+        except optuna.TrialPruned as e:
+            study.tell(trial, state=TrialState.PRUNED)
+            state, value, se = "PRUNED", None, None
+            if progress:
+                print(f"tune {variant}: trial {trial.number} {e}", flush=True)
         except FloatingPointError as e:
             study.tell(trial, state=TrialState.FAIL)
             print(f"tune {variant}: trial {trial.number} failed ({e})", flush=True)
-            state, value = "FAILED", None
+            state, value, se = "FAILED", None, None
         else:
+            if se is not None:
+                trial.set_user_attr("se", se)
             study.tell(trial, value)
             state = "FINISHED"
-        _log_trial(tracker, f"{variant} · trial {trial.number}", choices, value, state)
+        _log_trial(tracker, f"{variant} · trial {trial.number}", choices, value, state, se)
         bar.update(1)
     bar.close()
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    return _result(study, name, direction, s_seed)
+
+
+def _result(study, name: str, direction: str, s_seed: int | None) -> TuneResult:
+    from optuna.trial import TrialState
+
+    budget = _budget_trials(study)
+    complete = [t for t in budget if t.state == TrialState.COMPLETE]
     if not complete:
-        raise RuntimeError(f"study {name}: all {n_trials} trials failed")
-    best = study.best_trial
-    n_failed = len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
+        raise RuntimeError(f"study {name}: all {len(budget)} trials failed or were pruned")
+    sign = 1.0 if direction == "maximize" else -1.0
+    best = min(complete, key=lambda t: (-sign * t.value, t.number))  # lowest number on ties
+    se = best.user_attrs.get("se")
     return TuneResult(study_name=name, best_params=dict(best.params),
                       best_value=float(best.value), best_trial=best.number,
-                      n_complete=len(complete), n_failed=n_failed, direction=direction)
+                      n_complete=len(complete),
+                      n_failed=sum(t.state == TrialState.FAIL for t in budget),
+                      n_pruned=sum(t.state == TrialState.PRUNED for t in budget),
+                      direction=direction, best_se=None if se is None else float(se),
+                      sampler_seed=s_seed)
 
 
 def _log_trial(tracker, name: str, choices: Mapping[str, Any], value: float | None,
-               state: str) -> None:
+               state: str, se: float | None = None) -> None:
     """One nested MLflow run per trial under the study's parent run (no-op when inactive):
-    a child run (tag ``mlflow.parentRunId``) holding the trial's params and ``objective``."""
+    a child run (tag ``mlflow.parentRunId``) holding the trial's params, ``objective`` and
+    ``objective_se``; status FINISHED, KILLED (pruned) or FAILED."""
     parent = getattr(tracker, "run_id", None) if tracker is not None else None
     if not parent:
         return
@@ -279,7 +562,10 @@ def _log_trial(tracker, name: str, choices: Mapping[str, Any], value: float | No
             client.log_param(rid, k, str(v))
         if value is not None:
             client.log_metric(rid, "objective", value)
-        client.set_terminated(rid, status="FINISHED" if state == "FINISHED" else "FAILED")
+        if se is not None:
+            client.log_metric(rid, "objective_se", se)
+        status = {"FINISHED": "FINISHED", "PRUNED": "KILLED"}.get(state, "FAILED")
+        client.set_terminated(rid, status=status)
     except Exception as e:  # tracking must never fail a tuning run
         print(f"warning: MLflow trial logging failed: {e}", flush=True)
 
@@ -288,25 +574,35 @@ def study_history(*, track: str, variant: str, space: Mapping[str, SearchDim],
                   out_dir: str | Path, storage: str | None = None,
                   fixed: Mapping[str, Any] | None = None,
                   direction: str = "maximize"):
-    """The study's finished trials as a ``pandas.DataFrame``: ``trial``, ``state``,
-    ``value``, ``best_so_far`` and one column per hyperparameter, ordered by trial number
-    (interrupted trials left out)."""
+    """The study's finished trials as a ``pandas.DataFrame`` ordered by trial number:
+    ``trial`` (int), ``state`` (COMPLETE / PRUNED / FAIL), ``value`` (float; a pruned trial's
+    last reported score, NaN when failed), ``best_so_far`` (best COMPLETE value up to this
+    trial), ``se`` (the objective's standard error, NaN when not given) and one column per
+    hyperparameter. Interrupted and surplus trials are left out. Reads a journal file and an
+    RDB storage alike.
+
+    Raises:
+        KeyError: no such study in the storage.
+    """
     import pandas as pd
     from optuna.trial import TrialState
 
     study = _open(study_name(track, variant, space, fixed), out_dir=Path(out_dir),
-                  storage=storage, seed=0, startup=1, direction=direction)
+                  storage=storage, seed=0, startup=1, direction=direction, create=False)
     rows, best = [], None
     better = (lambda a, b: a > b) if direction == "maximize" else (lambda a, b: a < b)
-    for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
-        if t.state not in (TrialState.COMPLETE, TrialState.FAIL):
-            continue
-        v = t.value if t.state == TrialState.COMPLETE else None
-        if v is not None and (best is None or better(v, best)):
+    for t in sorted(_budget_trials(study), key=lambda t: t.number):
+        v = t.value if t.state in (TrialState.COMPLETE, TrialState.PRUNED) else None
+        if t.state == TrialState.COMPLETE and (best is None or better(v, best)):
             best = v
-        rows.append({"trial": t.number, "state": t.state.name, "value": v,
-                     "best_so_far": best, **{k: t.params.get(k) for k in space}})
-    return pd.DataFrame(rows)
+        se = t.user_attrs.get("se")
+        rows.append({"trial": t.number, "state": t.state.name,
+                     "value": float("nan") if v is None else float(v),
+                     "best_so_far": float("nan") if best is None else float(best),
+                     "se": float("nan") if se is None else float(se),
+                     **{k: t.params.get(k) for k in space}})
+    cols = ["trial", "state", "value", "best_so_far", "se", *space]
+    return pd.DataFrame(rows, columns=cols)
 
 
 def write_tuned(path: str | Path, result: TuneResult, *, track: str, variant: str,
@@ -315,17 +611,22 @@ def write_tuned(path: str | Path, result: TuneResult, *, track: str, variant: st
     final training stage with :func:`read_tuned`."""
     from .io import write_json
 
-    write_json(path, {
+    out = {
         "track": track, "variant": variant, "objective": objective,
         "direction": result.direction, "budget_trials": n_trials,
         "n_complete": result.n_complete, "n_failed": result.n_failed,
+        "n_pruned": result.n_pruned, "select": "best_mean",
         "best_trial": result.best_trial,
         "best_value": round(result.best_value, 6),
+        "best_se": None if result.best_se is None else round(result.best_se, 6),
         "params": {k: (round(v, 6) if isinstance(v, float) else v)
                    for k, v in result.best_params.items()},
         "space": {k: v.model_dump(exclude_none=True) for k, v in space.items()},
         "study": result.study_name,
-    })
+    }
+    if result.sampler_seed is not None:
+        out["sampler_seed"] = result.sampler_seed
+    write_json(path, out)
 
 
 def read_tuned(path: str | Path) -> dict[str, Any]:

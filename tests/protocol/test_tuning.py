@@ -122,3 +122,102 @@ def test_mlflow_parent_run_with_one_nested_run_per_trial(tmp_path, monkeypatch):
     assert len(runs) == 3
     assert all("objective" in r.data.metrics and set(r.data.params) == {"x", "k", "c"}
                for r in runs)
+
+
+# ------------------------------------------------------------------ protocol 2
+def test_each_variant_has_its_own_sampler_seed(tmp_path):
+    import hashlib
+
+    from contrastlab.tuning import sampler_seed
+
+    want = int.from_bytes(hashlib.sha256(b"0/t/a").digest()[:4], "big")
+    assert sampler_seed(0, "t", "a") == want != sampler_seed(0, "t", "b")
+    default = {"x": 0.0, "k": 2, "c": "a"}
+    hist = {}
+    for v in ("a", "b"):
+        run_study(track="t", variant=v, space=SPACE, objective=_obj, n_trials=6, seed=0,
+                  startup_trials=3, out_dir=tmp_path / v, default=default, progress=False)
+        hist[v] = study_history(track="t", variant=v, space=SPACE, out_dir=tmp_path / v)
+    cols = ["x", "k", "c"]
+    rows = {v: [tuple(r) for r in h[cols].itertuples(index=False)] for v, h in hist.items()}
+    assert rows["a"][0] == rows["b"][0] == (0.0, 2, "a")  # the default, trial 0 of both
+    assert all(ra != rb for ra, rb in zip(rows["a"][1:], rows["b"][1:]))  # trials 1..5 differ
+
+
+def test_default_is_trial_0_and_never_beaten_by_a_worse_choice(tmp_path):
+    # the default is the optimum of this objective: random draws almost never reach it
+    default = {"x": 0.5, "k": 1, "c": "b"}
+    r = run_study(track="t", variant="d", space=SPACE, objective=_obj, n_trials=4, seed=0,
+                  startup_trials=3, out_dir=tmp_path, default=default, progress=False)
+    hist = study_history(track="t", variant="d", space=SPACE, out_dir=tmp_path)
+    assert hist.loc[0, ["x", "k", "c"]].tolist() == [0.5, 1, "b"]
+    assert hist.loc[0, "value"] == pytest.approx(_obj(default))
+    assert r.best_params == default and r.best_trial == 0
+    assert r.best_value >= hist.loc[0, "value"]
+    with pytest.raises(ValueError, match="not in the search space"):
+        run_study(track="t", variant="e", space=SPACE, objective=_obj, n_trials=1, seed=0,
+                  out_dir=tmp_path, default={"nope": 1}, progress=False)
+    with pytest.raises(ValueError, match="is not one of"):
+        run_study(track="t", variant="e", space=SPACE, objective=_obj, n_trials=1, seed=0,
+                  out_dir=tmp_path, default={"c": "z"}, progress=False)
+
+
+def test_rerun_with_other_seed_is_refused(tmp_path):
+    kw = dict(track="t", variant="s", space=SPACE, objective=_obj, n_trials=2,
+              out_dir=tmp_path, progress=False)
+    run_study(seed=0, **kw)
+    with pytest.raises(ValueError, match="other settings"):
+        run_study(seed=1, **kw)
+
+
+def test_standard_error_is_stored_per_trial(tmp_path):
+    def obj(ch):
+        return _obj(ch), 0.01 * ch["k"]
+
+    r = run_study(track="t", variant="se", space=SPACE, objective=obj, n_trials=4, seed=0,
+                  out_dir=tmp_path, progress=False)
+    hist = study_history(track="t", variant="se", space=SPACE, out_dir=tmp_path)
+    assert hist["se"].tolist() == pytest.approx((0.01 * hist["k"]).tolist())
+    assert r.best_se == pytest.approx(0.01 * r.best_params["k"])
+
+
+def test_report_prunes_and_pruned_trials_count_against_the_budget(tmp_path):
+    steps = []
+
+    def obj(ch, report):
+        q = _obj(ch)
+        for step in range(1, 5):
+            steps.append(step)
+            report(step, q * step / 4)
+        return q
+
+    r = run_study(track="t", variant="p", space=SPACE, objective=obj, n_trials=12, seed=0,
+                  startup_trials=2, out_dir=tmp_path, pruner="median", progress=False)
+    hist = study_history(track="t", variant="p", space=SPACE, out_dir=tmp_path)
+    assert len(hist) == 12 and r.n_complete + r.n_pruned + r.n_failed == 12
+    assert r.n_pruned > 0 and (hist["state"] == "PRUNED").sum() == r.n_pruned
+    assert len(steps) < 4 * 12  # pruned trials stopped before their last step
+    done = hist[hist["state"] == "COMPLETE"]
+    assert r.best_value == pytest.approx(done["value"].max())  # chosen among COMPLETE only
+    assert hist.loc[hist["trial"] == r.best_trial, "state"].item() == "COMPLETE"
+
+
+def test_tune_params_and_pruners():
+    import optuna
+
+    from contrastlab.tuning import TuneParams, make_pruner, tune_kwargs
+
+    t = TuneParams()
+    assert t.pruner == "hyperband" and t.select == "best_mean"
+    assert isinstance(make_pruner(t.pruner), optuna.pruners.HyperbandPruner)
+    assert isinstance(make_pruner("successive_halving"), optuna.pruners.SuccessiveHalvingPruner)
+    assert isinstance(make_pruner("median"), optuna.pruners.MedianPruner)
+    assert isinstance(make_pruner("none"), optuna.pruners.NopPruner)
+    with pytest.raises(ValueError, match="unknown pruner"):
+        make_pruner("asha")
+    with pytest.raises(ValidationError):
+        TuneParams(pruner="asha")
+    with pytest.raises(ValidationError):
+        TuneParams(min_resource=4, max_resource=2)
+    kw = tune_kwargs(TuneParams(trials=3, pruner="median"))
+    assert kw["n_trials"] == 3 and kw["pruner"] == "median" and kw["storage"] is None
