@@ -288,9 +288,49 @@ def _storage(out_dir: Path, storage: str | None):
     from optuna.storages.journal import JournalFileBackend
 
     if storage:
-        return storage
+        return _rdb(storage)
     out_dir.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(JournalFileBackend(str(out_dir / "journal.log")))
+
+
+_RDB: dict[str, Any] = {}
+
+
+def rdb_url(url: str) -> str:
+    """``url`` with an explicit PostgreSQL driver: SQLAlchemy 2.1 maps a bare
+    ``postgresql://`` to psycopg 3, while this project pins psycopg2 (``psycopg2-binary``),
+    so ``postgresql://...`` becomes ``postgresql+psycopg2://...`` unless psycopg 3 is
+    installed. Other URLs are returned unchanged."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        import importlib.util
+
+        if importlib.util.find_spec("psycopg") is None:
+            return "postgresql+psycopg2://" + url.split("://", 1)[1]
+    return url
+
+
+def _rdb(url: str, attempts: int = 8):
+    """An Optuna ``RDBStorage`` on ``url`` (one per URL and process). Workers started at once
+    on an empty database race on Optuna's schema creation (PostgreSQL: a duplicate
+    ``CREATE TYPE``, a unique-key violation); the loser retries, then finds the schema."""
+    import time
+
+    import optuna
+    import sqlalchemy.exc
+
+    url = rdb_url(url)
+    if url in _RDB:
+        return _RDB[url]
+    for i in range(attempts):
+        try:
+            _RDB[url] = optuna.storages.RDBStorage(url)
+            return _RDB[url]
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError,
+                sqlalchemy.exc.InternalError):
+            if i == attempts - 1:
+                raise
+            time.sleep(0.25 * (i + 1))
+    raise AssertionError("unreachable")
 
 
 def _open(name: str, *, out_dir: Path, storage: str | None, seed: int, startup: int,
@@ -469,7 +509,11 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
     with_report = _wants_report(objective)
     bar = tqdm(total=n_trials, initial=min(done, n_trials), desc=f"tune {variant}",
                disable=not progress, leave=False)
-    while finished() < n_trials:
+    def taken() -> int:  # finished plus running elsewhere (a shared study's other workers)
+        return finished() + sum(not t.user_attrs.get("interrupted") for t in study.get_trials(
+            deepcopy=False, states=(TrialState.RUNNING,)))
+
+    while taken() < n_trials:
         trial = study.ask()
         if storage is not None:
             # another worker may have asked for the last slot first: trials numbered before
@@ -553,7 +597,13 @@ def _log_trial(tracker, name: str, choices: Mapping[str, Any], value: float | No
     try:
         from mlflow.tracking import MlflowClient
 
-        client = MlflowClient()
+        # the parent run's own client: a bare MlflowClient() would ignore the project's
+        # store when MLFLOW_TRACKING_URI is unset (contrastlab.tracking.tracking_uri)
+        client = getattr(tracker, "_client", None)
+        if client is None:
+            from .tracking import tracking_uri
+
+            client = MlflowClient(tracking_uri())
         exp_id = client.get_run(parent).info.experiment_id
         run = client.create_run(exp_id, run_name=name,
                                 tags={"mlflow.parentRunId": parent, "trial_state": state})
