@@ -30,3 +30,16 @@ if ! command -v bwrap >/dev/null 2>&1; then
          "the humaneval stage will refuse to run untrusted code (apt-get install bubblewrap)" >&2
   fi
 fi
+# PostgreSQL server binaries (a system package) for the scale-out tests and a local shared
+# study / MLflow store (docs/scaleout.md); best effort, never fatal.
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  SUDO=""
+  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; fi
+  if command -v apt-get >/dev/null 2>&1 &&
+     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null 2>&1; then
+    echo "installed postgresql"
+  else
+    echo "warning: PostgreSQL (initdb) is not installed and could not be installed here;" \
+         "tests/protocol/test_postgres.py will skip (apt-get install postgresql)" >&2
+  fi
+fi
