@@ -597,13 +597,9 @@ def _log_trial(tracker, name: str, choices: Mapping[str, Any], value: float | No
     try:
         from mlflow.tracking import MlflowClient
 
-        # the parent run's own client: a bare MlflowClient() would ignore the project's
-        # store when MLFLOW_TRACKING_URI is unset (contrastlab.tracking.tracking_uri)
-        client = getattr(tracker, "_client", None)
-        if client is None:
-            from .tracking import tracking_uri
-
-            client = MlflowClient(tracking_uri())
+        # the parent run's own client: a bare MlflowClient() would miss the project's store
+        # when MLFLOW_TRACKING_URI is unset (contrastlab.tracking.tracking_uri)
+        client = getattr(tracker, "_client", None) or MlflowClient()
         exp_id = client.get_run(parent).info.experiment_id
         run = client.create_run(exp_id, run_name=name,
                                 tags={"mlflow.parentRunId": parent, "trial_state": state})
