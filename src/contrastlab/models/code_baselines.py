@@ -18,16 +18,30 @@ Baselines (rows of every code table, evaluated like the trained variants):
 - ridge: closed-form ridge regression (Hoerl & Kennard 1970) from the centred pooled
   signature states to the target-space body, ``W = (X^T X + lambda I)^{-1} X^T Y``, with
   ``lambda`` chosen on the validation repositories (Rank@10, ties by MRR).
+- BM25 (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond",
+  2009, Eq. 3.15; Lucene's idf as implemented by ``bm25s``, Lu 2024) over identifier
+  sub-tokens (:func:`identifier_tokens`), query = signature, documents = bodies, ``(k1, b)``
+  chosen on the validation repositories.
+- hybrids of BM25 with a dense scorer: reciprocal-rank fusion (:func:`rrf_scores`;
+  Cormack, Clarke & Buettcher, "Reciprocal Rank Fusion outperforms Condorcet and individual
+  rank learning methods", SIGIR 2009, Eq. 1, ``k = 60``) and a convex combination of the
+  per-query z-scored scores whose weight is chosen on the validation repositories only
+  (:func:`fit_fusion_weight`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["TargetSpace", "pooled_signature", "fit_ridge", "ridge_predict"]
+__all__ = ["TargetSpace", "pooled_signature", "fit_ridge", "ridge_predict", "identifier_tokens",
+           "BM25Scorer", "ranks_from_scores", "competition_ranks", "rrf_scores", "zscore_rows",
+           "fuse_scores", "fit_fusion_weight"]
 
 
 def pooled_signature(states: Tensor, mask: Tensor, batch: int = 4096) -> Tensor:
@@ -128,3 +142,214 @@ def fit_ridge(x: Tensor, y: Tensor, lam: float) -> tuple[Tensor, Tensor, Tensor]
 def ridge_predict(x: Tensor, w: Tensor, mx: Tensor, my: Tensor) -> Tensor:
     """``(x - mx) @ W + my`` as float32 ``[N, H]``."""
     return (torch.as_tensor(x, dtype=torch.float32) - mx) @ w + my
+
+
+# ---------------------------------------------------------------------------- lexical
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# camelCase parts: an acronym before a capitalised word (HTTP|Response), a (capitalised)
+# lower-case word, a remaining upper-case run, digits
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def identifier_tokens(text: str) -> list[str]:
+    """Identifier-aware tokens of Python source, in order of appearance.
+
+    Every identifier (``[A-Za-z_][A-Za-z0-9_]*``; keywords included) yields its sub-tokens:
+    split on underscores, then at camelCase boundaries (an upper-case run followed by a
+    capitalised word is an acronym: ``HTTPResponse`` -> ``http``, ``response``), digits kept
+    as their own part, all lower-cased; when it has more than one sub-token the whole
+    identifier, lower-cased, follows them (so an exact rare name still matches as one
+    term). Punctuation, operators, numbers outside identifiers and string quotes are
+    dropped; words inside strings and comments are identifiers like any other.
+
+    Example: ``getHTTPResponse_code`` -> ``["get", "http", "response", "code",
+    "gethttpresponse_code"]``.
+
+    Args:
+        text: source text (str).
+
+    Returns:
+        list of str tokens (possibly empty).
+
+    Raises:
+        TypeError: ``text`` is not a str.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"identifier_tokens needs a str, got {type(text).__name__}")
+    out: list[str] = []
+    for ident in _IDENT.findall(text):
+        parts = [p.lower() for piece in ident.split("_") if piece for p in _CAMEL.findall(piece)]
+        out.extend(parts)
+        if len(parts) > 1:
+            out.append(ident.lower())
+    return out
+
+
+class BM25Scorer:
+    """BM25 over identifier tokens of a fixed document collection (``bm25s``, Lucene variant).
+
+    ``score(d, q) = sum_{t in q} idf(t) * tf(t, d) / (tf(t, d) + k1 (1 - b + b |d| / avgdl))``
+    (Robertson & Zaragoza 2009, Eq. 3.15 without its constant factor ``k1 + 1``, as Lucene
+    computes it; the ranking is the same), ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))``.
+    A query term repeated ``n`` times counts ``n`` times.
+
+    Args:
+        documents: ``N`` document strings (bodies); tokenised with :func:`identifier_tokens`.
+        k1: term-frequency saturation (> 0). b: length normalisation in ``[0, 1]``.
+
+    Raises:
+        ValueError: no documents, ``k1 <= 0`` or ``b`` outside ``[0, 1]``.
+    """
+
+    def __init__(self, documents: Sequence[str], k1: float = 1.5, b: float = 0.75,
+                 tokenized: Sequence[list[str]] | None = None):
+        import bm25s
+
+        if len(documents) == 0:
+            raise ValueError("BM25 needs at least one document")
+        if not k1 > 0 or not 0.0 <= b <= 1.0:
+            raise ValueError(f"BM25 needs k1 > 0 and 0 <= b <= 1, got k1={k1}, b={b}")
+        toks = list(tokenized) if tokenized is not None else [identifier_tokens(d) for d in documents]
+        if len(toks) != len(documents):
+            raise ValueError(f"{len(documents)} documents but {len(toks)} token lists")
+        self.n_docs = len(toks)
+        self.k1, self.b = float(k1), float(b)
+        self._bm25 = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
+        self._bm25.index([t if t else [""] for t in toks], show_progress=False)
+        self._vocab = set(self._bm25.vocab_dict)
+
+    def scores(self, queries: Sequence[str]) -> np.ndarray:
+        """float32 ``[Q, N]`` BM25 score of every document for each query string."""
+        out = np.zeros((len(queries), self.n_docs), dtype=np.float32)
+        for i, q in enumerate(queries):
+            terms = [t for t in identifier_tokens(q) if t in self._vocab]
+            if terms:
+                out[i] = self._bm25.get_scores(terms)
+        return out
+
+
+def ranks_from_scores(scores: np.ndarray, true_idx: np.ndarray) -> np.ndarray:
+    """1-based rank of each query's true document, ties broken against it.
+
+    ``rank = #{d : score(d) >= score(true)}`` (the true document included), so a true body
+    tied with others (e.g. BM25 score 0) gets the worst rank of its tie block.
+
+    Args:
+        scores: float ``[Q, N]``; true_idx: int ``[Q]`` column of the true document.
+
+    Returns:
+        int64 ``[Q]`` in ``1..N``.
+
+    Raises:
+        ValueError: shapes disagree.
+    """
+    scores = np.asarray(scores)
+    true_idx = np.asarray(true_idx, dtype=np.int64)
+    if scores.ndim != 2 or len(true_idx) != scores.shape[0]:
+        raise ValueError(f"scores [Q, N] and true_idx [Q] needed, got {scores.shape}, {true_idx.shape}")
+    t = scores[np.arange(len(true_idx)), true_idx]
+    return (scores >= t[:, None]).sum(1).astype(np.int64)
+
+
+def competition_ranks(scores: np.ndarray) -> np.ndarray:
+    """Per row, ``1 + #{documents scoring strictly higher}`` (ties share the best rank).
+
+    Args: scores float ``[Q, N]``. Returns: int64 ``[Q, N]``.
+    """
+    scores = np.asarray(scores)
+    order = np.sort(scores, axis=1)  # ascending
+    n = scores.shape[1]
+    out = np.empty(scores.shape, dtype=np.int64)
+    for i in range(scores.shape[0]):
+        # number strictly greater = n - (position of the first element > x)
+        out[i] = n - np.searchsorted(order[i], scores[i], side="right") + 1
+    return out
+
+
+def rrf_scores(rankings: Sequence[np.ndarray], k: float = 60.0) -> np.ndarray:
+    """Reciprocal-rank fusion ``RRF(d) = sum_m 1 / (k + r_m(d))`` (Cormack et al. 2009, Eq. 1).
+
+    Args:
+        rankings: each int ``[Q, N]`` (or ``[N]``) 1-based rank of every document under one
+            ranker (:func:`competition_ranks`).
+        k: the constant (60 in Cormack et al.).
+
+    Returns:
+        float64 array of the rankings' shape; higher = better.
+
+    Raises:
+        ValueError: no rankings, shapes differ, ``k < 0`` or a rank below 1.
+    """
+    if not rankings:
+        raise ValueError("RRF needs at least one ranking")
+    shape = np.shape(rankings[0])
+    if k < 0:
+        raise ValueError(f"RRF k must be >= 0, got {k}")
+    out = np.zeros(shape, dtype=np.float64)
+    for r in rankings:
+        r = np.asarray(r)
+        if r.shape != shape:
+            raise ValueError(f"rankings differ in shape: {r.shape} vs {shape}")
+        if (r < 1).any():
+            raise ValueError("ranks are 1-based")
+        out += 1.0 / (k + r)
+    return out
+
+
+def zscore_rows(scores: np.ndarray) -> np.ndarray:
+    """Per row ``(s - mean) / std`` over the documents (std 0 -> all zeros); float64."""
+    s = np.asarray(scores, dtype=np.float64)
+    mu = s.mean(1, keepdims=True)
+    sd = s.std(1, keepdims=True)
+    return np.where(sd > 0, (s - mu) / np.where(sd > 0, sd, 1.0), 0.0)
+
+
+def fuse_scores(lexical: np.ndarray, dense: np.ndarray, weight: float) -> np.ndarray:
+    """``w z(lexical) + (1 - w) z(dense)`` with per-query z-scores over the corpus.
+
+    Args:
+        lexical, dense: float ``[Q, N]``; weight: ``w`` in ``[0, 1]`` (1 = lexical only).
+
+    Raises:
+        ValueError: shapes differ or ``w`` outside ``[0, 1]``.
+    """
+    if np.shape(lexical) != np.shape(dense):
+        raise ValueError(f"score shapes differ: {np.shape(lexical)} vs {np.shape(dense)}")
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"fusion weight must be in [0, 1], got {weight}")
+    return weight * zscore_rows(lexical) + (1.0 - weight) * zscore_rows(dense)
+
+
+def fit_fusion_weight(lexical_val: Sequence[np.ndarray], dense_val: Sequence[np.ndarray],
+                      true_val: np.ndarray, grid: Sequence[float]) -> tuple[float, list[dict]]:
+    """The fusion weight with the best validation Rank@10 (ties: MRR, then the smaller weight).
+
+    Only validation scores enter: the test queries are never passed in.
+
+    Args:
+        lexical_val, dense_val: per seed (or one entry), float ``[Q_val, N]`` scores of the
+            validation queries (the lexical scores may be one array reused for every seed).
+        true_val: int ``[Q_val]`` column of each validation query's true document.
+        grid: candidate weights in ``[0, 1]``.
+
+    Returns:
+        ``(weight, [{"weight", "val_rank_at_10", "val_mrr"}, ...])`` (metrics averaged over seeds).
+
+    Raises:
+        ValueError: empty grid or seed counts differ.
+    """
+    if not len(grid):
+        raise ValueError("empty fusion-weight grid")
+    if len(lexical_val) != len(dense_val):
+        raise ValueError(f"{len(lexical_val)} lexical but {len(dense_val)} dense score sets")
+    table = []
+    for w in grid:
+        r10, mrr = [], []
+        for lx, dn in zip(lexical_val, dense_val):
+            r = ranks_from_scores(fuse_scores(lx, dn, float(w)), true_val)
+            r10.append(float((r <= 10).mean()))
+            mrr.append(float((1.0 / r).mean()))
+        table.append({"weight": float(w), "val_rank_at_10": float(np.mean(r10)),
+                      "val_mrr": float(np.mean(mrr))})
+    best = max(table, key=lambda g: (g["val_rank_at_10"], g["val_mrr"], -g["weight"]))
+    return best["weight"], table

@@ -244,13 +244,42 @@ class VariantParams(BaseModel):
 
 
 class BaselineParams(BaseModel):
-    """Closed-form ridge from pooled signature states to the centred body embedding;
-    lambda picked on the validation repositories by Rank@10 (ties: MRR)."""
+    """Untrained rows of the code table (``baselines_code``) and the BM25 hybrids
+    (``hybrid_code``). Every grid is searched on the validation repositories by Rank@10
+    (ties: MRR); test queries are scored once with the chosen value."""
 
     model_config = ConfigDict(extra="forbid")
 
     ridge_lambdas: list[float] = Field(
         default_factory=lambda: [0.01, 0.1, 1.0, 10.0, 100.0, 1000.0], min_length=1)
+    bm25_k1: list[float] = Field(default_factory=lambda: [0.6, 0.9, 1.2, 1.5, 2.0], min_length=1,
+                                 description="BM25 k1 grid (> 0)")
+    bm25_b: list[float] = Field(default_factory=lambda: [0.3, 0.5, 0.75, 0.9], min_length=1,
+                                description="BM25 b grid (in [0, 1])")
+    sentence_max_tokens: int = Field(
+        256, ge=8, description="tokens kept per text by the teacher's own sentence embedding "
+        "(all layers, mean pooling; 256 = all-MiniLM-L6-v2's max_seq_length)")
+    zeroshot_layers: list[int] = Field(
+        default_factory=lambda: [6], description="extra teacher layers for zero-shot rows "
+        "(the teacher layer as an ablated knob; code.teacher.layer is always a row)")
+    rrf_k: float = Field(60.0, ge=0, description="reciprocal-rank fusion constant (Cormack et al. 2009)")
+    fusion_weights: list[float] = Field(
+        default_factory=lambda: [round(0.1 * i, 1) for i in range(11)], min_length=1,
+        description="score-fusion weight grid of BM25 against the dense scorer, in [0, 1]")
+
+    @field_validator("bm25_b", "fusion_weights")
+    @classmethod
+    def _unit(cls, v: list[float]) -> list[float]:
+        if any(not 0.0 <= x <= 1.0 for x in v):
+            raise ValueError(f"values must lie in [0, 1], got {v}")
+        return v
+
+    @field_validator("bm25_k1")
+    @classmethod
+    def _positive(cls, v: list[float]) -> list[float]:
+        if any(x <= 0 for x in v):
+            raise ValueError(f"BM25 k1 must be > 0, got {v}")
+        return v
 
 
 class TuneParams(BaseModel):
