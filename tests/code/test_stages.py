@@ -69,6 +69,10 @@ def test_code_stages_end_to_end(tmp_path):
     steps.append(["stages/baselines_code.py", *common, *io[:6],
                   "--metrics", str(tmp_path / "metrics" / "baselines.json"),
                   "--ranks", str(tmp_path / "curves" / "baselines_ranks.csv")])
+    steps.append(["stages/hybrid_code.py", *common, *io,
+                  "--baselines", str(tmp_path / "metrics" / "baselines.json"),
+                  "--metrics", str(tmp_path / "metrics" / "hybrids.json"),
+                  "--ranks", str(tmp_path / "curves" / "hybrids_ranks.csv")])
     for s in steps:
         r = _run([str(ROOT / s[0]), *s[1:]], ROOT)
         assert r.returncode == 0, f"{s[0]}: {r.stderr[-2000:]}"
@@ -84,7 +88,17 @@ def test_code_stages_end_to_end(tmp_path):
     assert m["corpus_size"] == 32 and m["n_queries"] == (sp["split"] == "test").sum()
     assert 0 <= m["rank_at_1"] <= m["rank_at_5"] <= m["rank_at_10"] <= 1
     b = json.loads((tmp_path / "metrics" / "baselines.json").read_text())
-    assert set(b["baselines"]) == {"zeroshot_raw", "zeroshot_centred", "ridge"}
+    assert set(b["baselines"]) == {"zeroshot_raw", "zeroshot_centred", "ridge", "bm25",
+                                   "sentence", "zeroshot_centred_l6"}
+    assert b["baselines"]["bm25"]["k1"] in (0.6, 0.9, 1.2, 1.5, 2.0)
+    assert len(b["baselines"]["bm25"]["bm25_grid"]) == 20
+    br = pd.read_csv(tmp_path / "curves" / "baselines_ranks.csv")
+    assert (br.groupby("baseline").size() == m["n_queries"]).all()
+    h = json.loads((tmp_path / "metrics" / "hybrids.json").read_text())
+    assert set(h["hybrids"]) == {"rrf_infonce", "fusion_infonce"}
+    assert h["hybrids"]["fusion_infonce"]["weight"] in [round(0.1 * i, 1) for i in range(11)]
+    hr = pd.read_csv(tmp_path / "curves" / "hybrids_ranks.csv")
+    assert len(hr) == 2 * m["n_queries"] and hr["rank"].between(1, 32).all()
     r = pd.read_csv(tmp_path / "curves" / "infonce_ranks.csv")
     assert len(r) == m["n_queries"] and (r["rank"] >= 1).all()
     tuned = json.loads((tmp_path / "tuned" / "infonce.json").read_text())

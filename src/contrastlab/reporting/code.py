@@ -29,9 +29,19 @@ __all__ = ["build_section", "REFERENCES", "TITLES"]
 
 TITLES = {"zeroshot_raw": "zero-shot teacher, raw (baseline)",
           "zeroshot_centred": "zero-shot teacher, centred (baseline)",
-          "ridge": "ridge regression, closed form (baseline)"}
-BASELINES = ["zeroshot_raw", "zeroshot_centred", "ridge"]
-REFERENCE_BASELINE = "zeroshot_centred"
+          "ridge": "ridge regression, closed form (baseline)",
+          "bm25": "BM25 over identifier sub-tokens (baseline)",
+          "sentence": "teacher sentence embedding, all layers, mean pooling (baseline)"}
+BASELINES = ["zeroshot_raw", "zeroshot_centred", "ridge", "bm25", "sentence"]
+REFERENCE_BASELINE = "zeroshot_centred"  # the dashed line of the Rank@k figure
+
+
+def _is_baseline(name: str) -> bool:
+    return name in BASELINES or name.startswith("zeroshot_centred_l")
+
+
+def _is_hybrid(name: str) -> bool:
+    return name.startswith(("rrf_", "fusion_"))
 
 #: The retrieval notes' rows.
 REFERENCES = [
@@ -48,6 +58,12 @@ def _title(name: str, m: dict | None) -> str:
     if name in TITLES:
         return TITLES[name]
     m = m or {}
+    if name.startswith("zeroshot_centred_l"):
+        return f"zero-shot teacher, centred, layer {name.rsplit('_l', 1)[1]} (baseline)"
+    if _is_hybrid(name):
+        kind = ("BM25 + predictor, reciprocal-rank fusion" if name.startswith("rrf_") else
+                f"BM25 + predictor, score fusion (w={m.get('weight', float('nan')):g})")
+        return f"{kind}: {_title(m.get('variant', name.split('_', 1)[1]), m.get('_variant_metrics'))}"
     loss = m.get("loss")
     try:
         from ..losses import get_spec
@@ -70,11 +86,14 @@ def _contrastive(loss: str | None) -> bool:
 
 
 def _order(metrics: dict) -> list[str]:
-    """Baselines, then residual rows, then rows trained from scratch (params order kept)."""
-    trained = [n for n in metrics if n not in TITLES]
-    return ([n for n in TITLES if n in metrics]
-            + [n for n in trained if metrics[n].get("residual")]
-            + [n for n in trained if not metrics[n].get("residual")])
+    """Baselines, residual rows, rows trained from scratch, then the BM25 hybrids."""
+    base = [n for n in TITLES if n in metrics] + sorted(
+        n for n in metrics if _is_baseline(n) and n not in TITLES)
+    trained = [n for n in metrics if not _is_baseline(n) and not _is_hybrid(n)]
+    hybrids = [n for n in metrics if _is_hybrid(n)]
+    return (base + [n for n in trained if metrics[n].get("residual")]
+            + [n for n in trained if not metrics[n].get("residual")]
+            + sorted(hybrids, key=lambda n: (n.split("_", 1)[1], n)))
 
 
 def _save(fig, path: Path) -> None:
@@ -177,7 +196,7 @@ def _load_table(root: Path, name: str) -> dict | None:
             metrics[k] = {**m, "corpus_size": b["corpus_size"], "n_seeds": 0}
             ranks[k] = part["rank"].to_numpy()[None, :]
     for f in sorted(mdir.glob("*.json")):
-        if f.stem == "baselines" or not (ddir / f"{f.stem}_ranks.csv").exists():
+        if f.stem in ("baselines", "hybrids") or not (ddir / f"{f.stem}_ranks.csv").exists():
             continue
         m = json.loads(f.read_text())
         r = pd.read_csv(ddir / f"{f.stem}_ranks.csv").sort_values(["seed", "id"])
@@ -191,43 +210,86 @@ def _load_table(root: Path, name: str) -> dict | None:
             continue  # a stale file evaluated on another split
         metrics[f.stem] = m
         ranks[f.stem] = mat
+    hfile = mdir / "hybrids.json"
+    if hfile.exists() and (ddir / "hybrids_ranks.csv").exists() and order is not None:
+        h = json.loads(hfile.read_text())
+        hr = pd.read_csv(ddir / "hybrids_ranks.csv")
+        for k, m in h["hybrids"].items():
+            part = hr[hr["hybrid"] == k].sort_values(["seed", "id"])
+            seeds = sorted(part["seed"].unique())
+            if not seeds:
+                continue
+            mat = np.stack([part[part["seed"] == s]["rank"].to_numpy() for s in seeds])
+            ids = part[part["seed"] == seeds[0]]["id"].to_numpy()
+            if len(ids) != len(order) or (ids != order).any():
+                continue
+            metrics[k] = {**m, "corpus_size": h["corpus_size"],
+                          "_variant_metrics": metrics.get(m.get("variant"))}
+            ranks[k] = mat
     if not metrics:
         return None
     return {"metrics": metrics, "ranks": ranks, "repo": repo}
 
 
-def table_stats(ranks: dict, repo, n_resamples: int = 1000, seed: int = 0) -> dict[str, dict]:
-    """CIs and paired tests for Rank@1/5/10 and MRR from per-query ranks.
+def strongest_baseline(metrics: dict) -> str | None:
+    """The baseline row with the best validation Rank@10 (``val_rank_at_10``; ties: name order)."""
+    cands = [n for n in metrics if _is_baseline(n) and "val_rank_at_10" in metrics[n]]
+    if not cands:
+        return None
+    return max(sorted(cands), key=lambda n: metrics[n]["val_rank_at_10"])
+
+
+def only_in_top10(ranks: dict, a: str, b: str, k: int = 10) -> float:
+    """Mean over ``a``'s seeds of #test queries whose true body ``a`` ranks in its top ``k``
+    and ``b`` does not (``b``'s seeds matched by position, a one-seed row repeated)."""
+    import numpy as np
+
+    ra, rb = ranks[a], ranks[b]
+    return float(np.mean([((ra[i] <= k) & (rb[min(i, len(rb) - 1)] > k)).sum()
+                          for i in range(len(ra))]))
+
+
+def table_stats(ranks: dict, repo, n_resamples: int = 1000, seed: int = 0,
+                baseline: str | None = None) -> dict[str, dict]:
+    """CIs, best-row statistics and paired tests for Rank@1/5/10 and MRR from per-query ranks.
 
     Args:
-        ranks: row name -> int ``[S_row, I]`` ranks (baselines have ``S_row = 1`` and are
-            repeated over the seeds; trained rows are cut to the smallest seed count).
+        ranks: row name -> int ``[S_row, I]`` ranks (one-seed rows, the baselines, are
+            repeated over the seeds; multi-seed rows are cut to the smallest seed count).
         repo: ``[I]`` bootstrap clusters (repository groups of the test queries).
+        baseline: the strongest baseline (chosen on validation by the caller); every row is
+            tested against it.
 
     Returns:
-        metric -> :func:`contrastlab.evaluation.stats.summarize` output twice:
-        ``{"best": ..., "baseline": ...}`` (all rows as candidates for the best; every row
-        against the centred zero-shot baseline when it is present).
+        metric -> ``{"best": summarize(...), "baseline": ..., "bm25": ...}``
+        (:func:`contrastlab.evaluation.stats.summarize` with ``candidates`` = every row,
+        baselines included: ``p_best``, ``in_mcs`` (95 % Model Confidence Set, Hansen, Lunde
+        & Nason 2011), ``beats_baseline`` / ``below_baseline`` (Holm); ``"bm25"``: each BM25
+        hybrid against the BM25 row, Holm over the hybrids only).
     """
     import numpy as np
 
     from ..evaluation.stats import bootstrap_per_item, resample_indices, summarize
 
-    trained = [k for k, v in ranks.items() if v.shape[0] > 1 or k not in BASELINES]
-    s = min([ranks[k].shape[0] for k in trained], default=1)
-    mats = {k: (np.repeat(v[:1], s, 0) if k in BASELINES else v[:s]).astype(np.float64)
+    multi = [k for k, v in ranks.items() if v.shape[0] > 1 or not _is_baseline(k)]
+    s = min([ranks[k].shape[0] for k in multi], default=1)
+    mats = {k: (np.repeat(v[:1], s, 0) if v.shape[0] == 1 else v[:s]).astype(np.float64)
             for k, v in ranks.items()}
     n_items = next(iter(mats.values())).shape[1]
     draws = resample_indices(s, n_items, clusters=repo, n_resamples=n_resamples, seed=seed)
     per_metric = {"rank_at_1": lambda r: (r <= 1), "rank_at_5": lambda r: (r <= 5),
                   "rank_at_10": lambda r: (r <= 10), "mrr": lambda r: 1.0 / r}
+    names = list(ranks)
     out = {}
     for metric, f in per_metric.items():
         point, reps = bootstrap_per_item({k: f(v) for k, v in mats.items()}, draws=draws)
-        res = {"best": summarize(point, reps)}
-        base = REFERENCE_BASELINE if REFERENCE_BASELINE in point else None
-        if base is not None and len(point) > 1:
-            res["baseline"] = summarize(point, reps, baseline=base)
+        base = baseline if baseline in point and len(point) > 1 else None
+        res = {"best": summarize(point, reps, candidates=names, baseline=base)}
+        if base is not None:
+            res["baseline"] = res["best"]
+        hyb = [n for n in names if _is_hybrid(n)]
+        if "bm25" in point and hyb:  # Holm family: the hybrids, each against BM25 alone
+            res["bm25"] = summarize(point, reps, candidates=hyb + ["bm25"], baseline="bm25")
         out[metric] = res
     return out
 
@@ -239,33 +301,51 @@ def _ci(st: dict, pct: bool, digits: int) -> str:
 
 
 def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: int,
-              corpus: int) -> str:
+              corpus: int, ranks: dict | None = None, baseline: str | None = None) -> str:
     T = {n: _title(n, metrics.get(n)) for n in names}
-    r10 = stats["rank_at_10"]
-    best = next(n for n in names if r10["best"][n].get("is_best"))
-    tied = [n for n in names if r10["best"][n].get("tied_for_best") and n != best]
-    trained = [n for n in names if n not in BASELINES]
+    r10 = stats["rank_at_10"]["best"]
+    best = next(n for n in names if r10[n].get("is_best"))
+    tied = [n for n in names if r10[n].get("in_mcs") and n != best]
+    trained = [n for n in names if not _is_baseline(n) and not _is_hybrid(n)]
+    hybrids = [n for n in names if _is_hybrid(n)]
     parts = [f"On {n_q:,} test signatures from {n_groups} held-out repository groups, ranked "
              f"against {corpus:,} bodies (chance Rank@10 {1000 / corpus:.2f} %), the best row is "
-             f"{T[best]} with Rank@10 {_ci(r10['best'][best], True, 1)} %"
-             + (f", tied (Holm-corrected paired bootstrap) with "
-                f"{', '.join(T[t] for t in tied)}." if tied else ", ahead of every "
-                "other row (Holm-corrected paired bootstrap).")]
-    if "baseline" in r10 and trained:
-        zb = r10["best"][REFERENCE_BASELINE]
-        winners = [n for n in trained if r10["baseline"][n].get("beats_baseline")]
-        losers = [n for n in trained if r10["baseline"][n].get("delta_vs_baseline", 0) < 0
-                  and r10["baseline"][n].get("p_vs_baseline_holm", 1) < 0.05]
-        if winners:
-            parts.append("Trained losses that beat the centred zero-shot baseline (Rank@10 "
-                         f"{100 * zb['mean']:.1f} %): " + ", ".join(
-                             f"{T[w]} ({100 * r10['baseline'][w]['delta_vs_baseline']:+.1f} "
-                             "points)" for w in winners) + ".")
-        else:
-            parts.append("No trained loss beats the untrained centred zero-shot baseline "
-                         f"(Rank@10 {100 * zb['mean']:.1f} %)"
-                         + (f"; significantly below it: "
-                            f"{', '.join(T[x] for x in losers)}." if losers else "."))
+             f"{T[best]} with Rank@10 {_ci(r10[best], True, 1)} % "
+             f"(P(best) {r10[best].get('p_best', float('nan')):.2f})"
+             + (f"; the 95 % model confidence set also holds {', '.join(T[t] for t in tied)}."
+                if tied else "; the 95 % model confidence set holds it alone.")]
+    if _is_baseline(best):
+        parts.append(f"A baseline wins: {T[best]}.")
+    if trained:
+        tb = max(trained, key=lambda n: metrics[n].get("val_rank_at_10", float("-inf")))
+        cmp = []
+        for ref in ("bm25", "sentence"):
+            if ref in r10:
+                d = r10[tb]["mean"] - r10[ref]["mean"]
+                cmp.append(f"{T[ref]} {_ci(r10[ref], True, 1)} % ({100 * d:+.1f} points)")
+        parts.append(f"The best trained predictor on validation, {T[tb]}, reaches "
+                     f"{_ci(r10[tb], True, 1)} %" + (" against " + "; ".join(cmp) if cmp else "")
+                     + ".")
+        if baseline and baseline in r10:
+            above = [T[n] for n in trained if r10[n].get("beats_baseline")]
+            below = [T[n] for n in trained if r10[n].get("below_baseline")]
+            parts.append(f"Against the strongest baseline on validation ({T[baseline]}): "
+                         f"significantly above (Holm): {', '.join(above) or 'none'}; "
+                         f"significantly below: {', '.join(below) or 'none'}.")
+    if hybrids and "bm25" in stats["rank_at_10"]:
+        hb = stats["rank_at_10"]["bm25"]
+        hbest = max(hybrids, key=lambda n: r10[n]["mean"])
+        sig = [n for n in hybrids if hb[n].get("beats_baseline")]
+        parts.append(f"Best BM25 hybrid: {T[hbest]}, Rank@10 {_ci(r10[hbest], True, 1)} % "
+                     f"({100 * hb[hbest]['delta_vs_baseline']:+.1f} points over BM25 alone, "
+                     f"Holm p={hb[hbest]['p_vs_baseline_holm']:.3f}); hybrids significantly "
+                     f"above BM25: {len(sig)} of {len(hybrids)}.")
+    if ranks is not None and trained and "bm25" in ranks:
+        tb = max(trained, key=lambda n: metrics[n].get("val_rank_at_10", float("-inf")))
+        only_p = only_in_top10(ranks, tb, "bm25")
+        only_b = only_in_top10(ranks, "bm25", tb)
+        parts.append(f"{T[tb]} puts {only_p:.0f} test signatures' bodies in its top 10 that BM25 "
+                     f"does not (mean over seeds); BM25 does so for {only_b:.0f} that it misses.")
     return " ".join(parts)
 
 
@@ -274,7 +354,8 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
 
     metrics, ranks, repo = loaded["metrics"], loaded["ranks"], loaded["repo"]
     names = _order(metrics)
-    stats = table_stats({n: ranks[n] for n in names}, repo)
+    baseline = strongest_baseline(metrics)
+    stats = table_stats({n: ranks[n] for n in names}, repo, baseline=baseline)
     corpus = int(max(m.get("corpus_size", 0) for m in metrics.values()))
     n_q = int(ranks[names[0]].shape[1])
     n_groups = int(len(np.unique(repo)))
@@ -282,49 +363,67 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
     for n in names:
         m = metrics[n]
         b = {k: stats[k]["best"][n] for k in stats}
-        vb = stats["rank_at_10"].get("baseline", {}).get(n, {})
-        if n in BASELINES:
-            hp = f"λ={m['lambda']:g}" if "lambda" in m else "-"
+        r10 = b["rank_at_10"]
+        if _is_baseline(n):
+            hp = (f"λ={m['lambda']:g}" if "lambda" in m else
+                  f"k1={m['k1']:g}, b={m['b']:g}" if "k1" in m else
+                  f"{m['max_tokens']} tokens" if "max_tokens" in m else "-")
             seeds, epoch = "-", "-"
+        elif _is_hybrid(n):
+            hp = (f"k={m.get('rrf_k', 60):g}" if n.startswith("rrf_") else f"w={m.get('weight'):g} (val)")
+            seeds, epoch = str(m.get("n_seeds", "-")), "-"
         else:
             hp = (f"lr={m.get('lr', float('nan')):.2g}"
                   + (f", τ0={m['temperature']:.3g}" if _contrastive(m.get("loss")) else "")
                   + (" (tuned)" if m.get("tuned") else ""))
             seeds, epoch = str(m.get("n_seeds", "-")), f"{m.get('best_epoch', float('nan')):.1f}"
-        vs_base = ("-" if n == REFERENCE_BASELINE or not vb else
-                   f"{100 * vb['delta_vs_baseline']:+.1f} (p={vb['p_vs_baseline_holm']:.3f})")
+        if n == baseline or "delta_vs_baseline" not in r10:
+            vs_base = "-" if n != baseline else "(strongest baseline)"
+        else:
+            mark = "▲ " if r10.get("beats_baseline") else "▼ " if r10.get("below_baseline") else ""
+            vs_base = f"{mark}{100 * r10['delta_vs_baseline']:+.1f} (p={r10['p_vs_baseline_holm']:.3f})"
         rows.append([
             _title(n, m), _ci(b["rank_at_1"], True, digits), _ci(b["rank_at_5"], True, digits),
-            _ci(b["rank_at_10"], True, digits), _ci(b["mrr"], False, digits),
-            f"{m.get('median_rank', float('nan')):.0f}", seeds, epoch, hp, vs_base,
-            "best" if b["rank_at_10"].get("is_best") else
-            ("tied" if b["rank_at_10"].get("tied_for_best") else "worse"),
+            _ci(r10, True, digits), _ci(b["mrr"], False, digits),
+            f"{m.get('median_rank', float('nan')):.0f}", seeds, epoch, hp,
+            f"{r10.get('p_best', float('nan')):.2f}", "yes" if r10.get("in_mcs") else "no",
+            vs_base,
         ])
     if references:
-        for rname, r1, r10, rc, _ in REFERENCES:
-            rows.append([f"*{rname}*", r1, "-", r10, "-", "-", "-", "-", "-", "-", "-"])
+        for rname, r1, r10s, rc, _ in REFERENCES:
+            rows.append([f"*{rname}*", r1, "-", r10s, "-", "-", "-", "-", "-", "-", "-", "-"])
     note = (f"{n_q:,} test signatures from {n_groups} held-out repository groups against all "
             f"{corpus:,} extracted bodies (chance Rank@10 = 10/{corpus:,} = {1000 / corpus:.2f} %). "
-            "Target space centred on the training bodies' mean for every row except the raw "
-            "zero-shot one. Cells: mean [95 % CI], CI from 1,000 bootstrap draws over seeds "
-            "and over test queries clustered by repository group (related distributions "
-            "form one group; near-duplicate bodies never straddle the split). 'vs zero-shot': Rank@10 difference to "
-            "the centred zero-shot baseline in points, Holm-corrected paired-bootstrap p; "
-            "last column: Rank@10 compared with the best row (tied = not significantly "
-            "worse after Holm). Trained rows: mean over seeds; 'from the zero-shot map': the "
-            "predictor adds a correction to the centred zero-shot map and epoch 0 (the map "
-            "itself) may be kept by early stopping (best epoch 0). "
+            "Target space centred on the training bodies' mean for every learned or zero-shot "
+            "row except the raw zero-shot one; BM25 scores identifier sub-tokens (snake_case and "
+            "camelCase split, lower-cased, the whole identifier kept too; ties count against the "
+            "true body); the sentence-embedding row is the teacher as its authors use it (all "
+            "layers, mean pooling, normalised, raw space). Cells: mean [95 % CI], bias-corrected "
+            "percentile CI from 1,000 bootstrap draws over seeds and over test queries clustered by "
+            "repository group (related distributions form one group; near-duplicate bodies never "
+            "straddle the split). P(best): share of draws in which the row has the highest "
+            "Rank@10; in MCS: member of the 95 % model confidence set (Hansen, Lunde & Nason 2011) "
+            "over every row, baselines included. 'vs strongest baseline': Rank@10 difference in "
+            "points to the baseline with the best validation Rank@10"
+            + (f" ({_title(baseline, metrics.get(baseline))})" if baseline else "")
+            + ", Holm-corrected paired-bootstrap p; ▲/▼ significantly above/below. Trained rows: "
+            "mean over seeds; 'from the zero-shot map': the predictor adds a correction to the "
+            "centred zero-shot map and epoch 0 (the map itself) may be kept by early stopping. "
+            "Hybrids: BM25 fused with each trained predictor per seed, by reciprocal-rank fusion "
+            "(Cormack et al. 2009, k=60) or by z-scored score fusion with its weight chosen on "
+            "validation. Every grid (ridge λ, BM25 k1 and b, fusion weight) was searched on the "
+            "validation repositories only. "
             + ("Hyperparameters marked (tuned) were chosen on the validation repositories "
                "with an equal budget per loss (tune_code)."
                if any(m.get("tuned") for m in metrics.values()) else
-               "No row of this table is tuned: every loss uses the hyperparameters shown."))
+               "No trained row of this table is tuned: every loss uses the hyperparameters shown."))
     if references:
         note += (" Italic rows: the retrieval notes' (docs/sources.md) reported numbers (Qwen2.5-Coder-3B layer 18, corpus "
                  "49,631), comparable in corpus size only.")
     table = Table(title, ["row", "R@1 % [CI]", "R@5 % [CI]", "R@10 % [CI]", "MRR [CI]",
-                          "median rank", "seeds", "best epoch", "hyperparameters",
-                          "Δ R@10 vs zero-shot (pp, Holm p)", "vs best"], rows, note=note)
-    return table, _headline(stats, metrics, names, n_q, n_groups, corpus)
+                          "median rank", "seeds", "best epoch", "hyperparameters", "P(best)",
+                          "in MCS", "Δ R@10 vs strongest baseline (pp, Holm p)"], rows, note=note)
+    return table, _headline(stats, metrics, names, n_q, n_groups, corpus, ranks, baseline)
 
 
 def _preset_provenance(root: Path, name: str) -> str:
@@ -361,7 +460,8 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | N
         t2.note += " " + _preset_provenance(root, "seed-corpus")
         s.tables.append(t2)
         s.notes.append("Seed-corpus table: " + h2)
-    names = [n for n in _order(loaded["metrics"]) if n not in BASELINES]
+    names = [n for n in _order(loaded["metrics"])
+             if not _is_baseline(n) and not _is_hybrid(n)]
     titles = {n: _title(n, loaded["metrics"][n]) for n in names}
     figures_dir = Path(figures_dir)
     figures_dir.mkdir(parents=True, exist_ok=True)
