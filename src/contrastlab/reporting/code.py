@@ -240,13 +240,16 @@ def strongest_baseline(metrics: dict) -> str | None:
 
 
 def only_in_top10(ranks: dict, a: str, b: str, k: int = 10) -> float:
-    """Mean over ``a``'s seeds of #test queries whose true body ``a`` ranks in its top ``k``
-    and ``b`` does not (``b``'s seeds matched by position, a one-seed row repeated)."""
+    """Mean over seeds of #test queries whose true body ``a`` ranks in its top ``k`` and
+    ``b`` does not (seeds matched by position; a one-seed row, a baseline, is repeated).
+
+    ``ranks``: name -> int ``[S, I]``. Returns a float (a count averaged over seeds)."""
     import numpy as np
 
     ra, rb = ranks[a], ranks[b]
-    return float(np.mean([((ra[i] <= k) & (rb[min(i, len(rb) - 1)] > k)).sum()
-                          for i in range(len(ra))]))
+    n = max(len(ra), len(rb))
+    return float(np.mean([((ra[min(i, len(ra) - 1)] <= k) & (rb[min(i, len(rb) - 1)] > k)).sum()
+                          for i in range(n)]))
 
 
 def table_stats(ranks: dict, repo, n_resamples: int = 1000, seed: int = 0,
