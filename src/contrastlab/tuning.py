@@ -466,6 +466,7 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
     if n_trials < 1:
         raise ValueError(f"n_trials must be >= 1 (got {n_trials})")
     out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)  # a DVC output even when the study is in an RDB
     name = study_name(track, variant, space, fixed)
     s_seed = sampler_seed(seed, track, seed_key or variant)
     default = _check_default(default, space) if default else None
