@@ -181,22 +181,23 @@ def test_standard_error_is_stored_per_trial(tmp_path):
     assert r.best_se == pytest.approx(0.01 * r.best_params["k"])
 
 
-def test_report_prunes_and_pruned_trials_count_against_the_budget(tmp_path):
+@pytest.mark.parametrize("pruner", ["median", "hyperband", "successive_halving"])
+def test_report_prunes_and_pruned_trials_count_against_the_budget(tmp_path, pruner):
     steps = []
 
     def obj(ch, report):
         q = _obj(ch)
-        for step in range(1, 5):
+        for step in range(1, 10):
             steps.append(step)
-            report(step, q * step / 4)
+            report(step, q - 1.0 / step)
         return q
 
     r = run_study(track="t", variant="p", space=SPACE, objective=obj, n_trials=12, seed=0,
-                  startup_trials=2, out_dir=tmp_path, pruner="median", progress=False)
+                  startup_trials=2, out_dir=tmp_path, pruner=pruner, progress=False)
     hist = study_history(track="t", variant="p", space=SPACE, out_dir=tmp_path)
     assert len(hist) == 12 and r.n_complete + r.n_pruned + r.n_failed == 12
     assert r.n_pruned > 0 and (hist["state"] == "PRUNED").sum() == r.n_pruned
-    assert len(steps) < 4 * 12  # pruned trials stopped before their last step
+    assert len(steps) < 9 * 12  # pruned trials stopped before their last step
     done = hist[hist["state"] == "COMPLETE"]
     assert r.best_value == pytest.approx(done["value"].max())  # chosen among COMPLETE only
     assert hist.loc[hist["trial"] == r.best_trial, "state"].item() == "COMPLETE"
@@ -221,3 +222,21 @@ def test_tune_params_and_pruners():
         TuneParams(min_resource=4, max_resource=2)
     kw = tune_kwargs(TuneParams(trials=3, pruner="median"))
     assert kw["n_trials"] == 3 and kw["pruner"] == "median" and kw["storage"] is None
+
+
+def test_an_interrupted_trial_is_not_budget(tmp_path):
+    from optuna.trial import TrialState
+
+    from contrastlab.tuning import _open
+
+    kw = dict(track="t", variant="i", space=SPACE, seed=0, out_dir=tmp_path, progress=False)
+    run_study(objective=_obj, n_trials=2, **kw)
+    study = _open(study_name("t", "i", SPACE), out_dir=tmp_path, storage=None, seed=0,
+                  startup=1, direction="maximize")
+    study.ask()  # a stage killed during trial 2 leaves it RUNNING
+    r = run_study(objective=_obj, n_trials=3, **kw)
+    assert r.n_complete == 3 and r.n_pruned == 0
+    states = {t.number: t.state for t in study.get_trials()}
+    assert states[2] == TrialState.PRUNED and states[3] == TrialState.COMPLETE
+    assert list(study_history(track="t", variant="i", space=SPACE, out_dir=tmp_path)["trial"]) \
+        == [0, 1, 3]
