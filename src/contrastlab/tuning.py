@@ -56,6 +56,7 @@ import hashlib
 import inspect
 import json
 import math
+import numbers
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -385,12 +386,14 @@ def _check_default(default: Mapping[str, Any], space: Mapping[str, SearchDim]) -
     unknown = sorted(set(default) - set(space))
     if unknown:
         raise ValueError(f"default: {unknown} are not in the search space {sorted(space)}")
+    default = {k: (v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v)
+               for k, v in default.items()}  # numpy scalars -> Python numbers
     for k, v in default.items():
         d = space[k]
         if d.type == "categorical":
             if v not in d.choices:
                 raise ValueError(f"default {k}={v!r} is not one of {d.choices}")
-        elif not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+        elif not isinstance(v, numbers.Real) or isinstance(v, bool) or not math.isfinite(v):
             raise ValueError(f"default {k}={v!r}: expected a finite number")
         elif not d.low <= v <= d.high:
             warnings.warn(f"default {k}={v} lies outside the search range [{d.low}, {d.high}]; "
