@@ -85,10 +85,14 @@ _PARENT_TAG = "mlflow.parentRunId"
 
 # ------------------------------------------------------------------ store and experiment
 def tracking_uri(root: Path | None = None) -> str:
-    """The MLflow tracking URI this project uses (see module docstring)."""
+    """The MLflow tracking URI this project uses (see module docstring). A bare
+    ``postgresql://`` URI gets the pinned psycopg2 driver (SQLAlchemy 2.1 would pick the
+    uninstalled psycopg 3 and tracking would be disabled; ``contrastlab.tuning.rdb_url``)."""
     uri = os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
-        return uri
+        from .tuning import rdb_url
+
+        return rdb_url(uri)
     root = _store_root(root)
     return f"sqlite:///{(root / 'mlflow.db').resolve()}"
 

@@ -173,7 +173,7 @@ def test_mlflow_server_on_postgres_takes_concurrent_stages(pg_server, tmp_path):
          "--workers", "1"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 90
+        deadline = time.time() + 180  # schema creation; slow on a loaded machine
         while True:
             try:
                 with urllib.request.urlopen(f"{uri}/health", timeout=2) as r:
@@ -191,7 +191,7 @@ def test_mlflow_server_on_postgres_takes_concurrent_stages(pg_server, tmp_path):
                                   env=env) for i in range(3)]
         parents = []
         for p in procs:
-            out, err = p.communicate(timeout=120)
+            out, err = p.communicate(timeout=240)
             assert p.returncode == 0, err
             parents += [ln[len("RUN_ID="):] for ln in out.splitlines() if ln.startswith("RUN_ID=")]
         client = MlflowClient(uri)
@@ -220,3 +220,21 @@ def test_mlflow_server_on_postgres_takes_concurrent_stages(pg_server, tmp_path):
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
         log.close()
+
+
+def test_bare_postgresql_urls_get_the_pinned_driver(monkeypatch):
+    """SQLAlchemy 2.1 reads ``postgresql://`` as psycopg 3, which is not installed: Optuna
+    storages and the MLflow tracking URI get ``postgresql+psycopg2://`` instead."""
+    import importlib.util
+
+    from contrastlab.tracking import tracking_uri
+    from contrastlab.tuning import rdb_url
+
+    if importlib.util.find_spec("psycopg") is not None:
+        pytest.skip("psycopg 3 is installed: bare postgresql:// URLs are left as they are")
+    bare = "postgresql://u:p@db-host:5432/studies"
+    assert rdb_url(bare) == "postgresql+psycopg2://u:p@db-host:5432/studies"
+    assert rdb_url("sqlite:///x.db") == "sqlite:///x.db"
+    assert rdb_url("postgresql+psycopg2://u@/d") == "postgresql+psycopg2://u@/d"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", bare)
+    assert tracking_uri() == rdb_url(bare)
