@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
     vp = ml.variants[variant]
     # trial 0: the variant's params.yaml values (what the untuned data sets use)
-    base_cfg = make_config(ml, tune.datasets[0], variant)
+    base_cfg = make_config(ml, (tune.datasets or ml.datasets)[0], variant)
     default = {k: (base_cfg.model.get(k) if base_cfg.model else getattr(base_cfg, k)) for k in space}
     run_kw = set(inspect.signature(run_study).parameters)
     todo = [args.only] if args.only else list(tune.datasets)
