@@ -8,7 +8,10 @@ standard linear probe (logistic regression, ``C`` chosen on the 500 validation n
 on the 1000 test nodes; Velickovic et al., ICLR 2019) and the notebook-style probe
 (``nn.Linear``, Adam). With ``--ablation`` it reruns the same choices with
 ``graph.final.ablation_batch_nodes`` (default: all nodes in every loss batch) for
-``graph.final.ablation_seeds`` and writes under ``.../ablation/``.
+``graph.final.ablation_seeds`` and writes under ``.../ablation/``. With ``--default`` it runs
+the variant's *untuned* configuration (``graph.variants.<variant>`` as declared; stage
+``default_graph@<variant>``) on ``graph.final.default_seeds`` and writes under ``.../default/``: the
+report's "default vs tuned" table.
 
 Writes (all small, committed, ``cache: false``):
 
@@ -62,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variant", required=True)
     ap.add_argument("--ablation", action="store_true",
                     help="loss-batch ablation: graph.final.ablation_batch_nodes and ablation_seeds")
+    ap.add_argument("--default", action="store_true",
+                    help="the untuned (declared) configuration on graph.final.seeds")
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--data", default="data/graph/planetoid")
     ap.add_argument("--tuned", default="reports/tuned/graph")
@@ -71,10 +76,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     g = load_params(args.params).graph
     base = graph_run_config(g, args.variant)
-    chosen = read_tuned(f"{args.tuned}/{args.variant}.json")
+    if args.ablation and args.default:
+        raise ValueError("--ablation and --default exclude each other")
+    chosen = {} if args.default else read_tuned(f"{args.tuned}/{args.variant}.json")
     cfg = base.with_choices(chosen)
     seeds = g.final.seeds
-    sub = ""
+    sub = "default/" if args.default else ""
+    if args.default:
+        seeds = g.final.default_seeds
+        if not seeds:
+            raise ValueError("graph.final.default_seeds is empty: the default runs are off")
     if args.ablation:
         cfg.train["batch_nodes"] = g.final.ablation_batch_nodes
         seeds, sub = g.final.ablation_seeds, "ablation/"
@@ -82,14 +93,16 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("graph.final.ablation_seeds is empty: the ablation is off")
     torch.set_num_threads(g.threads)
     data, _ = load_planetoid(args.data, g.dataset)
-    stage = f"{'ablate' if args.ablation else 'train'}_graph@{args.variant}"
+    stage = f"{'ablate' if args.ablation else 'default' if args.default else 'train'}_graph@{args.variant}"
     test_idx = torch.nonzero(data.test_mask).flatten().numpy()
     y_test = data.y[data.test_mask].numpy()
     preds, test_acc, val_acc, nb_acc, hist = {}, [], [], [], {"epoch": list(range(1, cfg.train["epochs"] + 1))}
     pca_emb = None
+    cs: list[float] = []
     logged = {"variant": args.variant, "stage": stage, "seeds": seeds, **cfg.flat(),
               **{f"tuned.{k}": v for k, v in chosen.items()}}
-    run_name = f"{args.variant}-ablation" if args.ablation else args.variant
+    run_name = (f"{args.variant}-ablation" if args.ablation else
+                f"{args.variant}-default" if args.default else args.variant)
     with variant_run("graph", run_name, logged, stage=stage) as tracker:
         tracker.log_dataset(g.dataset, digest=_digest(args.data, g.dataset),
                             source=str(args.data), context="training")
@@ -108,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             test_acc.append(r["test_acc"])
             val_acc.append(r["val_acc"])
             nb_acc.append(r["notebook_acc"])
+            cs.append(r["C"])
             hist[f"loss_seed{seed}"] = r["losses"]
             if pca_emb is None:
                 pca_emb = r["embeddings"]
@@ -125,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
             "logreg_acc_std": float(np.std(test_acc, ddof=1)) if len(test_acc) > 1 else 0.0,
             "logreg_val_acc_mean": float(np.mean(val_acc)),
             "notebook_acc_mean": float(np.mean(nb_acc)),
+            "probe_C": cs,
+            "logreg_val_acc": val_acc,
             **{f"logreg_acc_seed{s}": a for s, a in zip(seeds, test_acc)},
             "tuned": chosen,
             "config": {k: v for k, v in cfg.flat().items()},
@@ -140,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         write_csv(f"{args.plots}/{sub}{args.variant}.csv", df.round(6))
         tracker.log_artifact(f"{args.plots}/{sub}{args.variant}.csv", "history")
         tracker.log_artifact(f"{args.metrics}/{sub}{args.variant}.json", "metrics")
-    if not args.ablation:
+    if not args.ablation and not args.default:
         from sklearn.decomposition import PCA
 
         xy = PCA(n_components=2, random_state=0).fit_transform(pca_emb.double().numpy())

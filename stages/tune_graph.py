@@ -1,10 +1,15 @@
 """DVC stage ``tune_graph@<variant>``: an equal-budget Optuna study on the validation nodes.
 
-Searches ``graph.variants.<variant>.search`` with ``graph.tune.trials`` trials (the same for
-every variant; Musgrave et al., ECCV 2020). Each trial trains the GCN with the trial's
-configuration for every seed of ``graph.tune.seeds`` (disjoint from the final seeds) and
-scores the frozen encoder by the linear probe's accuracy on the 500 validation nodes of the
-public split (the test nodes are never read). Writes:
+Searches ``graph.variants.<variant>.search`` with ``graph.tune.trials`` finished trials (the
+same for every variant; Musgrave et al., ECCV 2020) under the tuning protocol of
+:mod:`contrastlab.tuning` (protocol 2): trial 0 is the variant's declared (default)
+configuration, the TPE sampler seed is derived per variant, and the pruner
+(``graph.tune.pruner``, Hyperband by default; Li et al., JMLR 2018) may stop a trial early.
+Each trial trains the GCN with the trial's configuration for the seeds of ``graph.tune.seeds``
+(>= 3, disjoint from the final seeds) one after another, scores each frozen encoder by the
+linear probe's accuracy on the 500 validation nodes of the public split (the test nodes are
+never read), reports the running mean after each seed (step = seeds done) to the pruner and
+returns ``(mean, standard error)`` over the seeds. Writes:
 
 - ``reports/tune/graph/<variant>/journal.log``: the study (Optuna journal; DVC keeps it with
   ``persist: true``, so a rerun after an interruption continues where it stopped);
@@ -27,8 +32,8 @@ from contrastlab.data.planetoid import load_planetoid
 from contrastlab.io import write_csv
 from contrastlab.params import load_params
 from contrastlab.tracking import stage_run
-from contrastlab.training.graph import fit_and_probe, graph_run_config
-from contrastlab.tuning import run_study, study_history, write_tuned
+from contrastlab.training.graph import default_choices, fit_and_probe, graph_run_config
+from contrastlab.tuning import run_study, study_history, tune_kwargs, write_tuned
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,10 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     fixed = {"config": base.flat(), "probe": g.probe.model_dump(), "seeds": tune.seeds,
              "objective": "val_acc"}
 
-    def objective(choices: dict) -> float:
+    def objective(choices: dict, report=None):
         cfg = base.with_choices(choices)
-        return float(np.mean([fit_and_probe(data, cfg, s, g.probe)["val_acc"]
-                              for s in tune.seeds]))
+        accs = []
+        for k, s in enumerate(tune.seeds, start=1):
+            accs.append(fit_and_probe(data, cfg, s, g.probe)["val_acc"])
+            if report is not None and k < len(tune.seeds):
+                report(k, float(np.mean(accs)))  # may raise optuna.TrialPruned
+        se = float(np.std(accs, ddof=1) / np.sqrt(len(accs))) if len(accs) > 1 else 0.0
+        return float(np.mean(accs)), se
 
     out_dir = f"{args.study_dir}/{args.variant}"
     logged = {"variant": args.variant, "tune": tune.model_dump(), "base": base.flat(),
@@ -60,13 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     with stage_run("graph", f"tune_graph@{args.variant}", logged) as tracker:
         if space:
             res = run_study(track="graph", variant=args.variant, space=space,
-                            objective=objective, n_trials=tune.trials, seed=tune.seed,
-                            out_dir=out_dir, storage=tune.storage,
-                            startup_trials=tune.startup_trials, fixed=fixed, tracker=tracker)
+                            objective=objective, out_dir=out_dir, fixed=fixed,
+                            tracker=tracker, default=default_choices(base, space),
+                            **tune_kwargs(tune))
         else:  # nothing to search: the declared configuration, scored once, is the choice
             from contrastlab.tuning import TuneResult
 
-            res = TuneResult(study_name="none", best_params={}, best_value=objective({}),
+            res = TuneResult(study_name="none", best_params={}, best_value=objective({})[0],
                              best_trial=0, n_complete=1, n_failed=0, direction="maximize")
         tracker.log_metrics({"best_val_acc": res.best_value, "n_complete": res.n_complete,
                              "n_failed": res.n_failed})

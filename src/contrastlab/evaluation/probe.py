@@ -18,60 +18,131 @@ from torch import nn
 
 from ..errors import InputError
 
-__all__ = ["logreg_probe", "notebook_probe"]
+__all__ = ["logreg_probe", "notebook_probe", "log_grid", "row_normalize"]
 
 
 def _np(t) -> np.ndarray:
     return t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
 
 
+def log_grid(low: float = 1e-4, high: float = 1e3, per_decade: int = 2) -> list[float]:
+    """Log-spaced grid ``low .. high`` with ``per_decade`` points per factor 10 (both ends
+    included), e.g. ``log_grid(1e-4, 1e3, 1)`` = ``[1e-4, 1e-3, ..., 1e3]`` (8 values).
+
+    Raises:
+        InputError: ``low`` <= 0, ``high`` < ``low`` or ``per_decade`` < 1.
+    """
+    if not (low > 0 and high >= low and per_decade >= 1):
+        raise InputError(f"log_grid needs 0 < low <= high and per_decade >= 1 "
+                         f"(got {low}, {high}, {per_decade})")
+    n = int(round(np.log10(high / low) * per_decade)) + 1
+    return [float(f"{v:.6g}") for v in np.logspace(np.log10(low), np.log10(high), n)]
+
+
+def row_normalize(x) -> np.ndarray:
+    """Rows scaled to sum 1 (rows of zeros left at zero): the feature preprocessing of Kipf &
+    Welling (ICLR 2017, Sec. 5.1) and SGC (Wu et al., ICML 2019, Sec. 4). ``x``: ``[N, F]``
+    non-negative; returns float64 ``[N, F]``."""
+    x = _np(x.to_dense() if isinstance(x, torch.Tensor) and x.is_sparse else x).astype(np.float64)
+    s = x.sum(1, keepdims=True)
+    return x / np.where(s > 0, s, 1.0)
+
+
+def _normalized(x: np.ndarray, tr: np.ndarray, normalize: str) -> np.ndarray:
+    if normalize == "l2":
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    if normalize == "standard":
+        mu, sd = x[tr].mean(0), x[tr].std(0)
+        return (x - mu) / np.where(sd > 0, sd, 1.0)
+    if normalize == "row":
+        return row_normalize(x)
+    if normalize != "none":
+        raise InputError(f"unknown normalize {normalize!r}; use l2, standard, row or none")
+    return x
+
+
 def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
-                 c_grid: Sequence[float] = (0.01, 0.1, 1.0, 10.0, 100.0),
+                 c_grid: Sequence[float] = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3),
                  normalize: str = "l2", max_iter: int = 2000,
-                 return_pred: bool = False) -> dict:
+                 return_pred: bool = False, edge: str = "extend",
+                 max_extend: int = 4) -> dict:
     """Standard linear probe: logistic regression, ``C`` picked on the validation nodes.
 
+    The chosen ``C`` must be interior to the grid (a choice at either end means the grid
+    did not bracket the optimum). Among ``C`` values tied for the best validation accuracy an
+    interior one is preferred (then the smaller), so a plateau that reaches an end of the grid
+    but also an interior value is bracketed. With ``edge="extend"`` the grid is extended beyond that end
+    by its own outermost ratio (``c[1]/c[0]`` or ``c[-1]/c[-2]``), one value at a time, up to
+    ``max_extend`` values; if the choice is still at the end (or ``edge="raise"``) an
+    :class:`~contrastlab.errors.InputError` is raised. A grid of one or two values is taken as given.
+
     Args:
-        emb: ``[N, D]`` float embeddings (frozen).
+        emb: ``[N, D]`` float embeddings (frozen), dense or sparse.
         y: ``[N]`` int class labels.
         train_mask, val_mask, test_mask: ``[N]`` bool masks.
-        c_grid: candidate inverse regularisation strengths; ties go to the smaller ``C``.
+        c_grid: candidate inverse regularisation strengths (sorted here; at least 3 values
+            for the interior rule, fewer are taken as given); ties: see above.
         normalize: ``"l2"`` (rows to unit norm), ``"standard"`` (z-score using the training
-            nodes' mean/std) or ``"none"``.
+            nodes' mean/std), ``"row"`` (rows sum to 1) or ``"none"``.
         max_iter: L-BFGS iterations.
         return_pred: also return ``"test_pred"``, the ``[n_test]`` int64 predicted classes
             of the test nodes in node order (for paired tests across methods).
+        edge: ``"extend"`` or ``"raise"`` when the chosen ``C`` is at an end of the grid.
+        max_extend: most values added by ``"extend"``.
 
     Returns:
-        ``{"test_acc", "val_acc", "C"}`` (accuracies in [0, 1]) and ``"test_pred"`` if asked.
+        ``{"test_acc", "val_acc", "C", "c_grid"}`` (accuracies in [0, 1]; ``c_grid`` the grid
+        finally searched) and ``"test_pred"`` if asked.
 
     Raises:
-        ValueError: empty ``c_grid`` or unknown ``normalize``.
+        InputError: empty or non-positive ``c_grid``, unknown ``normalize`` or ``edge``, or a
+            chosen ``C`` at the grid's end after the allowed extensions.
     """
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import accuracy_score
 
-    if not len(c_grid):
-        raise InputError("c_grid must not be empty")
+    if not len(c_grid) or min(c_grid) <= 0:
+        raise InputError(f"c_grid must be non-empty and positive (got {list(c_grid)})")
+    if edge not in ("extend", "raise"):
+        raise InputError(f"unknown edge {edge!r}; use extend or raise")
+    if isinstance(emb, torch.Tensor) and emb.is_sparse:
+        emb = emb.to_dense()
     x, y = _np(emb).astype(np.float64), _np(y)
     tr, va, te = (_np(m).astype(bool) for m in (train_mask, val_mask, test_mask))
-    if normalize == "l2":
-        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-    elif normalize == "standard":
-        mu, sd = x[tr].mean(0), x[tr].std(0)
-        x = (x - mu) / np.where(sd > 0, sd, 1.0)
-    elif normalize != "none":
-        raise InputError(f"unknown normalize {normalize!r}; use l2, standard or none")
-    best = None
-    for c in c_grid:
-        clf = LogisticRegression(C=float(c), max_iter=max_iter)
-        clf.fit(x[tr], y[tr])
-        va_acc = accuracy_score(y[va], clf.predict(x[va]))
-        if best is None or va_acc > best[0]:
-            best = (va_acc, float(c), clf)
-    va_acc, c, clf = best
+    x = _normalized(x, tr, normalize)
+    fits: dict[float, tuple[float, object]] = {}
+
+    def fit(c: float):
+        if c not in fits:
+            clf = LogisticRegression(C=c, max_iter=max_iter)
+            clf.fit(x[tr], y[tr])
+            fits[c] = (float(accuracy_score(y[va], clf.predict(x[va]))), clf)
+        return fits[c]
+
+    grid = sorted(float(c) for c in set(c_grid))
+    added = 0
+    while True:
+        for c in grid:
+            fit(c)
+        top = max(fits[c][0] for c in grid)
+        tied = [c for c in grid if fits[c][0] == top]
+        inner = [c for c in tied if c not in (grid[0], grid[-1])]
+        best_c = (inner or tied)[0]  # ties: an interior C first, then the smaller C
+        i = grid.index(best_c)
+        if len(grid) < 3 or 0 < i < len(grid) - 1:
+            break
+        if edge == "raise" or added >= max_extend:
+            raise InputError(
+                f"logreg_probe: the chosen C={best_c:g} is at the "
+                f"{'lower' if i == 0 else 'upper'} end of the grid {grid} (validation "
+                f"accuracy {fits[best_c][0]:.4f}); widen probe.c_grid")
+        grid = ([grid[0] ** 2 / grid[1]] + grid if i == 0 else grid + [grid[-1] ** 2 / grid[-2]])
+        grid = [float(f"{c:.6g}") for c in grid]
+        added += 1
+    va_acc, clf = fits[best_c]
     pred = clf.predict(x[te])
-    out = {"test_acc": float(accuracy_score(y[te], pred)), "val_acc": float(va_acc), "C": c}
+    out = {"test_acc": float(accuracy_score(y[te], pred)), "val_acc": float(va_acc),
+           "C": best_c, "c_grid": grid}
     if return_pred:
         out["test_pred"] = pred.astype(np.int64)
     return out

@@ -10,9 +10,10 @@ Layout::
       model: {hidden_dim, out_dim, proj_dim, activation}
       train: {epochs, batch_nodes, lr, weight_decay, feature_mask: [v1, v2], edge_drop: [v1, v2],
               feature_mask_mode}     # shared by tuning trials and final runs
-      probe: {c_grid, normalize, notebook_steps, notebook_lr}
+      probe: {c_grid, normalize, edge, max_extend, notebook_steps, notebook_lr}
       tune: {trials, startup_trials, seed, storage, seeds}   # equal budget per variant
-      final: {seeds, ablation_seeds, ablation_batch_nodes}   # final runs on the chosen config
+      final: {seeds, ablation_seeds, ablation_batch_nodes, default_seeds}   # final runs on the chosen config
+      baselines: {sgc_k, normalize}   # SGC's K and the probe normalisation, chosen on validation
       variants:                   # one DVC stage per key (tune_graph@<key>, train_graph@<key>)
         ntxent: {loss: ntxent, temperature: 0.4, search: {temperature: {...}, lr: {...}}}
         mixco: {loss: mixco, temperature: 0.4, alpha: 1.0, weight: 1.0, search: {...}}
@@ -79,10 +80,14 @@ class GraphFinal(_Strict):
                               max_length=1000)
     ablation_seeds: list[Seed] = Field(default_factory=lambda: [0, 1, 2], max_length=1000,
                                        description="[] turns the ablation off.")
+    default_seeds: list[Seed] = Field(
+        default_factory=lambda: [0, 1, 2, 3, 4], max_length=1000,
+        description="Seeds of the untuned (default) configuration's runs (default_graph); "
+        "[] turns them off.")
     ablation_batch_nodes: Optional[int] = Field(
         None, ge=2, le=10_000_000, description="Loss batch of the ablation (null: all nodes).")
 
-    @field_validator("seeds", "ablation_seeds")
+    @field_validator("seeds", "ablation_seeds", "default_seeds")
     @classmethod
     def _unique(cls, v: list[int]) -> list[int]:
         return _distinct(v)
@@ -115,10 +120,29 @@ class GraphProbe(_Strict):
     """Linear probes: logistic regression (C picked on validation) and the notebook's."""
 
     c_grid: list[Annotated[float, Field(gt=0.0)]] = Field(
-        default_factory=lambda: [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0], min_length=1)
-    normalize: Literal["l2", "standard", "none"] = "standard"
+        default_factory=lambda: [1e-4, 3.16228e-4, 1e-3, 3.16228e-3, 0.01, 0.0316228, 0.1,
+                                 0.316228, 1.0, 3.16228, 10.0, 31.6228, 100.0, 316.228, 1000.0],
+        min_length=1, description="Candidate C (log grid 1e-4..1e3); the choice must be "
+        "interior (see edge).")
+    normalize: Literal["l2", "standard", "row", "none"] = "standard"
+    edge: Literal["extend", "raise"] = Field(
+        "extend", description="A C chosen at the grid's end: extend the grid (up to "
+        "max_extend values) or stop with an error; still at the end after extending: error.")
+    max_extend: int = Field(4, ge=0, le=100)
     notebook_steps: int = Field(200, ge=1, le=100_000)
     notebook_lr: float = Field(0.01, gt=0.0, le=10.0)
+
+
+class GraphBaselines(_Strict):
+    """``graph.baselines``: the probe-only baselines' validation choices. SGC (Wu et al.,
+    ICML 2019, Eq. 8): ``S^K X`` with ``K`` in ``sgc_k``; raw features and SGC are
+    row-normalised (Kipf & Welling 2017, Sec. 5.1) and the probe's ``normalize`` is chosen
+    among ``normalize`` on the validation nodes (with ``C``)."""
+
+    sgc_k: list[Annotated[int, Field(ge=0, le=64)]] = Field(
+        default_factory=lambda: [1, 2, 3, 4], min_length=1)
+    normalize: list[Literal["l2", "standard", "row", "none"]] = Field(
+        default_factory=lambda: ["none", "standard"], min_length=1)
 
 
 #: Shared training knobs a variant's ``search`` may tune besides its loss keywords.
@@ -215,6 +239,7 @@ class GraphParams(_Strict):
     probe: GraphProbe = GraphProbe()
     tune: GraphTune = GraphTune()
     final: GraphFinal = GraphFinal()
+    baselines: GraphBaselines = GraphBaselines()
     variants: dict[str, GraphVariant] = Field(default_factory=_default_variants)
 
     @model_validator(mode="after")

@@ -22,7 +22,8 @@ from ..errors import InputError
 from ..models.gcn import GCNEncoder, ProjectionHead
 
 __all__ = ["mask_features", "drop_edges", "augment", "make_graph_loss", "GraphSSLResult",
-           "GraphRunConfig", "graph_run_config", "fit_and_probe",
+           "GraphRunConfig", "graph_run_config", "fit_and_probe", "default_choices",
+           "sgc_operator", "propagate_features",
            "train_graph_ssl", "embed"]
 #: ``needs`` of the registry losses this module loads (read by scripts/stage_deps.py).
 LOSS_NEEDS = ("views",)
@@ -89,6 +90,61 @@ def make_graph_loss(loss: str, **kwargs) -> Callable[..., torch.Tensor]:
         return fn(z1, z2, **kwargs)
 
     return f
+
+
+def sgc_operator(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """SGC's normalised adjacency with self-loops (Wu et al., ICML 2019, Eq. 5; the GCN
+    renormalisation trick of Kipf & Welling, ICLR 2017, Eq. 8):
+    ``S = D~^{-1/2} (A + I) D~^{-1/2}`` with ``D~`` the degree matrix of ``A + I``.
+
+    Args:
+        edge_index: ``[2, E]`` int64 (directed pairs; the graph is symmetrised, duplicate
+            edges and existing self-loops counted once).
+        num_nodes: ``N``.
+
+    Returns:
+        ``[N, N]`` sparse COO float64 ``S``.
+
+    Raises:
+        InputError: ``edge_index`` not ``[2, E]`` or a node id outside ``[0, N)``.
+    """
+    if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+        raise InputError(f"edge_index must be [2, E], got {tuple(edge_index.shape)}")
+    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
+        raise InputError(f"edge_index has node ids outside [0, {num_nodes})")
+    loops = torch.arange(num_nodes).repeat(2, 1)
+    ei = torch.cat([edge_index, edge_index.flip(0), loops], 1)
+    a = torch.sparse_coo_tensor(ei, torch.ones(ei.shape[1], dtype=torch.float64),
+                                (num_nodes, num_nodes)).coalesce()
+    a = torch.sparse_coo_tensor(a.indices(), torch.ones_like(a.values()), a.shape).coalesce()
+    deg = torch.sparse.sum(a, 1).to_dense()
+    dinv = deg.pow(-0.5)
+    i, j = a.indices()
+    return torch.sparse_coo_tensor(a.indices(), dinv[i] * dinv[j], a.shape).coalesce()
+
+
+def propagate_features(x, edge_index: torch.Tensor, k: int) -> torch.Tensor:
+    """SGC features ``S^K X`` (Wu et al., ICML 2019, Eq. 8, before the logistic regression):
+    ``K`` applications of :func:`sgc_operator` to the node features.
+
+    Args:
+        x: ``[N, F]`` float node features (dense or sparse).
+        edge_index: ``[2, E]`` int64.
+        k: number of propagation steps ``K`` >= 0 (0 returns ``x``).
+
+    Returns:
+        ``[N, F]`` dense float64.
+
+    Raises:
+        InputError: ``k`` < 0 or bad ``edge_index``.
+    """
+    if k < 0:
+        raise InputError(f"k must be >= 0, got {k}")
+    h = (x.to_dense() if x.is_sparse else x).double()
+    s = sgc_operator(edge_index, h.shape[0])
+    for _ in range(k):
+        h = torch.sparse.mm(s, h)
+    return h
 
 
 @dataclass
@@ -222,6 +278,26 @@ def graph_run_config(g, variant: str) -> GraphRunConfig:
     return GraphRunConfig(v.loss, v.loss_kwargs(), train)
 
 
+def default_choices(cfg: GraphRunConfig, space) -> dict:
+    """The declared (untuned) value of every searched name of ``space`` in ``cfg``: the
+    study's trial 0 (``run_study(default=...)``). ``feature_mask.0`` reads element 0 of
+    ``feature_mask``.
+
+    Raises:
+        KeyError: a searched name that is neither a loss keyword nor a training keyword.
+    """
+    out = {}
+    for name in space:
+        if name in cfg.loss_kwargs:
+            out[name] = cfg.loss_kwargs[name]
+            continue
+        key, _, idx = name.partition(".")
+        if key not in cfg.train:
+            raise KeyError(f"searched {name!r} is neither a loss nor a training keyword")
+        out[name] = cfg.train[key][int(idx)] if idx else cfg.train[key]
+    return out
+
+
 def fit_and_probe(data, cfg: GraphRunConfig, seed: int, probe, *, return_pred: bool = False,
                   notebook: bool = False, on_epoch=None, progress: bool = False,
                   desc: str = "train") -> dict:
@@ -248,7 +324,8 @@ def fit_and_probe(data, cfg: GraphRunConfig, seed: int, probe, *, return_pred: b
                           progress=progress, on_epoch=on_epoch, desc=desc, **cfg.train)
     emb = embed(res.encoder, data)
     out = logreg_probe(emb, data.y, data.train_mask, data.val_mask, data.test_mask,
-                       c_grid=probe.c_grid, normalize=probe.normalize, return_pred=return_pred)
+                       c_grid=probe.c_grid, normalize=probe.normalize, return_pred=return_pred,
+                       edge=probe.edge, max_extend=probe.max_extend)
     if notebook:
         out["notebook_acc"] = notebook_probe(emb, data.y, data.train_mask, data.test_mask,
                                              steps=probe.notebook_steps, lr=probe.notebook_lr,

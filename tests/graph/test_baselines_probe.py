@@ -1,0 +1,115 @@
+"""SGC propagation (Wu et al. 2019, Eq. 5-8), the probe's interior-C rule and the default
+choices of a study (trial 0)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from contrastlab.errors import InputError
+from contrastlab.evaluation.probe import log_grid, logreg_probe, row_normalize
+from contrastlab.training.graph import (GraphRunConfig, default_choices, propagate_features,
+                                        sgc_operator)
+
+
+def _path3_operator() -> np.ndarray:
+    """S for the path 0 - 1 - 2 by hand: A + I has degrees 2, 3, 2."""
+    r6 = 1.0 / math.sqrt(6.0)
+    return np.array([[1 / 2, r6, 0.0],
+                     [r6, 1 / 3, r6],
+                     [0.0, r6, 1 / 2]])
+
+
+def test_sgc_operator_on_a_path_by_hand():
+    # one direction only, a duplicate edge and an existing self-loop: S is the same
+    ei = torch.tensor([[0, 1, 1, 2], [1, 2, 2, 2]])
+    s = sgc_operator(ei, 3).to_dense().numpy()
+    np.testing.assert_allclose(s, _path3_operator(), atol=1e-12)
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 3])
+def test_propagate_features_equals_hand_computed_power(k):
+    x = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 1.0]])
+    ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    want = np.linalg.matrix_power(_path3_operator(), k) @ x.numpy()
+    got = propagate_features(x.to_sparse_coo(), ei, k)
+    assert got.dtype == torch.float64 and got.shape == (3, 2)
+    np.testing.assert_allclose(got.numpy(), want, atol=1e-12)
+
+
+def test_propagate_features_four_nodes_with_isolated_node():
+    # star 0-1, 0-2 plus isolated node 3: degrees of A + I are 3, 2, 2, 1
+    ei = torch.tensor([[0, 0], [1, 2]])
+    x = torch.eye(4)
+    s = propagate_features(x, ei, 1).numpy()
+    a = 1 / math.sqrt(6.0)
+    want = np.array([[1 / 3, a, a, 0], [a, 1 / 2, 0, 0], [a, 0, 1 / 2, 0], [0, 0, 0, 1]])
+    np.testing.assert_allclose(s, want, atol=1e-12)
+
+
+def test_propagate_features_errors():
+    with pytest.raises(InputError, match="k must be"):
+        propagate_features(torch.eye(2), torch.tensor([[0], [1]]), -1)
+    with pytest.raises(InputError, match="outside"):
+        sgc_operator(torch.tensor([[0], [5]]), 3)
+    with pytest.raises(InputError, match=r"\[2, E\]"):
+        sgc_operator(torch.tensor([0, 1]), 3)
+
+
+def test_row_normalize_and_log_grid():
+    x = np.array([[1.0, 3.0], [0.0, 0.0]])
+    np.testing.assert_allclose(row_normalize(x), [[0.25, 0.75], [0.0, 0.0]])
+    assert log_grid(1e-4, 1e3, 1) == [1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0, 1e3]
+    assert len(log_grid(1e-4, 1e3, 2)) == 15
+    with pytest.raises(InputError):
+        log_grid(0.0, 1.0)
+
+
+def _blobs(seed=0, n=240, sep=1.5):
+    """Three Gaussian classes, 60% in class 0: a heavily regularised probe predicts class 0
+    (accuracy rises with C until it overfits)."""
+    rng = np.random.default_rng(seed)
+    y = rng.choice(3, n, p=[0.6, 0.2, 0.2])
+    x = rng.normal(size=(n, 6))
+    x[np.arange(n), y] += sep
+    m = np.zeros((3, n), bool)
+    m[0, :60], m[1, 60:150], m[2, 150:] = True, True, True
+    return x, y, m
+
+
+def test_probe_rejects_or_extends_a_c_at_the_grid_edge():
+    x, y, m = _blobs()
+    # a grid of strong regularisation only: the best C is its upper end
+    grid = [1e-3, 3e-3, 1e-2]
+    full = logreg_probe(x, y, *m, c_grid=log_grid(1e-4, 1e3, 1), normalize="none")
+    assert full["C"] not in (1e-4, 1e3) and 0.5 < full["val_acc"]
+    with pytest.raises(InputError, match="end of the grid"):
+        logreg_probe(x, y, *m, c_grid=grid, normalize="none", edge="raise")
+    with pytest.raises(InputError, match="end of the grid"):
+        logreg_probe(x, y, *m, c_grid=grid, normalize="none", max_extend=1)
+    ext = logreg_probe(x, y, *m, c_grid=grid, normalize="none", max_extend=20)
+    g = ext["c_grid"]
+    assert len(g) > len(grid) and g[0] == grid[0] and g[-1] > grid[-1]
+    assert g[0] < ext["C"] < g[-1]  # interior after extending
+    assert ext["val_acc"] >= full["val_acc"] - 0.05
+
+
+def test_probe_prefers_an_interior_c_on_a_tie():
+    x, y, m = _blobs(1)
+    r = logreg_probe(x, y, *m, c_grid=[1e-7, 1e-6, 1e-5, 1e-4], normalize="none")
+    # every fit predicts the majority class: the tie includes the lower end and is
+    # resolved inside the grid (the smaller interior C), without extending it
+    assert r["C"] == 1e-6 and r["c_grid"] == [1e-7, 1e-6, 1e-5, 1e-4]
+
+
+def test_default_choices_read_the_declared_values():
+    cfg = GraphRunConfig("ntxent", {"temperature": 0.4},
+                         {"lr": 1e-3, "feature_mask": [0.3, 0.4], "edge_drop": [0.2, 0.1]})
+    space = {"temperature": None, "lr": None, "feature_mask.1": None, "edge_drop.0": None}
+    assert default_choices(cfg, space) == {"temperature": 0.4, "lr": 1e-3,
+                                           "feature_mask.1": 0.4, "edge_drop.0": 0.2}
+    with pytest.raises(KeyError):
+        default_choices(cfg, {"momentum": None})
