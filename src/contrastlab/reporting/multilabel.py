@@ -414,19 +414,24 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         stats[ds] = st
         present = [v for v in TABLE1_ROWS if v in r]
         base = st.get("_baseline")
-        trs = [[TITLES[v] + (" — strongest baseline" if v == base else "")]
+        stale = [v for v in present if "tuned_source" not in r[v]]  # final runs of the previous protocol
+        trs = [[TITLES[v] + (" — strongest baseline" if v == base else "") + (" †" if v in stale else "")]
                + [_cell(st.get(k, {}).get(v), r[v], k) for k, _ in METRICS]
                + [f"{st['map'][v]['p_best']:.2f}" if "map" in st and "p_best" in st["map"].get(v, {}) else "-"]
                for v in present]
         thr = ", ".join(f"{v} {r[v].get('threshold_val', float('nan')):.2f}" for v in present)
-        src = sorted({r[v].get("tuned_source", "?") for v in present if v not in HYBRID_ROWS and v != "logreg"})
+        src = sorted({r[v]["tuned_source"] for v in present
+                      if v not in HYBRID_ROWS and v != "logreg" and "tuned_source" in r[v]}) or ["-"]
         s.tables.append(Table(f"{ds}: Table 1 format (test, %)", ["Method"] + [t for _, t in METRICS] + ["P(best) mAP"],
                               trs,
                               note=(f"Strongest baseline (highest validation mAP): {short(base) if base else 'none'}; "
                                     "↑/↓ against it (the validation mAP of the BCE MLP and of the logistic "
                                     "regression is the maximum over their checkpoints / C grid, so it favours them). "
                                     f"Hyperparameters: {'; '.join(src)}. "
-                                    f"Mean validation thresholds: {thr}.")))
+                                    + (f"† = final runs of the previous protocol, not redone (CPU time): replicates "
+                                       f"from the plain row bootstrap (biased for mAP), old tuning ({len(stale)} "
+                                       f"row(s)). " if stale else "")
+                                    + f"Mean validation thresholds: {thr}.")))
         cur = figures_dir / f"multilabel_{ds}_curves.png"
         if _curve_figure(ds, pdir, present, cur):
             s.figures.append(Figure(f"{ds}: training curves", cur,
@@ -443,10 +448,11 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
     # Friedman + Nemenyi across data sets (mAP)
     fr = None
     union = [v for v in TABLE1_ROWS if v not in HYBRID_ROWS and any(v in r for r in runs.values())]
-    full = [ds for ds, r in runs.items() if all(v in r for v in union)]
+    full = [ds for ds, r in runs.items() if all(v in r and "tuned_source" in r[v] for v in union)]
     if len(full) < len(runs):
-        s.notes.append(f"Data sets without every model's final runs ({', '.join(d for d in runs if d not in full)}) "
-                       "are left out of the Friedman test and the critical-difference diagram.")
+        s.notes.append(f"Data sets without every model's final runs under the current protocol "
+                       f"({', '.join(d for d in runs if d not in full)}) are left out of the Friedman test and the "
+                       "critical-difference diagram.")
     groups = identical_groups(runs, union, full)
     merged = {" = ".join(g): g[0] for g in groups}
     if any(len(g) > 1 for g in groups):
