@@ -60,6 +60,32 @@ def _digest(root: str, dataset: str) -> str:
     return h.hexdigest()[:16]
 
 
+def _cache_file(args, stage: str, cfg, seed: int):
+    """Per-seed result file under ``--seed-cache``, keyed by the stage, the whole
+    configuration, the probe and data paths (a changed configuration never reads a stale
+    result), or ``None`` without a cache."""
+    if not args.seed_cache:
+        return None
+    import hashlib
+    import json
+    from pathlib import Path
+
+    g = load_params(args.params).graph
+    key = json.dumps([stage, cfg.flat(), g.probe.model_dump(), str(args.data), seed],
+                     sort_keys=True, default=str)
+    h = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return Path(args.seed_cache) / f"{stage.replace('@', '_')}_seed{seed}_{h}.pt"
+
+
+def _save_atomic(obj, path) -> None:
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--variant", required=True)
@@ -67,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="loss-batch ablation: graph.final.ablation_batch_nodes and ablation_seeds")
     ap.add_argument("--default", action="store_true",
                     help="the untuned (declared) configuration on graph.final.seeds")
+    ap.add_argument("--seed-cache", default=None,
+                    help="folder of per-seed results: a seed found there is not retrained, "
+                    "a seed trained is saved there (runs of single seeds in parallel)")
+    ap.add_argument("--only-seed", type=int, default=None,
+                    help="train just this seed into --seed-cache and exit (no outputs)")
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--data", default="data/graph/planetoid")
     ap.add_argument("--tuned", default="reports/tuned/graph")
@@ -93,6 +124,19 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("graph.final.ablation_seeds is empty: the ablation is off")
     torch.set_num_threads(g.threads)
     data, _ = load_planetoid(args.data, g.dataset)
+    stage_name = f"{'ablate' if args.ablation else 'default' if args.default else 'train'}_graph@{args.variant}"
+    if args.only_seed is not None:
+        cached = _cache_file(args, stage_name, cfg, args.only_seed)
+        if cached is None:
+            raise ValueError("--only-seed needs --seed-cache")
+        if args.only_seed not in seeds:
+            raise ValueError(f"--only-seed {args.only_seed} is not among the seeds {seeds}")
+        if not cached.exists():
+            r = fit_and_probe(data, cfg, args.only_seed, g.probe, return_pred=True,
+                              notebook=True, progress=True,
+                              desc=f"{args.variant} seed {args.only_seed}")
+            _save_atomic(r, cached)
+        return 0
     stage = f"{'ablate' if args.ablation else 'default' if args.default else 'train'}_graph@{args.variant}"
     test_idx = torch.nonzero(data.test_mask).flatten().numpy()
     y_test = data.y[data.test_mask].numpy()
@@ -109,11 +153,19 @@ def main(argv: list[str] | None = None) -> int:
         for k, seed in enumerate(seeds):
             t0 = time.perf_counter()
             with tracker.seed_run(seed) as seed_tracker:
-                r = fit_and_probe(
-                    data, cfg, seed, g.probe, return_pred=True, notebook=True, progress=True,
-                    desc=f"{args.variant} seed {seed}",
-                    on_epoch=lambda ep, val, t=seed_tracker: t.log_metrics({"loss": val},
-                                                                           step=ep))
+                cached = _cache_file(args, stage, cfg, seed)
+                if cached is not None and cached.exists():
+                    r = torch.load(cached, weights_only=False)
+                    for ep, val in enumerate(r["losses"], start=1):
+                        seed_tracker.log_metrics({"loss": val}, step=ep)
+                else:
+                    r = fit_and_probe(
+                        data, cfg, seed, g.probe, return_pred=True, notebook=True,
+                        progress=True, desc=f"{args.variant} seed {seed}",
+                        on_epoch=lambda ep, val, t=seed_tracker: t.log_metrics(
+                            {"loss": val}, step=ep))
+                    if cached is not None:
+                        _save_atomic(r, cached)
                 seed_tracker.log_metrics({"logreg_acc": r["test_acc"],
                                           "logreg_val_acc": r["val_acc"],
                                           "time_s": time.perf_counter() - t0})

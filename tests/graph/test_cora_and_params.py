@@ -93,7 +93,13 @@ def _params_with(tmp_path, graph_patch):
 def test_repo_params_valid():
     g = load_params(ROOT / "params.yaml").graph
     assert set(g.variants) >= {"ntxent", "mixco", "mochi"}
-    assert len(g.final.seeds) >= 10 and not set(g.final.seeds) & set(g.tune.seeds)
+    assert len(g.final.seeds) >= 5 and not set(g.final.seeds) & set(g.tune.seeds)
+    assert not set(g.final.default_seeds) - set(g.final.seeds)  # paired with the tuned runs
+    # protocol 2: >= 3 training seeds per trial, pruning sees one step per seed
+    assert len(g.tune.seeds) >= 3 and g.tune.max_resource == len(g.tune.seeds)
+    # the probe's C grid spans 1e-4..1e3 and a choice at its end is not silently kept
+    assert min(g.probe.c_grid) <= 1e-4 and max(g.probe.c_grid) >= 1e3
+    assert g.probe.edge in ("extend", "raise")
     # every variant gets the same budget and searches at least temperature and lr
     assert all({"temperature", "lr"} <= set(v.search) for v in g.variants.values())
 
@@ -160,6 +166,8 @@ _TINY = {
     "train.epochs": 4, "train.batch_nodes": 256, "threads": 1,
     "tune.trials": 2, "tune.startup_trials": 1, "tune.seeds": [100],
     "final.seeds": [0, 1], "final.ablation_seeds": [0], "final.ablation_batch_nodes": 512,
+    "final.default_seeds": [0], "baselines.sgc_k": [1, 2],
+    "probe.c_grid": [1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0],
     "variants.mochi": {"loss": "mochi", "temperature": 0.4, "n_hard": 32, "s": 8, "s_prime": 4,
                        "search": {"temperature": {"type": "float", "low": 0.1, "high": 1.0,
                                                   "log": True},
@@ -205,6 +213,12 @@ def test_tune_final_baselines_report_on_real_cora(tmp_path, cora_root):
         assert _stage("train_graph")(["--variant", v, "--ablation", *common, *args]) == 0
         a = json.loads((out / "m" / "ablation" / f"{v}.json").read_text())
         assert a["batch_nodes"] == 512 and a["n_seeds"] == 1
+        assert _stage("train_graph")(["--variant", v, "--default", *common, *args]) == 0
+        d = json.loads((out / "m" / "default" / f"{v}.json").read_text())
+        assert d["n_seeds"] == 1 and d["tuned"] == {}
+        declared = _TINY["variants.mochi"]["temperature"] if v == "mochi" else 0.4
+        assert d["config"]["temperature"] == pytest.approx(declared)
+        assert len(m["probe_C"]) == 2 and len(m["logreg_val_acc"]) == 2
     # a rerun with the same seeds gives identical bytes
     first = (out / "d" / "ntxent_test_pred.csv").read_bytes()
     _stage("train_graph")(["--variant", "ntxent", *common, "--tuned", str(dirs["tuned"]),
@@ -214,7 +228,9 @@ def test_tune_final_baselines_report_on_real_cora(tmp_path, cora_root):
     assert _stage("baselines_graph")([*common, "--metrics", str(out / "m"),
                                       "--report-data", str(out / "d")]) == 0
     b = json.loads((out / "m" / "baselines.json").read_text())
-    assert set(b) == {"raw_features", "random_gcn"} and b["random_gcn"]["n_seeds"] == 2
+    assert set(b) == {"raw_features", "sgc", "random_gcn"} and b["random_gcn"]["n_seeds"] == 2
+    assert b["sgc"]["K"] in (1, 2) and all("val_acc" in v for v in b.values())
+    assert b["sgc"]["logreg_acc_mean"] > b["raw_features"]["logreg_acc_mean"]
     # the report section: headline first, baselines and references in the table
     from contrastlab.reporting.graph import build_section
 
@@ -230,6 +246,17 @@ def test_tune_final_baselines_report_on_real_cora(tmp_path, cora_root):
     names = [r[0] for r in rows]
     assert names[:2] == ["NT-Xent (SimCLR)", "MoCHi"] or names[:2] == ["MoCHi", "NT-Xent (SimCLR)"]
     assert any("raw features" in n for n in names) and any("random" in n for n in names)
+    assert any("SGC" in n for n in names)
+    cols = sec.tables[0].columns
+    assert "P(best)" in cols and "in 95% MCS" in cols and "vs baseline" in cols
+    # the strongest baseline is the one with the best validation accuracy
+    strongest = max(b, key=lambda k: b[k]["val_acc"])
+    assert "strongest baseline" in sec.headline and strongest in (
+        "sgc" if "SGC" in sec.headline else "raw_features" if "raw" in sec.headline
+        else "random_gcn",)
+    assert any(w in sec.headline for w in ("baseline wins", "ties", "significantly better"))
+    dt = [t for t in sec.tables if t.title.startswith("Default vs tuned")]
+    assert dt and len(dt[0].rows) == 2 and "1 seeds" in dt[0].note
     assert any("DGI" in n for n in names) and any("GraphMAE" in n for n in names)
 
 

@@ -232,11 +232,16 @@ def _ablation_table(root: Path, names: list[str], digits: int) -> Table | None:
 
     data = Path(root) / "reports" / "data" / "graph"
     rows, pvals, rec = [], [], []
+    mdir = Path(root) / "reports" / "metrics" / "graph"
     for n in names:
         ab = _correct(data / "ablation" / f"{n}_test_pred.csv")
         main = _correct(data / f"{n}_test_pred.csv")
         if ab is None or main is None:
             continue
+        am, mm = _read_json(mdir / "ablation" / f"{n}.json"), _read_json(mdir / f"{n}.json")
+        if am is not None and mm is not None and (
+                am.get("tuned") != mm.get("tuned") or am.get("epochs") != mm.get("epochs")):
+            continue  # an ablation of another configuration (not rerun since a retune)
         seeds = [c for c in ab[1] if c in main[1]]
         if not seeds:
             continue
