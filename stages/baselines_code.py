@@ -101,6 +101,78 @@ def bm25_grid(signatures, bodies, val, k1s, bs) -> tuple[dict, list[dict]]:
     return best, grid
 
 
+_ENC: dict = {}
+
+
+def _encode_job(job: tuple) -> tuple:
+    """One encoding job in a (forked) worker: ``(key, part, kind, layer, max_length, sigs, bodies)``."""
+    key, part, kind, model, layer, max_length, device, batch, max_sig, sigs, bodies = job
+    torch.set_num_threads(1)
+    ek = (model, layer, max_length)
+    if ek not in _ENC:
+        _ENC.clear()
+        _ENC[ek] = TeacherEncoder(model, layer=layer, device=device, max_length=max_length)
+    enc = _ENC[ek]
+    if kind == "mean":
+        return key, part, enc.encode_mean(bodies, batch), enc.layer
+    sig, emb = enc.encode_functions(sigs, bodies, batch, max_sig_tokens=max_sig)
+    return key, part, (torch.stack([x.float().mean(0) for x in sig]), emb), enc.layer
+
+
+def encode_all(code, signatures: list[str], bodies: list[str], layers: list[int]) -> dict:
+    """The sentence embedding (all layers, ``sentence_max_tokens``) of signatures and bodies,
+    and per extra layer ``L`` the pooled signature states and body means (the teacher's
+    truncation), in ``code.baselines.workers`` forked CPU processes (one on CUDA).
+
+    Texts are split into interleaved parts (``i::workers``); each part is encoded by its own
+    encoder, so the result is fixed for a fixed worker count.
+
+    Returns:
+        ``{"sentence": (sig [N, H], body [N, H], n_layers), L: (pooled [N, H], body [N, H])}``.
+    """
+    import multiprocessing as mp
+
+    t, bp = code.teacher, code.baselines
+    k = max(1, bp.workers)
+    idx = [list(range(i, len(bodies), k)) for i in range(k)]
+    jobs = []
+    for p, ix in enumerate(idx):
+        sg, bd = [signatures[i] for i in ix], [bodies[i] for i in ix]
+        jobs.append(("sentence_sig", p, "mean", t.model, None, bp.sentence_max_tokens, t.device,
+                     t.batch_size, t.max_sig_tokens, None, sg))
+        jobs.append(("sentence_body", p, "mean", t.model, None, bp.sentence_max_tokens, t.device,
+                     t.batch_size, t.max_sig_tokens, None, bd))
+        for layer in layers:
+            jobs.append((layer, p, "functions", t.model, layer, t.max_body_tokens, t.device,
+                         t.batch_size, t.max_sig_tokens, sg, bd))
+    jobs.sort(key=lambda j: (str(j[0]), j[1]))
+    cuda = torch.cuda.is_available() and t.device != "cpu"
+    if k == 1 or cuda:
+        results = [_encode_job(j) for j in jobs]
+    else:
+        with mp.get_context("fork").Pool(k) as pool:
+            results = pool.map(_encode_job, jobs, chunksize=1)
+    got: dict = {}
+    n_layers = None
+    for key, p, val, layer in results:
+        got[(key, p)] = val
+        if key == "sentence_body":
+            n_layers = layer
+
+    def gather(key, pos=None):
+        first = got[(key, 0)] if pos is None else got[(key, 0)][pos]
+        out = torch.zeros((len(bodies), first.shape[1]), dtype=torch.float32)
+        for p, ix in enumerate(idx):
+            v = got[(key, p)] if pos is None else got[(key, p)][pos]
+            out[torch.as_tensor(ix)] = v.float()
+        return out
+
+    res = {"sentence": (gather("sentence_sig"), gather("sentence_body"), n_layers)}
+    for layer in layers:
+        res[layer] = (gather(layer, 0), gather(layer, 1))
+    return res
+
+
 def run_text_baselines(code, signatures: list[str], bodies: list[str], data) -> tuple[dict, pd.DataFrame]:
     """BM25, the teacher's sentence embedding and the extra-layer zero-shot rows.
 
@@ -125,25 +197,18 @@ def run_text_baselines(code, signatures: list[str], bodies: list[str], data) -> 
         vr = true_ranks(q[va], c, va, 10, index=index)
         return true_ranks(q[te], c, te, code.evaluate.k_max, index=index), float((vr <= 10).mean())
 
-    enc = TeacherEncoder(t.model, layer=None, device=t.device, max_length=bp.sentence_max_tokens)
-    qs = enc.encode_mean(signatures, t.batch_size)
-    ds = enc.encode_mean(bodies, t.batch_size)
+    layers = [x for x in bp.zeroshot_layers if x != t.layer]
+    enc_out = encode_all(code, signatures, bodies, layers)
+    qs, ds, n_layers = enc_out["sentence"]
     r, v = dense(qs, ds)
-    rows["sentence"] = (r, v, {"layers": enc.layer, "max_tokens": bp.sentence_max_tokens})
-    del enc
-    for layer in bp.zeroshot_layers:
-        if layer == t.layer:
-            continue
-        enc = TeacherEncoder(t.model, layer=layer, device=t.device, max_length=t.max_body_tokens)
-        sig, emb = enc.encode_functions(signatures, bodies, t.batch_size,
-                                        max_sig_tokens=t.max_sig_tokens)
-        pooled = torch.stack([s.float().mean(0) for s in sig])
+    rows["sentence"] = (r, v, {"layers": n_layers, "max_tokens": bp.sentence_max_tokens})
+    for layer in layers:
+        pooled, emb = enc_out[layer]
         trt = torch.as_tensor(tr)
         q = TargetSpace.fit(pooled[trt], code.target.centre, code.target.whiten_eps)(pooled)
         c = TargetSpace.fit(emb[trt], code.target.centre, code.target.whiten_eps)(emb)
         r, v = dense(q, c)
         rows[f"zeroshot_centred_l{layer}"] = (r, v, {"layer": layer})
-        del enc
     for name, (r, v, extra) in rows.items():
         m = rank_metrics(r)
         m["val_rank_at_10"] = v

@@ -267,6 +267,9 @@ class BaselineParams(BaseModel):
         default_factory=lambda: [round(0.1 * i, 1) for i in range(11)], min_length=1,
         description="score-fusion weight grid of BM25 against the dense scorer, in [0, 1]")
 
+    workers: int = Field(4, ge=1, description="forked CPU processes encoding the sentence and "
+                         "extra-layer rows (one on CUDA); the result is fixed for a fixed count")
+
     @field_validator("bm25_b", "fusion_weights")
     @classmethod
     def _unit(cls, v: list[float]) -> list[float]:
