@@ -138,10 +138,11 @@ def encode_all(code, signatures: list[str], bodies: list[str], layers: list[int]
     jobs = []
     for p, ix in enumerate(idx):
         sg, bd = [signatures[i] for i in ix], [bodies[i] for i in ix]
-        jobs.append(("sentence_sig", p, "mean", t.model, None, bp.sentence_max_tokens, t.device,
-                     t.batch_size, t.max_sig_tokens, None, sg))
-        jobs.append(("sentence_body", p, "mean", t.model, None, bp.sentence_max_tokens, t.device,
-                     t.batch_size, t.max_sig_tokens, None, bd))
+        if bp.sentence:
+            jobs.append(("sentence_sig", p, "mean", t.model, None, bp.sentence_max_tokens,
+                         t.device, t.batch_size, t.max_sig_tokens, None, sg))
+            jobs.append(("sentence_body", p, "mean", t.model, None, bp.sentence_max_tokens,
+                         t.device, t.batch_size, t.max_sig_tokens, None, bd))
         for layer in layers:
             jobs.append((layer, p, "functions", t.model, layer, t.max_body_tokens, t.device,
                          t.batch_size, t.max_sig_tokens, sg, bd))
@@ -167,7 +168,7 @@ def encode_all(code, signatures: list[str], bodies: list[str], layers: list[int]
             out[torch.as_tensor(ix)] = v.float()
         return out
 
-    res = {"sentence": (gather("sentence_sig"), gather("sentence_body"), n_layers)}
+    res = {"sentence": (gather("sentence_sig"), gather("sentence_body"), n_layers)} if bp.sentence else {}
     for layer in layers:
         res[layer] = (gather(layer, 0), gather(layer, 1))
     return res
@@ -198,10 +199,11 @@ def run_text_baselines(code, signatures: list[str], bodies: list[str], data) -> 
         return true_ranks(q[te], c, te, code.evaluate.k_max, index=index), float((vr <= 10).mean())
 
     layers = [x for x in bp.zeroshot_layers if x != t.layer]
-    enc_out = encode_all(code, signatures, bodies, layers)
-    qs, ds, n_layers = enc_out["sentence"]
-    r, v = dense(qs, ds)
-    rows["sentence"] = (r, v, {"layers": n_layers, "max_tokens": bp.sentence_max_tokens})
+    enc_out = encode_all(code, signatures, bodies, layers) if bp.sentence or layers else {}
+    if bp.sentence:
+        qs, ds, n_layers = enc_out["sentence"]
+        r, v = dense(qs, ds)
+        rows["sentence"] = (r, v, {"layers": n_layers, "max_tokens": bp.sentence_max_tokens})
     for layer in layers:
         pooled, emb = enc_out[layer]
         trt = torch.as_tensor(tr)

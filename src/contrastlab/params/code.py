@@ -256,6 +256,7 @@ class BaselineParams(BaseModel):
                                  description="BM25 k1 grid (> 0)")
     bm25_b: list[float] = Field(default_factory=lambda: [0.3, 0.5, 0.75, 0.9], min_length=1,
                                 description="BM25 b grid (in [0, 1])")
+    sentence: bool = Field(True, description="add the teacher's sentence-embedding row")
     sentence_max_tokens: int = Field(
         256, ge=8, description="tokens kept per text by the teacher's own sentence embedding "
         "(all layers, mean pooling; 256 = all-MiniLM-L6-v2's max_seq_length)")
