@@ -96,10 +96,12 @@ def graph_statistics(root: Path, variants: list[str]) -> dict | None:
 
     data = Path(root) / "reports" / "data" / "graph"
     per_item: dict[str, np.ndarray] = {}
+    vcols: list[str] = []
     for v in variants:
         c = _correct(data / f"{v}_test_pred.csv")
         if c is not None:
             per_item[v] = c[0]
+            vcols = vcols or c[1]
     if not per_item:
         return None
     shapes = {a.shape for a in per_item.values()}
@@ -114,8 +116,9 @@ def graph_statistics(root: Path, variants: list[str]) -> dict | None:
             if c is not None:
                 per_item[b] = np.repeat(c[0][:1], S, axis=0)
         rnd = _correct(base, "random_gcn_seed_")
-        if rnd is not None and rnd[0].shape == (S, I):
-            per_item["random_gcn"] = rnd[0]
+        want = [f"random_gcn_{c}" for c in vcols]  # seed k paired with seed k
+        if rnd is not None and all(c in rnd[1] for c in want) and want:
+            per_item["random_gcn"] = rnd[0][[rnd[1].index(c) for c in want]]
     bases = [b for b in BASELINES if b in per_item]
     cands = list(per_item)
     point, reps = bootstrap_per_item(per_item, n_resamples=_RESAMPLES, seed=0)
