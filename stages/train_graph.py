@@ -60,7 +60,7 @@ def _digest(root: str, dataset: str) -> str:
     return h.hexdigest()[:16]
 
 
-def _cache_file(args, stage: str, cfg, seed: int):
+def _cache_file(args, g, stage: str, cfg, seed: int):
     """Per-seed result file under ``--seed-cache``, keyed by the stage, the whole
     configuration, the probe and data paths (a changed configuration never reads a stale
     result), or ``None`` without a cache."""
@@ -70,7 +70,6 @@ def _cache_file(args, stage: str, cfg, seed: int):
     import json
     from pathlib import Path
 
-    g = load_params(args.params).graph
     key = json.dumps([stage, cfg.flat(), g.probe.model_dump(), str(args.data), seed],
                      sort_keys=True, default=str)
     h = hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -126,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     data, _ = load_planetoid(args.data, g.dataset)
     stage_name = f"{'ablate' if args.ablation else 'default' if args.default else 'train'}_graph@{args.variant}"
     if args.only_seed is not None:
-        cached = _cache_file(args, stage_name, cfg, args.only_seed)
+        cached = _cache_file(args, g, stage_name, cfg, args.only_seed)
         if cached is None:
             raise ValueError("--only-seed needs --seed-cache")
         if args.only_seed not in seeds:
@@ -153,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         for k, seed in enumerate(seeds):
             t0 = time.perf_counter()
             with tracker.seed_run(seed) as seed_tracker:
-                cached = _cache_file(args, stage, cfg, seed)
+                cached = _cache_file(args, g, stage, cfg, seed)
                 if cached is not None and cached.exists():
                     r = torch.load(cached, weights_only=False)
                     for ep, val in enumerate(r["losses"], start=1):
