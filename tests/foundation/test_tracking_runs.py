@@ -295,7 +295,8 @@ def test_multilabel_stage_logs_one_run_per_dataset_variant(tmp_path):
         assert child.data.metrics["map"] == pytest.approx(saved[f"map_seed{s}"])
         assert child.data.metrics["val_map_final"] == pytest.approx(saved[f"val_map_seed{s}"])
     lr_child = by_name["mine-logreg · tiny-ml · seed 0"]
-    assert len(c.get_metric_history(lr_child.info.run_id, "val_map")) == 4  # logreg_c grid
+    # one validation score per C of the logreg_c grid (8 decades 1e-4..1e3, more when extended)
+    assert len(c.get_metric_history(lr_child.info.run_id, "val_map")) >= 8
     # data set input and artifacts
     (ds,) = run.inputs.dataset_inputs
     assert ds.dataset.name == "mine" and len(ds.dataset.digest) == 16
