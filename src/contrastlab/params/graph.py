@@ -31,6 +31,8 @@ loss keyword of the variant and the shared training knobs ``lr``, ``weight_decay
 
 from __future__ import annotations
 
+from typing import Literal, Union
+
 import re
 from typing import Annotated, Literal, Optional, Union
 
@@ -60,11 +62,12 @@ class GraphTune(TuneParams):
     """``graph.tune``: the equal search budget (trials per variant) and the training seeds of
     each trial (disjoint from the final seeds, so the final runs are not the tuned runs)."""
 
-    trials: int = Field(8, ge=1, le=10_000,
+    trials: int = Field(2, ge=1, le=10_000,
                         description="Finished trials per variant: the same for every loss.")
-    startup_trials: int = Field(3, ge=1, le=10_000,
+    startup_trials: int = Field(4, ge=1, le=10_000,
                                 description="Random trials before TPE models the space.")
-    seeds: list[Seed] = Field(default_factory=lambda: [100], min_length=1, max_length=100)
+    seeds: list[Seed] = Field(default_factory=lambda: [100, 101, 102], min_length=1, max_length=100)
+    max_resource: Union[int, Literal["auto"]] = 3  # one report per training seed
 
     @field_validator("seeds")
     @classmethod
@@ -76,12 +79,12 @@ class GraphFinal(_Strict):
     """``graph.final``: seeds of the final runs of each variant's chosen configuration, and
     the loss-batch ablation (the same choices with ``ablation_batch_nodes``)."""
 
-    seeds: list[Seed] = Field(default_factory=lambda: list(range(10)), min_length=1,
+    seeds: list[Seed] = Field(default_factory=lambda: list(range(5)), min_length=1,
                               max_length=1000)
     ablation_seeds: list[Seed] = Field(default_factory=lambda: [0, 1, 2], max_length=1000,
                                        description="[] turns the ablation off.")
     default_seeds: list[Seed] = Field(
-        default_factory=lambda: [0, 1, 2, 3, 4], max_length=1000,
+        default_factory=lambda: [0, 1, 2], max_length=1000,
         description="Seeds of the untuned (default) configuration's runs (default_graph); "
         "[] turns them off.")
     ablation_batch_nodes: Optional[int] = Field(
@@ -105,7 +108,7 @@ class GraphModel(_Strict):
 class GraphTrain(_Strict):
     """Optimiser and augmentations shared by the variants."""
 
-    epochs: int = Field(100, ge=1, le=100_000, description="Adam steps (one per epoch).")
+    epochs: int = Field(50, ge=1, le=100_000, description="Adam steps (one per epoch).")
     batch_nodes: Optional[int] = Field(
         1024, ge=2, le=10_000_000,
         description="Nodes per loss batch (null: all nodes every step).")
