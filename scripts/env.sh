@@ -18,28 +18,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
   echo "$want" > "$stamp"
 fi
-# bubblewrap (a system package) sandboxes the HumanEval variants; best effort, never fatal.
-if ! command -v bwrap >/dev/null 2>&1; then
-  SUDO=""
-  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; fi
-  if command -v apt-get >/dev/null 2>&1 &&
-     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq bubblewrap >/dev/null 2>&1; then
-    echo "installed bubblewrap"
-  else
-    echo "warning: bubblewrap (bwrap) is not installed and could not be installed here;" \
-         "the humaneval stage will refuse to run untrusted code (apt-get install bubblewrap)" >&2
-  fi
-fi
-# PostgreSQL server binaries (a system package) for the scale-out tests and a local shared
-# study / MLflow store (docs/scaleout.md); best effort, never fatal.
-if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-  SUDO=""
-  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; fi
-  if command -v apt-get >/dev/null 2>&1 &&
-     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null 2>&1; then
-    echo "installed postgresql"
-  else
-    echo "warning: PostgreSQL (initdb) is not installed and could not be installed here;" \
-         "tests/protocol/test_postgres.py will skip (apt-get install postgresql)" >&2
-  fi
-fi
+# bubblewrap (the sandbox for untrusted code) and PostgreSQL (shared studies, docs/scaleout.md):
+# system packages, installed when missing; best effort, never fatal.
+bash scripts/system_deps.sh --no-browser

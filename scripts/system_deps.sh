@@ -3,12 +3,15 @@
 #   chromium + chromium-driver  headless browser for the report's browser tests
 #   bubblewrap (bwrap)          the sandbox that runs untrusted HumanEval / student code
 #   postgresql                  a throwaway server for the shared-study and MLflow tests
+# `--no-browser` leaves chromium out (scripts/env.sh, for the pipeline alone).
 # Idempotent: nothing is installed when the commands are already there. Needs root or
 # passwordless sudo; otherwise it says what is missing (the tests that need it then fail in CI
 # and skip elsewhere, saying why).
 set -uo pipefail
 need=()
-{ [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; } || need+=(chromium chromium-driver)
+if [ "${1:-}" != --no-browser ]; then
+  { [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; } || need+=(chromium chromium-driver)
+fi
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 { command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || need+=(postgresql)
 [ ${#need[@]} -eq 0 ] && exit 0
