@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import Section, Table
+from . import Figure, Section, Table, style
+
+BASELINE_ROWS = ("frozen", "head", "tfidf")
 
 TITLES = {"mulsupcon": "MulSupCon", "all": "ALL", "any": "ANY", "simdis": "Sim-Dis (log_prob)",
           "bce": "BCE", "frozen": "frozen encoder (mean-pooled)", "head": "frozen + head (layers 0)",
@@ -83,6 +85,40 @@ def headline(summary: dict, layers) -> str:
     return s
 
 
+@style.styled
+def _purity_figure(summary: dict, path: Path) -> None:
+    """kNN@5 problem x tier purity (mean and 95 % CI) per variant on both splits, trained
+    losses blue and baselines gray, with the ceiling set by the (problem, tier) cell sizes as
+    a dashed line per split."""
+    import textwrap
+
+    import matplotlib.pyplot as plt
+
+    names = list(summary["variants"])
+    fig, axes = plt.subplots(1, 2, figsize=style.figsize(4.4), sharey=True)
+    for ax, split, title in zip(axes, ("a", "b"), ("split (a): seen problems",
+                                                    "split (b): unseen problems")):
+        st = summary["tables"][split]["knn5_pxt"]
+        vals = []
+        for i, v in enumerate(names):
+            m, lo, hi = st[v]["mean"], st[v]["ci_low"], st[v]["ci_high"]
+            vals += [lo, hi]
+            ax.errorbar(i, m, yerr=[[m - lo], [hi - m]], fmt="o", ms=6,
+                        color="tab:gray" if v in BASELINE_ROWS else "tab:blue")
+        ceil = summary.get("ceiling", {}).get("knn5_pxt", {}).get(split)
+        refs = {f"ceiling {100 * ceil:.1f}%": ceil} if ceil is not None else {}
+        style.score_axis(ax, vals, include=list(refs.values()))
+        style.reference_lines(ax, refs)
+        ax.set_xlim(-0.5, len(names) - 0.5)
+        ax.set_xticks(range(len(names)), [textwrap.fill(TITLES.get(v, v), 12) for v in names],
+                      rotation=45, ha="right")
+        ax.grid(axis="x", visible=False)
+        ax.set_title(title)
+    axes[0].set_ylabel("kNN@5 problem x tier purity")
+    fig.suptitle("Fine-tuned losses (blue) and baselines (gray): mean and 95% CI")
+    style.save(fig, path)
+
+
 def build_section(root: Path, figures_dir: Path) -> Section | None:
     """The fine-tuning section, or ``None`` when ``summary.json`` is missing."""
     root = Path(root)
@@ -119,4 +155,9 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         rows = [[TITLES.get(v, v), *[_cell(summary["tables"][s][c][v]) for c in cols]] for v in names]
         n = summary["tables"][s][cols[0]][names[0]]["n_items"]
         sec.tables.append(Table(f"{title} ({n} queries)", ["variant", *[HEADS[c] for c in cols]], rows))
+    fig = Path(figures_dir) / "finetune_knn_purity.png"
+    _purity_figure(summary, fig)
+    sec.figures.append(Figure("kNN@5 problem x tier purity with 95% CIs", fig,
+                              "Dashed: the highest purity any embedding can reach given the cell "
+                              "sizes (cells with fewer than 6 members cannot fill 5 neighbours)."))
     return sec
