@@ -5,6 +5,11 @@ Every knob of the pipeline lives in ``params.yaml`` under one top-level section 
 module here. Loading validates the whole file: an unknown key, a wrong type or an
 out-of-range value raises :class:`ParamsError` naming the file and the dotted key.
 
+One source of defaults: the schema's defaults (``Params()``) equal the shipped
+``params.yaml`` leaf for leaf (``tests/foundation/test_params.py`` checks it), so a section
+or key left out of a params file means the same as the shipped value. Change a default in
+both places, or the test names the leaf that differs.
+
 Example::
 
     from contrastlab.params import load_params

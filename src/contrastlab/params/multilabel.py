@@ -115,24 +115,24 @@ class CustomDataset(_Strict):
 class TrainParams(_Strict):
     """Two-phase protocol shared by all data sets (``multilabel.train``)."""
 
-    hidden: list[int] = Field([512], description="Hidden widths of the MLP encoder.")
+    hidden: list[int] = Field([256], description="Hidden widths of the MLP encoder.")
     enc_dim: int = Field(256, ge=2, description="Encoder output width H (the frozen features).")
-    proj_dim: int = Field(256, ge=2, description="Projection head output D_P (paper: 256).")
+    proj_dim: int = Field(128, ge=2, description="Projection head output D_P (paper: 256).")
     dropout: float = Field(0.1, ge=0.0, lt=1.0)
-    batch_size: int = Field(256, ge=2)
-    epochs: int = Field(30, ge=1, description="Contrastive-phase epochs (and BCE-baseline epochs).")
+    batch_size: int = Field(128, ge=2)
+    epochs: int = Field(1000, ge=1, description="Contrastive-phase epochs (and BCE-baseline epochs).")
     lr: float = Field(1e-3, gt=0, le=1.0)
     weight_decay: float = Field(1e-4, ge=0)
     warmup: float = Field(0.05, ge=0, lt=1, description="Warm-up fraction of the cosine schedule.")
-    clf_epochs: int = Field(40, ge=1, description="Classifier-phase epochs (linear layer, BCE).")
+    clf_epochs: int = Field(30, ge=1, description="Classifier-phase epochs (linear layer, BCE).")
     clf_lr: float = Field(5e-3, gt=0)
     threshold: float = Field(0.5, gt=0, lt=1, description="Fixed decision threshold of the '@0.5' F1 columns.")
     val_fraction: float = Field(0.2, gt=0, lt=1, description="Share of each training set carved "
                                 "out as validation (iterative stratification, Sechidis et al. 2011).")
     split_seed: int = Field(0, description="Seed of the train/validation split (fixed across model seeds).")
-    max_steps: int = Field(1500, ge=1, description="Most contrastive (or BCE-MLP) optimiser steps.")
-    eval_every: int = Field(50, ge=1, description="Steps between validation-mAP checks.")
-    patience: int = Field(6, ge=1, description="Stop after this many checks without a better val mAP.")
+    max_steps: int = Field(400, ge=1, description="Most contrastive (or BCE-MLP) optimiser steps.")
+    eval_every: int = Field(25, ge=1, description="Steps between validation-mAP checks.")
+    patience: int = Field(3, ge=1, description="Stop after this many checks without a better val mAP.")
     mask_rate: float = Field(0.5, ge=0, lt=1, description="Feature-masking rate of each view.")
     queue: int = Field(0, ge=0, description="Memory-queue size (rows of past projections; 0 = off).")
     clf_max_iter: int = Field(300, ge=1, description="L-BFGS iterations of the linear classifier.")
@@ -144,7 +144,7 @@ class TrainParams(_Strict):
                                   "then stops with an error.")
     logreg_extend: int = Field(3, ge=0, le=10, description="Decades the C grid may grow past an edge.")
     knn_k: int = Field(5, ge=1, description="Neighbours for the HumanEval problem x tier kNN purity.")
-    workers: int = Field(2, ge=1, le=64, description="Seeds trained in parallel worker processes.")
+    workers: int = Field(1, ge=1, le=64, description="Seeds trained in parallel worker processes.")
     threads_per_worker: int = Field(1, ge=1)
     device: Literal["cpu"] = Field("cpu", description="Only CPU for now: the MULAN-sized "
                                    "models train in seconds and the seeds run in forked CPU workers.")
@@ -218,7 +218,7 @@ class MultilabelTune(_Strict):
     startup_trials: int = Field(6, ge=1, description="Random trials before TPE.")
     seed: int = Field(0, ge=0, description="Base sampler seed (each variant and data set offsets it).")
     storage: str | None = Field(None, description="null = journal file in the stage output; else an Optuna RDB URL.")
-    datasets: list[str] = Field(default_factory=lambda: ["emotions", "yeast", "scene"],
+    datasets: list[str] = Field(default_factory=list,
                                 description="Data sets tuned (one study each); the others use the "
                                 "variant's params.yaml values.")
     folds: int = Field(3, ge=2, le=10, description="Cross-validation folds of the objective (>= 3 "
@@ -233,6 +233,171 @@ class MultilabelTune(_Strict):
         "its outputs stay identical to ANY's (the report then counts the two as one method).")
     pruner: Literal["none", "median"] = Field("none", description="Optuna pruner over the folds "
                                                "(pruned trials still count against the budget).")
+
+
+#: Per-data-set settings of params.yaml that differ from :class:`DatasetParams`' defaults.
+DATA_DEFAULTS: dict[str, dict] = {
+    "tmc2007-500": {"max_train": 4000},
+    "bibtex": {"precision_at": [1, 3, 5]},
+    "medical": {"precision_at": [1, 3]},
+    "reuters": {"precision_at": [1, 3, 5]},
+    "humaneval": {"batch_size": 128},
+}
+
+#: The variants of params.yaml (the schema's defaults equal params.yaml; a test checks it).
+DEFAULT_VARIANTS: dict[str, dict] = {
+    "logreg": {"temperature": 0.07},
+    "extratrees": {
+        "model": {
+            "n_estimators": 500,
+            "max_depth": 0,
+            "max_features": "sqrt",
+            "min_samples_leaf": 1,
+        },
+        "search": {
+            "max_depth": {"type": "categorical", "choices": [0, 4, 8, 16, 32]},
+            "max_features": {
+                "type": "categorical",
+                "choices": ["sqrt", "log2", 0.05, 0.1, 0.2, 0.33, 0.5, 1.0],
+            },
+            "min_samples_leaf": {"type": "int", "low": 1, "high": 20, "log": True},
+        },
+    },
+    "randomforest": {
+        "model": {
+            "n_estimators": 500,
+            "max_depth": 0,
+            "max_features": "sqrt",
+            "min_samples_leaf": 1,
+        },
+        "search": {
+            "max_depth": {"type": "categorical", "choices": [0, 4, 8, 16, 32]},
+            "max_features": {
+                "type": "categorical",
+                "choices": ["sqrt", "log2", 0.05, 0.1, 0.2, 0.33, 0.5, 1.0],
+            },
+            "min_samples_leaf": {"type": "int", "low": 1, "high": 20, "log": True},
+        },
+    },
+    "knn": {
+        "model": {"k": 10, "weights": "distance", "metric": "cosine"},
+        "search": {
+            "k": {"type": "int", "low": 1, "high": 100, "log": True},
+            "weights": {"type": "categorical", "choices": ["uniform", "distance"]},
+            "metric": {"type": "categorical", "choices": ["cosine", "euclidean"]},
+        },
+    },
+    "bce": {
+        "temperature": 0.07,
+        "lr": 0.000777,
+        "mask_rate": 0.381418,
+        "search": {
+            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
+            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
+        },
+    },
+    "all": {
+        "temperature": 0.375663,
+        "lr": 0.002888,
+        "mask_rate": 0.229884,
+        "queue": 0,
+        "search": {
+            "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
+            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
+            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
+            "queue": {"type": "categorical", "choices": [0, 256, 1024]},
+        },
+    },
+    "any": {
+        "temperature": 0.05433,
+        "lr": 0.000795,
+        "mask_rate": 0.62331,
+        "queue": 0,
+        "search": {
+            "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
+            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
+            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
+            "queue": {"type": "categorical", "choices": [0, 256, 1024]},
+        },
+    },
+    "mulsupcon": {
+        "temperature": 0.258817,
+        "lr": 0.001139,
+        "mask_rate": 0.421934,
+        "queue": 0,
+        "search": {
+            "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
+            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
+            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
+            "queue": {"type": "categorical", "choices": [0, 256, 1024]},
+        },
+    },
+    "simdis": {
+        "temperature": 0.258817,
+        "lr": 0.001139,
+        "mask_rate": 0.421934,
+        "queue": 0,
+        "kwargs": {"weighting": "log_prob"},
+        "search": {
+            "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
+            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
+            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
+            "queue": {"type": "categorical", "choices": [0, 256, 1024]},
+        },
+    },
+    "simdis_sum": {
+        "temperature": 0.05433,
+        "lr": 0.000795,
+        "mask_rate": 0.62331,
+        "queue": 0,
+        "kwargs": {"weighting": "log_prob_sum"},
+        "search": {
+            "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
+            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
+            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
+            "queue": {"type": "categorical", "choices": [0, 256, 1024]},
+        },
+    },
+    "simdis_eq13": {
+        "temperature": 0.05433,
+        "lr": 0.000795,
+        "mask_rate": 0.62331,
+        "queue": 0,
+        "kwargs": {"weighting": "numerator"},
+        "search": {
+            "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
+            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
+            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
+            "queue": {"type": "categorical", "choices": [0, 256, 1024]},
+        },
+    },
+    "sim_only": {
+        "temperature": 0.05433,
+        "lr": 0.000795,
+        "mask_rate": 0.62331,
+        "queue": 0,
+        "kwargs": {"weighting": "log_prob"},
+        "search": {
+            "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
+            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
+            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
+            "queue": {"type": "categorical", "choices": [0, 256, 1024]},
+        },
+    },
+    "dis_only": {
+        "temperature": 0.258817,
+        "lr": 0.001139,
+        "mask_rate": 0.421934,
+        "queue": 0,
+        "kwargs": {"weighting": "log_prob"},
+        "search": {
+            "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
+            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
+            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
+            "queue": {"type": "categorical", "choices": [0, 256, 1024]},
+        },
+    },
+}
 
 
 class MultilabelParams(_Strict):
@@ -284,9 +449,10 @@ class MultilabelParams(_Strict):
         if bad:
             raise ValueError(f"unknown data set(s) {bad}; known: {KNOWN_DATASETS} + custom {list(self.custom)}")
         for d in KNOWN_DATASETS + list(self.custom):
-            self.data.setdefault(d, DatasetParams())
+            self.data.setdefault(d, DatasetParams.model_validate(DATA_DEFAULTS.get(d, {})))
         for x in dict.fromkeys([*KNOWN_LOSSES, *self.losses]):
-            self.variants.setdefault(x, VariantParams(kwargs=dict(variant_loss(x)[1])))
+            self.variants.setdefault(x, VariantParams.model_validate(
+                DEFAULT_VARIANTS.get(x, {"kwargs": dict(variant_loss(x)[1])})))
         for x, v in self.variants.items():
             if v.model and x not in MODEL_KEYS:
                 raise ValueError(f"variants.{x}.model: only the scikit-learn baselines "
