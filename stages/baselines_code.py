@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -36,7 +35,6 @@ import torch
 import torch.nn.functional as F
 
 from contrastlab.cli import run_stage
-from contrastlab.data.teacher_states import load_teacher_states
 from contrastlab.evaluation.retrieval import build_index, rank_metrics, true_ranks
 from contrastlab.io import write_csv, write_json
 from contrastlab.models.code_baselines import (BM25Scorer, TargetSpace, fit_ridge,
@@ -46,9 +44,8 @@ from contrastlab.models.teacher import TeacherEncoder
 from contrastlab.params import load_params
 from contrastlab.training.code import prepare_targets
 from contrastlab.utils import set_cpu_threads
+from contrastlab.training.code_inputs import load_code_data, load_code_texts
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_code import load_code_data  # noqa: E402
 
 
 def run_baselines(data, targets, lambdas, k_max: int = 100, device: str = "cpu") -> tuple[dict, pd.DataFrame]:
@@ -236,11 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
     metrics, ranks = run_baselines(data, targets, code.baselines.ridge_lambdas,
                                    code.evaluate.k_max, code.evaluate.device)
-    fn = pd.read_parquet(args.functions, columns=["id", "signature", "body"]).sort_values("id")
-    ids = load_teacher_states(Path(args.teacher))["ids"].numpy()
-    if len(fn) != len(ids) or (fn["id"].to_numpy() != ids).any():
-        raise ValueError(f"{args.functions} does not match {args.teacher} (rerun teacher_states)")
-    m2, r2 = run_text_baselines(code, fn["signature"].tolist(), fn["body"].tolist(), data)
+    sigs, bodies = load_code_texts(args.functions, args.teacher)
+    m2, r2 = run_text_baselines(code, sigs, bodies, data)
     metrics.update(m2)
     ranks = pd.concat([ranks, r2])
     n = len(targets.corpus)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from contrastlab.errors import InputError, UnknownNameError
+from contrastlab.errors import UnknownNameError
 from contrastlab.timings import write_timing
 from contrastlab.cli import run_stage
 from contrastlab.data.multilabel import (MULAN, label_stats, load_mulan, load_user_dataset,
@@ -47,12 +47,13 @@ def build_humaneval(p, out_dir: Path) -> dict:
     import pandas as pd
     from tqdm import tqdm
 
-    from contrastlab.data.humaneval import TIERS, load_problems, tier_problem
+    from contrastlab.data.humaneval import TIERS, load_problems, sandbox_mode, tier_problem
 
     h = p.multilabel.humaneval
+    mode = sandbox_mode(allow_unsandboxed=h.allow_unsandboxed)  # SandboxUnavailable: says why
     probs = load_problems(h.max_problems)
     sandbox = dict(timeout_s=h.timeout_s, assert_timeout_s=min(1.0, h.timeout_s), cpu_s=h.cpu_s,
-                   memory_mb=h.memory_mb, fsize_mb=h.fsize_mb)
+                   memory_mb=h.memory_mb, fsize_mb=h.fsize_mb, mode=mode)
     with ThreadPoolExecutor(h.workers) as pool:
         jobs = [pool.submit(tier_problem, pr, h.variants_per_problem, h.seed + i, **sandbox)
                 for i, pr in enumerate(probs)]

@@ -27,9 +27,8 @@ from contrastlab.params import load_params
 from contrastlab.tracking import variant_run
 from contrastlab.training.code import checkpoint_path, load_student, predict, prepare_targets
 from contrastlab.utils import pick_device, set_cpu_threads
+from contrastlab.training.code_inputs import load_code_data, run_params
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_code import load_code_data, run_params  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,6 @@ import numpy as np
 import pandas as pd
 
 from contrastlab.cli import run_stage
-from contrastlab.data.teacher_states import load_teacher_states
 from contrastlab.evaluation.retrieval import rank_metrics
 from contrastlab.io import read_json, write_csv, write_json
 from contrastlab.models.code_baselines import (BM25Scorer, competition_ranks, fit_fusion_weight,
@@ -35,9 +34,8 @@ from contrastlab.models.code_baselines import (BM25Scorer, competition_ranks, fi
 from contrastlab.params import load_params
 from contrastlab.training.code import checkpoint_path, load_student, predict, prepare_targets
 from contrastlab.utils import pick_device, set_cpu_threads
+from contrastlab.training.code_inputs import load_code_data, load_code_texts
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_code import load_code_data  # noqa: E402
 
 KEYS = ("rank_at_1", "rank_at_5", "rank_at_10", "mrr", "median_rank")
 
@@ -57,12 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     set_cpu_threads(code.train.threads)
     data, _ = load_code_data(args.functions, args.splits, args.teacher)
     targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
-    fn = pd.read_parquet(args.functions, columns=["id", "signature", "body"]).sort_values("id")
-    ids = load_teacher_states(Path(args.teacher))["ids"].numpy()
-    if len(fn) != len(ids) or (fn["id"].to_numpy() != ids).any():
-        raise ValueError(f"{args.functions} does not match {args.teacher} (rerun teacher_states)")
+    sigs, bodies = load_code_texts(args.functions, args.teacher)
     bm = read_json(args.baselines)["baselines"]["bm25"]
-    sigs, bodies = fn["signature"].tolist(), fn["body"].tolist()
     bm25 = BM25Scorer(bodies, bm["k1"], bm["b"])
     va, te = data.rows("val"), data.rows("test")
     lex_va = bm25.scores([sigs[i] for i in va])

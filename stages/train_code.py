@@ -25,48 +25,12 @@ import pandas as pd
 
 from contrastlab import distributed as D
 from contrastlab.cli import run_stage
-from contrastlab.data.teacher_states import load_teacher_states
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
 from contrastlab.timings import write_timing
 from contrastlab.tracking import variant_run
-from contrastlab.training.code import CodeData, checkpoint_path, prepare_targets, train_seeds
-
-
-def load_code_data(functions: str, splits: str, teacher: str) -> tuple[CodeData, int]:
-    """Teacher states + split of every function, rows in id order."""
-    st = load_teacher_states(Path(teacher))
-    sp = pd.read_parquet(splits).sort_values("id")
-    ids = st["ids"].numpy()
-    if len(ids) != len(sp) or (sp["id"].to_numpy() != ids).any():
-        raise ValueError(f"{teacher}: teacher states do not match {splits} (rerun teacher_states)")
-    dup = sp["dup_group"].to_numpy() if "dup_group" in sp else np.arange(len(sp))
-    repo = sp["repo_group"].to_numpy() if "repo_group" in sp else sp["repo"].to_numpy()
-    data = CodeData(st["sig_states"], st["sig_mask"], st["body_emb"], sp["split"].to_numpy(),
-                    np.asarray(dup, dtype=np.int64), repo)
-    return data, int(st["index"]["hidden_size"])
-
-
-def variant_settings(code, variant: str, tuned: Path | None) -> dict:
-    """lr / temperature / residual of a variant (tuned file > variant > code.train)."""
-    from contrastlab.tuning import read_tuned
-
-    v = code.variants[variant]
-    out = {"lr": v.lr or code.train.lr,
-           "temperature": v.temperature or code.train.init_temperature,
-           "residual": v.residual, "tuned": False}
-    if tuned is not None and tuned.exists():
-        out.update({k: float(x) for k, x in read_tuned(tuned).items() if k in ("lr", "temperature")})
-        out["tuned"] = True
-    return out
-
-
-def run_params(variant: str, loss: str, cfg: dict) -> dict:
-    """The variant's MLflow params, identical in ``train_code`` and ``evaluate_code`` (the
-    look-up key of the variant's one run): loss, lr, temperature, residual, tuned."""
-    return {"variant": variant, "loss": loss, "lr": float(cfg["lr"]),
-            "temperature": float(cfg["temperature"]), "residual": bool(cfg["residual"]),
-            "tuned": bool(cfg["tuned"])}
+from contrastlab.training.code import checkpoint_path, prepare_targets, train_seeds
+from contrastlab.training.code_inputs import load_code_data, run_params, variant_settings
 
 
 def teacher_digest(teacher: str) -> str:

@@ -21,9 +21,8 @@ from contrastlab.params import load_params
 from contrastlab.tracking import stage_run
 from contrastlab.training.code import prepare_targets, train_code
 from contrastlab.tuning import run_study, study_history, write_tuned
+from contrastlab.training.code_inputs import load_code_data
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_code import load_code_data  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

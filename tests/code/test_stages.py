@@ -45,6 +45,7 @@ def test_code_stages_end_to_end(tmp_path):
         "  train: {epochs: 2, batch_size: 4, device: cpu, seeds: [0]}\n"
         "  variants:\n    infonce:\n      loss: infonce\n      search:\n"
         "        lr: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}\n"
+        "  baselines: {zeroshot_layers: [6]}\n"
         "  tune: {trials: 2, startup_trials: 1, epochs: 1}\n")
     d = tmp_path / "data"
     common = ["--params", str(params)]
