@@ -35,7 +35,9 @@ processes or machines run the same stage and share one study: each worker stops 
 study holds ``n_trials`` finished trials, and a trial asked for beyond the budget by a worker
 that lost the race is dropped (recorded FAIL with user attribute ``surplus``; not counted,
 not listed). The default is enqueued only by the process that created the study (the
-database's unique study name decides), so two workers starting at once evaluate it once.
+database's unique study name decides) before it stores the protocol attributes; a worker
+that opens the study meanwhile waits (up to 30 s) for those attributes, so two workers
+starting at once evaluate the default once.
 The study name is ``<track>-<variant>-<digest>``, the digest covering the space, the fixed
 configuration and the protocol version (:data:`PROTOCOL`); the sampler seed, default and
 pruner are stored as study attributes and a rerun with different ones is refused.
@@ -414,6 +416,29 @@ def _budget_trials(study):
         if not (t.user_attrs.get("interrupted") or t.user_attrs.get("surplus"))]
 
 
+def _set_up(study, default, proto: dict) -> None:
+    """Enqueue the default (trial 0) and THEN store the protocol attributes: a worker that
+    finds the attributes knows the default is already in the study, so two workers starting
+    at once never enqueue it twice."""
+    if default and not study.get_trials(deepcopy=False):
+        study.enqueue_trial(default, skip_if_exists=True)
+    for k in _PROTOCOL_ATTRS:
+        study.set_user_attr(k, proto[k])
+
+
+def _wait_for_set_up(study, timeout_s: float = 30.0, poll_s: float = 0.2) -> dict:
+    """The study's user attributes once its creator has stored the protocol attributes, or
+    what is there after ``timeout_s`` (the creator died: the caller sets the study up)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    attrs = study.user_attrs
+    while not all(k in attrs for k in _PROTOCOL_ATTRS) and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        attrs = study.user_attrs
+    return attrs
+
+
 def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
               objective: Callable[..., Any], n_trials: int, seed: int,
               out_dir: str | Path, storage: str | None = None, startup_trials: int = 6,
@@ -481,21 +506,19 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
     proto = json.loads(json.dumps(proto, default=str))
     study = _open(name, out_dir=out_dir, storage=storage, seed=s_seed, startup=startup_trials,
                   direction=direction, pruner=prune)
-    attrs = study.user_attrs
     if study._created_here:
-        for k in _PROTOCOL_ATTRS:
-            study.set_user_attr(k, proto[k])
-        if default:
-            study.enqueue_trial(default, skip_if_exists=True)
+        _set_up(study, default, proto)
     else:
-        clash = {k: (attrs[k], proto[k]) for k in _PROTOCOL_ATTRS
-                 if k in attrs and attrs[k] != proto[k]}
-        if clash:
-            raise ValueError(f"study {name} was run with other settings ({clash}: stored, "
-                             "requested); keep them or use a new storage / journal")
-        if default and not study.get_trials(deepcopy=False):
-            # an existing empty study (created but never run): enqueue unless already there
-            study.enqueue_trial(default, skip_if_exists=True)
+        attrs = study.user_attrs
+        if storage is not None and not all(k in attrs for k in _PROTOCOL_ATTRS):
+            attrs = _wait_for_set_up(study)  # another worker created it a moment ago
+        if not all(k in attrs for k in _PROTOCOL_ATTRS):
+            _set_up(study, default, proto)  # its creator stopped before setting it up
+        else:
+            clash = {k: (attrs[k], proto[k]) for k in _PROTOCOL_ATTRS if attrs[k] != proto[k]}
+            if clash:
+                raise ValueError(f"study {name} was run with other settings ({clash}: stored, "
+                                 "requested); keep them or use a new storage / journal")
     if storage is None:
         # Single worker on a local journal: a RUNNING trial was interrupted (killed stage).
         # It is closed as PRUNED with user attribute ``interrupted`` (not budget).

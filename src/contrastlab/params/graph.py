@@ -62,7 +62,7 @@ class GraphTune(TuneParams):
     """``graph.tune``: the equal search budget (trials per variant) and the training seeds of
     each trial (disjoint from the final seeds, so the final runs are not the tuned runs)."""
 
-    trials: int = Field(2, ge=1, le=10_000,
+    trials: int = Field(30, ge=1, le=10_000,
                         description="Finished trials per variant: the same for every loss.")
     startup_trials: int = Field(4, ge=1, le=10_000,
                                 description="Random trials before TPE models the space.")

@@ -218,7 +218,7 @@ class MultilabelTune(_Strict):
     startup_trials: int = Field(6, ge=1, description="Random trials before TPE.")
     seed: int = Field(0, ge=0, description="Base sampler seed (each variant and data set offsets it).")
     storage: str | None = Field(None, description="null = journal file in the stage output; else an Optuna RDB URL.")
-    datasets: list[str] = Field(default_factory=list,
+    datasets: list[str] = Field(default_factory=lambda: ["emotions"],
                                 description="Data sets tuned (one study each); the others use the "
                                 "variant's params.yaml values.")
     folds: int = Field(3, ge=2, le=10, description="Cross-validation folds of the objective (>= 3 "
@@ -244,159 +244,38 @@ DATA_DEFAULTS: dict[str, dict] = {
     "humaneval": {"batch_size": 128},
 }
 
+_FOREST = {"model": {"n_estimators": 500, "max_depth": 0, "max_features": "sqrt", "min_samples_leaf": 1},
+           "search": {"max_depth": {"type": "categorical", "choices": [0, 4, 8, 16, 32]},
+                      "max_features": {"type": "categorical",
+                                       "choices": ["sqrt", "log2", 0.05, 0.1, 0.2, 0.33, 0.5, 1.0]},
+                      "min_samples_leaf": {"type": "int", "low": 1, "high": 20, "log": True}}}
+_LR = {"type": "float", "low": 0.0001, "high": 0.003, "log": True}
+_MASK = {"type": "float", "low": 0.0, "high": 0.7}
+_SEARCH = {"temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True}, "lr": _LR,
+           "mask_rate": _MASK, "queue": {"type": "categorical", "choices": [0, 256, 1024]}}
+# trial-0 values of the contrastive variants (choices of an earlier tuning on emotions)
+_A = {"temperature": 0.258817, "lr": 0.001139, "mask_rate": 0.421934, "queue": 0, "search": _SEARCH}
+_B = {"temperature": 0.05433, "lr": 0.000795, "mask_rate": 0.62331, "queue": 0, "search": _SEARCH}
+
 #: The variants of params.yaml (the schema's defaults equal params.yaml; a test checks it).
 DEFAULT_VARIANTS: dict[str, dict] = {
     "logreg": {"temperature": 0.07},
-    "extratrees": {
-        "model": {
-            "n_estimators": 500,
-            "max_depth": 0,
-            "max_features": "sqrt",
-            "min_samples_leaf": 1,
-        },
-        "search": {
-            "max_depth": {"type": "categorical", "choices": [0, 4, 8, 16, 32]},
-            "max_features": {
-                "type": "categorical",
-                "choices": ["sqrt", "log2", 0.05, 0.1, 0.2, 0.33, 0.5, 1.0],
-            },
-            "min_samples_leaf": {"type": "int", "low": 1, "high": 20, "log": True},
-        },
-    },
-    "randomforest": {
-        "model": {
-            "n_estimators": 500,
-            "max_depth": 0,
-            "max_features": "sqrt",
-            "min_samples_leaf": 1,
-        },
-        "search": {
-            "max_depth": {"type": "categorical", "choices": [0, 4, 8, 16, 32]},
-            "max_features": {
-                "type": "categorical",
-                "choices": ["sqrt", "log2", 0.05, 0.1, 0.2, 0.33, 0.5, 1.0],
-            },
-            "min_samples_leaf": {"type": "int", "low": 1, "high": 20, "log": True},
-        },
-    },
-    "knn": {
-        "model": {"k": 10, "weights": "distance", "metric": "cosine"},
-        "search": {
-            "k": {"type": "int", "low": 1, "high": 100, "log": True},
-            "weights": {"type": "categorical", "choices": ["uniform", "distance"]},
-            "metric": {"type": "categorical", "choices": ["cosine", "euclidean"]},
-        },
-    },
-    "bce": {
-        "temperature": 0.07,
-        "lr": 0.000777,
-        "mask_rate": 0.381418,
-        "search": {
-            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
-            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
-        },
-    },
-    "all": {
-        "temperature": 0.375663,
-        "lr": 0.002888,
-        "mask_rate": 0.229884,
-        "queue": 0,
-        "search": {
-            "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
-            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
-            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
-            "queue": {"type": "categorical", "choices": [0, 256, 1024]},
-        },
-    },
-    "any": {
-        "temperature": 0.05433,
-        "lr": 0.000795,
-        "mask_rate": 0.62331,
-        "queue": 0,
-        "search": {
-            "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
-            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
-            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
-            "queue": {"type": "categorical", "choices": [0, 256, 1024]},
-        },
-    },
-    "mulsupcon": {
-        "temperature": 0.258817,
-        "lr": 0.001139,
-        "mask_rate": 0.421934,
-        "queue": 0,
-        "search": {
-            "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
-            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
-            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
-            "queue": {"type": "categorical", "choices": [0, 256, 1024]},
-        },
-    },
-    "simdis": {
-        "temperature": 0.258817,
-        "lr": 0.001139,
-        "mask_rate": 0.421934,
-        "queue": 0,
-        "kwargs": {"weighting": "log_prob"},
-        "search": {
-            "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
-            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
-            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
-            "queue": {"type": "categorical", "choices": [0, 256, 1024]},
-        },
-    },
-    "simdis_sum": {
-        "temperature": 0.05433,
-        "lr": 0.000795,
-        "mask_rate": 0.62331,
-        "queue": 0,
-        "kwargs": {"weighting": "log_prob_sum"},
-        "search": {
-            "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
-            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
-            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
-            "queue": {"type": "categorical", "choices": [0, 256, 1024]},
-        },
-    },
-    "simdis_eq13": {
-        "temperature": 0.05433,
-        "lr": 0.000795,
-        "mask_rate": 0.62331,
-        "queue": 0,
-        "kwargs": {"weighting": "numerator"},
-        "search": {
-            "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
-            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
-            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
-            "queue": {"type": "categorical", "choices": [0, 256, 1024]},
-        },
-    },
-    "sim_only": {
-        "temperature": 0.05433,
-        "lr": 0.000795,
-        "mask_rate": 0.62331,
-        "queue": 0,
-        "kwargs": {"weighting": "log_prob"},
-        "search": {
-            "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
-            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
-            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
-            "queue": {"type": "categorical", "choices": [0, 256, 1024]},
-        },
-    },
-    "dis_only": {
-        "temperature": 0.258817,
-        "lr": 0.001139,
-        "mask_rate": 0.421934,
-        "queue": 0,
-        "kwargs": {"weighting": "log_prob"},
-        "search": {
-            "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
-            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
-            "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
-            "queue": {"type": "categorical", "choices": [0, 256, 1024]},
-        },
-    },
+    "extratrees": _FOREST,
+    "randomforest": _FOREST,
+    "knn": {"model": {"k": 10, "weights": "distance", "metric": "cosine"},
+            "search": {"k": {"type": "int", "low": 1, "high": 100, "log": True},
+                       "weights": {"type": "categorical", "choices": ["uniform", "distance"]},
+                       "metric": {"type": "categorical", "choices": ["cosine", "euclidean"]}}},
+    "bce": {"temperature": 0.07, "lr": 0.000777, "mask_rate": 0.381418,
+            "search": {"lr": _LR, "mask_rate": _MASK}},
+    "all": {**_A, "temperature": 0.375663, "lr": 0.002888, "mask_rate": 0.229884},
+    "any": _B,
+    "mulsupcon": _A,
+    "simdis": {**_A, "kwargs": {"weighting": "log_prob"}},
+    "simdis_sum": {**_B, "kwargs": {"weighting": "log_prob_sum"}},
+    "simdis_eq13": {**_B, "kwargs": {"weighting": "numerator"}},
+    "sim_only": {**_B, "kwargs": {"weighting": "log_prob"}},
+    "dis_only": {**_A, "kwargs": {"weighting": "log_prob"}},
 }
 
 
