@@ -327,45 +327,23 @@ class EvalParams(BaseModel):
     device: str = "auto"
 
 
+_LR = {"lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True}}
+_LR_TAU = {**_LR, "temperature": {"type": "float", "low": 0.02, "high": 0.3, "log": True}}
+
+
+def _variant(loss: str, search: dict, residual: bool = True) -> dict:
+    """A variant entry as params.yaml writes it (``residual`` only when true)."""
+    return {"loss": loss, "search": search, **({"residual": True} if residual else {})}
+
+
 #: The variants of params.yaml (the schema's defaults equal params.yaml; a test checks it).
 DEFAULT_VARIANTS: dict[str, dict] = {
-    "smoothl1": {
-        "loss": "smoothl1",
-        "residual": True,
-        "search": {"lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True}},
-    },
-    "cosine": {
-        "loss": "cosine",
-        "residual": True,
-        "search": {"lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True}},
-    },
-    "infonce": {
-        "loss": "infonce",
-        "residual": True,
-        "search": {
-            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
-            "temperature": {"type": "float", "low": 0.02, "high": 0.3, "log": True},
-        },
-    },
-    "infonce_hardneg": {
-        "loss": "infonce_hardneg",
-        "residual": True,
-        "search": {
-            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
-            "temperature": {"type": "float", "low": 0.02, "high": 0.3, "log": True},
-        },
-    },
-    "smoothl1_scratch": {
-        "loss": "smoothl1",
-        "search": {"lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True}},
-    },
-    "infonce_scratch": {
-        "loss": "infonce",
-        "search": {
-            "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
-            "temperature": {"type": "float", "low": 0.02, "high": 0.3, "log": True},
-        },
-    },
+    "smoothl1": _variant("smoothl1", _LR),
+    "cosine": _variant("cosine", _LR),
+    "infonce": _variant("infonce", _LR_TAU),
+    "infonce_hardneg": _variant("infonce_hardneg", _LR_TAU),
+    "smoothl1_scratch": _variant("smoothl1", _LR, residual=False),
+    "infonce_scratch": _variant("infonce", _LR_TAU, residual=False),
 }
 
 
