@@ -1,9 +1,11 @@
 """DVC stage ``tune_code@<variant>``: learning rate (and InfoNCE's initial temperature)
 chosen on the validation repositories with the shared protocol (``contrastlab.tuning``).
 
-Every variant gets the same budget (``code.tune.trials`` trials of at most
-``code.tune.epochs`` epochs, seed ``code.train.seeds[0]``); the objective is the best
-validation Rank@10 over the trial's epochs (test functions are never read). Writes
+Every variant gets the same budget (``code.tune.trials`` finished trials, Hyperband pruning);
+trial 0 is the variant's declared configuration. A trial trains one run per seed of
+``code.tune.seeds`` (disjoint from the final seeds) of at most ``code.tune.epochs`` epochs; its
+objective is the mean over seeds of the best validation Rank@10 (with its standard error),
+reported to the pruner after each seed. Test functions are never read. Writes
 ``reports/tuned/code/<V>.json`` (read by ``train_code@<V>``), the trial history
 ``reports/plots/tune/code/<V>.csv`` and the study journal
 ``reports/tune/code/<V>/journal.log`` (resumes after an interruption).
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+
+import numpy as np
 from pathlib import Path
 
 from contrastlab.cli import run_stage
@@ -20,7 +24,7 @@ from contrastlab.io import write_csv
 from contrastlab.params import load_params
 from contrastlab.tracking import stage_run
 from contrastlab.training.code import prepare_targets, train_code
-from contrastlab.tuning import run_study, study_history, write_tuned
+from contrastlab.tuning import run_study, study_history, tune_kwargs, write_tuned
 from contrastlab.training.code_inputs import load_code_data
 
 
@@ -46,21 +50,30 @@ def main(argv: list[str] | None = None) -> int:
     targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
     t = code.tune
     fixed = {"loss": v.loss, "residual": v.residual, "model": code.model.model_dump(),
-             "train": code.train.model_dump(exclude={"seeds", "device", "threads"}),
-             "target": code.target.model_dump(), "epochs": t.epochs, "seed": code.train.seeds[0]}
+             "train": code.train.model_dump(exclude={"seeds", "device", "threads", "workers"}),
+             "target": code.target.model_dump(), "epochs": t.epochs, "seeds": t.seeds}
+    declared = {"lr": v.lr or code.train.lr,
+                "temperature": v.temperature or code.train.init_temperature}
+    default = {k: declared[k] for k in v.search if k in declared}
 
-    def objective(choices: dict) -> float:
-        s = train_code(data, hidden, v.loss, code.model, code.train, None, targets=targets,
-                       seed=code.train.seeds[0], lr=choices.get("lr"),
-                       temperature=choices.get("temperature"), residual=v.residual,
-                       epochs=t.epochs, progress=False)
-        return float(s["best_val_rank_at_10"])
+    def objective(choices: dict, report=None):
+        scores = []
+        for k, seed in enumerate(t.seeds, start=1):
+            s = train_code(data, hidden, v.loss, code.model, code.train, None, targets=targets,
+                           seed=seed, lr=choices.get("lr"),
+                           temperature=choices.get("temperature"), residual=v.residual,
+                           epochs=t.epochs, progress=False)
+            scores.append(float(s["best_val_rank_at_10"]))
+            if report is not None and k < len(t.seeds):
+                report(k, float(np.mean(scores)))  # may raise optuna.TrialPruned
+        se = float(np.std(scores, ddof=1) / np.sqrt(len(scores))) if len(scores) > 1 else 0.0
+        return float(np.mean(scores)), se
 
     out_dir = Path(args.journal) / args.variant
     with stage_run("code", f"tune_code@{args.variant}", {"variant": args.variant, **fixed}) as tr:
         res = run_study(track="code", variant=args.variant, space=v.search, objective=objective,
-                        n_trials=t.trials, seed=t.seed, out_dir=out_dir, storage=t.storage,
-                        startup_trials=t.startup_trials, fixed=fixed, tracker=tr)
+                        out_dir=out_dir, fixed=fixed, tracker=tr, default=default or None,
+                        **tune_kwargs(t))
     write_tuned(Path(args.tuned) / f"{args.variant}.json", res, track="code",
                 variant=args.variant, objective="val_rank_at_10", space=v.search,
                 n_trials=t.trials)

@@ -46,7 +46,7 @@ def test_code_stages_end_to_end(tmp_path):
         "  variants:\n    infonce:\n      loss: infonce\n      search:\n"
         "        lr: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}\n"
         "  baselines: {zeroshot_layers: [6]}\n"
-        "  tune: {trials: 2, startup_trials: 1, epochs: 1}\n")
+        "  tune: {trials: 2, startup_trials: 1, epochs: 1, seeds: [100, 101], pruner: none}\n")
     d = tmp_path / "data"
     common = ["--params", str(params)]
     steps = [
@@ -105,6 +105,10 @@ def test_code_stages_end_to_end(tmp_path):
     tuned = json.loads((tmp_path / "tuned" / "infonce.json").read_text())
     assert tuned["n_complete"] == 2 and 1e-4 <= tuned["params"]["lr"] <= 1e-2
     assert (tmp_path / "journal" / "infonce" / "journal.log").exists()
+    th = pd.read_csv(tmp_path / "th" / "infonce.csv")
+    # trial 0 is the declared configuration (code.train.lr); each trial averages 2 seeds
+    assert th["lr"].iloc[0] == pytest.approx(1e-3) and th["lr"].iloc[1] != th["lr"].iloc[0]
+    assert th["se"].notna().all() and tuned["best_se"] is not None
     assert m["tuned"] is True and m["lr"] == pytest.approx(tuned["params"]["lr"], rel=1e-5)
     hist = pd.read_csv(tmp_path / "plots" / "infonce.csv")
     assert list(hist["epoch"]) == [1, 2]

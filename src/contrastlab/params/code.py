@@ -9,11 +9,11 @@ patience 15); ``python stages/code_preset.py seed-scale`` switches to it (see do
 from __future__ import annotations
 
 import re
-from typing import Optional, Annotated, Literal
+from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..tuning import SearchDim
+from ..tuning import SearchDim, TuneParams
 
 #: Distributions the project's own install brings (pure Python), used as repositories offline.
 DEFAULT_DISTRIBUTIONS: list[str] = [
@@ -308,16 +308,28 @@ class BaselineParams(BaseModel):
         return v
 
 
-class TuneParams(BaseModel):
-    """Equal tuning budget for every variant (Musgrave et al., 2020)."""
+class CodeTune(TuneParams):
+    """``code.tune``: the equal budget of every variant (Musgrave et al., 2020): ``trials``
+    finished trials, each training every seed of ``seeds`` (disjoint from ``train.seeds``, so
+    the final runs are not the tuned runs) for at most ``epochs`` epochs; the objective is the
+    mean over seeds of the best validation Rank@10, reported after each seed to the pruner."""
 
-    model_config = ConfigDict(extra="forbid")
+    trials: int = Field(20, ge=1, le=10_000,
+                        description="Finished trials per variant: the same for every loss.")
+    startup_trials: int = Field(5, ge=1, le=10_000,
+                                description="Random trials before TPE models the space.")
+    seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(
+        default_factory=lambda: [100, 101, 102], min_length=1, max_length=100,
+        description="training seeds of every trial")
+    max_resource: Union[int, Literal["auto"]] = 3  # one report per training seed
+    epochs: int = Field(30, ge=1, description="epoch cap of one trial's training run")
 
-    trials: int = Field(4, ge=1)
-    startup_trials: int = Field(2, ge=1)
-    seed: int = 0
-    storage: str | None = None
-    epochs: int = Field(30, ge=1, description="epoch cap of one trial")
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"seeds must be distinct, got {v}")
+        return v
 
 
 class EvalParams(BaseModel):
@@ -365,5 +377,13 @@ class CodeParams(BaseModel):
     target: TargetParams = TargetParams()
     variants: dict[str, VariantParams] = Field(default_factory=_default_variants)
     baselines: BaselineParams = BaselineParams()
-    tune: TuneParams = TuneParams()
+    tune: CodeTune = CodeTune()
     evaluate: EvalParams = EvalParams()
+
+    @model_validator(mode="after")
+    def _tune_seeds_apart(self) -> "CodeParams":
+        shared = sorted(set(self.tune.seeds) & set(self.train.seeds))
+        if shared:
+            raise ValueError(f"code.tune.seeds and code.train.seeds share {shared}: the final "
+                             "runs must not be the runs that chose the configuration")
+        return self
