@@ -14,14 +14,32 @@ transitive closure of its imports inside ``src/contrastlab`` is computed:
 - ``importlib.import_module(f"contrastlab.pkg.{x}")``: every module of ``contrastlab.pkg``;
 - a package ``__init__``'s module-level ``__getattr__`` (lazy attributes): its imports count
   for a file that imports from the package a name the ``__init__`` does not define;
-- the loss registry: ``"contrastlab.losses.x:fn"`` strings in ``losses/registry.py`` name
-  modules that are imported lazily. A module that loads registry losses declares which
-  ones with a module-level ``LOSS_NEEDS = ("views",)`` (the ``needs`` values of
-  :class:`contrastlab.losses.registry.LossSpec`) or ``LOSS_NEEDS = "*"``; a stage then
-  depends on the modules of exactly the registered losses with those ``needs``. So editing
-  ``losses/selfsup.py`` reruns the graph stages and not the code or multi-label ones. A module
-  that calls ``get_loss``/``load_loss`` without declaring ``LOSS_NEEDS`` is an error (the
+- the loss registry (``losses/registry.yaml``): loss modules are imported lazily, by name. A
+  module that loads registry losses declares which ones with a module-level
+  ``LOSS_NEEDS = ("views",)`` (the ``needs`` values of
+  :class:`contrastlab.losses.registry.LossSpec`) or ``LOSS_NEEDS = "*"``. A module that
+  calls ``get_loss``/``load_loss`` without declaring ``LOSS_NEEDS`` is an error (the
   ``contrastlab.losses`` package itself is exempt: it resolves names its callers pass in).
+
+Loss code is not a file dependency of the stages that train losses (``LOSS_NEEDS = "*"``,
+the ``validate_params`` gate, excepted: it depends on every loss file and on
+``registry.yaml``). The gate writes ``data/loss_code.yaml``: per registered loss and per
+variant, a digest of the loss's registry entry and source files. A stage depends on the keys
+of that file it uses, as a DVC ``params`` dependency:
+
+- a stage that runs over a track's variants (``foreach: ${graph.variants}``,
+  ``${code.variants}``, ``${multilabel.losses}``, ``${finetune.variants}``, or a ``matrix``
+  axis over one of them) depends on ``variants.<track>.<its variant>`` only;
+- any other stage whose code loads losses depends on ``needs.<n>`` for each of its
+  ``LOSS_NEEDS``;
+- a stage whose code reads the whole table (imports ``LOSSES``, ``title``, ``get_spec``, ...
+  outside the ``losses`` and ``params`` packages, e.g. the report) depends on the whole file.
+
+So adding a graph loss (its file, a registry entry, a params variant) leaves every code and
+multi-label stage and every other graph variant up to date, and editing
+``losses/selfsup.py`` reruns the graph variants and nothing of the other tracks. (The
+``params`` package reads the table to validate names; the gate does that check for every
+stage, so it is not a dependency of theirs.)
 
 Usage::
 
@@ -51,6 +69,16 @@ from pathlib import Path
 PACKAGE = "contrastlab"
 #: Names that load a registry loss and so require a ``LOSS_NEEDS`` declaration.
 LOADERS = {"get_loss", "load_loss"}
+#: Names of the registry whose import means the module reads the loss table.
+TABLE_NAMES = {"LOSSES", "LossSpec", "title", "names_for", "get_spec", "get_loss", "load_loss",
+               "check_name", "load_table", "code_digest", "source_files"}
+#: The loss table and the gate's per-loss digests (see the module docstring).
+REGISTRY_TABLE = "src/contrastlab/losses/registry.yaml"
+LOSS_CODE = "data/loss_code.yaml"
+#: ``foreach`` / ``matrix`` expressions that run over one track's variants -> the track.
+VARIANT_AXES = {"${graph.variants}": "graph", "${code.variants}": "code",
+                "${multilabel.losses}": "multilabel", "${multilabel.hybrids}": "multilabel",
+                "${finetune.variants}": "finetune"}
 #: The first stage: validates params.yaml; every other stage depends on its output.
 GATE_STAGE = "validate_params"
 _REG_RE = re.compile(r"^(contrastlab(?:\.\w+)+):\w+$")
@@ -74,6 +102,7 @@ class Closure:
     loss_needs: set[str] = field(default_factory=set)   # "*" = all
     loaders: set[Path] = field(default_factory=set)     # modules calling get_loss etc.
     declared: set[Path] = field(default_factory=set)    # modules declaring LOSS_NEEDS
+    table: set[Path] = field(default_factory=set)       # modules importing registry names
 
 
 class Analyzer:
@@ -117,30 +146,19 @@ class Analyzer:
         return ".".join(parts)
 
     def registry(self) -> dict[str, set[str]]:
-        """``needs -> {module}`` from the ``"contrastlab.x:fn"`` strings of the registry."""
+        """``needs -> {module}`` from the ``target`` strings of ``losses/registry.yaml``."""
         if self._registry is None:
-            reg = self.src / PACKAGE / "losses" / "registry.py"
+            import yaml
+
+            reg = self.root / REGISTRY_TABLE
             self._registry = {}
-            if reg.is_file():
-                tree = ast.parse(reg.read_text(encoding="utf-8"), str(reg))
-                for node in ast.walk(tree):
-                    if not isinstance(node, ast.Call):
-                        continue
-                    args = [a for a in node.args if isinstance(a, ast.Constant)
-                            and isinstance(a.value, str)]
-                    target = next((a.value for a in args if _REG_RE.match(a.value)), None)
-                    if target is None:
-                        continue
-                    needs = None
-                    for kw in node.keywords:
-                        if kw.arg == "needs" and isinstance(kw.value, ast.Constant):
-                            needs = kw.value.value
-                    if needs is None:  # positional: (target, needs, ...)
-                        pos = [a.value if isinstance(a, ast.Constant) else None for a in node.args]
-                        if len(pos) > 1 and isinstance(pos[1], str):
-                            needs = pos[1]
-                    mod = _REG_RE.match(target).group(1)
-                    self._registry.setdefault(needs or "?", set()).add(mod)
+            doc = yaml.safe_load(reg.read_text(encoding="utf-8")) if reg.is_file() else {}
+            for name, e in (doc or {}).items():
+                target = str((e or {}).get("target", ""))
+                if not _REG_RE.match(target):
+                    raise DepsError(f"{reg}: loss {name!r} has no 'contrastlab.x:fn' target")
+                mod = _REG_RE.match(target).group(1)
+                self._registry.setdefault(str(e.get("needs") or "?"), set()).add(mod)
         return self._registry
 
     def _init_tree(self, dotted: str):
@@ -187,8 +205,9 @@ class Analyzer:
         return out
 
     # ------------------------------------------------------------------ one file
-    def direct(self, path: Path) -> tuple[set[str], set[Path], set[str] | None, bool]:
-        """``(modules, sibling script files, LOSS_NEEDS or None, calls a loader)`` of one file."""
+    def direct(self, path: Path) -> tuple[set[str], set[Path], set[str] | None, bool, bool]:
+        """``(modules, sibling script files, LOSS_NEEDS or None, calls a loader, imports
+        registry names)`` of one file."""
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         mods: set[str] = set()
         siblings: set[Path] = set()
@@ -197,6 +216,7 @@ class Analyzer:
             pkg = pkg.rpartition(".")[0]
         needs: set[str] | None = None
         loader = False
+        table = False
         lazy_fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
                         and n.name == "__getattr__"), None) if path.name == "__init__.py" else None
         skip = set(map(id, ast.walk(lazy_fn))) if lazy_fn is not None else set()
@@ -221,6 +241,9 @@ class Analyzer:
                     base = node.module or ""
                 if base.split(".")[0] == PACKAGE:
                     mods.add(base)
+                    if base in (f"{PACKAGE}.losses", f"{PACKAGE}.losses.registry") and any(
+                            a.name in TABLE_NAMES for a in node.names):
+                        table = True
                     for a in node.names:  # `from pkg import submodule`
                         if self.module_file(f"{base}.{a.name}") is not None:
                             mods.add(f"{base}.{a.name}")
@@ -251,7 +274,7 @@ class Analyzer:
                     if isinstance(t, ast.Name) and t.id == "LOSS_NEEDS":
                         v = ast.literal_eval(node.value)
                         needs = {v} if isinstance(v, str) else set(v)
-        return mods, siblings, needs, loader
+        return mods, siblings, needs, loader, table
 
     def closure(self, scripts: list[Path]) -> Closure:
         """Transitive closure of ``scripts`` (absolute paths)."""
@@ -264,29 +287,43 @@ class Analyzer:
                 continue
             seen.add(f)
             c.files.add(f)
-            mods, sibs, needs, loader = self.direct(f)
+            mods, sibs, needs, loader, table = self.direct(f)
             if needs is not None:
                 c.loss_needs |= needs
                 c.declared.add(f)
+            if table:
+                c.table.add(f)
             # the losses package itself only resolves names its callers pass in
             if loader and not (self.module_name(f) or "").startswith(f"{PACKAGE}.losses"):
                 c.loaders.add(f)
             todo.extend(sibs)
             for m in mods:
                 todo.extend(self.with_parents(m))
-            if c.loss_needs and not getattr(c, "_reg_done", set()) >= c.loss_needs:
-                reg = self.registry()
-                wanted = set(reg) if "*" in c.loss_needs else c.loss_needs
-                for n in wanted:
-                    for m in reg.get(n, ()):
+            if "*" in c.loss_needs and not getattr(c, "_reg_done", False):
+                # the gate: every loss file (the others reach loss code via data/loss_code.yaml)
+                for mods_of in self.registry().values():
+                    for m in mods_of:
                         todo.extend(self.with_parents(m))
-                c._reg_done = set(c.loss_needs)  # type: ignore[attr-defined]
+                c._reg_done = True  # type: ignore[attr-defined]
         undeclared = c.loaders - c.declared
         if undeclared:
             names = ", ".join(sorted(self.rel(p) for p in undeclared))
             raise DepsError(f"{names}: loads registry losses but declares no LOSS_NEEDS")
         c.files = {Path(self.rel(p)) for p in c.files}
+        if "*" in c.loss_needs:
+            c.files.add(Path(REGISTRY_TABLE))
         return c
+
+    def table_readers(self, c: Closure) -> set[Path]:
+        """Modules of ``c`` that read the loss table for their output: they import registry
+        names, declare no ``LOSS_NEEDS`` and lie outside the ``losses`` and ``params``
+        packages (which resolve or validate names their callers pass in)."""
+        out = set()
+        for f in c.table - c.declared:
+            mod = self.module_name(f) or ""
+            if not mod.startswith((f"{PACKAGE}.losses", f"{PACKAGE}.params")):
+                out.add(f)
+        return out
 
     def rel(self, p: Path) -> str:
         return p.resolve().relative_to(self.root).as_posix()
@@ -334,18 +371,77 @@ def covered(file: str, deps: list[str]) -> bool:
 
 def required(root: Path, stages: dict | None = None) -> dict[str, list[str]]:
     """``stage name -> sorted code files it needs`` for every stage with a script."""
+    return {k: v[0] for k, v in analyse(root, stages).items()}
+
+
+def _params_doc(root: Path) -> dict:
+    import yaml
+
+    p = Path(root) / "params.yaml"
+    return (yaml.safe_load(p.read_text(encoding="utf-8")) or {}) if p.is_file() else {}
+
+
+def _resolve(expr: str, params: dict):
+    node = params
+    for part in expr[2:-1].split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def variant_key(stage: dict, params: dict) -> str | None:
+    """``variants.<track>.<item>`` when ``stage`` runs over one track's variants (see
+    :data:`VARIANT_AXES`), else None."""
+    fe = stage.get("foreach")
+    if isinstance(fe, str) and fe in VARIANT_AXES:
+        item = "${key}" if isinstance(_resolve(fe, params), dict) else "${item}"
+        return f"variants.{VARIANT_AXES[fe]}.{item}"
+    for axis, expr in (stage.get("matrix") or {}).items():
+        if isinstance(expr, str) and expr in VARIANT_AXES:
+            return f"variants.{VARIANT_AXES[expr]}.${{item.{axis}}}"
+    return None
+
+
+def analyse(root: Path, stages: dict | None = None) -> dict[str, tuple[list[str], object]]:
+    """``stage -> (code files, loss_code keys)`` for every stage with a script. The keys are
+    ``False`` (no dependency on ``data/loss_code.yaml``), ``None`` (the whole file) or a list
+    of dotted keys (see the module docstring)."""
     root = Path(root).resolve()
     stages = load_stages(root) if stages is None else stages
+    params = _params_doc(root)
     an = Analyzer(root)
     out = {}
     for name, st in stages.items():
         scripts = stage_scripts(_body(st).get("cmd", ""), root)
         if not scripts:
             continue
+        c = an.closure(scripts)
         # the stage's own scripts first, then the library
-        out[name] = sorted((p.as_posix() for p in an.closure(scripts).files),
-                           key=lambda f: (f.startswith("src/"), f))
+        files = sorted((p.as_posix() for p in c.files),
+                       key=lambda f: (f.startswith("src/"), f))
+        keys: object = False
+        vk = variant_key(st, params)
+        if "*" in c.loss_needs:
+            keys = False  # the gate writes data/loss_code.yaml
+        elif an.table_readers(c):
+            keys = None
+        elif vk is not None and c.loss_needs:
+            keys = [vk]
+        elif c.loss_needs:
+            keys = [f"needs.{n}" for n in sorted(c.loss_needs)]
+        out[name] = (files, keys)
     return out
+
+
+def _loss_param(body: dict):
+    """The stage's ``data/loss_code.yaml`` params entry: False (none), None (whole file) or
+    its list of keys."""
+    for p in body.get("params", []) or []:
+        if isinstance(p, dict) and LOSS_CODE in p:
+            v = p[LOSS_CODE]
+            return None if not v else list(v)
+        if p == LOSS_CODE:
+            return None
+    return False
 
 
 def gate(stages: dict) -> str | None:
@@ -360,17 +456,21 @@ def gate(stages: dict) -> str | None:
 
 def missing(root: Path) -> dict[str, list[str]]:
     """``stage -> code files it imports that its deps do not cover``, plus the params gate
-    (see :func:`gate`) for every stage but the gate's own (empty dict: all good)."""
+    (see :func:`gate`) for every stage but the gate's own, plus a wrong or missing
+    ``data/loss_code.yaml`` params entry (empty dict: all good)."""
     stages = load_stages(root)
-    req = required(root, stages)
+    info = analyse(root, stages)
     g = gate(stages)
     gaps = {}
     for name, st in stages.items():
-        need = list(req.get(name, []))
+        files, keys = info.get(name, ([], False))
+        need = list(files)
         if g is not None and name != GATE_STAGE:
             need.append(g)
         deps = _dep_paths(_body(st))
         lack = [f for f in need if not covered(f, deps)]
+        if name in info and _loss_param(_body(st)) != keys:
+            lack.append(f"params {LOSS_CODE}: {'all' if keys is None else keys or 'none'}")
         if lack:
             gaps[name] = lack
     return gaps
@@ -398,7 +498,8 @@ def write(root: Path) -> list[str]:
     y.indent(mapping=2, sequence=4, offset=2)
     doc = y.load(path.read_text(encoding="utf-8"))
     plain = load_stages(root)
-    req = required(root, plain)
+    info = analyse(root, plain)
+    req = {k: v[0] for k, v in info.items()}
     g = gate(plain)
     if g is not None:
         for name in plain:
@@ -416,13 +517,18 @@ def write(root: Path) -> list[str]:
         old = [next(iter(d)) if isinstance(d, dict) else str(d) for d in deps]
         keep_idx = [i for i, d in enumerate(old) if not _is_code_dep(d, script_dirs, g)]
         new_list = files + [old[i] for i in keep_idx]
+        keys = info[name][1] if name in info else False
+        if _loss_param(body) != keys:
+            _set_loss_param(body, keys)
+            changed.append(name)
         if new_list == old:
             continue
         kept = [deps[i] for i in keep_idx]
         del deps[:]
         deps.extend(files)
         deps.extend(kept)
-        changed.append(name)
+        if name not in changed:
+            changed.append(name)
     if changed:
         import io
 
@@ -432,6 +538,32 @@ def write(root: Path) -> list[str]:
         tmp.write_text(buf.getvalue(), encoding="utf-8")
         tmp.replace(path)
     return changed
+
+
+def _set_loss_param(body, keys) -> None:
+    """Replace the stage's ``data/loss_code.yaml`` params entry by ``keys`` (see
+    :func:`analyse`), keeping its other params entries."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    params = body.get("params")
+    if params is not None:
+        for i in reversed(range(len(params))):
+            p = params[i]
+            if p == LOSS_CODE or (isinstance(p, dict) and LOSS_CODE in p):
+                del params[i]
+    if keys is False:
+        if params is not None and not len(params):
+            del body["params"]
+        return
+    if params is None:
+        params = body["params"] = CommentedSeq()
+    entry = CommentedMap()
+    if keys is None:
+        entry[LOSS_CODE] = None
+    else:
+        seq = CommentedSeq(keys)
+        entry[LOSS_CODE] = seq
+    params.append(entry)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,10 @@ against its loss function's keyword arguments
 
 The output ``data/params_ok.json`` holds a constant, so a params change that passes does
 not by itself invalidate the stages downstream (each stage still depends on its own params).
+``data/loss_code.yaml`` holds, per registered loss and per variant, a digest of the loss's
+registry entry and source files (:func:`contrastlab.params.losses.loss_code`); stages that
+train a loss depend on their own keys of it, so DVC reruns exactly the variants whose loss
+changed.
 """
 
 from __future__ import annotations
@@ -16,19 +20,25 @@ from __future__ import annotations
 import argparse
 import sys
 
+import yaml
+
 from contrastlab.cli import run_stage
-from contrastlab.io import write_json
+from contrastlab.io import write_json, write_text
 from contrastlab.params import load_params
-from contrastlab.params.losses import check_loss_keywords
+from contrastlab.params.losses import check_loss_keywords, loss_code
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--out", default="data/params_ok.json")
+    ap.add_argument("--loss-code", default="data/loss_code.yaml")
     args = ap.parse_args(argv)
     p = load_params(args.params)
     check_loss_keywords(p, args.params)
+    write_text(args.loss_code, "# written by stages/validate_params.py (do not edit): per loss "
+               "and per variant, the digest of the loss's registry entry and source files\n"
+               + yaml.safe_dump(loss_code(p), sort_keys=True))
     write_json(args.out, {"params": "valid"})
     print(f"{args.params}: valid")
     return 0

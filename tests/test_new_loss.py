@@ -1,4 +1,4 @@
-"""A new loss, added as the README says (one file + one registry line + one params key) in a
+"""A new loss, added as the README says (one file + one registry entry + one params key) in a
 temporary copy of the project, goes through validation, training, evaluation and the report
 of the track it fits, with the stage scripts a user runs (tiny settings, real data).
 
@@ -111,15 +111,11 @@ def copy_project(dst: Path) -> Path:
     return dst
 
 
-def add_loss(root: Path, module: str, code: str, registry_line: str) -> None:
-    """Step 1: one file in src/contrastlab/losses/. Step 2: one line in LOSSES."""
+def add_loss(root: Path, module: str, code: str, entry: str) -> None:
+    """Step 1: one file in src/contrastlab/losses/. Step 2: one entry in registry.yaml."""
     (root / "src/contrastlab/losses" / f"{module}.py").write_text(textwrap.dedent(code).lstrip())
-    reg = root / "src/contrastlab/losses/registry.py"
-    text = reg.read_text()
-    head, sep, tail = text.partition("LOSSES: dict[str, LossSpec] = {\n")
-    assert sep, "registry layout changed"
-    body, close, rest = tail.partition("\n}\n")
-    reg.write_text(head + sep + body + "\n    " + registry_line + close + rest)
+    with open(root / "src/contrastlab/losses/registry.yaml", "a") as f:
+        f.write(entry.strip() + "\n")
 
 
 def edit_params(root: Path, edit) -> None:
@@ -144,12 +140,20 @@ def closure(root: Path, stage: str) -> list[str]:
     return run(root, "scripts/stage_deps.py", "--show", stage).stdout.split()
 
 
+def loss_files(root: Path, track: str, variant: str) -> list[str]:
+    """The files of ``data/loss_code.yaml`` (written by validate_params) for one variant."""
+    doc = yaml.safe_load((root / "data/loss_code.yaml").read_text())
+    loss = doc["variants"][track][variant]["loss"]
+    return next(g[loss]["files"] for g in doc["needs"].values() if loss in g) if loss else []
+
+
 # ---------------------------------------------------------------- graph track
 @pytest.mark.slow
 def test_new_two_view_loss_reaches_the_graph_table(tmp_path):
     root = copy_project(tmp_path / "proj")
     add_loss(root, "dcl", DCL_PY,
-             '"dcl": LossSpec("contrastlab.losses.dcl:dcl_loss", "views", "selfsup", "DCL (decoupled)"),')
+             'dcl: {target: "contrastlab.losses.dcl:dcl_loss", needs: views, family: selfsup, '
+             'title: DCL (decoupled)}')
 
     def one_key(raw):  # step 3: one params key (a variant naming the loss, with its knobs)
         raw["graph"]["variants"]["dcl"] = {"loss": "dcl", "temperature": 0.5, "sigma": 0.5}
@@ -175,9 +179,11 @@ def test_new_two_view_loss_reaches_the_graph_table(tmp_path):
     assert bad.returncode == 2 and "graph.variants.dcl.sigmaa" in bad.stderr and "sigma" in bad.stderr
     edit_params(root, lambda r: r["graph"]["variants"]["dcl"].pop("sigmaa"))
 
-    # DVC dependencies: the loss file is a dependency of the graph training stage only
-    assert "src/contrastlab/losses/dcl.py" in closure(root, "train_graph")
-    assert "src/contrastlab/losses/dcl.py" not in closure(root, "train_multilabel")
+    # DVC dependencies: the loss file reaches the new variant's stages (through its digest in
+    # data/loss_code.yaml) and no other variant's
+    assert "src/contrastlab/losses/dcl.py" in loss_files(root, "graph", "dcl")
+    assert "src/contrastlab/losses/dcl.py" not in loss_files(root, "graph", "ntxent")
+    assert "src/contrastlab/losses/dcl.py" in closure(root, "validate_params")
     run(root, "scripts/stage_deps.py", "--write")
     run(root, "scripts/stage_deps.py")
 
@@ -202,8 +208,8 @@ def test_new_two_view_loss_reaches_the_graph_table(tmp_path):
 def test_new_multilabel_loss_reaches_the_multilabel_tables(tmp_path):
     root = copy_project(tmp_path / "proj")
     add_loss(root, "jaccard", JACCARD_PY,
-             '"jaccard": LossSpec("contrastlab.losses.jaccard:jaccard_supcon_loss", "multilabels", '
-             '"multilabel", "Jaccard SupCon"),')
+             'jaccard: {target: "contrastlab.losses.jaccard:jaccard_supcon_loss", '
+             'needs: multilabels, family: multilabel, title: Jaccard SupCon}')
 
     def one_key(raw):  # step 3: name the loss in the track's list
         raw["multilabel"]["losses"].append("jaccard")
@@ -230,8 +236,8 @@ def test_new_multilabel_loss_reaches_the_multilabel_tables(tmp_path):
     assert "multilabel.variants.jaccard.kwargs.weighting" in bad.stderr
     edit_params(root, lambda r: r["multilabel"]["variants"]["jaccard"]["kwargs"].pop("weighting"))
 
-    assert "src/contrastlab/losses/jaccard.py" in closure(root, "train_multilabel")
-    assert "src/contrastlab/losses/jaccard.py" not in closure(root, "train_graph")
+    assert loss_files(root, "multilabel", "jaccard") == ["src/contrastlab/losses/jaccard.py"]
+    assert "src/contrastlab/losses/jaccard.py" not in loss_files(root, "multilabel", "any")
 
     run(root, "stages/build_multilabel.py", "--dataset", "yeast")
     for loss in ("jaccard", "any"):  # the new loss and one it is compared with
@@ -249,12 +255,65 @@ def test_new_multilabel_loss_reaches_the_multilabel_tables(tmp_path):
 def test_new_regression_loss_is_accepted_by_the_code_track(tmp_path):
     root = copy_project(tmp_path / "proj")
     add_loss(root, "mse", MSE_PY,
-             '"mse": LossSpec("contrastlab.losses.mse:mse_loss", "regression", "retrieval", "MSE"),')
+             'mse: {target: "contrastlab.losses.mse:mse_loss", needs: regression, '
+             'family: retrieval, title: MSE}')
     edit_params(root, lambda r: r["code"]["variants"].update(mse={"loss": "mse"}))
     run(root, "stages/validate_params.py")
-    assert "src/contrastlab/losses/mse.py" in closure(root, "train_code")
-    assert "src/contrastlab/losses/mse.py" not in closure(root, "train_graph")
+    assert loss_files(root, "code", "mse") == ["src/contrastlab/losses/mse.py"]
+    assert "src/contrastlab/losses/mse.py" not in loss_files(root, "graph", "ntxent")
     # a graph variant cannot use it: the registry says what it needs
     edit_params(root, lambda r: r["graph"]["variants"].update(m={"loss": "mse"}))
     bad = run(root, "stages/validate_params.py", ok=False)
     assert "graph.variants.m.loss" in bad.stderr and "two-view" in bad.stderr
+
+
+# ---------------------------------------------------------------- what DVC reruns
+def _dvc_status(root: Path) -> dict:
+    r = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=root,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout or "{}")
+
+
+def _changed(before: dict, after: dict) -> set[str]:
+    return {s for s in set(before) | set(after) if before.get(s) != after.get(s)}
+
+
+@pytest.mark.slow
+def test_adding_a_graph_loss_leaves_the_other_stages_up_to_date(tmp_path):
+    """Deps follow use: in a copy of the project with its dvc.lock, adding a graph loss (file,
+    registry entry, params variant, ``stage_deps.py --write``, then the params gate that
+    ``dvc repro`` runs first) changes the status of the new variant's stages, the gate and the
+    graph stages that read every two-view loss, and of nothing else; editing the two-view
+    losses' file then reruns the graph variants and no stage of another track."""
+    root = copy_project(tmp_path / "proj")
+    shutil.copy2(ROOT / "dvc.lock", root / "dvc.lock")
+    (root / ".dvc").mkdir()
+    shutil.copy2(ROOT / ".dvc/config", root / ".dvc/config")
+    (root / "data").mkdir()
+    for f in ("data/params_ok.json", "data/loss_code.yaml"):
+        shutil.copy2(ROOT / f, root / f)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    before = _dvc_status(root)
+
+    add_loss(root, "dcl", DCL_PY,
+             'dcl: {target: "contrastlab.losses.dcl:dcl_loss", needs: views, family: selfsup, '
+             'title: DCL (decoupled)}')
+    edit_params(root, lambda r: r["graph"]["variants"].update(dcl={"loss": "dcl"}))
+    run(root, "scripts/stage_deps.py", "--write")
+    run(root, "stages/validate_params.py")
+    changed = _changed(before, _dvc_status(root))
+    new = {s for s in changed if s.endswith("@dcl")}
+    assert {"tune_graph@dcl", "train_graph@dcl", "default_graph@dcl"} <= new
+    assert changed - new <= {"validate_params", "baselines_graph", "report"}, changed - new
+    assert "validate_params" in changed
+
+    # editing the file of NT-Xent, MixCo and MoCHi changes the digests of those variants
+    # (the keys the status above follows) and of no variant of another track
+    old = yaml.safe_load((root / "data/loss_code.yaml").read_text())["variants"]
+    with open(root / "src/contrastlab/losses/selfsup.py", "a") as f:
+        f.write("\n# an edit\n")
+    run(root, "stages/validate_params.py")
+    new_ = yaml.safe_load((root / "data/loss_code.yaml").read_text())["variants"]
+    moved = {f"{t}.{v}" for t in new_ for v in new_[t] if new_[t][v] != old[t].get(v)}
+    assert moved == {"graph.ntxent", "graph.mixco", "graph.mochi"}

@@ -40,28 +40,40 @@ def test_every_stage_covers_its_import_closure():
 
 def test_removing_a_dependency_is_detected(tmp_path):
     root = _copy_project(tmp_path)
+    shutil.copy2(ROOT / "params.yaml", root / "params.yaml")
     doc = yaml.safe_load((root / "dvc.yaml").read_text())
     st = doc["stages"]["train_multilabel"]
-    st["deps"] = [d for d in st["deps"] if d != "src/contrastlab/losses/supcon.py"]
+    gone = "src/contrastlab/training/multilabel.py"
+    st["deps"] = [d for d in st["deps"] if d != gone]
+    st["params"] = [p for p in st["params"] if not (isinstance(p, dict) and sd.LOSS_CODE in p)]
     (root / "dvc.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     gaps = sd.missing(root)
-    assert gaps == {"train_multilabel": ["src/contrastlab/losses/supcon.py"]}
+    assert gaps == {"train_multilabel": [
+        gone, "params data/loss_code.yaml: ['variants.multilabel.${item.loss}']"]}
     assert sd.main(["--root", str(root)]) == 1
-    # --write restores it and keeps the data deps
+    # --write restores both and keeps the data deps
     sd.write(root)
     assert sd.missing(root) == {}
-    deps = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["train_multilabel"]["deps"]
-    assert "src/contrastlab/losses/supcon.py" in deps and "data/multilabel/${item.dataset}" in deps
+    st = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["train_multilabel"]
+    assert gone in st["deps"] and "data/multilabel/${item.dataset}" in st["deps"]
+    assert {sd.LOSS_CODE: ["variants.multilabel.${item.loss}"]} in st["params"]
 
 
-def test_a_loss_module_is_a_dependency_only_of_the_tracks_using_it():
-    req = sd.required(ROOT)
+def test_loss_code_reaches_stages_through_their_own_keys():
+    """Loss files are file deps of the params gate only; a per-variant stage depends on its
+    variant's digest, a stage that may load any loss of a kind on that kind's digests, the
+    report on all of them, and a stage that loads no loss on none."""
+    info = sd.analyse(ROOT)
     sel = "src/contrastlab/losses/selfsup.py"
-    users = {s for s, files in req.items() if sel in files}
-    assert "train_graph" in users
-    assert not users & {"train_code", "train_multilabel", "evaluate_code", "fetch_repos"}
-    assert "src/contrastlab/losses/regression.py" in req["train_code"]
-    assert "src/contrastlab/losses/simdis.py" in req["train_multilabel"]
+    assert {s for s, (files, _) in info.items() if sel in files} == {sd.GATE_STAGE}
+    assert sd.REGISTRY_TABLE in info[sd.GATE_STAGE][0] and info[sd.GATE_STAGE][1] is False
+    assert info["train_graph"][1] == ["variants.graph.${key}"]
+    assert info["tune_code"][1] == ["variants.code.${key}"]
+    assert info["tune_multilabel"][1] == ["variants.multilabel.${item}"]
+    assert info["train_multilabel"][1] == ["variants.multilabel.${item.loss}"]
+    assert info["baselines_code"][1] == ["needs.regression", "needs.targets"]
+    assert info["report"][1] is None
+    assert info["fetch_repos"][1] is False and info["build_multilabel"][1] is False
 
 
 def _write(root: Path, rel: str, text: str) -> None:
@@ -79,11 +91,10 @@ def test_closure_rules_on_a_synthetic_project(tmp_path):
     _write(r, "src/contrastlab/d.py", "")
     _write(r, "src/contrastlab/unused.py", "")
     _write(r, "src/contrastlab/losses/__init__.py", "from .registry import get_loss\n")
-    _write(r, "src/contrastlab/losses/registry.py", """
-        LOSSES = {
-            "x": LossSpec("contrastlab.losses.xmod:x_loss", "views", "selfsup", "X"),
-            "y": LossSpec("contrastlab.losses.ymod:y_loss", needs="labels", family="s", title="Y"),
-        }
+    _write(r, "src/contrastlab/losses/registry.py", "")
+    _write(r, "src/contrastlab/losses/registry.yaml", """
+        x: {target: "contrastlab.losses.xmod:x_loss", needs: views, family: s, title: X}
+        y: {target: "contrastlab.losses.ymod:y_loss", needs: labels, family: s, title: Y}
         """)
     _write(r, "src/contrastlab/losses/xmod.py", "")
     _write(r, "src/contrastlab/losses/ymod.py", "")
@@ -94,6 +105,8 @@ def test_closure_rules_on_a_synthetic_project(tmp_path):
             return get_loss("y")
         """)
     _write(r, "src/contrastlab/bad.py", "from .losses import get_loss\nget_loss('x')\n")
+    _write(r, "src/contrastlab/check.py", "from .losses import get_loss\nLOSS_NEEDS = '*'\n")
+    _write(r, "src/contrastlab/show.py", "from .losses.registry import LOSSES\n")
     _write(r, "stages/helper.py", "import contrastlab.d\n")
     _write(r, "stages/one.py", "from contrastlab.a import b\nfrom helper import x\n")
     _write(r, "stages/two.py", "from contrastlab import train\n")
@@ -103,8 +116,19 @@ def test_closure_rules_on_a_synthetic_project(tmp_path):
     assert one == {"stages/one.py", "stages/helper.py", "src/contrastlab/__init__.py",
                    "src/contrastlab/a/__init__.py", "src/contrastlab/a/b.py",
                    "src/contrastlab/c.py", "src/contrastlab/d.py"}
-    two = {p.as_posix() for p in an.closure([r / "stages/two.py"]).files}
-    assert "src/contrastlab/losses/ymod.py" in two and "src/contrastlab/losses/xmod.py" not in two
+    c2 = an.closure([r / "stages/two.py"])
+    two = {p.as_posix() for p in c2.files}
+    # loss modules reach a stage through data/loss_code.yaml (its needs), not as files ...
+    assert c2.loss_needs == {"labels"} and not {"src/contrastlab/losses/ymod.py",
+                                                "src/contrastlab/losses/xmod.py"} & two
+    # ... except for the gate (LOSS_NEEDS = "*"): every loss file and the table
+    _write(r, "stages/gate.py", "import contrastlab.check\n")
+    gate = {p.as_posix() for p in an.closure([r / "stages/gate.py"]).files}
+    assert {"src/contrastlab/losses/ymod.py", "src/contrastlab/losses/xmod.py",
+            sd.REGISTRY_TABLE} <= gate
+    _write(r, "stages/show.py", "import contrastlab.show\n")
+    assert an.table_readers(an.closure([r / "stages/show.py"])) == {
+        (r / "src/contrastlab/show.py").resolve()}
     with pytest.raises(sd.DepsError, match="LOSS_NEEDS"):
         an.closure([r / "stages/three.py"])
     # stages are found from their cmd, templated or not
@@ -120,10 +144,12 @@ def test_closure_rules_on_a_synthetic_project(tmp_path):
               deps: [stages/two.py, data/x]
         """)
     gaps = sd.missing(r)
-    assert set(gaps) == {"s2"} and "src/contrastlab/losses/ymod.py" in gaps["s2"]
+    assert set(gaps) == {"s2"} and "src/contrastlab/train.py" in gaps["s2"]
+    assert gaps["s2"][-1] == "params data/loss_code.yaml: ['needs.labels']"
     sd.write(r)
     assert sd.missing(r) == {}
-    assert "data/x" in yaml.safe_load((r / "dvc.yaml").read_text())["stages"]["s2"]["do"]["deps"]
+    s2 = yaml.safe_load((r / "dvc.yaml").read_text())["stages"]["s2"]["do"]
+    assert "data/x" in s2["deps"] and s2["params"] == [{sd.LOSS_CODE: ["needs.labels"]}]
 
 
 def test_lazy_package_attributes_count_only_when_used(tmp_path):

@@ -1,11 +1,14 @@
-"""The loss registry: one line per loss, name -> where it lives and what it needs.
+"""The loss registry: name -> where the loss lives and what it needs.
 
-``params.yaml`` and the reports refer to losses by these names. Entries are lazy
-(``"module:function"``) so that importing the registry imports no loss module.
+The table itself is data, ``losses/registry.yaml`` (one entry per loss), so that adding a
+loss changes no Python file that stages import: DVC stages depend on the entries they use
+(:func:`code_digest`, ``data/loss_code.yaml``), not on the whole table. ``params.yaml`` and
+the reports refer to losses by these names. Entries are lazy (``"module:function"``) so that
+importing the registry imports no loss module.
 
 Adding a loss: write ``src/contrastlab/losses/<yours>.py`` with a function following the
-conventions of this package (see ``contrastlab/losses/__init__.py``), then add one line to
-``LOSSES`` below. Every stage that takes a ``loss`` param, and every report table, picks
+conventions of this package (see ``contrastlab/losses/__init__.py``), then add one entry to
+``registry.yaml``. Every stage that takes a ``loss`` param, and every report table, picks
 it up by name.
 
 ``needs`` says what the loss consumes besides embeddings:
@@ -18,13 +21,22 @@ it up by name.
 
 from __future__ import annotations
 
+import ast
 import functools
+import hashlib
 import importlib
 import inspect
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import UnknownNameError
+from ..errors import InputError, UnknownNameError
+
+#: The table (YAML, one mapping per loss name).
+TABLE = Path(__file__).with_name("registry.yaml")
+#: ``src/`` (paths in :func:`code_digest` are relative to its parent, the project root).
+_SRC = Path(__file__).resolve().parents[2]
 
 
 #: Keyword arguments that are plumbing (reduction, distributed slices, randomness, test
@@ -96,25 +108,48 @@ class LossSpec:
         return out
 
 
-LOSSES: dict[str, LossSpec] = {
-    # supervised / multi-label (Khosla et al. 2020; Sim-Dis paper; Zhang & Wu 2024) -- docs/sources.md
-    "supcon": LossSpec("contrastlab.losses.supcon:supcon_loss", "labels", "supervised", "SupCon"),
-    "all": LossSpec("contrastlab.losses.multilabel:all_loss", "multilabels", "multilabel", "ALL"),
-    "any": LossSpec("contrastlab.losses.multilabel:any_loss", "multilabels", "multilabel", "ANY"),
-    "mulsupcon": LossSpec("contrastlab.losses.multilabel:mulsupcon_loss", "multilabels", "multilabel", "MulSupCon"),
-    "simdis": LossSpec("contrastlab.losses.simdis:simdis_loss", "multilabels", "multilabel", "Sim-Dis"),
-    "sim_only": LossSpec("contrastlab.losses.simdis:simdis_loss", "multilabels", "multilabel", "Sim only", {"mode": "sim_only"}),
-    "dis_only": LossSpec("contrastlab.losses.simdis:simdis_loss", "multilabels", "multilabel", "Dis only", {"mode": "dis_only"}),
-    # retrieval (van den Oord et al. 2018; regression baselines)
-    "infonce": LossSpec("contrastlab.losses.infonce:infonce_loss", "targets", "retrieval", "InfoNCE"),
-    "infonce_hardneg": LossSpec("contrastlab.losses.infonce:infonce_hardneg_loss", "targets", "retrieval", "InfoNCE + hard negatives"),
-    "smoothl1": LossSpec("contrastlab.losses.regression:smoothl1_loss", "regression", "retrieval", "SmoothL1"),
-    "cosine": LossSpec("contrastlab.losses.regression:cosine_loss", "regression", "retrieval", "Cosine"),
-    # self-supervised, two views (Chen et al. 2020; Kim et al. 2020; Kalantidis et al. 2020)
-    "ntxent": LossSpec("contrastlab.losses.selfsup:ntxent_loss", "views", "selfsup", "NT-Xent (SimCLR)"),
-    "mixco": LossSpec("contrastlab.losses.selfsup:mixco_loss", "views", "selfsup", "MixCo", stochastic=True),
-    "mochi": LossSpec("contrastlab.losses.selfsup:mochi_loss", "views", "selfsup", "MoCHi", stochastic=True),
-}
+_FIELDS = {"target", "needs", "family", "title", "defaults", "stochastic"}
+
+
+def load_table(path: str | Path = TABLE) -> dict[str, LossSpec]:
+    """The registry table of ``path`` as ``{name: LossSpec}`` in file order.
+
+    Raises:
+        contrastlab.errors.InputError: the file does not parse, an entry is not a mapping,
+            lacks ``target``/``needs``/``family``/``title`` or has an unknown key, or a
+            ``target`` is not ``"module:function"``.
+    """
+    import yaml
+
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise InputError(f"{path}: cannot read the loss registry ({e})") from e
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: expected a mapping of loss name -> entry")
+    out: dict[str, LossSpec] = {}
+    for name, e in doc.items():
+        where = f"{path}: loss {name!r}"
+        if not isinstance(e, dict):
+            raise InputError(f"{where}: expected a mapping, got {type(e).__name__}")
+        unknown = set(e) - _FIELDS
+        lacking = {"target", "needs", "family", "title"} - set(e)
+        if unknown or lacking:
+            raise InputError(f"{where}: unknown keys {sorted(unknown)}, missing keys "
+                             f"{sorted(lacking)} (keys: {', '.join(sorted(_FIELDS))})")
+        mod, sep, fn = str(e["target"]).partition(":")
+        if not sep or not mod.startswith("contrastlab.") or not fn.isidentifier():
+            raise InputError(f"{where}: target {e['target']!r} is not "
+                             "'contrastlab.<module>:<function>'")
+        out[str(name)] = LossSpec(str(e["target"]), str(e["needs"]), str(e["family"]),
+                                  str(e["title"]), dict(e.get("defaults") or {}),
+                                  bool(e.get("stochastic", False)))
+    return out
+
+
+#: name -> :class:`LossSpec`, from ``registry.yaml``.
+LOSSES: dict[str, LossSpec] = load_table()
 
 
 def names_for(track: str) -> list[str]:
@@ -156,3 +191,62 @@ def get_spec(name: str) -> LossSpec:
 def get_loss(name: str) -> Callable[..., Any]:
     """The loss function registered as ``name``."""
     return get_spec(name).load()
+
+
+def source_files(name: str) -> list[str]:
+    """The source files loss ``name`` runs: its module and, transitively, every module of
+    the ``contrastlab`` package it imports (imports inside functions included; package
+    ``__init__`` files left out), as sorted paths relative to the project root
+    (``src/contrastlab/losses/selfsup.py``, ...).
+
+    Raises:
+        contrastlab.errors.UnknownNameError: ``name`` is not registered.
+    """
+    todo, seen = [get_spec(name).module], set()
+    while todo:
+        mod = todo.pop()
+        f = _module_file(mod)
+        if f is None or f in seen:
+            continue
+        seen.add(f)
+        pkg = mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"), str(f))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = ".".join(pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                                    + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                if base.split(".")[0] == "contrastlab":
+                    todo.append(base)
+                    todo.extend(f"{base}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                todo.extend(a.name for a in node.names if a.name.split(".")[0] == "contrastlab")
+    return sorted(p.relative_to(_SRC.parent).as_posix() for p in seen
+                  if p.name != "__init__.py")
+
+
+def _module_file(dotted: str) -> Path | None:
+    base = _SRC.joinpath(*dotted.split("."))
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    return None
+
+
+def code_digest(name: str) -> dict[str, Any]:
+    """What a stage that trains with loss ``name`` depends on, in one comparable value:
+    ``{"loss", "sha256", "files"}``, the SHA-256 of the registry entry (as sorted JSON) and
+    of the bytes of every file of :func:`source_files`. Written to ``data/loss_code.yaml`` by
+    the ``validate_params`` stage; a stage depends on its own entry there (a DVC ``params``
+    dependency), so adding a loss or editing another loss's file leaves it up to date.
+
+    Raises:
+        contrastlab.errors.UnknownNameError: ``name`` is not registered.
+    """
+    files = source_files(name)
+    h = hashlib.sha256(json.dumps(asdict(get_spec(name)), sort_keys=True).encode())
+    for rel in files:
+        h.update(rel.encode() + b"\0" + (_SRC.parent / rel).read_bytes() + b"\0")
+    return {"loss": name, "sha256": h.hexdigest(), "files": files}

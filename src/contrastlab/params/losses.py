@@ -18,7 +18,7 @@ from ..losses.registry import get_spec
 #: This module loads every registry loss (read by ``scripts/stage_deps.py``).
 LOSS_NEEDS = "*"
 
-__all__ = ["loss_keyword_errors", "check_loss_keywords"]
+__all__ = ["loss_keyword_errors", "check_loss_keywords", "loss_code"]
 
 
 def _bad(loss: str, keys, where: str) -> list[str]:
@@ -57,3 +57,39 @@ def check_loss_keywords(p: Params, path: str | Path = "params.yaml") -> None:
     if errs:
         raise ParamsError(f"{path}: invalid loss keyword(s) ({len(errs)} problem(s)):\n"
                           + "\n".join(f"  - {e}" for e in errs))
+
+
+def loss_code(p: Params) -> dict:
+    """The content of ``data/loss_code.yaml`` (written by the ``validate_params`` stage): for
+    every registered loss and for every variant of every track, the
+    :func:`~contrastlab.losses.registry.code_digest` of the loss it trains with.
+
+    ``needs.<needs>.<loss>``: every registry loss, grouped by what it consumes (a stage that
+    may load any loss of a kind depends on the whole group), with its files.
+    ``variants.<track>.<variant>``: ``{"loss", "sha256"}`` of the loss of one variant
+    (``{"loss": null}`` for a baseline without a contrastive loss);
+    a per-variant stage depends on exactly this key, so adding a loss, or editing a file that
+    only other losses use, leaves it up to date (docs/usage.md).
+    """
+    from ..losses.registry import LOSSES, code_digest
+    from .finetune import FINETUNE_VARIANTS
+    from .multilabel import variant_loss
+
+    needs: dict[str, dict] = {}
+    for name, spec in LOSSES.items():
+        needs.setdefault(spec.needs, {})[name] = code_digest(name)
+    by_name = {n: d for group in needs.values() for n, d in group.items()}
+
+    def of(loss: str | None) -> dict:  # the files are listed once, under needs
+        return {"loss": loss, "sha256": by_name[loss]["sha256"]} if loss else {"loss": None}
+
+    ml = p.multilabel
+    hybrid = variant_loss(ml.hybrid_base)[0]
+    variants = {
+        "graph": {v: of(x.loss) for v, x in p.graph.variants.items()},
+        "code": {v: of(x.loss) for v, x in p.code.variants.items()},
+        "multilabel": {**{v: of(variant_loss(v)[0]) for v in ml.losses},
+                       **{h: of(hybrid) for h in ml.hybrids}},
+        "finetune": {v: of(FINETUNE_VARIANTS.get(v, (v, {}))[0]) for v in p.finetune.variants},
+    }
+    return {"needs": needs, "variants": variants}
