@@ -50,6 +50,11 @@ Usage::
 If ``dvc.yaml`` has a ``validate_params`` stage, every other stage must also depend on its
 output (a bad ``params.yaml`` then stops ``dvc repro`` before any stage deletes its outputs).
 
+``--write`` also regenerates the per-variant top-level ``plots:`` of ``dvc.yaml`` and the
+``artifacts:`` of the code models from ``params.yaml`` (:data:`PLOT_SPECS`): a variant added
+to ``params.yaml`` gets its curves in ``dvc plots show`` without editing ``dvc.yaml``; the
+check mode reports them when they are out of date. Plots with other ids are kept as written.
+
 ``--write`` replaces, in each stage's ``deps``, the entries that are Python code (``*.py``
 files and folders under ``src/`` or next to the stage script) with the computed closure and
 keeps every other dependency (data, folders of data) and the file's comments. Rerun it after
@@ -329,6 +334,137 @@ class Analyzer:
         return p.resolve().relative_to(self.root).as_posix()
 
 
+#: Per-variant top-level plots, generated from params.yaml: (id, track, properties, y file
+#: pattern, y column). ``{v}`` is a variant (multi-label: a contrastive one), ``{ds}`` a
+#: multi-label data set (one plot per data set).
+PLOT_SPECS = [
+    ("graph_loss", "graph", {"title": "Graph SSL training loss (mean over seeds)",
+                             "template": "linear", "x": "epoch", "y_label": "loss"},
+     "reports/plots/graph/{v}.csv", "loss"),
+    ("code_val_rank_at_10", "code", {"title": "Code retrieval validation Rank@10",
+                                     "template": "linear", "x": "epoch",
+                                     "y_label": "Rank@10 (validation)"},
+     "reports/plots/code/{v}.csv", "val_rank_at_10"),
+    ("code_rank_at_k", "code", {"title": "Code retrieval test Rank@k", "template": "linear",
+                                "x": "k", "y_label": "Rank@k (test)"},
+     "reports/data/code/{v}_rank_curve.csv", "rank_at_k"),
+    ("multilabel_{ds}_val_map", "multilabel",
+     {"title": "Multi-label {ds}, validation mAP during contrastive training (seed 0)",
+      "template": "linear", "x": "step", "y_label": "validation mAP"},
+     "reports/plots/multilabel/{ds}_{v}.csv", "val_map"),
+    ("tune_graph", "graph", {"title": "Graph tuning history (validation objective per trial)",
+                             "template": "scatter", "x": "trial"},
+     "reports/plots/tune/graph/{v}.csv", "value"),
+    ("tune_code", "code", {"title": "Code tuning history (best validation Rank@10 per trial)",
+                           "template": "scatter", "x": "trial"},
+     "reports/plots/tune/code/{v}.csv", "value"),
+]
+
+
+def generated(root: Path) -> tuple[list[dict], dict[str, dict]]:
+    """``(plots, artifacts)`` that ``dvc.yaml`` should hold for the variants of
+    ``params.yaml`` (empty when the project has no such params)."""
+    params = _params_doc(root)
+    if not all(isinstance(params.get(t), dict) for t in ("graph", "code", "multilabel")):
+        return [], {}
+    try:
+        from contrastlab.params.multilabel import BASELINES
+    except ImportError:  # pragma: no cover - the package is installed with the project
+        BASELINES = ("logreg", "bce", "extratrees", "randomforest", "knn")
+    ml = params["multilabel"]
+    names = {"graph": list(params["graph"].get("variants") or {}),
+             "code": list(params["code"].get("variants") or {}),
+             "multilabel": [n for n in ml.get("losses") or [] if n not in BASELINES]}
+    plots = []
+    for pid, track, props, pattern, col in PLOT_SPECS:
+        for ds in (ml.get("datasets") or [] if "{ds}" in pid else [None]):
+            fmt = {"ds": ds} if ds else {}
+            body = {k: (v.format(**fmt) if isinstance(v, str) else v) for k, v in props.items()}
+            body["y"] = {pattern.format(v=v, **fmt): col for v in names[track]}
+            if body["y"]:
+                plots.append({pid.format(**fmt): body})
+    arts = {}
+    for v, spec in (params["code"].get("variants") or {}).items():
+        loss = (spec or {}).get("loss", v)
+        how = ("from the zero-shot map (residual)" if (spec or {}).get("residual")
+               else "from scratch")
+        arts[f"code-{v.replace('_', '-')}"] = {
+            "path": f"data/code/models/{v}", "type": "model",
+            "desc": f"SigPredictor checkpoints (one per seed) trained {how} with the {loss} loss",
+            "labels": ["code", loss]}
+    return plots, arts
+
+
+def _plain(x):
+    """ruamel containers as plain dicts and lists (for comparing)."""
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_plain(v) for v in x]
+    return x
+
+
+def stale_generated(root: Path) -> list[str]:
+    """Generated plot ids and artifacts that ``dvc.yaml`` lacks or holds differently."""
+    import yaml
+
+    doc = yaml.safe_load((Path(root) / "dvc.yaml").read_text(encoding="utf-8")) or {}
+    plots, arts = generated(root)
+    have = {next(iter(p)): next(iter(p.values())) for p in doc.get("plots") or []
+            if isinstance(p, dict)}
+    out = [f"plots: {next(iter(p))}" for p in plots
+           if have.get(next(iter(p))) != next(iter(p.values()))]
+    have_a = doc.get("artifacts") or {}
+    out += [f"artifacts: {k}" for k, v in arts.items() if have_a.get(k) != v]
+    out += [f"artifacts: {k} (no such variant)" for k in have_a
+            if k.startswith("code-") and k not in arts and arts]
+    return out
+
+
+def _write_generated(doc, root: Path) -> bool:
+    """Put :func:`generated` into the ruamel ``doc``; True when something changed."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    plots, arts = generated(root)
+    if not plots and not arts:
+        return False
+    before = _plain({"plots": doc.get("plots"), "artifacts": doc.get("artifacts")})
+    ids = {next(iter(p)) for p in plots}
+    specs = tuple(pid.split("{")[0] for pid, *_ in PLOT_SPECS)
+    kept = [p for p in (doc.get("plots") or []) if isinstance(p, dict)
+            and next(iter(p)) not in ids and not str(next(iter(p))).startswith(specs)]
+    seq = CommentedSeq()
+    for p in plots:
+        pid, body = next(iter(p.items()))
+        m = CommentedMap()
+        for k, v in body.items():
+            if k == "y":
+                y = CommentedMap()
+                y.update(v)
+                m[k] = y
+            else:
+                m[k] = v
+        seq.append(CommentedMap({pid: m}))
+    seq.extend(kept)
+    doc["plots"] = seq
+    old = doc.get("artifacts")
+    new = CommentedMap()
+    for k, v in (old or {}).items():
+        if not str(k).startswith("code-"):
+            new[k] = v
+    for k, v in arts.items():
+        m = CommentedMap(v)
+        m["labels"] = CommentedSeq(v["labels"])
+        m["labels"].fa.set_flow_style()
+        new[k] = m
+    if old is not None:
+        old.clear()
+        old.update(new)
+    else:
+        doc["artifacts"] = new
+    return _plain({"plots": doc.get("plots"), "artifacts": doc.get("artifacts")}) != before
+
+
 # ---------------------------------------------------------------------- dvc.yaml
 def stage_scripts(cmd: str | list, root: Path) -> list[Path]:
     """Existing ``*.py`` files named in a stage command (``${...}`` tokens ignored)."""
@@ -473,6 +609,9 @@ def missing(root: Path) -> dict[str, list[str]]:
             lack.append(f"params {LOSS_CODE}: {'all' if keys is None else keys or 'none'}")
         if lack:
             gaps[name] = lack
+    gen = stale_generated(root)
+    if gen:
+        gaps["(generated)"] = gen
     return gaps
 
 
@@ -529,6 +668,8 @@ def write(root: Path) -> list[str]:
         deps.extend(kept)
         if name not in changed:
             changed.append(name)
+    if _write_generated(doc, root):
+        changed.append("plots/artifacts")
     if changed:
         import io
 

@@ -181,3 +181,31 @@ def test_every_stage_depends_on_the_params_gate():
     for name, st in stages.items():
         if name != sd.GATE_STAGE:
             assert sd.covered(gate, sd._dep_paths(sd._body(st))), name
+
+
+def test_per_variant_plots_and_artifacts_are_generated(tmp_path):
+    """dvc.yaml's per-variant plots and code artifacts follow params.yaml: a new variant is
+    reported as missing by the check and added by --write; other plots are kept."""
+    root = _copy_project(tmp_path)
+    assert sd.stale_generated(ROOT) == []
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["graph"]["variants"]["dcl"] = {"loss": "ntxent"}
+    raw["code"]["variants"]["cos_scratch"] = {"loss": "cosine"}
+    raw["multilabel"]["losses"].remove("dis_only")
+    (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    doc = yaml.safe_load((root / "dvc.yaml").read_text())
+    doc["plots"].append({"mine": {"y": {"x.csv": "a"}}})
+    (root / "dvc.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    stale = sd.stale_generated(root)
+    assert {"plots: graph_loss", "plots: tune_graph", "plots: code_rank_at_k",
+            "plots: multilabel_yeast_val_map", "artifacts: code-cos-scratch"} <= set(stale)
+    sd.write(root)
+    assert sd.stale_generated(root) == []
+    doc = yaml.safe_load((root / "dvc.yaml").read_text())
+    plots = {next(iter(p)): next(iter(p.values())) for p in doc["plots"]}
+    assert plots["graph_loss"]["y"]["reports/plots/graph/dcl.csv"] == "loss"
+    assert "reports/plots/multilabel/yeast_dis_only.csv" not in plots["multilabel_yeast_val_map"]["y"]
+    assert plots["mine"] == {"y": {"x.csv": "a"}}
+    art = doc["artifacts"]["code-cos-scratch"]
+    assert art["path"] == "data/code/models/cos_scratch" and art["labels"] == ["code", "cosine"]
+    assert "from scratch" in art["desc"]
