@@ -14,6 +14,8 @@ transitive closure of its imports inside ``src/contrastlab`` is computed:
 - ``importlib.import_module(f"contrastlab.pkg.{x}")``: every module of ``contrastlab.pkg``;
 - a package ``__init__``'s module-level ``__getattr__`` (lazy attributes): its imports count
   for a file that imports from the package a name the ``__init__`` does not define;
+- data a module reads, declared by a module-level ``DATA_DEPS = ("templates",)`` (paths
+  relative to the module's folder, e.g. the report's Jinja2 templates);
 - the loss registry (``losses/registry.yaml``): loss modules are imported lazily, by name. A
   module that loads registry losses declares which ones with a module-level
   ``LOSS_NEEDS = ("views",)`` (the ``needs`` values of
@@ -279,6 +281,13 @@ class Analyzer:
                     if isinstance(t, ast.Name) and t.id == "LOSS_NEEDS":
                         v = ast.literal_eval(node.value)
                         needs = {v} if isinstance(v, str) else set(v)
+                    if isinstance(t, ast.Name) and t.id == "DATA_DEPS":
+                        for rel in ast.literal_eval(node.value):
+                            data = (path.parent / rel)
+                            if not data.exists():
+                                raise DepsError(f"{path}: DATA_DEPS names {rel!r}, which "
+                                                "does not exist")
+                            siblings.add(data)
         return mods, siblings, needs, loader, table
 
     def closure(self, scripts: list[Path]) -> Closure:
@@ -292,6 +301,8 @@ class Analyzer:
                 continue
             seen.add(f)
             c.files.add(f)
+            if f.is_dir() or f.suffix != ".py":
+                continue  # DATA_DEPS: a dependency, not a module
             mods, sibs, needs, loader, table = self.direct(f)
             if needs is not None:
                 c.loss_needs |= needs

@@ -209,3 +209,19 @@ def test_per_variant_plots_and_artifacts_are_generated(tmp_path):
     art = doc["artifacts"]["code-cos-scratch"]
     assert art["path"] == "data/code/models/cos_scratch" and art["labels"] == ["code", "cosine"]
     assert "from scratch" in art["desc"]
+
+
+def test_data_a_module_reads_is_a_dependency(tmp_path):
+    """``DATA_DEPS`` (the report's Jinja2 templates) joins the closure of every importer;
+    naming a path that does not exist is an error."""
+    r = tmp_path
+    _write(r, "src/contrastlab/__init__.py", "")
+    _write(r, "src/contrastlab/rep.py", "DATA_DEPS = ('templates',)\n")
+    _write(r, "src/contrastlab/templates/page.j2", "{{ x }}\n")
+    _write(r, "stages/s.py", "import contrastlab.rep\n")
+    files = {p.as_posix() for p in sd.Analyzer(r).closure([r / "stages/s.py"]).files}
+    assert "src/contrastlab/templates" in files
+    _write(r, "src/contrastlab/rep.py", "DATA_DEPS = ('gone',)\n")
+    with pytest.raises(sd.DepsError, match="gone"):
+        sd.Analyzer(r).closure([r / "stages/s.py"])
+    assert "src/contrastlab/reporting/templates" in sd.required(ROOT)["report"]

@@ -119,13 +119,19 @@ def test_empty_report_says_what_to_run():
 
 
 def test_numeric_cells_align_right_with_markup():
-    from contrastlab.reporting.html import _cell
+    from contrastlab.reporting.html import cell_view
 
-    assert _cell("**64.40 ± 0.26**", "micro-F1") == \
-        '<td class="num"><strong>64.40 ± 0.26</strong></td>'
-    assert _cell("59.88 ± 0.45†", "micro-F1").startswith('<td class="num">')
-    assert _cell("ALL", "Method") == "<td>ALL</td>"
-    assert _cell(None, "x") == "<td>-</td>"
+    assert cell_view("**64.40 ± 0.26**", "micro-F1") == {"text": "**64.40 ± 0.26**",
+                                                         "classes": ["num"]}
+    assert cell_view("59.88 ± 0.45†", "micro-F1")["classes"] == ["num"]
+    assert cell_view("+3.2", "Δ vs BM25")["classes"] == ["num", "pos"]
+    assert cell_view("−1.5 %", "Δ")["classes"] == ["num", "neg"]
+    assert cell_view("ALL", "Method") == {"text": "ALL", "classes": []}
+    assert cell_view(None, "x")["text"] == "-"
+    page = render_html([Section("t", "T", tables=[Table("x", ["Method", "micro-F1"],
+                                                         [["ALL", "**64.40 ± 0.26**"]])])])
+    assert '<td class="num"><strong>64.40 ± 0.26</strong></td>' in page
+    assert "<td>ALL</td>" in page
 
 
 def test_stage_timings_absent_or_empty(tmp_path):
@@ -141,6 +147,8 @@ def test_stage_timings_absent_or_empty(tmp_path):
     ("[top](#graph)", '<a href="#graph">top</a>'),
     ("2 * 3 * 4", "2 * 3 * 4"),
     ("`**not bold**`", "<code>**not bold**</code>"),
+    ("[docs](https://x.org/a?b=1&c=2)", 'docs <span class="ref">(https://x.org/a?b=1&amp;c=2)</span>'),
+    ("a <b>tag</b> & simdis_eq13", "a &lt;b&gt;tag&lt;/b&gt; &amp; simdis_eq13"),
 ])
 def test_inline_markdown(text, want):
     assert inline_markdown(text) == want

@@ -107,19 +107,13 @@ def fmt_mean_std(mean: float | None, std: float | None, digits: int = 3) -> str:
 
 
 def markdown_table(table: Table) -> str:
-    """Render a :class:`Table` as a GitHub-flavoured Markdown table."""
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return f"{v:.4g}"
-        return str(v).replace("|", "\\|").replace("\n", " ")
+    """Render a :class:`Table` as a GitHub-flavoured Markdown table (with its title and note),
+    as ``comparison.md`` shows it."""
+    from .render import render_template
 
-    head = "| " + " | ".join(cell(c) for c in table.columns) + " |"
-    sep = "|" + "|".join("---" for _ in table.columns) + "|"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.rows]
-    out = [f"### {table.title}", "", head, sep, *body]
-    if table.note:
-        out += ["", table.note]
-    return "\n".join(out)
+    s = Section("t", "t", tables=[table])
+    md = render_template("report.md.j2", sections=[s], header="")
+    return md.split("## t\n\n", 1)[1].rstrip("\n")
 
 
 def collect_sections(root: Path, figures_dir: Path, tracks: Sequence[str] = TRACKS) -> list[Section]:
@@ -148,20 +142,8 @@ def headline_section(sections: Sequence[Section]) -> list[Section]:
 
 
 def render_markdown(sections: Sequence[Section], header: str = "") -> str:
-    """The whole ``comparison.md``: header, then each section's notes, tables and figures."""
-    parts = ["# contrastlab: loss comparison", ""]
-    if header:
-        parts += [header, ""]
-    for s in sections:
-        parts += [f"## {s.title}", ""]
-        if s.headline:
-            parts += [f"**Headline.** {s.headline}", ""]
-        for n in s.notes:
-            parts += [n, ""]
-        for t in s.tables:
-            parts += [markdown_table(t), ""]
-        for f in s.figures:
-            parts += [f"![{f.title}]({f.path.as_posix()})", ""]
-            if f.caption:
-                parts += [f"*{f.caption}*", ""]
-    return "\n".join(parts).rstrip() + "\n"
+    """The whole ``comparison.md`` (``templates/report.md.j2``): header, then each section's
+    headline, notes, tables and figures."""
+    from .render import render_template
+
+    return render_template("report.md.j2", sections=list(sections), header=header)

@@ -1,4 +1,5 @@
-"""Render report :class:`~contrastlab.reporting.Section` s to one self-contained HTML page.
+"""Render report :class:`~contrastlab.reporting.Section` s to one self-contained HTML page
+(``templates/report.html.j2``, Jinja2; inline Markdown by markdown-it-py).
 
 The page (``reports/index.html``) opens from disk with no network: figures are embedded as
 base64 ``data:`` URIs, the CSS is inline, there is no JavaScript and no web font, and no
@@ -17,15 +18,16 @@ Example::
 from __future__ import annotations
 
 import base64
-import html
 import mimetypes
 import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import Figure, Section, Table
+from . import Figure, Section
 
-__all__ = ["render_html", "inline_markdown", "data_uri", "png_size"]
+from .render import inline_markdown
+
+__all__ = ["render_html", "inline_markdown", "data_uri", "png_size", "cell_view"]
 
 _CSS = """
 :root { --fg:#1d2330; --muted:#5b6475; --line:#d9dee7; --head:#f1f4f9; --accent:#2f5fa7;
@@ -64,39 +66,7 @@ figcaption b { color: var(--fg); }
 .ref { color: var(--muted); font-size: .85em; }
 """
 
-_CODE = re.compile(r"`([^`]+)`")
-_BOLD = re.compile(r"\*\*(.+?)\*\*")
-_EM = re.compile(r"(?<![\w*])\*(?!\s)([^*]+?)\*(?![\w*])")
-_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
 _NUM = re.compile(r"^[+\-\u2212]?\d[\d.,]*(e[+\-]?\d+)?\s*(%|±.*|\u00b1.*|s)?$", re.I)
-
-
-def inline_markdown(text: str) -> str:
-    """Escape ``text`` for HTML and render inline Markdown (`code`, **bold**, *em*, links).
-
-    Links to ``#anchors`` stay links; any other link is shown as its text followed by the
-    address in grey, so the page never points outside itself.
-    """
-    codes: list[str] = []
-
-    def stash(m: re.Match[str]) -> str:
-        codes.append(f"<code>{html.escape(m.group(1), quote=False)}</code>")
-        return f"\x00{len(codes) - 1}\x00"
-
-    s = _CODE.sub(stash, text)
-
-    def link(m: re.Match[str]) -> str:
-        label, url = m.group(1), m.group(2)
-        if url.startswith("#"):
-            return f"\x01a href=\"{html.escape(url)}\"\x02{label}\x01/a\x02"
-        return f"{label} \x01span class=\"ref\"\x02({url})\x01/span\x02"
-
-    s = _LINK.sub(link, s)
-    s = html.escape(s, quote=False)
-    s = s.replace("\x01", "<").replace("\x02", ">")
-    s = _BOLD.sub(r"<strong>\1</strong>", s)
-    s = _EM.sub(r"<em>\1</em>", s)
-    return re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], s)
 
 
 def data_uri(path: Path) -> str:
@@ -118,7 +88,10 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
 
 
-def _cell(v: Any, column: str) -> str:
+def cell_view(v: Any, column: str) -> dict[str, Any]:
+    """One table cell for the template: ``text`` (inline Markdown; a float with 4 significant
+    digits, ``-`` for None) and CSS ``classes``: ``num`` for a number (right-aligned), and in
+    a difference column (``Δ``, diff, delta) ``pos`` / ``neg`` for its sign."""
     if isinstance(v, float):
         txt = f"{v:.4g}"
     elif v is None:
@@ -135,24 +108,7 @@ def _cell(v: Any, column: str) -> str:
                 cls.append("pos")
             elif plain[:1] in "-\u2212" and plain.strip("-\u22120.% ") != "":
                 cls.append("neg")
-    attr = f' class="{" ".join(cls)}"' if cls else ""
-    return f"<td{attr}>{inline_markdown(txt)}</td>"
-
-
-def _table(t: Table, tid: str) -> str:
-    head = "".join(f'<th scope="col">{inline_markdown(str(c))}</th>' for c in t.columns)
-    body = []
-    for row in t.rows:
-        cells = [_cell(v, str(t.columns[i]) if i < len(t.columns) else "")
-                 for i, v in enumerate(row)]
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    out = [f'<div class="table-wrap"><table id="{tid}">',
-           f"<caption>{inline_markdown(t.title)}</caption>",
-           f"<thead><tr>{head}</tr></thead>",
-           "<tbody>" + "\n".join(body) + "</tbody></table></div>"]
-    if t.note:
-        out.append(f'<p class="note">{inline_markdown(t.note)}</p>')
-    return "\n".join(out)
+    return {"text": txt, "classes": cls}
 
 
 def png_size(path: Path) -> tuple[int, int] | None:
@@ -164,20 +120,15 @@ def png_size(path: Path) -> tuple[int, int] | None:
     return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
 
 
-def _figure(f: Figure, base_dir: Path | None) -> str:
+def _figure_view(f: Figure, base_dir: Path | None) -> dict[str, Any]:
     p = Path(f.path)
     if not p.is_absolute() and base_dir is not None:
         p = Path(base_dir) / p
-    uri = data_uri(p)  # raises FileNotFoundError naming the file first
-    alt = html.escape(f.title)
-    cap = f"<b>{inline_markdown(f.title)}</b>"
-    if f.caption:
-        cap += f". {inline_markdown(f.caption)}"
-    size = png_size(p)
+    size = png_size(p) if p.is_file() else None
     # Wide panels (several subplots side by side) take the whole row of the grid.
-    wide = ' class="wide"' if size and size[0] > 2 * size[1] else ""
-    return (f'<figure{wide}><img src="{uri}" alt="{alt}">'
-            f"<figcaption>{cap}</figcaption></figure>")
+    return {"uri": data_uri(p),  # raises FileNotFoundError naming the file first
+            "title": f.title, "caption": f.caption,
+            "wide": bool(size and size[0] > 2 * size[1])}
 
 
 def render_html(sections: Sequence[Section], *, title: str = "contrastlab: loss comparison",
@@ -198,47 +149,21 @@ def render_html(sections: Sequence[Section], *, title: str = "contrastlab: loss 
     Raises:
         FileNotFoundError: a figure's file is missing.
     """
+    from .render import render_template
+
     ids: set[str] = set()
-    nav, body = [], []
+    views = []
     for s in sections:
         sid = _slug(s.track)
         while sid in ids:
             sid += "-x"
         ids.add(sid)
-        nav.append(f'<a href="#{sid}">{html.escape(s.title)}</a>')
-        parts = [f'<section id="{sid}">', f"<h2>{inline_markdown(s.title)}</h2>"]
-        if s.headline:
-            parts.append(f'<p class="headline">{inline_markdown(s.headline)}</p>')
-        parts += [f'<p class="meta">{inline_markdown(n)}</p>' for n in s.notes]
-        parts += [_table(t, f"{sid}-table-{i}") for i, t in enumerate(s.tables)]
-        if s.figures:
-            parts.append('<div class="figures">')
-            parts += [_figure(f, base_dir) for f in s.figures]
-            parts.append("</div>")
-        parts.append("</section>")
-        body.append("\n".join(parts))
-    if not sections:
-        body.append('<p class="note">No track has written metrics yet: run <code>dvc repro</code>.</p>')
-    esc_title = html.escape(title)
-    return "\n".join([
-        "<!DOCTYPE html>",
-        '<html lang="en">',
-        "<head>",
-        '<meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{esc_title}</title>",
-        # An empty data: favicon stops the browser from requesting /favicon.ico.
-        '<link rel="icon" href="data:,">',
-        f"<style>{_CSS}</style>",
-        "</head>",
-        "<body>",
-        f"<header><h1>{esc_title}</h1>",
-        f'<p class="meta">{inline_markdown(header)}</p>' if header else "",
-        f"<nav>{''.join(nav)}</nav></header>",
-        "<main>",
-        *body,
-        "</main>",
-        "</body>",
-        "</html>",
-        "",
-    ])
+        tables = [{"title": t.title, "note": t.note, "columns": list(t.columns),
+                   "rows": [[cell_view(v, str(t.columns[i]) if i < len(t.columns) else "")
+                             for i, v in enumerate(row)] for row in t.rows]}
+                  for t in s.tables]
+        views.append({"id": sid, "title": s.title, "headline": s.headline, "notes": s.notes,
+                      "tables": tables,
+                      "figures": [_figure_view(f, base_dir) for f in s.figures]})
+    return render_template("report.html.j2", sections=views, title=title, header=header,
+                           css=_CSS)

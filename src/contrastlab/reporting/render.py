@@ -1,0 +1,91 @@
+"""Jinja2 rendering of report sections (``templates/report.md.j2``, ``report.html.j2``).
+
+Notes, titles and cells are inline Markdown; the HTML page renders them with markdown-it-py
+(CommonMark: code spans, emphasis, links), keeping links to ``#anchors`` and showing any
+other link as its text with the address beside it, so the page never points outside itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import re
+from typing import Any
+
+__all__ = ["environment", "inline_markdown", "md_cell", "render_template"]
+
+#: Files this module reads, relative to its folder (``scripts/stage_deps.py`` makes them DVC
+#: deps of every stage that imports it).
+DATA_DEPS = ("templates",)
+
+
+@functools.lru_cache(maxsize=1)
+def _markdown():
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("zero").enable(["backticks", "emphasis", "link"])
+
+    def _href(tokens, idx) -> str:
+        j = idx
+        while tokens[j].type != "link_open":
+            j -= 1
+        return str(tokens[j].attrGet("href") or "")
+
+    def link_open(self, tokens, idx, options, env):
+        if _href(tokens, idx).startswith("#"):
+            return self.renderToken(tokens, idx, options, env)
+        return ""
+
+    def link_close(self, tokens, idx, options, env):
+        href = _href(tokens, idx)
+        if href.startswith("#"):
+            return self.renderToken(tokens, idx, options, env)
+        return f' <span class="ref">({html.escape(href)})</span>'
+
+    md.add_render_rule("link_open", link_open)
+    md.add_render_rule("link_close", link_close)
+    return md
+
+
+def inline_markdown(text: Any) -> str:
+    """``text`` as HTML: escaped, with inline Markdown (`code`, **bold**, *em*, links to
+    ``#anchors``) rendered by markdown-it-py; any other link becomes ``label (address)``."""
+    return _markdown().renderInline(str(text))
+
+
+def md_cell(v: Any) -> str:
+    """One Markdown table cell: a float with 4 significant digits, pipes escaped, one line."""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+@functools.lru_cache(maxsize=1)
+def environment():
+    """The report's ``jinja2.Environment`` (templates of this package; HTML autoescaped)."""
+    import jinja2
+    from markupsafe import Markup
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("contrastlab.reporting", "templates"),
+        autoescape=jinja2.select_autoescape(["html.j2"]),
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined)
+    env.filters["md"] = lambda t: Markup(inline_markdown(t))
+    env.filters["md_row"] = lambda row: "| " + " | ".join(md_cell(v) for v in row) + " |"
+    env.filters["md_rule"] = lambda row: "|" + "|".join("---" for _ in row) + "|"
+    return env
+
+
+def render_template(name: str, **context: Any) -> str:
+    """Render ``templates/<name>``; Markdown output has runs of blank lines collapsed.
+
+    Raises:
+        jinja2.UndefinedError: the template uses a name ``context`` lacks.
+    """
+    out = environment().get_template(name).render(**context)
+    if name.endswith(".md.j2"):
+        out = re.sub(r"\n{3,}", "\n\n", out).strip() + "\n"
+    return out
+
+
