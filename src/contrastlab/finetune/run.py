@@ -183,38 +183,13 @@ def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
             "best_step": best_steps, "tokens": tokens, "seeds": seeds}
 
 
-def _merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def load_with_overrides(params_path: str | Path, overrides: list[str | Path] = ()):
-    """``load_params(params_path)`` with override YAML files deep-merged on top, in order
-    (e.g. ``presets/finetune-gpu.yaml``: a few keys of the ``finetune:`` section).
+    """``load_params(params_path)`` with preset files (e.g. ``presets/finetune-gpu.yaml``)
+    merged on top, in order (:func:`contrastlab.params.presets.load_with_overrides`).
 
     Raises:
         contrastlab.params.ParamsError: a file is unreadable or the merged params fail the schema.
     """
-    import yaml
-    from pydantic import ValidationError
+    from ..params.presets import load_with_overrides as load
 
-    from ..params import Params, ParamsError, _format_errors, load_params
-
-    if not overrides:
-        return load_params(params_path)
-    load_params(params_path)  # the base file's own errors first
-    raw = yaml.safe_load(Path(params_path).read_text(encoding="utf-8"))
-    for f in overrides:
-        try:
-            over = yaml.safe_load(Path(f).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise ParamsError(f"{f}: cannot read override: {e}") from None
-        if not isinstance(over, dict):
-            raise ParamsError(f"{f}: an override must be a mapping")
-        raw = _merge(raw, over)
-    try:
-        return Params.model_validate(raw)
-    except ValidationError as e:
-        raise ParamsError(_format_errors(Path(overrides[-1]), e)) from None
+    return load(params_path, overrides)
