@@ -5,7 +5,9 @@ Every variant gets the same budget (``code.tune.trials`` finished trials, Hyperb
 trial 0 is the variant's declared configuration. A trial trains one run per seed of
 ``code.tune.seeds`` (disjoint from the final seeds) of at most ``code.tune.epochs`` epochs; its
 objective is the mean over seeds of the best validation Rank@10 (with its standard error),
-reported to the pruner after each seed. Test functions are never read. Writes
+reported to the pruner after each seed. A variant with an empty search space (the
+from-scratch ablations) is not tuned: its declared configuration is scored once the same
+way and is the choice. Test functions are never read. Writes
 ``reports/tuned/code/<V>.json`` (read by ``train_code@<V>``), the trial history
 ``reports/plots/tune/code/<V>.csv`` and the study journal
 ``reports/tune/code/<V>/journal.log`` (resumes after an interruption).
@@ -17,14 +19,15 @@ import argparse
 import sys
 
 import numpy as np
+import pandas as pd
 from pathlib import Path
 
 from contrastlab.cli import run_stage
-from contrastlab.io import write_csv
+from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
 from contrastlab.tracking import stage_run
 from contrastlab.training.code import prepare_targets, train_code
-from contrastlab.tuning import run_study, study_history, tune_kwargs, write_tuned
+from contrastlab.tuning import TuneResult, run_study, study_history, tune_kwargs, write_tuned
 from contrastlab.training.code_inputs import load_code_data
 
 
@@ -44,8 +47,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.variant not in code.variants:
         raise KeyError(f"{args.params}: code.variants has no {args.variant!r}")
     v = code.variants[args.variant]
-    if not v.search:
-        raise ValueError(f"code.variants.{args.variant}.search is empty: nothing to tune")
     data, hidden = load_code_data(args.functions, args.splits, args.teacher)
     targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
     t = code.tune
@@ -71,14 +72,26 @@ def main(argv: list[str] | None = None) -> int:
 
     out_dir = Path(args.journal) / args.variant
     with stage_run("code", f"tune_code@{args.variant}", {"variant": args.variant, **fixed}) as tr:
-        res = run_study(track="code", variant=args.variant, space=v.search, objective=objective,
-                        out_dir=out_dir, fixed=fixed, tracker=tr, default=default or None,
-                        **tune_kwargs(t))
+        if v.search:
+            res = run_study(track="code", variant=args.variant, space=v.search,
+                            objective=objective, out_dir=out_dir, fixed=fixed, tracker=tr,
+                            default=default or None, **tune_kwargs(t))
+        else:  # nothing to search: the declared configuration, scored once, is the choice
+            write_json(out_dir / "study.json", {
+                "study": None, "variant": args.variant,
+                "note": "empty search space: the declared configuration, scored once"})
+            mean, se = objective({})
+            res = TuneResult(study_name="none", best_params={}, best_value=mean, best_trial=0,
+                             n_complete=1, n_failed=0, direction="maximize", best_se=se)
     write_tuned(Path(args.tuned) / f"{args.variant}.json", res, track="code",
                 variant=args.variant, objective="val_rank_at_10", space=v.search,
-                n_trials=t.trials)
-    hist = study_history(track="code", variant=args.variant, space=v.search, out_dir=out_dir,
-                         storage=t.storage, fixed=fixed)
+                n_trials=t.trials if v.search else 1)
+    if v.search:
+        hist = study_history(track="code", variant=args.variant, space=v.search,
+                             out_dir=out_dir, storage=t.storage, fixed=fixed)
+    else:
+        hist = pd.DataFrame({"trial": [0], "state": ["COMPLETE"], "value": [res.best_value],
+                             "best_so_far": [res.best_value], "se": [res.best_se]})
     write_csv(Path(args.history) / f"{args.variant}.csv", hist)
     print(f"tune_code@{args.variant}: best val R@10 {res.best_value:.2%} with {res.best_params}")
     return 0

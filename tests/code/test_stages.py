@@ -45,6 +45,7 @@ def test_code_stages_end_to_end(tmp_path):
         "  train: {epochs: 2, batch_size: 4, device: cpu, seeds: [0]}\n"
         "  variants:\n    infonce:\n      loss: infonce\n      search:\n"
         "        lr: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}\n"
+        "    plain: {loss: cosine}\n"
         "  baselines: {zeroshot_layers: [6]}\n"
         "  tune: {trials: 2, startup_trials: 1, epochs: 1, seeds: [100, 101], pruner: none}\n")
     d = tmp_path / "data"
@@ -61,6 +62,9 @@ def test_code_stages_end_to_end(tmp_path):
     io = ["--functions", str(d / "f.parquet"), "--splits", str(d / "s.parquet"),
           "--teacher", str(d / "teacher"), "--models", str(d / "models")]
     steps.append(["stages/tune_code.py", *common, *io[:6], "--variant", "infonce",
+                  "--tuned", str(tmp_path / "tuned"), "--history", str(tmp_path / "th"),
+                  "--journal", str(tmp_path / "journal")])
+    steps.append(["stages/tune_code.py", *common, *io[:6], "--variant", "plain",
                   "--tuned", str(tmp_path / "tuned"), "--history", str(tmp_path / "th"),
                   "--journal", str(tmp_path / "journal")])
     steps.append(["stages/train_code.py", *common, *io, "--variant", "infonce",
@@ -109,6 +113,13 @@ def test_code_stages_end_to_end(tmp_path):
     # trial 0 is the declared configuration (code.train.lr); each trial averages 2 seeds
     assert th["lr"].iloc[0] == pytest.approx(1e-3) and th["lr"].iloc[1] != th["lr"].iloc[0]
     assert th["se"].notna().all() and tuned["best_se"] is not None
+    # a variant without a search space is not tuned: its declared configuration is scored
+    plain = json.loads((tmp_path / "tuned" / "plain.json").read_text())
+    assert plain["params"] == {} and plain["n_complete"] == 1 and 0 <= plain["best_value"] <= 1
+    from contrastlab.params import load_params
+    from contrastlab.training.code_inputs import variant_settings
+    cfg = variant_settings(load_params(params).code, "plain", tmp_path / "tuned" / "plain.json")
+    assert cfg["tuned"] is False and cfg["lr"] == pytest.approx(1e-3)
     assert m["tuned"] is True and m["lr"] == pytest.approx(tuned["params"]["lr"], rel=1e-5)
     hist = pd.read_csv(tmp_path / "plots" / "infonce.csv")
     assert list(hist["epoch"]) == [1, 2]

@@ -355,8 +355,9 @@ DEFAULT_VARIANTS: dict[str, dict] = {
     "cosine": _variant("cosine", _LR),
     "infonce": _variant("infonce", _LR_TAU),
     "infonce_hardneg": _variant("infonce_hardneg", _LR_TAU),
-    "smoothl1_scratch": _variant("smoothl1", _LR, residual=False),
-    "infonce_scratch": _variant("infonce", _LR_TAU, residual=False),
+    # ablations at the declared configuration (not tuned)
+    "smoothl1_scratch": _variant("smoothl1", {}, residual=False),
+    "infonce_scratch": _variant("infonce", {}, residual=False),
 }
 
 

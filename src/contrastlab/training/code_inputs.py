@@ -62,8 +62,9 @@ def variant_settings(code, variant: str, tuned: Path | None) -> dict:
            "temperature": v.temperature or code.train.init_temperature,
            "residual": v.residual, "tuned": False}
     if tuned is not None and tuned.exists():
-        out.update({k: float(x) for k, x in read_tuned(tuned).items() if k in ("lr", "temperature")})
-        out["tuned"] = True
+        chosen = read_tuned(tuned)  # empty for a variant without a search space (not tuned)
+        out.update({k: float(x) for k, x in chosen.items() if k in ("lr", "temperature")})
+        out["tuned"] = bool(chosen)
     return out
 
 
