@@ -1,0 +1,174 @@
+"""Final runs of one graph variant: every seed trained once on its chosen configuration and
+scored once on the test nodes (the experiment logic of the ``train_graph``,
+``default_graph`` and ``ablate_graph`` stages, callable from a notebook).
+
+Each seed trains the GCN (:func:`contrastlab.training.graph.fit_and_probe`) and evaluates the
+frozen encoder with the standard linear probe (logistic regression, ``C`` chosen on the
+validation nodes, accuracy on the test nodes; Velickovic et al., ICLR 2019) and the
+notebook-style probe. The accuracy's 95 % CI is the bootstrap over seeds and test nodes of
+:mod:`contrastlab.evaluation.stats`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..evaluation.stats import bootstrap_per_item, summarize
+from .graph import GraphRunConfig, fit_and_probe
+
+__all__ = ["FinalRuns", "dataset_digest", "seed_cache_file", "train_seed", "run_final",
+           "pca_frame"]
+
+
+@dataclass
+class FinalRuns:
+    """What :func:`run_final` returns: ``metrics`` (the JSON of the stage, floats rounded to
+    6 digits), ``test_pred`` (node, y and the predicted class per seed), ``history`` (epoch,
+    mean loss and loss per seed) and the first seed's node ``embeddings`` ``[N, D]``."""
+
+    metrics: dict[str, Any]
+    test_pred: pd.DataFrame
+    history: pd.DataFrame
+    embeddings: torch.Tensor
+
+
+def dataset_digest(root: str | Path, dataset: str) -> str:
+    """SHA-256 prefix (16 hex digits) over the raw Planetoid files of ``dataset`` under
+    ``root`` (the dataset's identity in MLflow)."""
+    h = hashlib.sha256()
+    for f in sorted((Path(root) / dataset / "raw").glob("*")):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def seed_cache_file(cache_dir: str | Path | None, stage: str, cfg: GraphRunConfig, probe,
+                    data_path: str | Path, seed: int) -> Optional[Path]:
+    """Per-seed result file under ``cache_dir``, keyed by the stage, the whole configuration,
+    the probe and the data path (a changed configuration never reads a stale result), or
+    ``None`` without a cache."""
+    if not cache_dir:
+        return None
+    key = json.dumps([stage, cfg.flat(), probe.model_dump(), str(data_path), seed],
+                     sort_keys=True, default=str)
+    h = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return Path(cache_dir) / f"{stage.replace('@', '_')}_seed{seed}_{h}.pt"
+
+
+def _save_atomic(obj, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def train_seed(data, cfg: GraphRunConfig, seed: int, probe, *, cache: Optional[Path] = None,
+               desc: str = "", on_epoch=None) -> dict:
+    """One seed's :func:`~contrastlab.training.graph.fit_and_probe` result (with test
+    predictions and the notebook probe), read from ``cache`` when it exists there, else
+    trained (and saved to ``cache`` when given). ``on_epoch(epoch, loss)`` sees every epoch's
+    loss, replayed from the cache too."""
+    if cache is not None and cache.exists():
+        r = torch.load(cache, weights_only=False)
+        if on_epoch is not None:
+            for ep, val in enumerate(r["losses"], start=1):
+                on_epoch(ep, val)
+        return r
+    r = fit_and_probe(data, cfg, seed, probe, return_pred=True, notebook=True, progress=True,
+                      desc=desc, on_epoch=on_epoch)
+    if cache is not None:
+        _save_atomic(r, cache)
+    return r
+
+
+def run_final(data, cfg: GraphRunConfig, seeds: Sequence[int], probe, *, variant: str,
+              stage: str, chosen: dict, tracker=None, cache_dir=None,
+              data_path: str | Path = "") -> FinalRuns:
+    """Train every seed of ``seeds`` on ``cfg`` and score it once on the test nodes.
+
+    Args:
+        data: the PyG ``Data`` (public split masks).
+        cfg: the variant's configuration with its chosen hyperparameters.
+        seeds: training seeds.
+        probe: ``graph.probe`` params.
+        variant, stage: names for the metrics, progress lines and the seed cache.
+        chosen: the tuned choices (stored in the metrics).
+        tracker: a :class:`contrastlab.tracking.Tracker`; each seed gets a nested run with its
+            loss curve (step = epoch), accuracies and wall time.
+        cache_dir, data_path: see :func:`seed_cache_file`.
+
+    Returns:
+        :class:`FinalRuns`.
+    """
+    test_idx = torch.nonzero(data.test_mask).flatten().numpy()
+    y_test = data.y[data.test_mask].numpy()
+    preds, test_acc, val_acc, nb_acc, cs = {}, [], [], [], []
+    hist: dict[str, Any] = {"epoch": list(range(1, cfg.train["epochs"] + 1))}
+    emb = None
+    for seed in seeds:
+        t0 = time.perf_counter()
+        cache = seed_cache_file(cache_dir, stage, cfg, probe, data_path, seed)
+        if tracker is not None:
+            with tracker.seed_run(seed) as st:
+                r = train_seed(data, cfg, seed, probe, cache=cache, desc=f"{variant} seed {seed}",
+                               on_epoch=lambda ep, val, t=st: t.log_metrics({"loss": val}, step=ep))
+                st.log_metrics({"logreg_acc": r["test_acc"], "logreg_val_acc": r["val_acc"],
+                                "time_s": time.perf_counter() - t0})
+        else:
+            r = train_seed(data, cfg, seed, probe, cache=cache, desc=f"{variant} seed {seed}")
+        preds[f"seed_{seed}"] = r["test_pred"]
+        test_acc.append(r["test_acc"])
+        val_acc.append(r["val_acc"])
+        nb_acc.append(r["notebook_acc"])
+        cs.append(r["C"])
+        hist[f"loss_seed{seed}"] = r["losses"]
+        if emb is None:
+            emb = r["embeddings"]
+        print(f"{stage} seed {seed}: val {r['val_acc']:.4f} test {r['test_acc']:.4f} "
+              f"({time.perf_counter() - t0:.1f} s)", flush=True)
+    correct = np.stack([preds[f"seed_{s}"] == y_test for s in seeds]).astype(float)
+    point, reps = bootstrap_per_item({variant: correct}, n_resamples=2000, seed=0)
+    st = summarize(point, reps)[variant]
+    metrics = {
+        "variant": variant, "loss": cfg.loss, "n_seeds": len(seeds), "seeds": list(seeds),
+        "n_test": int(len(y_test)), "epochs": cfg.train["epochs"],
+        "batch_nodes": cfg.train["batch_nodes"],
+        "logreg_acc_mean": st["mean"], "logreg_acc_ci_low": st["ci_low"],
+        "logreg_acc_ci_high": st["ci_high"],
+        "logreg_acc_std": float(np.std(test_acc, ddof=1)) if len(test_acc) > 1 else 0.0,
+        "logreg_val_acc_mean": float(np.mean(val_acc)),
+        "notebook_acc_mean": float(np.mean(nb_acc)),
+        "probe_C": cs,
+        "logreg_val_acc": val_acc,
+        **{f"logreg_acc_seed{s}": a for s, a in zip(seeds, test_acc)},
+        "tuned": chosen,
+        "config": dict(cfg.flat()),
+    }
+    if tracker is not None:
+        tracker.log_metrics({k: v for k, v in metrics.items()
+                             if isinstance(v, float) and "seed" not in k})
+    metrics = {k: round(v, 6) if isinstance(v, float) else v for k, v in metrics.items()}
+    df = pd.DataFrame(hist)
+    df.insert(1, "loss", df[[c for c in df.columns if c.startswith("loss_seed")]].mean(axis=1))
+    return FinalRuns(metrics, pd.DataFrame({"node": test_idx, "y": y_test, **preds}),
+                     df.round(6), emb)
+
+
+def pca_frame(embeddings: torch.Tensor, labels, seed: int) -> pd.DataFrame:
+    """2-D PCA of ``embeddings`` ``[N, D]`` (float64, ``random_state=0``) with each node's
+    class ``label`` and the ``seed`` it came from (the report's embedding figure)."""
+    from sklearn.decomposition import PCA
+
+    xy = PCA(n_components=2, random_state=0).fit_transform(embeddings.double().numpy())
+    return pd.DataFrame({"pc1": xy[:, 0].round(5), "pc2": xy[:, 1].round(5),
+                         "label": np.asarray(labels), "seed": seed})
