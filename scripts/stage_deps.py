@@ -24,8 +24,8 @@ transitive closure of its imports inside ``src/contrastlab`` is computed:
   ``contrastlab.losses`` package itself is exempt: it resolves names its callers pass in).
 
 Loss code is not a file dependency of the stages that train losses (``LOSS_NEEDS = "*"``,
-the ``validate_params`` gate, excepted: it depends on every loss file and on
-``registry.yaml``). The gate writes ``data/loss_code.yaml``: per registered loss and per
+the ``validate_params`` gate, excepted: it depends on every loss file, on ``registry.yaml``
+and on ``variants.yaml``). The gate writes ``data/loss_code.yaml``: per registered loss and per
 variant, a digest of the loss's registry entry and source files. A stage depends on the keys
 of that file it uses, as a DVC ``params`` dependency:
 
@@ -78,9 +78,12 @@ PACKAGE = "contrastlab"
 LOADERS = {"get_loss", "load_loss"}
 #: Names of the registry whose import means the module reads the loss table.
 TABLE_NAMES = {"LOSSES", "LossSpec", "title", "names_for", "get_spec", "get_loss", "load_loss",
-               "check_name", "load_table", "code_digest", "source_files"}
+               "check_name", "load_table", "code_digest", "source_files", "VARIANTS",
+               "track_variants", "variant_spec", "declared_params", "load_variant_table", "role"}
 #: The loss table and the gate's per-loss digests (see the module docstring).
 REGISTRY_TABLE = "src/contrastlab/losses/registry.yaml"
+#: The variant table (rows, labels, declared configurations); the gate hashes its rows.
+VARIANT_TABLE = "src/contrastlab/losses/variants.yaml"
 LOSS_CODE = "data/loss_code.yaml"
 #: ``foreach`` / ``matrix`` expressions that run over one track's variants -> the track.
 VARIANT_AXES = {"${graph.variants}": "graph", "${code.variants}": "code",
@@ -283,7 +286,7 @@ class Analyzer:
                         needs = {v} if isinstance(v, str) else set(v)
                     if isinstance(t, ast.Name) and t.id == "DATA_DEPS":
                         for rel in ast.literal_eval(node.value):
-                            data = (path.parent / rel)
+                            data = (path.parent / rel).resolve()
                             if not data.exists():
                                 raise DepsError(f"{path}: DATA_DEPS names {rel!r}, which "
                                                 "does not exist")
@@ -327,7 +330,7 @@ class Analyzer:
             raise DepsError(f"{names}: loads registry losses but declares no LOSS_NEEDS")
         c.files = {Path(self.rel(p)) for p in c.files}
         if "*" in c.loss_needs:
-            c.files.add(Path(REGISTRY_TABLE))
+            c.files.update({Path(REGISTRY_TABLE), Path(VARIANT_TABLE)})
         return c
 
     def table_readers(self, c: Closure) -> set[Path]:

@@ -3,9 +3,6 @@ training-only target space and the untrained baselines on hand-made corpora."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -16,8 +13,6 @@ from contrastlab.data.splits import (assign_splits, name_family, near_duplicate_
 from contrastlab.evaluation.retrieval import true_ranks
 from contrastlab.models.code_baselines import TargetSpace, fit_ridge, pooled_signature
 from contrastlab.training.code import CodeData, CodeStudent, predict, prepare_targets
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "stages"))
 
 LONG = """result = []
 for index, value in enumerate(values):
@@ -93,7 +88,7 @@ def test_centring_is_fitted_on_training_rows_only():
 
 
 def test_baselines_on_hand_made_corpus_with_known_ranks():
-    from baselines_code import run_baselines
+    from contrastlab.evaluation.code_baselines import run_baselines
 
     e = torch.eye(4)
     # pooled signature of row i (two tokens averaging to the vector); bodies e_i (+ a shared offset)

@@ -177,11 +177,8 @@ def test_tuning_seeds_must_differ_from_final_seeds():
 
 def test_train_stage_uses_per_dataset_choices(tmp_path):
     """tuned_choices: a tuned data set's own choices, else the params.yaml values (said so)."""
-    import importlib.util
+    from contrastlab.training import multilabel_final as mod
 
-    spec = importlib.util.spec_from_file_location("_tm", ROOT / "stages" / "train_multilabel.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     f = tmp_path / "knn.json"
     f.write_text(json.dumps({"params": {}, "datasets": {"yeast": {"params": {"k": 7}}}}))
     assert mod.tuned_choices(f, "yeast") == ({"k": 7}, "tuned on yeast (CV on its training part)")

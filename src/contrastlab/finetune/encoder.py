@@ -35,6 +35,8 @@ __all__ = ["FinetuneEncoder", "pad_states", "ENCODER_CONFIG"]
 
 #: File of the non-backbone settings inside a saved encoder folder.
 ENCODER_CONFIG = "finetune_encoder.json"
+#: ``layers`` value that fine-tunes every block and the embeddings.
+ALL_LAYERS = "all"  # not a loss name
 
 
 def pad_states(states: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -101,7 +103,7 @@ class FinetuneEncoder(nn.Module):
         self.tokenizer = tokenizer
         self.blocks = _layer_list(self.backbone)
         n = len(self.blocks)
-        k = n if layers == "all" else int(layers)
+        k = n if layers == ALL_LAYERS else int(layers)
         if not 0 <= k <= n:
             raise InputError(f"layers must be in 0..{n} or 'all', got {layers!r}")
         if pooling not in ("mean", "cls"):
@@ -109,7 +111,7 @@ class FinetuneEncoder(nn.Module):
         self.layers_spec = layers
         self.n_train = k
         self.n_frozen = n - k
-        self.train_embeddings = layers == "all"
+        self.train_embeddings = layers == ALL_LAYERS
         self.pooling = pooling
         self.max_length = int(max_length)
         self.hidden_size = int(cfg.hidden_size)

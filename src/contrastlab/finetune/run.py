@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError, UnknownNameError
-from ..params.finetune import FINETUNE_VARIANTS
+from ..params.finetune import FINETUNE_VARIANTS, HEAD_LOSS
 from .data import label_matrix, label_names
 from .encoder import FinetuneEncoder
 from .evaluate import BASELINES, item_metrics
@@ -160,7 +160,7 @@ def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
             if enc.train_embeddings:
                 inp = Inputs(ids=base.ids, level=0)
             if variant != "frozen":
-                loss, kw = (("mulsupcon", {}) if variant == "head" else FINETUNE_VARIANTS[variant])
+                loss, kw = (HEAD_LOSS, {}) if variant == "head" else FINETUNE_VARIANTS[variant]
                 r = train_encoder(enc, inp, y, problems, tr, loss=loss, loss_kwargs=kw, cfg=ft,
                                   seed=seed, val_idx=va if len(va) else None, keys=keys,
                                   knn_k=max(e.knn_k), device=dev)

@@ -68,6 +68,7 @@ class LossSpec:
         defaults: keyword arguments bound when loading (e.g. ``{"mode": "sim_only"}``).
         stochastic: the loss draws random numbers and takes ``generator=`` (a
             ``torch.Generator``); training passes its generator so reruns are bitwise equal.
+        cite: paper and equation (the reports' source column); may be empty.
     """
 
     target: str
@@ -76,6 +77,7 @@ class LossSpec:
     title: str
     defaults: dict[str, Any] = field(default_factory=dict)
     stochastic: bool = False
+    cite: str = ""
 
     @property
     def module(self) -> str:
@@ -108,7 +110,9 @@ class LossSpec:
         return out
 
 
-_FIELDS = {"target", "needs", "family", "title", "defaults", "stochastic"}
+_FIELDS = {"target", "needs", "family", "title", "defaults", "stochastic", "cite"}
+#: Entry fields that only label reports (left out of :func:`code_digest`).
+LABEL_FIELDS = frozenset({"title", "cite"})
 
 
 def load_table(path: str | Path = TABLE) -> dict[str, LossSpec]:
@@ -144,7 +148,7 @@ def load_table(path: str | Path = TABLE) -> dict[str, LossSpec]:
                              "'contrastlab.<module>:<function>'")
         out[str(name)] = LossSpec(str(e["target"]), str(e["needs"]), str(e["family"]),
                                   str(e["title"]), dict(e.get("defaults") or {}),
-                                  bool(e.get("stochastic", False)))
+                                  bool(e.get("stochastic", False)), str(e.get("cite") or ""))
     return out
 
 
@@ -237,7 +241,8 @@ def _module_file(dotted: str) -> Path | None:
 
 def code_digest(name: str) -> dict[str, Any]:
     """What a stage that trains with loss ``name`` depends on, in one comparable value:
-    ``{"loss", "sha256", "files"}``, the SHA-256 of the registry entry (as sorted JSON) and
+    ``{"loss", "sha256", "files"}``, the SHA-256 of the registry entry (as sorted JSON, without
+    the report labels :data:`LABEL_FIELDS`, which change no training) and
     of the bytes of every file of :func:`source_files`. Written to ``data/loss_code.yaml`` by
     the ``validate_params`` stage; a stage depends on its own entry there (a DVC ``params``
     dependency), so adding a loss or editing another loss's file leaves it up to date.
@@ -246,7 +251,152 @@ def code_digest(name: str) -> dict[str, Any]:
         contrastlab.errors.UnknownNameError: ``name`` is not registered.
     """
     files = source_files(name)
-    h = hashlib.sha256(json.dumps(asdict(get_spec(name)), sort_keys=True).encode())
+    entry = {k: v for k, v in asdict(get_spec(name)).items() if k not in LABEL_FIELDS}
+    h = hashlib.sha256(json.dumps(entry, sort_keys=True).encode())
     for rel in files:
         h.update(rel.encode() + b"\0" + (_SRC.parent / rel).read_bytes() + b"\0")
     return {"loss": name, "sha256": h.hexdigest(), "files": files}
+
+
+# --------------------------------------------------------------------------- variants
+#: The variant table (YAML): per track, every row of the comparison.
+VARIANT_TABLE = Path(__file__).with_name("variants.yaml")
+#: Which tracks the variant table may hold (the finetune track trains the multi-label losses).
+VARIANT_TRACKS = {"graph": "graph", "code": "code", "multilabel": "multilabel",
+                  "finetune": "multilabel"}
+_VFIELDS = {"loss", "kwargs", "kind", "title", "short", "cite", "factors", "paper", "params",
+            "seed_alias"}
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """A row of a track's comparison (an entry of ``variants.yaml``, or a registered loss the
+    track can train with, which is a variant of its own name).
+
+    Attributes:
+        name: variant name (``params.yaml``'s ``<track>.variants`` key, metrics file stem).
+        loss: registry loss it trains with; ``None`` for a baseline.
+        kwargs: loss keyword arguments the variant binds (e.g. ``{"weighting": "log_prob"}``).
+        kind: ``contrastive`` | ``baseline`` | ``hybrid``.
+        title: row label; ``{hybrid_base}`` in a hybrid's label stands for the short label of
+            the track's ``hybrid_base`` (:meth:`label`).
+        short: short label (figures, headlines).
+        cite: paper and equation.
+        factors: ``(similarity, dissimilarity)`` of the Sim-Dis ablation (Huang et al. 2025,
+            Table 4) or ``None``.
+        paper: numbers the paper reports for it, ``{"table1": {dataset: [micro, macro, mAP]},
+            "table4": [[COCO micro, macro], [AAPD micro, macro]]}`` (in %).
+        params: the declared configuration (schema default of ``<track>.variants.<name>``).
+        seed_alias: variant whose tuning sampler seed this one uses (or ``None``).
+    """
+
+    name: str
+    loss: str | None
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    kind: str = "contrastive"
+    title: str = ""
+    short: str = ""
+    cite: str = ""
+    factors: tuple[bool, bool] | None = None
+    paper: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] | None = None
+    seed_alias: str | None = None
+
+    def label(self, hybrid_base: str = "") -> str:
+        """:attr:`title` with ``{hybrid_base}`` filled in."""
+        return self.title.replace("{hybrid_base}", hybrid_base)
+
+    def short_label(self, hybrid_base: str = "") -> str:
+        """:attr:`short` with ``{hybrid_base}`` filled in."""
+        return self.short.replace("{hybrid_base}", hybrid_base)
+
+
+def _variant_spec(track: str, name: str, e: dict, where: str) -> VariantSpec:
+    unknown = set(e) - _VFIELDS
+    if unknown:
+        raise InputError(f"{where}: unknown keys {sorted(unknown)} (keys: {', '.join(sorted(_VFIELDS))})")
+    kind = str(e.get("kind") or "contrastive")
+    loss = e.get("loss", name if kind == "contrastive" else None)
+    if kind not in ("contrastive", "baseline", "hybrid"):
+        raise InputError(f"{where}: kind {kind!r} is not contrastive, baseline or hybrid")
+    if loss is not None and loss not in LOSSES:
+        raise InputError(f"{where}: loss {loss!r} is not in registry.yaml")
+    spec = LOSSES.get(loss) if loss else None
+    title = str(e.get("title") or (spec.title if spec else name))
+    factors = e.get("factors")
+    return VariantSpec(name, loss, dict(e.get("kwargs") or {}), kind, title,
+                       str(e.get("short") or title.split(" (")[0]),
+                       str(e.get("cite") or (spec.cite if spec else "")),
+                       tuple(bool(x) for x in factors) if factors else None,
+                       dict(e.get("paper") or {}), e.get("params"), e.get("seed_alias"))
+
+
+def load_variant_table(path: str | Path = VARIANT_TABLE) -> dict[str, dict[str, Any]]:
+    """``{track: {"roles": {role: variant}, "variants": {name: VariantSpec}}}`` of ``path``
+    (file order).
+
+    Raises:
+        contrastlab.errors.InputError: the file does not parse, a track is unknown, an entry
+            has an unknown key or kind, or names a loss registry.yaml lacks.
+    """
+    import yaml
+
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise InputError(f"{path}: cannot read the variant table ({e})") from e
+    out: dict[str, dict[str, Any]] = {}
+    for track, sec in doc.items():
+        if track not in VARIANT_TRACKS or not isinstance(sec, dict):
+            raise InputError(f"{path}: {track!r} is not a track section "
+                             f"({', '.join(VARIANT_TRACKS)})")
+        out[track] = {"roles": dict(sec.get("roles") or {}),
+                      "variants": {str(n): _variant_spec(track, str(n), dict(e or {}),
+                                                         f"{path}: {track}.variants.{n}")
+                                   for n, e in (sec.get("variants") or {}).items()}}
+    return out
+
+
+#: track -> roles and variants, from ``variants.yaml``.
+VARIANTS: dict[str, dict[str, Any]] = load_variant_table()
+
+
+def track_variants(track: str) -> dict[str, VariantSpec]:
+    """The variants ``variants.yaml`` lists for ``track``, in file order."""
+    return dict(VARIANTS.get(track, {}).get("variants", {}))
+
+
+def variant_spec(track: str, name: str) -> VariantSpec:
+    """The variant ``name`` of ``track``: its ``variants.yaml`` entry, else the registered loss
+    of that name (if the track can train it) as a variant of its own name.
+
+    Raises:
+        contrastlab.errors.UnknownNameError: neither.
+    """
+    table = track_variants(track)
+    if name in table:
+        return table[name]
+    if name in LOSSES and name in names_for(VARIANT_TRACKS[track]):
+        return _variant_spec(track, name, {}, name)
+    raise UnknownNameError(f"unknown {track} variant {name!r}; known: "
+                           f"{', '.join([*table, *(n for n in names_for(VARIANT_TRACKS[track]) if n not in table)])}")
+
+
+def role(track: str, key: str) -> str:
+    """The variant with the job ``key`` in ``track`` (``variants.yaml`` ``roles``), e.g.
+    ``role("multilabel", "hybrid_base")``.
+
+    Raises:
+        KeyError: the track has no such role.
+    """
+    return VARIANTS[track]["roles"][key]
+
+
+def declared_params(track: str) -> dict[str, dict]:
+    """``{variant: params}``: the declared configuration of every variant of ``track`` that
+    has one (the schema default of ``params.yaml``'s ``<track>.variants``), deep copies."""
+    import copy
+
+    return {n: copy.deepcopy(v.params) for n, v in track_variants(track).items()
+            if v.params is not None}

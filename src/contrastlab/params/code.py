@@ -14,6 +14,7 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..losses.registry import declared_params
 from ..tuning import SearchDim, TuneParams
 
 #: Distributions the project's own install brings (pure Python), used as repositories offline.
@@ -340,25 +341,10 @@ class EvalParams(BaseModel):
     device: str = "auto"
 
 
-_LR = {"lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True}}
-_LR_TAU = {**_LR, "temperature": {"type": "float", "low": 0.02, "high": 0.3, "log": True}}
-
-
-def _variant(loss: str, search: dict, residual: bool = True) -> dict:
-    """A variant entry as params.yaml writes it (``residual`` only when true)."""
-    return {"loss": loss, "search": search, **({"residual": True} if residual else {})}
-
-
-#: The variants of params.yaml (the schema's defaults equal params.yaml; a test checks it).
-DEFAULT_VARIANTS: dict[str, dict] = {
-    "smoothl1": _variant("smoothl1", _LR),
-    "cosine": _variant("cosine", _LR),
-    "infonce": _variant("infonce", _LR_TAU),
-    "infonce_hardneg": _variant("infonce_hardneg", _LR_TAU),
-    # ablations at the declared configuration (not tuned)
-    "smoothl1_scratch": _variant("smoothl1", {}, residual=False),
-    "infonce_scratch": _variant("infonce", {}, residual=False),
-}
+#: The variants of params.yaml: the declared configurations of the variant table
+#: (``contrastlab/losses/variants.yaml``; the schema's defaults equal params.yaml, a test
+#: checks it). The from-scratch rows are ablations at the declared configuration (not tuned).
+DEFAULT_VARIANTS: dict[str, dict] = declared_params("code")
 
 
 def _default_variants() -> dict[str, VariantParams]:

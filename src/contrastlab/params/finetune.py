@@ -15,15 +15,18 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-#: Variant name -> (registry loss or ``None`` for the BCE baseline, its keyword arguments).
-#: ``simdis`` uses the ``log_prob`` weighting, as ``multilabel.variants.simdis`` does.
+from ..losses.registry import role, track_variants
+
+#: Rows of the track that are not fine-tuning variants (stage ``finetune_baseline``).
+REFERENCE_ROWS = ("frozen", "head", "tfidf")
+#: The loss that trains the ``head`` baseline's head (frozen encoder, layers 0).
+HEAD_LOSS = role("finetune", "head_loss")
+#: Variant name -> (registry loss or ``None`` for the BCE baseline, its keyword arguments),
+#: from the variant table (``contrastlab/losses/variants.yaml``); ``simdis`` uses the
+#: ``log_prob`` weighting, as ``multilabel.variants.simdis`` does.
 FINETUNE_VARIANTS: dict[str, tuple[str | None, dict]] = {
-    "mulsupcon": ("mulsupcon", {}),
-    "all": ("all", {}),
-    "any": ("any", {}),
-    "simdis": ("simdis", {"weighting": "log_prob"}),
-    "bce": (None, {}),
-}
+    n: (v.loss, dict(v.kwargs)) for n, v in track_variants("finetune").items()
+    if n not in REFERENCE_ROWS}
 
 
 class FinetuneData(BaseModel):
@@ -66,7 +69,7 @@ class FinetuneParams(BaseModel):
     strip_docstrings: bool = Field(True, description=(
         "Drop docstrings before tokenising: the mutation sits in the body, which a long "
         "docstring would push past max_length."))
-    layers: int | Literal["all"] = Field(1, description=(
+    layers: int | Literal["all"] = Field(1, description=(  # not a loss name
         "Transformer layers trained: 0 = frozen states + head; k = top k (the states below "
         "are computed once and cached); 'all'."))
     pooling: Literal["mean", "cls"] = "mean"
@@ -89,7 +92,7 @@ class FinetuneParams(BaseModel):
     batch_size_encode: int = Field(64, ge=1)
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
     variants: list[str] = Field(default_factory=lambda: list(FINETUNE_VARIANTS))
-    index_variant: str = Field("mulsupcon", description=(
+    index_variant: str = Field(role("finetune", "index_variant"), description=(
         "Variant whose first seed's encoder and embeddings make the FAISS index."))
     data: FinetuneData = FinetuneData()
     eval: FinetuneEval = FinetuneEval()

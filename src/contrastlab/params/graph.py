@@ -31,13 +31,13 @@ loss keyword of the variant and the shared training knobs ``lr``, ``weight_decay
 
 from __future__ import annotations
 
-from typing import Literal, Union
 
 import re
 from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..losses.registry import declared_params
 from ..tuning import SearchDim, TuneParams
 
 Rate = Annotated[float, Field(ge=0.0, lt=1.0)]
@@ -204,27 +204,10 @@ class GraphVariant(BaseModel):
 
 
 
-def _space(**extra: dict) -> dict[str, SearchDim]:
-    """The shared search space of the shipped variants plus loss keywords (= params.yaml)."""
-    f = lambda lo, hi, log=False: SearchDim(type="float", low=lo, high=hi, log=log)  # noqa: E731
-    space = {"temperature": f(0.05, 1.0, True), "lr": f(1e-4, 1e-2, True),
-             "feature_mask.0": f(0.0, 0.6), "feature_mask.1": f(0.0, 0.6),
-             "edge_drop.0": f(0.0, 0.6), "edge_drop.1": f(0.0, 0.6)}
-    return {**space, **{k: SearchDim(**v) for k, v in extra.items()}}
-
-
 def _default_variants() -> dict:
-    """The shipped variants (= params.yaml, so that a key left out means the same)."""
-    return {
-        "ntxent": GraphVariant(loss="ntxent", search=_space()),
-        "mixco": GraphVariant(loss="mixco", alpha=1.0, weight=1.0, search=_space(
-            alpha=dict(type="float", low=0.1, high=2.0, log=True),
-            weight=dict(type="float", low=0.1, high=2.0, log=True))),
-        "mochi": GraphVariant(loss="mochi", n_hard=256, s=128, s_prime=64, search=_space(
-            n_hard=dict(type="int", low=64, high=512, log=True),
-            s=dict(type="int", low=32, high=256, log=True),
-            s_prime=dict(type="int", low=16, high=128, log=True))),
-    }
+    """The shipped variants (= params.yaml, so that a key left out means the same): the
+    declared configurations of the variant table (``contrastlab/losses/variants.yaml``)."""
+    return {n: GraphVariant.model_validate(v) for n, v in declared_params("graph").items()}
 
 
 class GraphParams(_Strict):

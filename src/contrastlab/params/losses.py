@@ -71,7 +71,10 @@ def loss_code(p: Params) -> dict:
     a per-variant stage depends on exactly this key, so adding a loss, or editing a file that
     only other losses use, leaves it up to date (docs/usage.md).
     """
-    from ..losses.registry import LOSSES, code_digest
+    import hashlib
+    import json
+
+    from ..losses.registry import LOSSES, code_digest, track_variants
     from .finetune import FINETUNE_VARIANTS
     from .multilabel import variant_loss
 
@@ -80,16 +83,25 @@ def loss_code(p: Params) -> dict:
         needs.setdefault(spec.needs, {})[name] = code_digest(name)
     by_name = {n: d for group in needs.values() for n, d in group.items()}
 
-    def of(loss: str | None) -> dict:  # the files are listed once, under needs
-        return {"loss": loss, "sha256": by_name[loss]["sha256"]} if loss else {"loss": None}
+    def of(loss: str | None, track: str = "", variant: str = "") -> dict:
+        # the files are listed once, under needs; a row of variants.yaml adds the hash of
+        # what it binds for training (loss, kwargs, declared configuration), not its labels
+        out = {"loss": loss, "sha256": by_name[loss]["sha256"]} if loss else {"loss": None}
+        row = track_variants(track).get(variant) if track else None
+        if row is not None:
+            bound = {"loss": row.loss, "kwargs": row.kwargs, "params": row.params}
+            out["variant_sha256"] = hashlib.sha256(
+                json.dumps(bound, sort_keys=True).encode()).hexdigest()
+        return out
 
     ml = p.multilabel
     hybrid = variant_loss(ml.hybrid_base)[0]
     variants = {
-        "graph": {v: of(x.loss) for v, x in p.graph.variants.items()},
-        "code": {v: of(x.loss) for v, x in p.code.variants.items()},
-        "multilabel": {**{v: of(variant_loss(v)[0]) for v in ml.losses},
-                       **{h: of(hybrid) for h in ml.hybrids}},
-        "finetune": {v: of(FINETUNE_VARIANTS.get(v, (v, {}))[0]) for v in p.finetune.variants},
+        "graph": {v: of(x.loss, "graph", v) for v, x in p.graph.variants.items()},
+        "code": {v: of(x.loss, "code", v) for v, x in p.code.variants.items()},
+        "multilabel": {**{v: of(variant_loss(v)[0], "multilabel", v) for v in ml.losses},
+                       **{h: of(hybrid, "multilabel", h) for h in ml.hybrids}},
+        "finetune": {v: of(FINETUNE_VARIANTS.get(v, (v, {}))[0], "finetune", v)
+                     for v in p.finetune.variants},
     }
     return {"needs": needs, "variants": variants}

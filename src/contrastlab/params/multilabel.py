@@ -13,16 +13,19 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..losses.registry import declared_params, role, track_variants
+
 #: Every data set name the track can build (MULAN sets + Reuters + HumanEval).
 KNOWN_DATASETS = ["yeast", "enron", "tmc2007-500", "scene", "emotions", "bibtex", "medical",
                   "reuters", "humaneval"]
-#: Model variants: ``logreg`` (binary-relevance logistic regression) and ``bce`` (the MLP
-#: trained end to end with BCE) are the baselines; the rest are contrastive variants whose
-#: registry loss and keyword arguments are given in :data:`VARIANT_LOSS`.
-KNOWN_LOSSES = ["logreg", "bce", "extratrees", "randomforest", "knn", "all", "any", "mulsupcon",
-                "simdis", "simdis_sum", "simdis_eq13", "sim_only", "dis_only"]
+#: The variants of ``contrastlab/losses/variants.yaml`` (the only table of names): the
+#: baselines (binary-relevance logistic regression ``logreg``, the BCE-trained MLP and the
+#: scikit-learn models below) and the contrastive variants, each with its registry loss and
+#: keyword arguments (:data:`VARIANT_LOSS`); the hybrids are rows of their own stage.
+_TABLE = {n: v for n, v in track_variants("multilabel").items() if v.kind != "hybrid"}
+KNOWN_LOSSES = list(_TABLE)
 #: Baselines: no contrastive loss (``logreg``, ``bce`` and the scikit-learn models below).
-BASELINES = ("logreg", "bce", "extratrees", "randomforest", "knn")
+BASELINES = tuple(n for n, v in _TABLE.items() if v.kind == "baseline")
 #: Hyperparameters of the scikit-learn baselines (``multilabel.variants.<name>.model`` and the
 #: keys their search spaces and tuned choices may set). Trees (Geurts, Ernst & Wehenkel 2006;
 #: Breiman 2001; scikit-learn's native multi-output forests): ``n_estimators``, ``max_depth``
@@ -34,26 +37,16 @@ MODEL_KEYS: dict[str, tuple[str, ...]] = {
     "randomforest": ("n_estimators", "max_depth", "max_features", "min_samples_leaf"),
     "knn": ("k", "weights", "metric"),
 }
-#: Defaults of :data:`MODEL_KEYS` (scikit-learn's classifier defaults, 500 trees; kNN k = 10).
-MODEL_DEFAULTS: dict[str, dict] = {
-    "extratrees": {"n_estimators": 500, "max_depth": 0, "max_features": "sqrt", "min_samples_leaf": 1},
-    "randomforest": {"n_estimators": 500, "max_depth": 0, "max_features": "sqrt", "min_samples_leaf": 1},
-    "knn": {"k": 10, "weights": "distance", "metric": "cosine"},
-}
+#: Defaults of :data:`MODEL_KEYS` (scikit-learn's classifier defaults, 500 trees; kNN k = 10),
+#: the ``model`` blocks of the variant table.
+MODEL_DEFAULTS: dict[str, dict] = {n: dict(p["model"]) for n, p in declared_params("multilabel").items()
+                                   if "model" in p}
 #: Variant -> (registry loss, default keyword arguments). Sim-Dis (Huang et al. 2025, Eq. 13):
 #: ``simdis`` weights each positive's log-probability by K^s K^d and normalises by |P(i)|,
 #: ``simdis_sum`` normalises by sum_p K_ip, ``simdis_eq13`` is Eq. 13 literally (K inside the
 #: log: its gradient equals ANY's).
-VARIANT_LOSS: dict[str, tuple[str | None, dict]] = {
-    "logreg": (None, {}), "bce": (None, {}), "extratrees": (None, {}), "randomforest": (None, {}),
-    "knn": (None, {}),
-    "all": ("all", {}), "any": ("any", {}), "mulsupcon": ("mulsupcon", {}),
-    "simdis": ("simdis", {"weighting": "log_prob"}),
-    "simdis_sum": ("simdis", {"weighting": "log_prob_sum"}),
-    "simdis_eq13": ("simdis", {"weighting": "numerator"}),
-    "sim_only": ("sim_only", {"weighting": "log_prob"}),
-    "dis_only": ("dis_only", {"weighting": "log_prob"}),
-}
+VARIANT_LOSS: dict[str, tuple[str | None, dict]] = {n: (v.loss, dict(v.kwargs))
+                                                   for n, v in _TABLE.items()}
 
 
 def variant_loss(variant: str) -> tuple[str | None, dict]:
@@ -227,7 +220,7 @@ class MultilabelTune(_Strict):
         default_factory=lambda: [100, 101, 102], min_length=1,
         description="Training seeds of the folds (disjoint from multilabel.seeds).")
     seed_alias: dict[str, str] = Field(
-        default_factory=lambda: {"simdis_eq13": "any"},
+        default_factory=lambda: {n: v.seed_alias for n, v in _TABLE.items() if v.seed_alias},
         description="variant -> variant whose sampler seed its studies use: Sim-Dis Eq. 13 read "
         "literally has ANY's gradient, so with ANY's seed its study draws ANY's configurations and "
         "its outputs stay identical to ANY's (the report then counts the two as one method).")
@@ -244,39 +237,9 @@ DATA_DEFAULTS: dict[str, dict] = {
     "humaneval": {"batch_size": 128},
 }
 
-_FOREST = {"model": {"n_estimators": 500, "max_depth": 0, "max_features": "sqrt", "min_samples_leaf": 1},
-           "search": {"max_depth": {"type": "categorical", "choices": [0, 4, 8, 16, 32]},
-                      "max_features": {"type": "categorical",
-                                       "choices": ["sqrt", "log2", 0.05, 0.1, 0.2, 0.33, 0.5, 1.0]},
-                      "min_samples_leaf": {"type": "int", "low": 1, "high": 20, "log": True}}}
-_LR = {"type": "float", "low": 0.0001, "high": 0.003, "log": True}
-_MASK = {"type": "float", "low": 0.0, "high": 0.7}
-_SEARCH = {"temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True}, "lr": _LR,
-           "mask_rate": _MASK, "queue": {"type": "categorical", "choices": [0, 256, 1024]}}
-# trial-0 values of the contrastive variants (choices of an earlier tuning on emotions)
-_A = {"temperature": 0.258817, "lr": 0.001139, "mask_rate": 0.421934, "queue": 0, "search": _SEARCH}
-_B = {"temperature": 0.05433, "lr": 0.000795, "mask_rate": 0.62331, "queue": 0, "search": _SEARCH}
-
-#: The variants of params.yaml (the schema's defaults equal params.yaml; a test checks it).
-DEFAULT_VARIANTS: dict[str, dict] = {
-    "logreg": {"temperature": 0.07},
-    "extratrees": _FOREST,
-    "randomforest": _FOREST,
-    "knn": {"model": {"k": 10, "weights": "distance", "metric": "cosine"},
-            "search": {"k": {"type": "int", "low": 1, "high": 100, "log": True},
-                       "weights": {"type": "categorical", "choices": ["uniform", "distance"]},
-                       "metric": {"type": "categorical", "choices": ["cosine", "euclidean"]}}},
-    "bce": {"temperature": 0.07, "lr": 0.000777, "mask_rate": 0.381418,
-            "search": {"lr": _LR, "mask_rate": _MASK}},
-    "all": {**_A, "temperature": 0.375663, "lr": 0.002888, "mask_rate": 0.229884},
-    "any": _B,
-    "mulsupcon": _A,
-    "simdis": {**_A, "kwargs": {"weighting": "log_prob"}},
-    "simdis_sum": {**_B, "kwargs": {"weighting": "log_prob_sum"}},
-    "simdis_eq13": {**_B, "kwargs": {"weighting": "numerator"}},
-    "sim_only": {**_B, "kwargs": {"weighting": "log_prob"}},
-    "dis_only": {**_A, "kwargs": {"weighting": "log_prob"}},
-}
+#: The variants of params.yaml: the declared configurations of the variant table (the
+#: schema's defaults equal params.yaml; a test checks it).
+DEFAULT_VARIANTS: dict[str, dict] = declared_params("multilabel")
 
 
 class MultilabelParams(_Strict):
@@ -299,7 +262,8 @@ class MultilabelParams(_Strict):
         description="Exploratory rows: the encoder of hybrid_base with the raw features beside its "
         "output, under the linear probe (hybrid_concat) or ExtraTrees (hybrid_et); stage "
         "train_multilabel_hybrid, not tuned (reuses hybrid_base's and extratrees' choices).")
-    hybrid_base: str = Field("mulsupcon", description="Contrastive variant whose encoder the hybrids use.")
+    hybrid_base: str = Field(role("multilabel", "hybrid_base"),
+                             description="Contrastive variant whose encoder the hybrids use.")
     reuters: ReutersParams = ReutersParams()
     humaneval: HumanEvalParams = HumanEvalParams()
 

@@ -16,6 +16,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 TRACKS: list[str] = ["graph", "code", "multilabel", "finetune"]
+#: The name tables the reports take their labels, citations and reference numbers from
+#: (``scripts/stage_deps.py`` makes them DVC deps of every stage that imports this package;
+#: the training stages depend only on their own loss's entry, via ``data/loss_code.yaml``).
+DATA_DEPS = ("../losses/registry.yaml", "../losses/variants.yaml")
 
 
 def wall_time(root: Path, track: str, name: str, metrics: dict | None = None) -> float:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..losses.registry import track_variants
 from . import Figure, Section, Table, style
 
 BASELINE_ROWS = ("frozen", "head", "tfidf")
 
-TITLES = {"mulsupcon": "MulSupCon", "all": "ALL", "any": "ANY", "simdis": "Sim-Dis (log_prob)",
-          "bce": "BCE", "frozen": "frozen encoder (mean-pooled)", "head": "frozen + head (layers 0)",
-          "tfidf": "TF-IDF (code tokens)"}
+#: Row labels and short labels, from the variant table (``contrastlab/losses/variants.yaml``).
+TITLES = {n: v.title for n, v in track_variants("finetune").items()}
+SHORT = {n: v.short for n, v in track_variants("finetune").items()}
 COLUMNS = {"a": ["knn5_pxt", "knn5_tier", "knn5_problem", "ap", "rank1", "rank5"],
            "b": ["knn5_pxt", "knn5_tier", "knn5_problem", "ap", "rank1", "rank5", "probe_tier"]}
 HEADS = {"knn5_pxt": "kNN@5 problem x tier", "knn5_tier": "kNN@5 tier",
@@ -83,10 +84,6 @@ def headline(summary: dict, layers) -> str:
               f"{TITLES.get(best, best)} against {_pct(probe['frozen'])} frozen "
               f"(tier shares set the chance level).")
     return s
-
-
-SHORT = {"mulsupcon": "MulSupCon", "all": "ALL", "any": "ANY", "simdis": "Sim-Dis", "bce": "BCE",
-         "frozen": "frozen", "head": "frozen+head", "tfidf": "TF-IDF"}
 
 
 @style.styled

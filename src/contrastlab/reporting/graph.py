@@ -34,9 +34,20 @@ __all__ = ["build_section", "REFERENCES", "BASELINES", "graph_statistics"]
 
 #: ``{variant: row label}``: params.yaml + the loss registry's titles (filled by :func:`build_section`).
 TITLES: dict[str, str] = {}
-CITES = {"ntxent": "Chen et al. 2020, Eq. 1",
-         "mixco": "Kim et al. 2020, Eq. 4, on node embeddings",
-         "mochi": "Kalantidis et al. 2020, Sec. 4"}
+
+
+def _cite(name: str, loss: str) -> str:
+    """Source column of a variant: its ``variants.yaml`` cite, else its loss's registry cite,
+    else the loss name."""
+    from ..losses.registry import LOSSES, track_variants
+
+    v = track_variants("graph").get(name)
+    if v is not None and v.cite:
+        return v.cite
+    spec = LOSSES.get(loss)
+    return spec.cite if spec is not None and spec.cite else loss
+
+
 BASELINES = {"raw_features": "raw features (row-normalised bag of words)",
              "sgc": "SGC features S^K X (Wu et al. 2019)",
              "random_gcn": "untrained GCN (random init)"}
@@ -250,14 +261,16 @@ def _ablation_table(root: Path, names: list[str], digits: int) -> Table | None:
             continue
         a = ab[0][[ab[1].index(c) for c in seeds]]
         m = main[0][[main[1].index(c) for c in seeds]]
-        point, reps = bootstrap_per_item({"all": a, "batch": m}, n_resamples=_RESAMPLES, seed=0)
-        pvals.append(paired_pvalue(reps["all"] - reps["batch"]))
+        point, reps = bootstrap_per_item({"all_nodes": a, "batch": m}, n_resamples=_RESAMPLES,
+                                         seed=0)
+        pvals.append(paired_pvalue(reps["all_nodes"] - reps["batch"]))
         rec.append((n, point, len(seeds)))
     if not rec:
         return None
     for (n, point, k), ph in zip(rec, holm(pvals)):
-        rows.append([TITLES.get(n, n), f"{point['batch']:.{digits}f}", f"{point['all']:.{digits}f}",
-                     f"{point['all'] - point['batch']:+.{digits}f}", f"{ph:.2g}", k])
+        rows.append([TITLES.get(n, n), f"{point['batch']:.{digits}f}",
+                     f"{point['all_nodes']:.{digits}f}",
+                     f"{point['all_nodes'] - point['batch']:+.{digits}f}", f"{ph:.2g}", k])
     return Table("Loss-batch ablation: the tuned choices with every node in each loss batch",
                  ["variant", "batch_nodes (tuned setting)", "all 2708 nodes", "Δ",
                   "p (paired, Holm)", "seeds"], rows,
@@ -429,7 +442,7 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -
     for n in names:
         rows.append([TITLES.get(n, n), *stat_cells(n), metrics[n].get("n_seeds", "-"),
                      _hp((tuned[n] or {}).get("params")),
-                     CITES.get(n, params.graph.variants[n].loss)])
+                     _cite(n, params.graph.variants[n].loss)])
     bjson = _read_json(mdir / "baselines.json") or {}
     for b in BASELINES:
         if b in s:

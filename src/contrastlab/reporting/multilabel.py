@@ -25,32 +25,29 @@ validation mAP per check) and the paper's own numbers.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 
+from ..losses.registry import role, title, track_variants
 from . import Figure, Section, Table, style
 
 __all__ = ["build_section", "load_metrics", "load_reps", "dataset_stats", "headline",
            "PAPER_TABLE1", "PAPER_TABLE4"]
 
-TITLES = {"all": "ALL", "any": "ANY", "mulsupcon": "MulSupCon",
-          "simdis": "Sim-Dis (K·log p, /|P|)", "simdis_sum": "Sim-Dis (K·log p, /ΣK)",
-          "simdis_eq13": "Sim-Dis (Eq. 13 literal = ANY's gradient)",
-          "sim_only": "Sim only", "dis_only": "Dis only",
-          "hybrid_concat": "MulSupCon features ⊕ raw, linear probe (hybrid)",
-          "hybrid_et": "ExtraTrees on raw ⊕ MulSupCon features (hybrid)",
-          "bce": "BCE MLP (baseline)", "logreg": "Logistic regression (baseline)",
-          "extratrees": "ExtraTrees (baseline)", "randomforest": "RandomForest (baseline)",
-          "knn": "kNN (baseline)"}
+#: The rows, their labels and the paper's numbers: the multi-label section of the variant
+#: table (``contrastlab/losses/variants.yaml``; a hybrid's labels name its ``hybrid_base``).
+_TABLE = track_variants("multilabel")
+#: The contrastive variant whose encoder the hybrids use (multilabel.hybrid_base; read from
+#: params.yaml by :func:`_add_registry_rows`).
+CONTRASTIVE_BASE = role("multilabel", "hybrid_base")
+_BASE_SHORT = _TABLE[CONTRASTIVE_BASE].short
+TITLES = {n: v.label(_BASE_SHORT) for n, v in _TABLE.items()}
 #: Short names (CD diagram, merged Friedman columns).
-SHORT = {"simdis": "Sim-Dis /|P|", "simdis_sum": "Sim-Dis /ΣK", "simdis_eq13": "Sim-Dis Eq. 13",
-         "hybrid_concat": "MulSupCon⊕raw probe", "hybrid_et": "ET on raw⊕MulSupCon"}
-BASELINES = ["bce", "logreg", "extratrees", "randomforest", "knn"]
-HYBRID_ROWS = ["hybrid_concat", "hybrid_et"]
-TABLE1_ROWS = ["all", "any", "mulsupcon", "simdis", "simdis_sum", "simdis_eq13", "sim_only",
-               "dis_only", *HYBRID_ROWS, *BASELINES]
+SHORT = {n: v.short_label(_BASE_SHORT) for n, v in _TABLE.items()}
+BASELINES = [n for n, v in _TABLE.items() if v.kind == "baseline"]
+HYBRID_ROWS = [n for n, v in _TABLE.items() if v.kind == "hybrid"]
+TABLE1_ROWS = [*(n for n, v in _TABLE.items() if v.kind == "contrastive"), *HYBRID_ROWS, *BASELINES]
 CONTRASTIVE = [x for x in TABLE1_ROWS if x not in BASELINES and x not in HYBRID_ROWS]
 METRICS = [("micro_f1", "micro-F1 @0.5"), ("macro_f1", "macro-F1 @0.5"),
            ("micro_f1_val_t", "micro-F1 @val-t"), ("macro_f1_val_t", "macro-F1 @val-t"),
@@ -63,29 +60,23 @@ def short(v: str) -> str:
         return " = ".join(short(x) for x in v.split(" = "))
     return SHORT.get(v) or TITLES.get(v, v).split(" (")[0]
 ALPHA = 0.05
-#: The contrastive variant whose encoder the hybrids use (multilabel.hybrid_base; read from
-#: params.yaml by :func:`_add_registry_rows`).
-CONTRASTIVE_BASE = "mulsupcon"
-PAPER_NAMES = {"all": "ALL", "any": "ANY", "mulsupcon": "MulSupCon", "simdis": "Sim-Dis",
-               "sim_only": "Sim only", "dis_only": "Dis only"}
-#: Sim-Dis paper (Huang et al.) Table 1 (image data, ResNet-50) and Table 2 (AAPD, RoBERTa), in %.
-PAPER_TABLE1 = {
-    "MS-COCO": {"all": (68.93, 63.32, 64.11), "any": (64.80, 57.37, 56.90),
-                "mulsupcon": (71.33, 66.25, 67.69), "simdis": (73.40, 70.03, 69.20)},
-    "PASCAL": {"all": (82.53, 79.87, 79.32), "any": (82.31, 79.65, 79.15),
-               "mulsupcon": (82.75, 80.26, 79.58), "simdis": (83.63, 81.10, 79.75)},
-    "NUS-WIDE": {"all": (70.25, 52.84, 51.35), "any": (68.42, 50.65, 49.28),
-                 "mulsupcon": (71.88, 54.36, 52.47), "simdis": (73.35, 57.49, 56.74)},
-    "AAPD (RoBERTa)": {"all": (73.23, 59.41, None), "any": (72.31, 58.55, None),
-                       "mulsupcon": (73.64, 60.52, None), "simdis": (74.54, 62.31, None)},
-}
-#: Sim-Dis paper Table 4 (micro-F1, macro-F1 in %): MS-COCO, AAPD.
-PAPER_TABLE4 = {
-    "any": ((64.80, 57.37), (72.31, 58.55)),
-    "sim_only": ((67.22, 62.58), (73.18, 59.89)),
-    "dis_only": ((65.95, 59.32), (72.49, 58.03)),
-    "simdis": ((73.40, 70.03), (74.54, 62.31)),
-}
+#: Sim-Dis paper (Huang et al. 2025) Table 1 (image data, ResNet-50) and Table 2 (AAPD,
+#: RoBERTa), in %: ``{dataset: {variant: (micro-F1, macro-F1, mAP or None)}}``.
+PAPER_TABLE1: dict[str, dict[str, tuple]] = {}
+for _n, _v in _TABLE.items():
+    for _ds, _vals in _v.paper.get("table1", {}).items():
+        PAPER_TABLE1.setdefault(_ds, {})[_n] = tuple(_vals)
+#: Sim-Dis paper Table 4 (micro-F1, macro-F1 in %): MS-COCO, AAPD, in the order neither
+#: factor, similarity only, dissimilarity only, both.
+PAPER_TABLE4: dict[str, tuple] = {
+    n: tuple(tuple(p) for p in v.paper["table4"])
+    for n, v in sorted(((n, v) for n, v in _TABLE.items() if v.factors and "table4" in v.paper),
+                       key=lambda nv: 2 * nv[1].factors[1] + nv[1].factors[0])}
+
+
+def _paper_name(v: str) -> str:
+    """The loss's name in the paper (its registry title)."""
+    return title(_TABLE[v].loss or v)
 
 
 def load_metrics(metrics_dir: Path) -> dict[str, dict[str, dict]]:
@@ -215,7 +206,7 @@ def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict 
     if wins or sig_wins or closs or sig_closs:
         n = len(wins) + len(sig_wins) + len(closs) + len(sig_closs)
         s = (f"Best contrastive row (highest test mAP, which favours it) against the strongest baseline "
-             f"(highest validation mAP) on test mAP, paired bootstrap: ")
+             "(highest validation mAP) on test mAP, paired bootstrap: ")
         bits = []
         if sig_wins:
             bits.append(f"the baseline wins significantly on {len(sig_wins)} of {n} data sets ({'; '.join(sig_wins)})")
@@ -338,7 +329,8 @@ def _add_registry_rows(root: Path) -> None:
     losses = ml.losses
     CONTRASTIVE_BASE = ml.hybrid_base
     for h in HYBRID_ROWS:
-        TITLES[h] = TITLES[h].replace("MulSupCon", short(ml.hybrid_base))
+        TITLES[h] = _TABLE[h].label(short(ml.hybrid_base))
+        SHORT[h] = _TABLE[h].short_label(short(ml.hybrid_base))
     for v in losses:
         if v not in TABLE1_ROWS:
             TABLE1_ROWS.insert(TABLE1_ROWS.index(HYBRID_ROWS[0]), v)
@@ -482,7 +474,8 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                                    "exploratory hybrids left out."))
     s.headline = headline(runs, stats, fr)
     # Table 4 ablation
-    abl = [("any", "×", "×"), ("sim_only", "✓", "×"), ("dis_only", "×", "✓"), ("simdis", "✓", "✓")]
+    mark = {True: "✓", False: "×"}
+    abl = [(v, mark[_TABLE[v].factors[0]], mark[_TABLE[v].factors[1]]) for v in PAPER_TABLE4]
     dsl = [ds for ds in runs if all(a in runs[ds] for a, _, _ in abl)]
     if dsl:
         cols = ["Similarity", "Dissimilarity"] + [f"{ds} {t}" for ds in dsl for t in ("micro-F1", "macro-F1")]
@@ -526,8 +519,8 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                                       if untuned else "")))
     # reference numbers from the paper
     ref_rows = []
-    for loss in ["all", "any", "mulsupcon", "simdis"]:
-        row = [PAPER_NAMES[loss]]
+    for loss in [n for n in _TABLE if any(n in t for t in PAPER_TABLE1.values())]:
+        row = [_paper_name(loss)]
         for dset, vals in PAPER_TABLE1.items():
             v = vals[loss]
             row += [f"{x:.2f}" if x is not None else "-" for x in (v if dset != "AAPD (RoBERTa)" else v[:2])]
@@ -541,8 +534,9 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         note="Published numbers, copied from the Sim-Dis paper (docs/sources.md), in %. These are DIFFERENT data sets "
              "(MS-COCO, PASCAL VOC, NUS-WIDE images with ResNet-50; AAPD text with RoBERTa) from ours "
              "(MULAN feature sets with an MLP): compare the ranking of the losses, not the values."))
-    t4 = [[PAPER_NAMES[l] if l not in ("any", "simdis") else ("neither (= ANY)" if l == "any" else "both (= Sim-Dis)")]
-          + [f"{x:.2f}" for pair in PAPER_TABLE4[l] for x in pair] for l in ["any", "sim_only", "dis_only", "simdis"]]
+    factor_name = {(False, False): "neither (= {})", (True, True): "both (= {})"}
+    t4 = [[factor_name.get(_TABLE[v].factors, "{}").format(_paper_name(v))]
+          + [f"{x:.2f}" for pair in PAPER_TABLE4[v] for x in pair] for v in PAPER_TABLE4]
     s.tables.append(Table("Reference: the paper's Table 4 ablation",
                           ["Factors", "MS-COCO micro-F1", "MS-COCO macro-F1", "AAPD micro-F1", "AAPD macro-F1"],
                           t4, note="Published numbers (%); different data sets from ours."))

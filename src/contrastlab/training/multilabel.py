@@ -70,6 +70,10 @@ __all__ = ["TrainConfig", "SeedResult", "warmup_cosine", "mask_views", "MemoryQu
 SKLEARN_BASELINES = ("logreg", "extratrees", "randomforest", "knn")
 
 
+#: scikit-learn distances of the kNN baseline (the first is the default).
+KNN_METRICS = ("cosine", "euclidean")  # not a loss name
+
+
 @dataclass
 class TrainConfig:
     """Hyper-parameters of one (data set, variant) run; see ``params/multilabel.py``.
@@ -81,8 +85,8 @@ class TrainConfig:
     ``""``, ``"concat"`` or ``"et"`` (see :data:`HYBRIDS`).
     """
 
-    variant: str = "simdis"
-    loss: str | None = "simdis"
+    variant: str
+    loss: str | None
     temperature: float = 0.1
     loss_kwargs: dict[str, Any] = field(default_factory=dict)
     encoder: str = "mlp"
@@ -461,7 +465,7 @@ def train_logreg(x: np.ndarray, y: np.ndarray, xva: np.ndarray, yva: np.ndarray,
 
 
 def knn_scores(x: np.ndarray, y: np.ndarray, xq: np.ndarray, k: int, weights: str = "uniform",
-               metric: str = "cosine") -> np.ndarray:
+               metric: str = KNN_METRICS[0]) -> np.ndarray:
     """Label scores of a k-nearest-neighbour multi-label scorer: for each query row the
     (weighted) mean of its ``k`` nearest training rows' label vectors (the posterior of the
     multi-label kNN rule before ML-kNN's Bayesian correction; Zhang & Zhou, Pattern Recognit.
@@ -484,7 +488,7 @@ def knn_scores(x: np.ndarray, y: np.ndarray, xq: np.ndarray, k: int, weights: st
 
     x, xq = np.asarray(x, dtype=np.float64), np.asarray(xq, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    if weights not in ("uniform", "distance") or metric not in ("cosine", "euclidean"):
+    if weights not in ("uniform", "distance") or metric not in KNN_METRICS:
         raise InputError(f"knn: weights {weights!r} / metric {metric!r}; expected uniform|distance / cosine|euclidean")
     if k < 1 or x.ndim != 2 or xq.ndim != 2 or len(x) != len(y) or x.shape[1] != xq.shape[1]:
         raise InputError(f"knn: k={k}, x {x.shape}, y {y.shape}, queries {xq.shape}")
@@ -588,7 +592,7 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
         curve = {}
     elif cfg.variant == "knn":
         s_val, s_te = (knn_scores(data["x_train"], data["y_train"], q, int(cfg.model.get("k", 10)),
-                                  str(cfg.model.get("weights", "uniform")), str(cfg.model.get("metric", "cosine")))
+                                  str(cfg.model.get("weights", "uniform")), str(cfg.model.get("metric", KNN_METRICS[0])))
                        for q in (data["x_val"], data["x_test"]))
         curve = {}
     elif cfg.variant == "bce":

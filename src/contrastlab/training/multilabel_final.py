@@ -1,0 +1,244 @@
+"""Final runs of one multi-label variant on one data set (``train_multilabel@<ds>-<v>`` and
+``train_multilabel_hybrid@<ds>-<h>``), callable from a notebook: :func:`run_final` trains
+every seed with the tuned choices, scores the test split once and writes the metrics JSON,
+the bootstrap replicates and the per-seed curves; MLflow is a side channel
+(:func:`contrastlab.tracking.variant_run`). The stage script only parses its arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from ..io import atomic_path, write_csv, write_json
+from ..tracking import Tracker, variant_run
+from .multilabel import HYBRIDS, make_config, resolve_loss, run_seeds, summarize
+
+__all__ = ["FinalPaths", "run_final", "tuned_choices", "dataset_digest", "mlflow_params",
+           "log_seed", "curve_figure", "N_RESAMPLES"]
+
+N_RESAMPLES = 1000
+
+
+def tuned_choices(path: Path, dataset: str) -> tuple[dict, str]:
+    """``(choices, source)`` of a variant on ``dataset`` from its tuned-choices JSON:
+    ``datasets.<dataset>.params`` when that data set was tuned (source ``"tuned on <dataset>"``),
+    else the file's top-level ``params`` (``{}`` = the ``params.yaml`` values; source says so).
+
+    Raises:
+        FileNotFoundError: no such file. ValueError: not a tuned-choices JSON.
+    """
+    from ..tuning import read_tuned
+
+    top = read_tuned(path)
+    per = json.loads(Path(path).read_text()).get("datasets") or {}
+    if dataset in per:
+        return dict(per[dataset]["params"]), f"tuned on {dataset} (CV on its training part)"
+    return top, "not tuned on this data set: params.yaml values"
+
+
+def dataset_digest(folder: Path) -> str:
+    """SHA-256 prefix (16 hex digits) over ``data.safetensors`` and ``meta.json`` of a built
+    data set folder (its identity in MLflow's dataset inputs).
+
+    Raises:
+        FileNotFoundError: one of the two files is missing.
+    """
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in ("data.safetensors", "meta.json"):
+        f = Path(folder) / name
+        if not f.exists():
+            raise FileNotFoundError(f"{f}: missing (run build_multilabel first)")
+        h.update(name.encode())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def mlflow_params(dataset: str, variant: str, stage: str, seeds: list[int], cfg,
+                  choices: dict) -> dict:
+    """The variant's params as MLflow logs them: ``dataset``, ``variant``, ``stage``,
+    ``seeds``, ``loss`` (the registry loss, or the variant's name for a baseline, with
+    ``baseline`` true), every :class:`~contrastlab.training.multilabel.TrainConfig` field
+    (``temperature``, ``lr``, ``mask_rate``, ...) and ``tuned.<name>`` for each tuned choice."""
+    from dataclasses import asdict
+
+    conf = asdict(cfg)
+    conf.pop("variant", None)
+    conf["loss"] = cfg.loss or variant
+    return {"dataset": dataset, "variant": variant, "stage": stage, "seeds": list(seeds),
+            "baseline": cfg.loss is None, **conf,
+            **{f"tuned.{k}": v for k, v in choices.items()}}
+
+
+def log_seed(tracker: Tracker, r) -> None:
+    """One seed's nested MLflow run: its curve (``step`` or, for logreg, the grid index as
+    the step; every other curve key a metric) and, at step 0, its test metrics (one that
+    shares a curve's name, ``val_map``, as ``val_map_final``), ``chosen_<name>`` and
+    ``time_s``. ``r``: a :class:`~contrastlab.training.multilabel.SeedResult`."""
+    with tracker.seed_run(r.seed) as st:
+        keys = [k for k in r.curve if k != "step"]
+        steps = r.curve.get("step") or list(range(len(r.curve[keys[0]]) if keys else 0))
+        for i, step in enumerate(steps):
+            st.log_metrics({k: r.curve[k][i] for k in keys}, step=int(step))
+        # a test metric named like a curve (val_map: the kept checkpoint's) gets ``_final``,
+        # so the curve's history holds the curve only
+        st.log_metrics({**{(f"{k}_final" if k in r.curve else k): v for k, v in r.metrics.items()},
+                        **{f"chosen_{k}": v for k, v in r.chosen.items()}, "time_s": r.time_s})
+
+
+def curve_figure(results, title: str):
+    """A matplotlib figure of every seed's curve: training loss and validation mAP against
+    the step (logreg: validation mAP against C). For MLflow only (not a DVC output)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [k for k in results[0].curve if k not in ("step", "C")]
+    xkey = "step" if "step" in results[0].curve else "C"
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.2 * len(keys), 2.6), squeeze=False,
+                             layout="constrained")
+    for ax, k in zip(axes[0], keys):
+        for r in results:
+            ax.plot(r.curve[xkey], r.curve[k], marker="o", ms=2, lw=1, label=f"seed {r.seed}")
+        ax.set_xlabel(xkey)
+        ax.set_ylabel(k)
+        if xkey == "C":
+            ax.set_xscale("log")
+    axes[0][-1].legend(fontsize="small")
+    fig.suptitle(title)
+    return fig
+
+
+@dataclass(frozen=True)
+class FinalPaths:
+    """Where :func:`run_final` reads and writes (the stage's dvc.yaml paths)."""
+
+    params: str = "params.yaml"
+    data_dir: str = "data/multilabel"
+    tuned_dir: str = "reports/tuned/multilabel"
+    metrics_dir: str = "reports/metrics/multilabel"
+    plots_dir: str = "reports/plots/multilabel"
+
+
+def run_final(ml, ds: str, variant: str, paths: FinalPaths = FinalPaths()) -> dict:
+    """Train ``variant`` on data set ``ds`` for every seed of ``ml.seeds`` (``knn``: the first
+    only, it is deterministic) with its tuned choices, score the test split once and write
+    ``<metrics_dir>/<ds>_<variant>.json``, ``<metrics_dir>/reps/<ds>_<variant>.npz`` (bootstrap
+    replicates, ``stratified_metric_reps(seed=0)``) and ``<plots_dir>/<ds>_<variant>.csv``.
+
+    Args:
+        ml: the ``multilabel`` params section (:class:`contrastlab.params.MultilabelParams`).
+        ds: a built data set (``<data_dir>/<ds>/{data.safetensors,meta.json}``).
+        variant: a name of ``ml.losses`` or a hybrid of :data:`HYBRIDS`.
+
+    Returns:
+        The metrics dict written (seed means, ``_std``, ``_seed<s>``, ``tuned``,
+        ``tuned_source``, ``test_scores_sha256``, ``config``, split sizes).
+
+    Raises:
+        contrastlab.errors.InputError: bad loss keyword arguments of the variant.
+        FileNotFoundError: the data set or the tuned-choices file is missing.
+    """
+    cfg = make_config(ml, ds, variant)  # validates the names and the loss keywords first
+    if cfg.loss is not None:
+        try:
+            resolve_loss(cfg.loss, cfg.loss_kwargs)
+        except ValueError as e:
+            raise InputError(f"{paths.params}: multilabel.variants.{variant}.kwargs: {e}") from None
+    src = Path(paths.data_dir) / ds
+    meta_path = src / "meta.json"
+    if not meta_path.exists():
+        raise FileNotFoundError(f"{meta_path}: missing (run build_multilabel@{ds} first)")
+    meta = json.loads(meta_path.read_text())
+    from safetensors.numpy import load_file
+
+    data = load_file(str(src / "data.safetensors"))
+    tdir = Path(paths.tuned_dir)
+    base = ml.hybrid_base if variant in HYBRIDS else variant
+    choices, source = tuned_choices(tdir / f"{base}.json", ds)
+    model_choices = None
+    if variant in HYBRIDS and HYBRIDS[variant] == "et":
+        model_choices, msource = tuned_choices(tdir / "extratrees.json", ds)
+        source = f"encoder {base}: {source}; ExtraTrees: {msource}"
+    cfg = make_config(ml, ds, variant, meta["encoder"], choices, model_choices)
+    seeds = ml.seeds[:1] if variant == "knn" else list(ml.seeds)
+    stage = f"train_multilabel@{ds}-{variant}"
+    logged = mlflow_params(ds, variant, stage, seeds, cfg, {**choices, **(model_choices or {})})
+
+    def progress(r) -> None:
+        print(f"{stage} seed {r.seed}: map={r.metrics['map']:.4f} micro_f1={r.metrics['micro_f1']:.4f} "
+              f"macro_f1_val_t={r.metrics['macro_f1_val_t']:.4f} {r.chosen} ({r.time_s:.1f}s)", flush=True)
+        log_seed(tracker, r)
+
+    with variant_run("multilabel", f"{ds}-{variant}", logged, stage=stage) as tracker:
+        if tracker.active:
+            tracker.log_dataset(ds, digest=dataset_digest(src), source=str(src), context="training")
+        t0 = time.perf_counter()
+        results = run_seeds(data, cfg, seeds, workers=ml.train.workers, progress=progress)
+        wall = time.perf_counter() - t0
+        out = summarize(results)
+        out["tuned"] = choices if model_choices is None else {"encoder": choices, "extratrees": model_choices}
+        out["tuned_source"] = source
+        # identity of each seed's test scores (float32 bytes): the report groups rows whose
+        # outputs are identical on every data set and seed (stats.group_identical)
+        import hashlib
+
+        out["test_scores_sha256"] = [hashlib.sha256(np.ascontiguousarray(r.scores, dtype=np.float32).tobytes())
+                                     .hexdigest() for r in results]
+        out["config"] = {"temperature": cfg.temperature if cfg.loss else None, "lr": cfg.lr,
+                         "mask_rate": cfg.mask_rate, "queue": cfg.queue, "loss_kwargs": cfg.loss_kwargs,
+                         "batch_size": cfg.batch_size, "max_steps": cfg.max_steps, "model": cfg.model,
+                         "hybrid": cfg.hybrid}
+        out["n_train"], out["n_val"], out["n_test"] = (int(len(data[k])) for k in ("x_train", "x_val", "x_test"))
+        from ..evaluation.multilabel import stratified_metric_reps
+
+        # the draws depend on the number of seeds: a deterministic model run once (knn) enters
+        # with its one output repeated for every final seed, so its draws pair with the others'
+        rep_res = results * (len(ml.seeds) // len(results)) if len(results) == 1 else results
+        reps = stratified_metric_reps(data["y_test"], np.stack([r.scores for r in rep_res]),
+                                      np.array([r.thresholds["global"] for r in rep_res]),
+                                      n_resamples=N_RESAMPLES, seed=0, threshold=cfg.threshold)
+        reps_path = Path(paths.metrics_dir) / "reps" / f"{ds}_{variant}.npz"
+        with atomic_path(reps_path) as tmp:
+            with open(tmp, "wb") as fh:
+                np.savez_compressed(fh, **{k: v.astype(np.float32) for k, v in reps.items()})
+        import pandas as pd
+
+        rows = []
+        for r in results:
+            keys = list(r.curve)
+            if not keys:  # a scikit-learn forest / kNN: no curve, one row naming the seed
+                rows.append({"seed": r.seed})
+                continue
+            for i in range(len(r.curve[keys[0]])):
+                rows.append({"seed": r.seed, **{k: r.curve[k][i] for k in keys}})
+        history = Path(paths.plots_dir) / f"{ds}_{variant}.csv"
+        metrics_json = Path(paths.metrics_dir) / f"{ds}_{variant}.json"
+        write_csv(history, pd.DataFrame(rows))
+        write_json(metrics_json, out)
+        # test metrics next to the params: seed means and stds (per-seed values: child runs)
+        tracker.log_metrics({k: v for k, v in out.items()
+                             if isinstance(v, (int, float)) and not isinstance(v, bool)
+                             and "_seed" not in k} | {"time_s": wall})
+        tracker.log_artifact(history, "history")
+        tracker.log_artifact(metrics_json, "metrics")
+        tracker.log_artifact(reps_path, "metrics")
+        if tracker.active and results[0].curve:
+            import matplotlib.pyplot as plt
+
+            fig = curve_figure(results, f"{ds}-{variant}")
+            tracker.log_figure(fig, "curves.png")
+            plt.close(fig)
+    print(f"{stage}: micro-F1 {out['micro_f1']:.4f}, macro-F1@val-t {out['macro_f1_val_t']:.4f}, "
+          f"mAP {out['map']:.4f} ± {out['map_std']:.4f} ({wall:.1f}s)")
+    return out
