@@ -32,8 +32,8 @@ def test_strongest_baseline_on_validation_all_rows_compete_and_baseline_wins():
     assert m["mulsupcon"]["below_baseline"] and not m["mulsupcon"]["in_mcs"]
     for v in runs:
         assert m[v]["ci_low"] <= m[v]["mean"] <= m[v]["ci_high"]
-    cell = rep._cell(m["extratrees"], runs["extratrees"], "map")
-    assert cell.startswith("**53.00") and rep._cell(m["any"], runs["any"], "map").endswith("↓")
+    cell = str(rep._cell(m["extratrees"], runs["extratrees"], "map"))
+    assert cell.startswith("**53.00") and str(rep._cell(m["any"], runs["any"], "map")).endswith("↓")
     text = rep.headline({"yeast": runs}, {"yeast": st}, None)
     assert "MulSupCon 48.0 vs ExtraTrees 53.0" in text and "baseline wins significantly on 1 of 1" in text
     assert "On every data set a baseline has the higher test mAP" in text

@@ -121,12 +121,12 @@ def test_empty_report_says_what_to_run():
 def test_numeric_cells_align_right_with_markup():
     from contrastlab.reporting.html import cell_view
 
-    assert cell_view("**64.40 ± 0.26**", "micro-F1") == {"text": "**64.40 ± 0.26**",
-                                                         "classes": ["num"]}
+    v = cell_view("**64.40 ± 0.26**", "micro-F1")
+    assert (v["text"], v["classes"], v["data"]) == ("**64.40 ± 0.26**", ["num"], {})
     assert cell_view("59.88 ± 0.45†", "micro-F1")["classes"] == ["num"]
     assert cell_view("+3.2", "Δ vs BM25")["classes"] == ["num", "pos"]
     assert cell_view("−1.5 %", "Δ")["classes"] == ["num", "neg"]
-    assert cell_view("ALL", "Method") == {"text": "ALL", "classes": []}
+    assert {k: cell_view("ALL", "Method")[k] for k in ("text", "classes")} == {"text": "ALL", "classes": []}
     assert cell_view(None, "x")["text"] == "-"
     page = render_html([Section("t", "T", tables=[Table("x", ["Method", "micro-F1"],
                                                          [["ALL", "**64.40 ± 0.26**"]])])])

@@ -70,9 +70,90 @@ def variant_titles(root: Path, track: str, names: Sequence[str] = ()) -> dict[st
     return params_titles(p, track, names)
 
 
+@dataclass(frozen=True)
+class Cell:
+    """One statistic of a report table, the same model in every track: its point estimate,
+    95 % confidence interval, marks and source. ``str(cell)`` is its Markdown text; the HTML
+    report also carries the numbers (``data-value``, ``data-ci-low``, ``data-ci-high``) and
+    the source (tooltip).
+
+    Attributes:
+        value: point estimate in the metric's own unit (a fraction for accuracy, Rank@k,
+            mAP, F1); ``None`` = missing (shown ``-``).
+        low, high: the 95 % CI bounds (same unit), or ``None`` without an interval.
+        scale: display factor (``100`` shows percent points).
+        digits, ci_digits: decimals of the value and of the bounds (``ci_digits`` defaults
+            to ``digits``).
+        bold: in the 95 % model confidence set (Hansen, Lunde & Nason 2011), "tied for best".
+        marks: symbols after the numbers (``↑``/``↓``: significantly better/worse than the
+            strongest baseline; ``†``: not rerun under the current protocol).
+        show_ci: print the interval after the value (``False`` when the table gives the CI a
+            column of its own).
+        source: where the numbers come from (a file, a statistic).
+
+    Raises:
+        ValueError: the estimate lies outside its CI, or ``low > high`` (every interval of
+            the report must contain its estimate).
+    """
+
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    scale: float = 1.0
+    digits: int = 2
+    ci_digits: int | None = None
+    bold: bool = False
+    marks: tuple[str, ...] = ()
+    show_ci: bool = True
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.value is None or self.low is None or self.high is None:
+            return
+        if not (self.low <= self.high) or not (self.low - 1e-12 <= self.value <= self.high + 1e-12):
+            raise ValueError(f"{self.source or 'cell'}: estimate {self.value!r} outside its CI "
+                             f"[{self.low!r}, {self.high!r}]")
+
+    @classmethod
+    def from_stats(cls, st: dict, **kw: Any) -> "Cell":
+        """A cell from a :func:`contrastlab.evaluation.stats.summarize` entry (``mean``,
+        ``ci_low``, ``ci_high``, ``in_mcs``, ``beats_baseline``, ``below_baseline``);
+        keyword arguments override the display fields."""
+        marks = tuple(m for m, k in (("↑", "beats_baseline"), ("↓", "below_baseline"))
+                      if st.get(k))
+        return cls(st["mean"], st.get("ci_low"), st.get("ci_high"),
+                   bold=bool(st.get("in_mcs", st.get("tied_for_best"))), marks=marks, **kw)
+
+    def text(self) -> str:
+        """``mean [low, high]`` (bold when tied for best) followed by the marks; ``-`` when
+        missing."""
+        if self.value is None or (isinstance(self.value, float) and math.isnan(self.value)):
+            return "-"
+        k, d = self.scale, self.digits
+        cd = self.digits if self.ci_digits is None else self.ci_digits
+        txt = f"{k * self.value:.{d}f}"
+        if self.show_ci and self.low is not None and self.high is not None:
+            txt += f" [{k * self.low:.{cd}f}, {k * self.high:.{cd}f}]"
+        if self.bold:
+            txt = f"**{txt}**"
+        return txt + "".join(f" {m}" for m in self.marks)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def data(self) -> dict[str, str]:
+        """The numbers as HTML ``data-*`` attributes (display scale applied)."""
+        out = {}
+        for key, v in (("value", self.value), ("ci-low", self.low), ("ci-high", self.high)):
+            if v is not None:
+                out[key] = f"{self.scale * v:.6g}"
+        return out
+
+
 @dataclass
 class Table:
-    """A table: ``columns`` names and ``rows`` of already formatted cells (str or number)."""
+    """A table: ``columns`` names and ``rows`` of cells (:class:`Cell` for a statistic with
+    its CI, else an already formatted str or a number)."""
 
     title: str
     columns: list[str]

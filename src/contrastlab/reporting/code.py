@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import Figure, Section, Table, style
+from . import Cell, Figure, Section, Table, style
 
 __all__ = ["build_section", "REFERENCES", "TITLES"]
 
@@ -297,10 +297,11 @@ def table_stats(ranks: dict, repo, n_resamples: int = 1000, seed: int = 0,
     return out
 
 
-def _ci(st: dict, pct: bool, digits: int) -> str:
-    k = 100.0 if pct else 1.0
-    d = 1 if pct else digits
-    return f"{k * st['mean']:.{d}f} [{k * st['ci_low']:.{d}f}, {k * st['ci_high']:.{d}f}]"
+def _ci(st: dict, pct: bool, digits: int) -> Cell:
+    """mean [95 % CI] (in % with one decimal for a Rank@k, else ``digits`` decimals)."""
+    return Cell(st["mean"], st["ci_low"], st["ci_high"], scale=100.0 if pct else 1.0,
+                digits=1 if pct else digits,
+                source="mean over seeds, bootstrap CI over seeds and repository-clustered queries")
 
 
 def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: int,

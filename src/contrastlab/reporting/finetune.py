@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from ..losses.registry import track_variants
-from . import Figure, Section, Table, style
+from . import Cell, Figure, Section, Table, style
 
 BASELINE_ROWS = ("frozen", "head", "tfidf")
 
@@ -31,15 +31,12 @@ def _pct(st: dict) -> str:
     return f"{100 * st['mean']:.1f}% [{100 * st['ci_low']:.1f}, {100 * st['ci_high']:.1f}]"
 
 
-def _cell(st: dict) -> str:
-    txt = f"{100 * st['mean']:.1f} [{100 * st['ci_low']:.1f}, {100 * st['ci_high']:.1f}]"
-    if st.get("in_mcs"):
-        txt = f"**{txt}**"
-    if st.get("beats_baseline"):
-        txt += " ↑"
-    elif st.get("below_baseline"):
-        txt += " ↓"
-    return txt
+def _cell(st: dict) -> Cell:
+    """mean [95 % CI] in % (bold = in the MCS; ↑/↓ vs the strongest baseline)."""
+    marks = ("↑",) if st.get("beats_baseline") else ("↓",) if st.get("below_baseline") else ()
+    return Cell(st["mean"], st["ci_low"], st["ci_high"], scale=100, digits=1,
+                bold=bool(st.get("in_mcs")), marks=marks,
+                source="mean over seeds, bootstrap CI over items and seeds")
 
 
 def headline(summary: dict, layers) -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import Figure, Section, Table, params_titles, style
+from . import Cell, Figure, Section, Table, params_titles, style
 
 __all__ = ["build_section", "REFERENCES", "BASELINES", "graph_statistics"]
 
@@ -435,7 +435,9 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -
                     "▼ worse" if r.get("below_baseline") else "n.s.")
         else:
             delta, mark = "-", "-"
-        return [f.format(r["mean"]), f"{f.format(r['ci_low'])}-{f.format(r['ci_high'])}",
+        mean = Cell(r["mean"], r["ci_low"], r["ci_high"], digits=digits, show_ci=False,
+                    source="mean over seeds; bias-corrected bootstrap CI over seeds and nodes")
+        return [mean, f"{f.format(r['ci_low'])}-{f.format(r['ci_high'])}",
                 f"{r['p_best']:.2f}", "yes" if r.get("in_mcs") else "no", delta, mark]
 
     rows = []

@@ -90,8 +90,15 @@ def _slug(text: str) -> str:
 
 def cell_view(v: Any, column: str) -> dict[str, Any]:
     """One table cell for the template: ``text`` (inline Markdown; a float with 4 significant
-    digits, ``-`` for None) and CSS ``classes``: ``num`` for a number (right-aligned), and in
-    a difference column (``Δ``, diff, delta) ``pos`` / ``neg`` for its sign."""
+    digits, ``-`` for None), CSS ``classes`` (``num`` for a number, right-aligned, and in a
+    difference column (``Δ``, diff, delta) ``pos`` / ``neg`` for its sign) and, for a
+    :class:`~contrastlab.reporting.Cell`, its numbers as ``data`` attributes and its source as
+    ``title``."""
+    from . import Cell
+
+    extra: dict[str, Any] = {}
+    if isinstance(v, Cell):
+        extra = {"data": v.data(), "title": v.source}
     if isinstance(v, float):
         txt = f"{v:.4g}"
     elif v is None:
@@ -108,7 +115,9 @@ def cell_view(v: Any, column: str) -> dict[str, Any]:
                 cls.append("pos")
             elif plain[:1] in "-\u2212" and plain.strip("-\u22120.% ") != "":
                 cls.append("neg")
-    return {"text": txt, "classes": cls}
+    if extra and "num" not in cls:
+        cls.append("num")  # a statistic: right-aligned like every number
+    return {"text": txt, "classes": cls, "data": extra.get("data", {}), "title": extra.get("title", "")}
 
 
 def png_size(path: Path) -> tuple[int, int] | None:

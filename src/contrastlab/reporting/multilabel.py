@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..losses.registry import role, title, track_variants
-from . import Figure, Section, Table, style
+from . import Cell, Figure, Section, Table, style
 
 __all__ = ["build_section", "load_metrics", "load_reps", "dataset_stats", "headline",
            "PAPER_TABLE1", "PAPER_TABLE4"]
@@ -131,20 +131,15 @@ def table_stats(runs: dict[str, dict], reps: dict[str, dict[str, np.ndarray]]) -
     return out
 
 
-def _cell(st: dict | None, m: dict, key: str) -> str:
+def _cell(st: dict | None, m: dict, key: str) -> Cell:
+    """A metric of one row: mean [95 % CI] in % (bold = in the MCS; ↑/↓ vs the strongest
+    baseline); without replicates the mean alone."""
     if key not in m:
-        return "-"
+        return Cell(None)
+    src = f"{key}: mean over seeds, stratified bootstrap CI"
     if st is None:
-        return f"{100 * m[key]:.2f}"
-    txt = f"{100 * st['mean']:.2f} [{100 * st['ci_low']:.1f}, {100 * st['ci_high']:.1f}]"
-    marks = ""
-    if st.get("beats_baseline"):
-        marks += " ↑"
-    if st.get("below_baseline"):
-        marks += " ↓"
-    if st.get("in_mcs", st.get("tied_for_best")):
-        return f"**{txt}**{marks}"
-    return txt + marks
+        return Cell(m[key], scale=100, digits=2, source=src)
+    return Cell.from_stats(st, scale=100, digits=2, ci_digits=1, source=src)
 
 
 def dataset_stats(ddir: Path, datasets: list[str]) -> list[list]:
@@ -205,7 +200,7 @@ def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict 
             (sig_closs if m[cb].get("beats_baseline") else closs).append(txt)
     if wins or sig_wins or closs or sig_closs:
         n = len(wins) + len(sig_wins) + len(closs) + len(sig_closs)
-        s = (f"Best contrastive row (highest test mAP, which favours it) against the strongest baseline "
+        s = ("Best contrastive row (highest test mAP, which favours it) against the strongest baseline "
              "(highest validation mAP) on test mAP, paired bootstrap: ")
         bits = []
         if sig_wins:
