@@ -1,0 +1,196 @@
+"""Equal-budget Optuna search for one multi-label variant, one study per data set of
+``multilabel.tune.datasets`` (stage ``tune_multilabel@<variant>``; callable from a
+notebook): :func:`run_tuning`.
+
+one study per data set in ``multilabel.tune.datasets``.
+
+Objective of a trial on data set ``d`` (``contrastlab.training.multilabel.cv_objective``): the
+mean validation mAP over ``multilabel.tune.folds`` iterative-stratification folds (Sechidis et
+al. 2011) of ``d``'s training part (its train + validation rows; the test split is never
+read), fold ``f`` trained with seed ``tune.run_seeds[f]`` (disjoint from the final seeds,
+checked by the params schema); its standard error over folds is recorded beside it. Every
+variant gets ``tune.trials`` finished trials per data set over the search space declared
+beside it in ``params.yaml`` (``multilabel.variants.<variant>.search``: temperature, learning
+rate, masking rate, queue size for the losses; depth, feature fraction and leaf size for the
+forests; k, weighting and metric for kNN); trial 0 is the variant's ``params.yaml`` values
+(the values used on the data sets not tuned). The sampler seed is ``tune.seed`` offset by a
+hash of (variant, data set); a variant in ``tune.seed_alias`` uses its alias's seed
+(``simdis_eq13`` -> ``any``: the same gradient, so the same configurations are drawn). A variant without a search space (``logreg``, whose C is picked
+on validation inside every run) gets a JSON with no params and no study.
+
+Outputs: ``reports/tuned/multilabel/<variant>.json`` (``datasets.<d>.params``: the choices
+``train_multilabel`` uses on ``d``; a data set not listed uses the ``params.yaml`` values),
+``reports/plots/tune/multilabel/<variant>.csv`` (trial history, column ``dataset``),
+``reports/tune/multilabel/<variant>/journal.log`` (the Optuna studies; persist, committed so a
+fresh clone does not retune and an interrupted run continues) and, beside it,
+``fold_se.json`` (each trial's standard error over folds, keyed by its choices).
+
+``--only <d>`` runs the study of ``d`` alone and writes the JSON with the data sets whose
+studies are complete (a partial run; the DVC command runs every data set).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+import zlib
+from pathlib import Path
+
+from ..errors import InputError, UnknownNameError
+from ..io import write_csv, write_json
+from ..tracking import stage_run
+
+__all__ = ["run_tuning", "study_seed"]
+
+
+def study_seed(base: int, variant: str, dataset: str) -> int:
+    """Sampler seed of one (variant, data set) study: ``base`` + CRC-32 of ``variant/dataset``
+    (so two variants with the same space do not draw the same configurations)."""
+    return (int(base) + zlib.crc32(f"{variant}/{dataset}".encode())) % (2**31)
+
+
+def _enqueue_default(name: str, space, fixed, out_dir: Path, tune, seed: int, default: dict) -> None:
+    """Enqueue ``default`` as the first trial of a new study (for a ``run_study`` without a
+    ``default`` argument): the study is created under ``run_study``'s name and left empty but
+    for the waiting trial, which ``run_study``'s first ``ask`` takes."""
+    import optuna
+
+    from ..tuning import _open, study_name
+
+    study = _open(study_name("multilabel", name, space, fixed), out_dir=out_dir, storage=tune.storage,
+                  seed=seed, startup=tune.startup_trials, direction="maximize")
+    if not study.get_trials(deepcopy=False):
+        study.enqueue_trial(default)
+    del optuna
+
+
+def run_tuning(ml, variant: str, only: str | None = None, data_dir: str = "data/multilabel",
+               tuned_dir: str = "reports/tuned/multilabel",
+               plots_dir: str = "reports/plots/tune/multilabel",
+               study_dir: str = "reports/tune/multilabel", params_file: str = "params.yaml") -> dict:
+    """Tune ``variant`` of ``ml`` (the ``multilabel`` params section) on every data set of
+    ``ml.tune.datasets`` (``only``: that one alone) and write its tuned-choices JSON, trial
+    history and study journal (see the module docstring).
+
+    Returns:
+        ``{dataset: {"params", "best_value", "best_value_se", "best_trial", ...}}`` ({} for
+        a variant without a search space).
+
+    Raises:
+        contrastlab.errors.UnknownNameError: no such variant. contrastlab.errors.InputError:
+            ``only`` is not a tuned data set. FileNotFoundError: a data set is not built.
+    """
+    if variant not in ml.variants:
+        raise UnknownNameError(f"{params_file}: multilabel.variants has no entry {variant!r}")
+    tune = ml.tune
+    if only is not None and only not in tune.datasets:
+        raise InputError(f"--only {only}: not in multilabel.tune.datasets {tune.datasets}")
+    import pandas as pd
+
+    from ..tuning import SearchDim, run_study, study_history
+
+    space = {k: SearchDim(**v) for k, v in ml.variants[variant].search.items()}
+    out_json = Path(tuned_dir) / f"{variant}.json"
+    out_dir = Path(study_dir) / variant
+    if not space:
+        write_json(out_json, {"track": "multilabel", "variant": variant, "params": {}, "datasets": {},
+                              "note": "no search space: nothing tuned here"})
+        write_csv(Path(plots_dir) / f"{variant}.csv",
+                  pd.DataFrame({"dataset": [], "trial": [], "value": [], "best_so_far": []}))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        print(f"tune_multilabel@{variant}: no search space")
+        return {}
+    from safetensors.numpy import load_file
+
+    from .multilabel import cv_folds, cv_objective, make_config, tuning_rows
+
+    vp = ml.variants[variant]
+    # trial 0: the variant's params.yaml values (what the untuned data sets use)
+    base_cfg = make_config(ml, (tune.datasets or ml.datasets)[0], variant)
+    default = {k: (base_cfg.model.get(k) if base_cfg.model else getattr(base_cfg, k)) for k in space}
+    run_kw = set(inspect.signature(run_study).parameters)
+    todo = [only] if only else list(tune.datasets)
+    results, hists = {}, []
+    t_all = time.perf_counter()
+    with stage_run("multilabel", f"tune_multilabel@{variant}", {"space": vp.search, "tune": tune}) as tracker:
+        for ds in tune.datasets:
+            src = Path(data_dir) / ds
+            fixed = {"dataset": ds, "folds": tune.folds, "run_seeds": list(tune.run_seeds),
+                     "train": ml.train.model_dump(), "data": ml.data[ds].model_dump(),
+                     "variant": vp.model_dump(exclude={"search"}), "default": default}
+            seed = study_seed(tune.seed, tune.seed_alias.get(variant, variant), ds)
+            name = f"{variant}-{ds}"
+            kw = {"default": default} if "default" in run_kw else {}
+            if "pruner" in run_kw:
+                kw["pruner"] = tune.pruner
+            if ds not in todo:
+                # a partial run (--only): keep the data sets whose studies are already complete
+                try:
+                    hist = study_history(track="multilabel", variant=name, space=space, out_dir=out_dir,
+                                         storage=tune.storage, fixed=fixed)
+                except Exception:  # noqa: BLE001 - no such study yet
+                    continue
+                if hist.empty or "state" not in hist or hist["state"].isin(["COMPLETE", "FAIL"]).sum() < tune.trials:
+                    continue
+            if not (src / "meta.json").exists():
+                raise FileNotFoundError(f"{src / 'meta.json'}: missing (run build_multilabel@{ds} first)")
+            arrays = load_file(str(src / "data.safetensors"))
+            enc = json.loads((src / "meta.json").read_text())["encoder"]
+            x, y = tuning_rows(arrays)  # train + validation rows only: the test split is never read
+            del arrays
+            folds = cv_folds(y, tune.folds, tune.seed)
+            cfg0 = make_config(ml, ds, variant, enc)
+
+            def objective(choices: dict, report=None, _ds=ds, _x=x, _y=y, _folds=folds, _enc=enc):
+                cfg = make_config(ml, _ds, variant, _enc, choices)
+                return cv_objective(_x, _y, _folds, cfg, list(tune.run_seeds), report)
+
+            se_file = out_dir / "fold_se.json"  # the objective's standard errors (older run_study)
+            se_all = json.loads(se_file.read_text()) if se_file.exists() else {}
+            ses: dict[str, float] = se_all.setdefault(name, {})
+            if "default" not in run_kw:
+                # an older contrastlab.tuning: enqueue trial 0 here, objective returns the mean
+                _enqueue_default(name, space, fixed, out_dir, tune, seed, default)
+                inner = objective
+
+                def objective(choices: dict, _inner=inner) -> float:  # noqa: F811
+                    m, e = _inner(choices)
+                    ses[json.dumps(choices, sort_keys=True, default=str)] = e
+                    write_json(se_file, se_all)
+                    return m
+
+            t0 = time.perf_counter()
+            res = run_study(track="multilabel", variant=name, space=space, objective=objective,
+                            n_trials=tune.trials, seed=seed, out_dir=out_dir, storage=tune.storage,
+                            startup_trials=tune.startup_trials, fixed=fixed, tracker=tracker,
+                            progress=False, **kw)
+            hist = study_history(track="multilabel", variant=name, space=space, out_dir=out_dir,
+                                 storage=tune.storage, fixed=fixed)
+            se = ses.get(json.dumps(res.best_params, sort_keys=True, default=str))
+            for col in ("value_se", "se"):
+                if col in hist and res.best_trial in set(hist["trial"]):
+                    se = hist.loc[hist["trial"] == res.best_trial, col].iloc[0]
+            results[ds] = {"params": {k: (round(v, 6) if isinstance(v, float) else v)
+                                      for k, v in res.best_params.items()},
+                           "best_value": round(res.best_value, 6),
+                           "best_value_se": None if se is None or se != se else round(float(se), 6),
+                           "best_trial": res.best_trial, "n_complete": res.n_complete,
+                           "n_failed": res.n_failed, "study": res.study_name, "sampler_seed": seed,
+                           "default_params": default}
+            hists.append(hist.assign(dataset=ds))
+            print(f"tune_multilabel@{variant} {ds}: best CV val mAP {res.best_value:.4f} with "
+                  f"{res.best_params} (trial {res.best_trial}; {res.n_complete} complete, "
+                  f"{res.n_failed} failed; {time.perf_counter() - t0:.0f}s)", flush=True)
+            del cfg0
+    write_json(out_json, {
+        "track": "multilabel", "variant": variant, "direction": "maximize",
+        "objective": (f"mean validation mAP over {tune.folds} iterative-stratification folds of the "
+                      f"training part (train + validation rows), fold seeds {list(tune.run_seeds)}"),
+        "budget_trials": tune.trials, "space": {k: v.model_dump(exclude_none=True) for k, v in space.items()},
+        "params": {}, "datasets": results,
+        "untuned_datasets_use": "the variant's params.yaml values (default_params)"})
+    hist = pd.concat(hists, ignore_index=True) if hists else pd.DataFrame({"dataset": []})
+    write_csv(Path(plots_dir) / f"{variant}.csv", hist[["dataset", *[c for c in hist if c != "dataset"]]])
+    print(f"tune_multilabel@{variant}: {sorted(results)} tuned ({time.perf_counter() - t_all:.0f}s)")
+    return results
