@@ -26,32 +26,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-import numpy as np
-import pandas as pd
-import torch
-
 from contrastlab.cli import run_stage
-from contrastlab.data.planetoid import load_planetoid
-from contrastlab.evaluation.probe import logreg_probe, row_normalize
-from contrastlab.evaluation.stats import bootstrap_per_item, summarize
+from contrastlab.evaluation.graph_baselines import run_baselines
 from contrastlab.io import write_csv, write_json
-from contrastlab.models.gcn import GCNEncoder
 from contrastlab.params import load_params
-from contrastlab.tracking import stage_run
-from contrastlab.training.graph import embed, propagate_features
-
-
-def select_on_validation(feats: dict, masks, probe: dict, normalizes) -> tuple[dict, tuple]:
-    """Probe every ``(key, normalize)`` pair and keep the best validation accuracy (ties: the
-    first key, then the first normalisation, as listed). ``feats``: ``{key: [N, F]}``.
-    Returns ``(probe result, (key, normalize))``."""
-    best = None
-    for key, x in feats.items():
-        for norm in normalizes:
-            r = logreg_probe(x, *masks, normalize=norm, **probe)
-            if best is None or r["val_acc"] > best[0]["val_acc"]:
-                best = (r, (key, norm))
-    return best
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,59 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--metrics", default="reports/metrics/graph")
     ap.add_argument("--report-data", default="reports/data/graph")
     args = ap.parse_args(argv)
-    g = load_params(args.params).graph
-    torch.set_num_threads(g.threads)
-    data, _ = load_planetoid(args.data, g.dataset)
-    probe = dict(c_grid=g.probe.c_grid, edge=g.probe.edge, max_extend=g.probe.max_extend,
-                 return_pred=True)
-    masks = (data.y, data.train_mask, data.val_mask, data.test_mask)
-    y_test = data.y[data.test_mask].numpy()
-    cols: dict[str, np.ndarray] = {}
-    out: dict[str, dict] = {}
-    bl = g.baselines
-    with stage_run("graph", "baselines_graph", {"probe": g.probe, "seeds": g.final.seeds,
-                                                 "model": g.model,
-                                                 "baselines": bl.model_dump()}) as tracker:
-        x = torch.from_numpy(row_normalize(data.x))
-        raw, (_, raw_norm) = select_on_validation({0: x}, masks, probe, bl.normalize)
-        cols["raw_features"] = raw["test_pred"]
-        feats = {k: propagate_features(x, data.edge_index, k) for k in bl.sgc_k}
-        sgc, (sgc_k, sgc_norm) = select_on_validation(feats, masks, probe, bl.normalize)
-        cols["sgc"] = sgc["test_pred"]
-        rnd, rnd_val = [], []
-        for seed in g.final.seeds:
-            torch.manual_seed(seed)
-            enc = GCNEncoder(data.num_features, g.model.hidden_dim, g.model.out_dim,
-                             g.model.activation)
-            r = logreg_probe(embed(enc, data), *masks, normalize=g.probe.normalize, **probe)
-            cols[f"random_gcn_seed_{seed}"] = r["test_pred"]
-            rnd.append(r["test_acc"])
-            rnd_val.append(r["val_acc"])
-        per_item = {
-            "raw_features": (cols["raw_features"] == y_test)[None].astype(float),
-            "sgc": (cols["sgc"] == y_test)[None].astype(float),
-            "random_gcn": np.stack([cols[f"random_gcn_seed_{s}"] == y_test
-                                    for s in g.final.seeds]).astype(float),
-        }
-        for name, arr in per_item.items():
-            point, reps = bootstrap_per_item({name: arr}, n_resamples=2000, seed=0)
-            st = summarize(point, reps)[name]
-            out[name] = {"logreg_acc_mean": round(st["mean"], 6),
-                         "logreg_acc_ci_low": round(st["ci_low"], 6),
-                         "logreg_acc_ci_high": round(st["ci_high"], 6),
-                         "n_seeds": int(arr.shape[0])}
-        out["raw_features"].update(C=raw["C"], normalize=raw_norm,
-                                   val_acc=round(raw["val_acc"], 6))
-        out["sgc"].update(K=int(sgc_k), C=sgc["C"], normalize=sgc_norm,
-                          val_acc=round(sgc["val_acc"], 6))
-        out["random_gcn"].update({f"logreg_acc_seed{s}": round(a, 6)
-                                  for s, a in zip(g.final.seeds, rnd)})
-        out["random_gcn"]["val_acc"] = round(float(np.mean(rnd_val)), 6)
-        tracker.log_metrics({f"{k}.logreg_acc_mean": v["logreg_acc_mean"] for k, v in out.items()})
+    out, pred = run_baselines(load_params(args.params).graph, args.data)
     write_json(f"{args.metrics}/baselines.json", out)
-    write_csv(f"{args.report_data}/baselines_test_pred.csv",
-              pd.DataFrame({"node": torch.nonzero(data.test_mask).flatten().numpy(),
-                            "y": y_test, **cols}))
+    write_csv(f"{args.report_data}/baselines_test_pred.csv", pred)
     for k, v in out.items():
         print(f"baselines_graph {k}: {v['logreg_acc_mean']:.4f} "
               f"[{v['logreg_acc_ci_low']:.4f}, {v['logreg_acc_ci_high']:.4f}]", flush=True)

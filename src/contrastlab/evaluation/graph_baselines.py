@@ -1,0 +1,111 @@
+"""The baselines every self-supervised graph encoder must beat (stage ``baselines_graph``;
+callable from a notebook): :func:`run_baselines`.
+
+
+Through the same linear probe as the trained variants (logistic regression on the 140
+training nodes, ``C`` from the wide ``graph.probe.c_grid`` chosen on the 500 validation nodes
+and interior to the grid, accuracy on the 1000 test nodes):
+
+- ``raw_features``: the bag-of-words node features, row-normalised (Kipf & Welling, ICLR
+  2017, Sec. 5.1), the probe's input normalisation (``graph.baselines.normalize``) chosen
+  with ``C`` on validation (deterministic: one run);
+- ``sgc``: Simplified Graph Convolution features ``S^K X`` (Wu et al., ICML 2019, Eq. 5-8;
+  ``S = D~^{-1/2}(A+I)D~^{-1/2}``) of the row-normalised features, ``K`` in
+  ``graph.baselines.sgc_k`` chosen on validation with ``C`` and the normalisation
+  (deterministic: one run);
+- ``random_gcn``: the GCN encoder at its random initialisation, never trained, for every
+  seed of ``graph.final.seeds`` (a randomly initialised GCN is a strong baseline on
+  citation graphs; Velickovic et al., "Deep Graph Infomax", ICLR 2019, Sec. 4.3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..data.planetoid import load_planetoid
+from ..models.gcn import GCNEncoder
+from ..tracking import stage_run
+from ..training.graph import embed, propagate_features
+from .probe import logreg_probe, row_normalize
+from .stats import bootstrap_per_item, summarize
+
+__all__ = ["run_baselines", "select_on_validation"]
+
+
+def select_on_validation(feats: dict, masks, probe: dict, normalizes) -> tuple[dict, tuple]:
+    """Probe every ``(key, normalize)`` pair and keep the best validation accuracy (ties: the
+    first key, then the first normalisation, as listed). ``feats``: ``{key: [N, F]}``.
+    Returns ``(probe result, (key, normalize))``."""
+    best = None
+    for key, x in feats.items():
+        for norm in normalizes:
+            r = logreg_probe(x, *masks, normalize=norm, **probe)
+            if best is None or r["val_acc"] > best[0]["val_acc"]:
+                best = (r, (key, norm))
+    return best
+
+
+def run_baselines(g, data_dir: str = "data/graph/planetoid") -> tuple[dict, pd.DataFrame]:
+    """Every baseline of the ``graph`` params section ``g`` on its Planetoid data set.
+
+    Returns:
+        ``(metrics, predictions)``: per baseline the test accuracy's mean and 95 % CI
+        (``logreg_acc_mean``, ``logreg_acc_ci_low``, ``logreg_acc_ci_high``; fractions),
+        ``n_seeds``, the validation choices and ``val_acc``; and the predicted class per test
+        node (columns ``node``, ``y``, ``raw_features``, ``sgc``, ``random_gcn_seed_<k>``).
+
+    Raises:
+        FileNotFoundError: the data set is not fetched (run ``fetch_graph``).
+    """
+    torch.set_num_threads(g.threads)
+    data, _ = load_planetoid(data_dir, g.dataset)
+    probe = dict(c_grid=g.probe.c_grid, edge=g.probe.edge, max_extend=g.probe.max_extend,
+                 return_pred=True)
+    masks = (data.y, data.train_mask, data.val_mask, data.test_mask)
+    y_test = data.y[data.test_mask].numpy()
+    cols: dict[str, np.ndarray] = {}
+    out: dict[str, dict] = {}
+    bl = g.baselines
+    with stage_run("graph", "baselines_graph", {"probe": g.probe, "seeds": g.final.seeds,
+                                                 "model": g.model,
+                                                 "baselines": bl.model_dump()}) as tracker:
+        x = torch.from_numpy(row_normalize(data.x))
+        raw, (_, raw_norm) = select_on_validation({0: x}, masks, probe, bl.normalize)
+        cols["raw_features"] = raw["test_pred"]
+        feats = {k: propagate_features(x, data.edge_index, k) for k in bl.sgc_k}
+        sgc, (sgc_k, sgc_norm) = select_on_validation(feats, masks, probe, bl.normalize)
+        cols["sgc"] = sgc["test_pred"]
+        rnd, rnd_val = [], []
+        for seed in g.final.seeds:
+            torch.manual_seed(seed)
+            enc = GCNEncoder(data.num_features, g.model.hidden_dim, g.model.out_dim,
+                             g.model.activation)
+            r = logreg_probe(embed(enc, data), *masks, normalize=g.probe.normalize, **probe)
+            cols[f"random_gcn_seed_{seed}"] = r["test_pred"]
+            rnd.append(r["test_acc"])
+            rnd_val.append(r["val_acc"])
+        per_item = {
+            "raw_features": (cols["raw_features"] == y_test)[None].astype(float),
+            "sgc": (cols["sgc"] == y_test)[None].astype(float),
+            "random_gcn": np.stack([cols[f"random_gcn_seed_{s}"] == y_test
+                                    for s in g.final.seeds]).astype(float),
+        }
+        for name, arr in per_item.items():
+            point, reps = bootstrap_per_item({name: arr}, n_resamples=2000, seed=0)
+            st = summarize(point, reps)[name]
+            out[name] = {"logreg_acc_mean": round(st["mean"], 6),
+                         "logreg_acc_ci_low": round(st["ci_low"], 6),
+                         "logreg_acc_ci_high": round(st["ci_high"], 6),
+                         "n_seeds": int(arr.shape[0])}
+        out["raw_features"].update(C=raw["C"], normalize=raw_norm,
+                                   val_acc=round(raw["val_acc"], 6))
+        out["sgc"].update(K=int(sgc_k), C=sgc["C"], normalize=sgc_norm,
+                          val_acc=round(sgc["val_acc"], 6))
+        out["random_gcn"].update({f"logreg_acc_seed{s}": round(a, 6)
+                                  for s, a in zip(g.final.seeds, rnd)})
+        out["random_gcn"]["val_acc"] = round(float(np.mean(rnd_val)), 6)
+        tracker.log_metrics({f"{k}.logreg_acc_mean": v["logreg_acc_mean"] for k, v in out.items()})
+    pred = pd.DataFrame({"node": torch.nonzero(data.test_mask).flatten().numpy(), "y": y_test, **cols})
+    return out, pred
