@@ -37,6 +37,7 @@ from ..errors import InputError
 from .train import knn_purity
 
 __all__ = ["item_metrics", "average_precision_rows", "table", "BASELINES", "metric_names",
+           "summarize_variants",
            "purity_ceiling"]
 
 #: Baseline rows of the comparison (no fine-tuning or no neural encoder).
@@ -208,4 +209,53 @@ def purity_ceiling(problems, tiers, split, k: int) -> dict[str, np.ndarray]:
     kb = keys[split == "test_b"]
     cnt = {x: int((kb == x).sum()) for x in set(kb)}
     out["b"] = np.minimum(np.array([cnt[x] - 1 for x in kb], dtype=np.float64), k) / k
+    return out
+
+
+def summarize_variants(ft, df, metrics_dir) -> dict:
+    """The track's comparison (stage ``finetune_evaluate``): every variant's and baseline's
+    per-query arrays (``<metrics_dir>/items/<v>.npz``) turned into one :func:`table` per
+    split (a: unseen submissions of seen problems; b: unseen problems) and metric, with the
+    strongest baseline chosen on validation kNN problem x tier purity and the purity ceiling
+    the data allows.
+
+    Args:
+        ft: the ``finetune`` params section. df: the variants table (``variants.parquet``:
+            ``id``, ``problem``, ``tier``, ``split``). metrics_dir: ``reports/metrics/finetune``.
+
+    Returns:
+        ``{"baseline", "ceiling", "baseline_rule", "validation", "variants", "tables"}``
+        (``tables[split][metric][row]``: mean, CI, MCS, tests; fractions).
+
+    Raises:
+        contrastlab.errors.InputError: a variant's arrays are missing.
+    """
+    from pathlib import Path
+
+    mdir = Path(metrics_dir)
+    names = [*ft.variants, *BASELINES]
+    items = {}
+    for v in names:
+        f = mdir / "items" / f"{v}.npz"
+        if not f.exists():
+            raise InputError(f"{f}: missing; run finetune_encoder@{v} first")
+        with np.load(f) as z:
+            items[v] = {k: z[k] for k in z.files if k != "seeds"}
+    kmax = max(ft.eval.knn_k)
+    val_key = f"val/knn{kmax}_pxt"
+    val = {v: float(np.mean(items[v][val_key])) for v in names}
+    baseline = max(BASELINES, key=lambda b: val[b])
+    split = df["split"].to_numpy()
+    clusters = {"a": df.loc[split == "test_a", "problem"].astype(str).to_numpy(),
+                "b": df.loc[split == "test_b", "problem"].astype(str).to_numpy()}
+    ceil = purity_ceiling(df["problem"].astype(str), df["tier"].astype(str), split, kmax)
+    out = {"baseline": baseline, "ceiling": {f"knn{kmax}_pxt": {s: float(c.mean()) for s, c in ceil.items()}},
+           "baseline_rule": f"best validation kNN@{kmax} problem x tier purity",
+           "validation": val, "variants": names, "tables": {}}
+    for s in ("a", "b"):
+        metrics = sorted({k.split("/", 1)[1] for k in items[names[0]] if k.startswith(f"{s}/")})
+        out["tables"][s] = {}
+        for m in metrics:
+            out["tables"][s][m] = table({v: items[v][f"{s}/{m}"] for v in names}, clusters[s],
+                                        baseline=baseline, n_resamples=ft.eval.n_resamples, seed=0)
     return out
