@@ -1,27 +1,9 @@
-"""DVC stage ``baselines_code``: untrained baselines, evaluated exactly like the variants.
-
-Same corpus (every extracted body), same test signatures, same FAISS ranking as
-``evaluate_code``. Rows (``contrastlab.models.code_baselines``):
-
-- ``zeroshot_raw``: masked mean of the signature's teacher states vs the raw body embedding;
-- ``zeroshot_centred``: both centred (and whitened with ``code.target.centre: whiten``) on
-  the training functions;
-- ``ridge``: closed-form ridge from the centred pooled signature states to the target-space
-  body, lambda chosen on the validation repositories (Rank@10, then MRR);
-- ``zeroshot_centred_l<L>`` for each ``code.baselines.zeroshot_layers`` entry: the centred
-  zero-shot row with the teacher read at layer ``L`` instead of ``code.teacher.layer``
-  (same truncation; the teacher layer as an ablated knob);
-- ``sentence``: the teacher's own sentence embedding as its authors use it (all layers,
-  masked mean pooling over every token, L2-normalised, up to
-  ``code.baselines.sentence_max_tokens`` tokens; for all-MiniLM-L6-v2 that is the
-  sentence-transformers model, Reimers & Gurevych 2019), signature vs body, raw space;
-- ``bm25``: BM25 over identifier sub-tokens (``identifier_tokens``), query = signature,
-  documents = bodies, ``(k1, b)`` from the ``code.baselines.bm25_k1 x bm25_b`` grid chosen
-  on the validation repositories (Rank@10, then MRR). Ties are broken against the true body.
-
-Writes ``reports/metrics/code/baselines.json`` (metrics per baseline, chosen lambda and
-(k1, b), the validation scores of every grid point) and
-``reports/data/code/baselines_ranks.csv`` (``id, repo, baseline, rank``).
+"""DVC stage ``baselines_code``: the untrained code-retrieval rows (zero-shot teacher raw and
+centred, ridge, the teacher's sentence embedding, BM25), evaluated exactly like the trained
+variants (rows and sources: :mod:`contrastlab.evaluation.code_baselines`). Writes
+``reports/metrics/code/baselines.json`` (metrics per row, the validation-chosen lambda and
+(k1, b) with every grid point's validation score) and ``reports/data/code/baselines_ranks.csv``
+(``id, repo, baseline, rank``).
 """
 
 from __future__ import annotations

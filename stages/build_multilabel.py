@@ -1,16 +1,6 @@
-"""DVC stage ``build_multilabel@<dataset>``: one multi-label data set as train/val/test tensors.
-
-MULAN sets: ARFF + XML -> (optional seeded train subsample) -> validation split carved from
-the training set by iterative stratification (``multilabel.train.val_fraction``,
-``split_seed``) -> z-scored features (mean/std of the training part).
-User data sets (``multilabel.custom.<name>``): ARFF + label XML or CSV/Parquet, same path.
-``reuters``: ModApte 90 categories from the raw SGML -> frozen teacher mean states.
-``humaneval``: canonical + AST-mutant variants, tiered by sandboxed execution of each
-assertion -> frozen teacher mean states of the variant source; per-assertion results are
-kept in ``tiers.parquet``.
-
-Outputs: ``data/multilabel/<dataset>/data.safetensors`` (x_train, y_train, x_test, y_test,
-and g_train/g_test group ids for humaneval), ``meta.json`` (label names, statistics) and
+"""DVC stage ``build_multilabel@<dataset>``: one multi-label data set as train/val/test tensors
+(MULAN, user data sets, Reuters, HumanEval; steps: :mod:`contrastlab.data.multilabel_build`).
+Writes ``data/multilabel/<dataset>/data.safetensors``, ``meta.json`` and
 ``reports/data/multilabel/<dataset>_dataset.json`` (statistics for the report).
 """
 

@@ -1,29 +1,9 @@
-"""DVC stage ``tune_multilabel@<variant>``: equal-budget Optuna search for one model variant,
-one study per data set in ``multilabel.tune.datasets``.
-
-Objective of a trial on data set ``d`` (``contrastlab.training.multilabel.cv_objective``): the
-mean validation mAP over ``multilabel.tune.folds`` iterative-stratification folds (Sechidis et
-al. 2011) of ``d``'s training part (its train + validation rows; the test split is never
-read), fold ``f`` trained with seed ``tune.run_seeds[f]`` (disjoint from the final seeds,
-checked by the params schema); its standard error over folds is recorded beside it. Every
-variant gets ``tune.trials`` finished trials per data set over the search space declared
-beside it in ``params.yaml`` (``multilabel.variants.<variant>.search``: temperature, learning
-rate, masking rate, queue size for the losses; depth, feature fraction and leaf size for the
-forests; k, weighting and metric for kNN); trial 0 is the variant's ``params.yaml`` values
-(the values used on the data sets not tuned). The sampler seed is ``tune.seed`` offset by a
-hash of (variant, data set); a variant in ``tune.seed_alias`` uses its alias's seed
-(``simdis_eq13`` -> ``any``: the same gradient, so the same configurations are drawn). A variant without a search space (``logreg``, whose C is picked
-on validation inside every run) gets a JSON with no params and no study.
-
-Outputs: ``reports/tuned/multilabel/<variant>.json`` (``datasets.<d>.params``: the choices
-``train_multilabel`` uses on ``d``; a data set not listed uses the ``params.yaml`` values),
-``reports/plots/tune/multilabel/<variant>.csv`` (trial history, column ``dataset``),
-``reports/tune/multilabel/<variant>/journal.log`` (the Optuna studies; persist, committed so a
-fresh clone does not retune and an interrupted run continues) and, beside it,
-``fold_se.json`` (each trial's standard error over folds, keyed by its choices).
-
-``--only <d>`` runs the study of ``d`` alone and writes the JSON with the data sets whose
-studies are complete (a partial run; the DVC command runs every data set).
+"""DVC stage ``tune_multilabel@<variant>``: the equal-budget Optuna search of one multi-label
+variant, one study per data set of ``multilabel.tune.datasets`` (protocol, objective and
+outputs: :mod:`contrastlab.training.multilabel_tune`). Writes
+``reports/tuned/multilabel/<variant>.json``, ``reports/plots/tune/multilabel/<variant>.csv``
+and the study journal under ``reports/tune/multilabel/<variant>/``. ``--only <d>`` runs the
+study of one data set (a partial run).
 """
 
 from __future__ import annotations
