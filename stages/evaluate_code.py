@@ -21,14 +21,11 @@ import numpy as np
 import pandas as pd
 
 from contrastlab.cli import run_stage
-from contrastlab.evaluation.retrieval import build_index, rank_at_k_curve, rank_metrics, true_ranks
-from contrastlab.io import read_json, write_csv, write_json
+from contrastlab.evaluation.code_eval import evaluate_variant
+from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
 from contrastlab.tracking import variant_run
-from contrastlab.training.code import checkpoint_path, load_student, predict, prepare_targets
-from contrastlab.utils import pick_device, set_cpu_threads
-from contrastlab.training.code_inputs import load_code_data, run_params
-
+from contrastlab.training.code_inputs import run_params
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,46 +40,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--curves", default="reports/data/code")
     args = ap.parse_args(argv)
     code = load_params(args.params).code
-    set_cpu_threads(code.train.threads)
-    data, _ = load_code_data(args.functions, args.splits, args.teacher)
-    targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
-    models = Path(args.models) / args.variant
-    summary = read_json(models / "summary.json")
-    dev = pick_device(code.evaluate.device)
-    test = data.rows("test")
-    index = build_index(targets.corpus, code.evaluate.device)
-    per_seed, rank_rows, curves = [], [], []
-    for s in summary["seeds"]:
-        student = load_student(checkpoint_path(models, s["seed"]), dev)
-        pred = predict(student, data, test, dev)
-        ranks = true_ranks(pred, targets.corpus, test, code.evaluate.k_max, index=index)
-        m = rank_metrics(ranks)
-        m["mean_cosine"] = float((pred * targets.corpus[test]).sum(-1).mean())
-        m.update(seed=int(s["seed"]), best_epoch=int(s["best_epoch"]),
-                 epochs_run=int(s["epochs_run"]), val_rank_at_10=float(s["best_val_rank_at_10"]))
-        per_seed.append(m)
-        rank_rows.append(pd.DataFrame({"id": test, "repo": data.repo[test], "seed": s["seed"],
-                                       "rank": ranks}))
-        curves.append(rank_at_k_curve(ranks, code.evaluate.k_max))
-    keys = ["rank_at_1", "rank_at_5", "rank_at_10", "mrr", "median_rank", "mean_cosine",
-            "val_rank_at_10", "best_epoch"]
-    out = {k: float(np.mean([m[k] for m in per_seed])) for k in keys}
-    out.update(corpus_size=int(len(targets.corpus)), n_queries=int(len(test)),
-               n_seeds=len(per_seed), chance_rank_at_10=10.0 / len(targets.corpus),
-               loss=summary["loss"],
-               lr=summary["lr"], temperature=summary["temperature"],
-               residual=summary["residual"], tuned=summary["tuned"],
-               centre=code.target.centre, per_seed=per_seed)
+    out, per_seed, ranks, curve = evaluate_variant(code, Path(args.models) / args.variant,
+                                                   args.functions, args.splits, args.teacher)
     write_json(Path(args.metrics) / f"{args.variant}.json", out)
     scalar = ("rank_at_1", "rank_at_5", "rank_at_10", "mrr", "median_rank", "mean_cosine")
-    with variant_run("code", args.variant, run_params(args.variant, summary["loss"], summary),
+    with variant_run("code", args.variant, run_params(args.variant, out["loss"], out),
                      stage=f"evaluate_code@{args.variant}") as tracker:
         tracker.log_metrics({f"test_{k}": out[k] for k in scalar})
         for m in per_seed:
             with tracker.seed_run(m["seed"]) as st:
                 st.log_metrics({f"test_{k}": m[k] for k in scalar})
-    write_csv(Path(args.curves) / f"{args.variant}_ranks.csv", pd.concat(rank_rows))
-    curve = np.mean(curves, 0)
+    write_csv(Path(args.curves) / f"{args.variant}_ranks.csv", ranks)
     write_csv(Path(args.curves) / f"{args.variant}_rank_curve.csv",
               pd.DataFrame({"k": np.arange(1, len(curve) + 1), "rank_at_k": curve}))
     print(f"evaluate_code@{args.variant}: test R@1 {out['rank_at_1']:.2%} "
