@@ -1,0 +1,101 @@
+"""Final runs of one code-retrieval variant (stage ``train_code@<variant>``; callable from a
+notebook or under ``torchrun``): :func:`run_final` trains one SigPredictor per seed of
+``code.train.seeds`` with the variant's tuned (or declared) hyperparameters, writes the
+checkpoints, ``summary.json`` and the per-epoch history, and tracks the variant in MLflow
+(rank 0 only). The caller owns nothing: the process group is initialised and destroyed here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import distributed as D
+from ..io import write_csv, write_json
+from ..timings import write_timing
+from ..tracking import variant_run
+from .code import checkpoint_path, prepare_targets, train_seeds
+from .code_inputs import load_code_data, run_params, variant_settings
+
+__all__ = ["run_final", "HIST_COLS"]
+
+
+def teacher_digest(teacher: str) -> str:
+    """SHA-256 prefix of the teacher states' ``index.json`` (ids, settings, shard hashes)."""
+    import hashlib
+
+    return hashlib.sha256((Path(teacher) / "index.json").read_bytes()).hexdigest()[:16]
+
+
+HIST_COLS = ["seed", "epoch", "train_loss", "val_rank_at_10", "val_rank_at_1", "val_mrr",
+             "val_mean_cosine", "lr", "temperature"]  # no wall times: reruns give equal bytes
+
+
+def run_final(code, variant: str, tuned_dir: str | None = None,
+              functions: str = "data/code/functions.parquet", splits: str = "data/code/splits.parquet",
+              teacher: str = "data/code/teacher", models_dir: str = "data/code/models",
+              plots_dir: str = "reports/plots/code") -> None:
+    """Train ``variant`` of ``code`` (the ``code`` params section) on every final seed.
+
+    Args:
+        tuned_dir: folder of ``tune_code``'s ``<variant>.json`` (the tuned choices); ``None``:
+            the variant's declared lr / temperature.
+
+    Writes ``<models_dir>/<variant>/seed<k>.safetensors`` + ``summary.json`` and
+    ``<plots_dir>/<variant>.csv``.
+
+    Raises:
+        KeyError: no such variant. FileNotFoundError: an input is missing.
+    """
+    if variant not in code.variants:
+        raise KeyError(f"code.variants has no {variant!r} (known: {', '.join(code.variants)})")
+    v = code.variants[variant]
+    cfg = variant_settings(code, variant,
+                           Path(tuned_dir) / f"{variant}.json" if tuned_dir else None)
+    data, hidden = load_code_data(functions, splits, teacher)
+    targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
+    info = D.init_distributed(code.train.device)  # the stage owns the process group
+    try:
+        out = Path(models_dir) / variant
+        logged = {**run_params(variant, v.loss, cfg), "model": code.model,
+                  "train": code.train, "target": code.target, "teacher": code.teacher}
+        hist, summaries, times = [], [], {}
+        with variant_run("code", variant, run_params(variant, v.loss, cfg),
+                         stage=f"train_code@{variant}") as tracker:
+            tracker.log_params(logged)
+            tracker.log_dataset("code-teacher-states", digest=teacher_digest(teacher),
+                                source=str(teacher), context="training")
+            seeds = list(code.train.seeds)
+            summaries_full = train_seeds(data, hidden, v.loss, code.model, code.train, out,
+                                         targets=targets, seeds=seeds, lr=cfg["lr"],
+                                         temperature=cfg["temperature"],
+                                         residual=cfg["residual"], workers=code.train.workers)
+            for seed, s in zip(seeds, summaries_full):
+                # per-seed MLflow runs after training (forked workers log nothing themselves)
+                with tracker.seed_run(seed) as st:
+                    for r in s["history"]:
+                        st.log_metrics({k: r[k] for k in HIST_COLS[2:] if k in r},
+                                       step=int(r["epoch"]))
+                    st.log_metrics({"best_val_rank_at_10": s["best_val_rank_at_10"],
+                                    "best_epoch": float(s["best_epoch"])})
+                    if info.is_main:
+                        st.log_model(checkpoint_path(out, seed),
+                                     name=f"{variant}-seed{seed}",
+                                     params={"loss": v.loss, "seed": seed})
+                hist += [{"seed": seed, **r} for r in s["history"]]
+                # wall times go to the timings file, not to the DVC-hashed summary.json
+                summaries.append({k: x for k, x in s.items() if k not in ("history", "time_s")})
+                times[f"seed{seed}_time_s"] = round(float(s["time_s"]), 3)
+            if info.is_main:
+                write_csv(Path(plots_dir) / f"{variant}.csv", pd.DataFrame(hist)[HIST_COLS])
+                write_json(out / "summary.json", {"variant": variant, "loss": v.loss, **cfg,
+                                                  "seeds": summaries})
+                tracker.log_metrics({"val_rank_at_10_mean": float(np.mean(
+                    [x["best_val_rank_at_10"] for x in summaries]))})
+                tracker.log_artifact(Path(plots_dir) / f"{variant}.csv", "history")
+                tracker.log_metrics({"time_s": sum(times.values())})
+                write_timing("code", f"train_code_{variant}", times)
+    finally:
+        D.cleanup()
