@@ -1,0 +1,91 @@
+"""Tuning of one code-retrieval variant under the shared protocol (stage
+``tune_code@<variant>``; callable from a notebook): :func:`run_tuning`. Every variant gets
+``code.tune.trials`` finished trials (Hyperband pruning after each seed); trial 0 is the
+declared configuration; a trial trains one run per seed of ``code.tune.seeds`` (disjoint from
+the final seeds) for at most ``code.tune.epochs`` epochs and scores the mean over seeds of the
+best validation Rank@10, with its standard error. A variant with an empty search space (the
+from-scratch ablations) is not tuned: its declared configuration is scored once. Test
+functions are never read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..io import write_csv, write_json
+from ..tracking import stage_run
+from ..tuning import TuneResult, run_study, study_history, tune_kwargs, write_tuned
+from .code import prepare_targets, train_code
+from .code_inputs import load_code_data
+
+__all__ = ["run_tuning"]
+
+
+def run_tuning(code, variant: str, functions: str = "data/code/functions.parquet",
+               splits: str = "data/code/splits.parquet", teacher: str = "data/code/teacher",
+               tuned_dir: str = "reports/tuned/code", history_dir: str = "reports/plots/tune/code",
+               journal_dir: str = "reports/tune/code") -> TuneResult:
+    """Tune ``variant`` of ``code`` (the ``code`` params section); writes
+    ``<tuned_dir>/<variant>.json``, ``<history_dir>/<variant>.csv`` and the study journal (or,
+    for an empty search, ``study.json``) under ``<journal_dir>/<variant>/``; an interrupted
+    study resumes.
+
+    Returns:
+        The :class:`contrastlab.tuning.TuneResult` (best params, mean and standard error).
+
+    Raises:
+        KeyError: no such variant. FileNotFoundError: an input is missing.
+    """
+    if variant not in code.variants:
+        raise KeyError(f"code.variants has no {variant!r}")
+    v = code.variants[variant]
+    data, hidden = load_code_data(functions, splits, teacher)
+    targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
+    t = code.tune
+    fixed = {"loss": v.loss, "residual": v.residual, "model": code.model.model_dump(),
+             "train": code.train.model_dump(exclude={"seeds", "device", "threads", "workers"}),
+             "target": code.target.model_dump(), "epochs": t.epochs, "seeds": t.seeds}
+    declared = {"lr": v.lr or code.train.lr,
+                "temperature": v.temperature or code.train.init_temperature}
+    default = {k: declared[k] for k in v.search if k in declared}
+
+    def objective(choices: dict, report=None):
+        scores = []
+        for k, seed in enumerate(t.seeds, start=1):
+            s = train_code(data, hidden, v.loss, code.model, code.train, None, targets=targets,
+                           seed=seed, lr=choices.get("lr"),
+                           temperature=choices.get("temperature"), residual=v.residual,
+                           epochs=t.epochs, progress=False)
+            scores.append(float(s["best_val_rank_at_10"]))
+            if report is not None and k < len(t.seeds):
+                report(k, float(np.mean(scores)))  # may raise optuna.TrialPruned
+        se = float(np.std(scores, ddof=1) / np.sqrt(len(scores))) if len(scores) > 1 else 0.0
+        return float(np.mean(scores)), se
+
+    out_dir = Path(journal_dir) / variant
+    with stage_run("code", f"tune_code@{variant}", {"variant": variant, **fixed}) as tr:
+        if v.search:
+            res = run_study(track="code", variant=variant, space=v.search,
+                            objective=objective, out_dir=out_dir, fixed=fixed, tracker=tr,
+                            default=default or None, **tune_kwargs(t))
+        else:  # nothing to search: the declared configuration, scored once, is the choice
+            write_json(out_dir / "study.json", {
+                "study": None, "variant": variant,
+                "note": "empty search space: the declared configuration, scored once"})
+            mean, se = objective({})
+            res = TuneResult(study_name="none", best_params={}, best_value=mean, best_trial=0,
+                             n_complete=1, n_failed=0, direction="maximize", best_se=se)
+    write_tuned(Path(tuned_dir) / f"{variant}.json", res, track="code",
+                variant=variant, objective="val_rank_at_10", space=v.search,
+                n_trials=t.trials if v.search else 1)
+    if v.search:
+        hist = study_history(track="code", variant=variant, space=v.search,
+                             out_dir=out_dir, storage=t.storage, fixed=fixed)
+    else:
+        hist = pd.DataFrame({"trial": [0], "state": ["COMPLETE"], "value": [res.best_value],
+                             "best_so_far": [res.best_value], "se": [res.best_se]})
+    write_csv(Path(history_dir) / f"{variant}.csv", hist)
+    return res
