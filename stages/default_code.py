@@ -22,16 +22,13 @@ from contrastlab.evaluation.code_eval import evaluate_variant
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
 from contrastlab.training.code import prepare_targets, train_seeds
-from contrastlab.training.code_inputs import load_code_data, variant_settings
+from contrastlab.training.code_inputs import add_input_args, load_code_data, variant_settings
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--variant", required=True)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--functions", default="data/code/functions.parquet")
-    ap.add_argument("--splits", default="data/code/splits.parquet")
-    ap.add_argument("--teacher", default="data/code/teacher")
+    add_input_args(ap)
     ap.add_argument("--models", default="data/code/default_models")
     ap.add_argument("--metrics", default="reports/metrics/code/default")
     ap.add_argument("--ranks", default="reports/data/code/default")

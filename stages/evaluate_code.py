@@ -25,16 +25,13 @@ from contrastlab.evaluation.code_eval import evaluate_variant
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
 from contrastlab.tracking import variant_run
-from contrastlab.training.code_inputs import run_params
+from contrastlab.training.code_inputs import add_input_args, run_params
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--variant", required=True)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--functions", default="data/code/functions.parquet")
-    ap.add_argument("--splits", default="data/code/splits.parquet")
-    ap.add_argument("--teacher", default="data/code/teacher")
+    add_input_args(ap)
     ap.add_argument("--models", default="data/code/models")
     ap.add_argument("--metrics", default="reports/metrics/code")
     ap.add_argument("--curves", default="reports/data/code")

@@ -26,14 +26,12 @@ from contrastlab.cli import run_stage
 from contrastlab.evaluation.code_hybrids import run_hybrids
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
+from contrastlab.training.code_inputs import add_input_args
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--functions", default="data/code/functions.parquet")
-    ap.add_argument("--splits", default="data/code/splits.parquet")
-    ap.add_argument("--teacher", default="data/code/teacher")
+    add_input_args(ap)
     ap.add_argument("--models", default="data/code/models")
     ap.add_argument("--baselines", default="reports/metrics/code/baselines.json")
     ap.add_argument("--metrics", default="reports/metrics/code/hybrids.json")

@@ -21,16 +21,14 @@ import sys
 
 from contrastlab.cli import run_stage
 from contrastlab.params import load_params
+from contrastlab.training.code_inputs import add_input_args
 from contrastlab.training.code_final import run_final
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--variant", required=True)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--functions", default="data/code/functions.parquet")
-    ap.add_argument("--splits", default="data/code/splits.parquet")
-    ap.add_argument("--teacher", default="data/code/teacher")
+    add_input_args(ap)
     ap.add_argument("--models", default="data/code/models")
     ap.add_argument("--plots", default="reports/plots/code")
     ap.add_argument("--tuned", default=None,

@@ -20,16 +20,14 @@ import sys
 
 from contrastlab.cli import run_stage
 from contrastlab.params import load_params
+from contrastlab.training.code_inputs import add_input_args
 from contrastlab.training.code_tune import run_tuning
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--variant", required=True)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--functions", default="data/code/functions.parquet")
-    ap.add_argument("--splits", default="data/code/splits.parquet")
-    ap.add_argument("--teacher", default="data/code/teacher")
+    add_input_args(ap)
     ap.add_argument("--tuned", default="reports/tuned/code")
     ap.add_argument("--history", default="reports/plots/tune/code")
     ap.add_argument("--journal", default="reports/tune/code")

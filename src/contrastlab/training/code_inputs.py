@@ -11,7 +11,7 @@ import pandas as pd
 from ..data.teacher_states import load_teacher_states
 from .code import CodeData
 
-__all__ = ["load_code_data", "load_code_texts", "variant_settings", "run_params"]
+__all__ = ["load_code_data", "load_code_texts", "variant_settings", "run_params", "add_input_args"]
 
 
 def load_code_data(functions: str, splits: str, teacher: str) -> tuple[CodeData, int]:
@@ -74,3 +74,12 @@ def run_params(variant: str, loss: str, cfg: dict) -> dict:
     return {"variant": variant, "loss": loss, "lr": float(cfg["lr"]),
             "temperature": float(cfg["temperature"]), "residual": bool(cfg["residual"]),
             "tuned": bool(cfg["tuned"])}
+
+
+def add_input_args(ap) -> None:
+    """The arguments every code-track stage shares (``--params``, ``--functions``, ``--splits``,
+    ``--teacher``), with the paths of dvc.yaml as defaults, on an ``argparse`` parser."""
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--functions", default="data/code/functions.parquet")
+    ap.add_argument("--splits", default="data/code/splits.parquet")
+    ap.add_argument("--teacher", default="data/code/teacher")
