@@ -18,9 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 from contrastlab.cli import run_stage
-from contrastlab.finetune.run import build_cache
+from contrastlab.finetune.run import build_cache, load_with_overrides
 from contrastlab.io import save_safetensors
-from contrastlab.params import load_params
 from contrastlab.utils import set_cpu_threads
 
 
@@ -29,9 +28,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--data", default="data/finetune/humaneval/variants.parquet")
     ap.add_argument("--out", default="data/finetune/cache/cache.safetensors")
+    ap.add_argument("--override", action="append", default=[],
+                    help="YAML merged over the params (e.g. presets/finetune-gpu.yaml)")
     args = ap.parse_args(argv)
     set_cpu_threads()
-    p = load_params(args.params)
+    p = load_with_overrides(args.params, args.override)
     df = pd.read_parquet(args.data)
     t = build_cache(p.finetune, df["text"].tolist())
     save_safetensors(Path(args.out), t)

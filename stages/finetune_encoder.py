@@ -20,18 +20,15 @@ loss gathers all ranks' embeddings and gradients are averaged; only rank 0 write
 from __future__ import annotations
 
 import argparse
-import io
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from contrastlab.cli import run_stage
 from contrastlab.distributed import init_distributed
-from contrastlab.finetune.run import load_with_overrides, run_variant
-from contrastlab.io import atomic_path, save_safetensors, write_json
+from contrastlab.finetune.run import load_with_overrides, run_variant, write_variant_outputs
 from contrastlab.timings import write_timing
 from contrastlab.tracking import variant_run
 from contrastlab.utils import set_cpu_threads
@@ -69,20 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                           save_model=run_dir / "model" if v == ft.index_variant and dist.is_main else None)
         if not dist.is_main:  # under torchrun only rank 0 writes
             return 0
-        items = {f"{s}/{m}": a for s, d in res["items"].items() for m, a in d.items()}
-        with atomic_path(Path(args.metrics_dir) / "items" / f"{v}.npz") as tmp:
-            with open(tmp, "wb") as fh:
-                buf = io.BytesIO()
-                np.savez_compressed(buf, seeds=np.asarray(res["seeds"]), **items)
-                fh.write(buf.getvalue())
-        summary = {"variant": v, "seeds": res["seeds"], "best_step": res["best_step"],
-                   "tokens": res["tokens"],
-                   "metrics": {k: float(np.nanmean(a)) for k, a in items.items()}}
-        write_json(Path(args.metrics_dir) / f"{v}.json", summary)
-        if res["embeddings"] is not None:
-            save_safetensors(run_dir / "embeddings.safetensors", {"embeddings": res["embeddings"]})
-        else:
-            run_dir.mkdir(parents=True, exist_ok=True)
+        summary = write_variant_outputs(res, v, args.metrics_dir, run_dir)
         tracker.log_metrics({k.replace("/", "_"): x for k, x in summary["metrics"].items()})
     dt = time.perf_counter() - t0
     write_timing("finetune", f"finetune_encoder_{v}", {"time_s": round(dt, 3)})

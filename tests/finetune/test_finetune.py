@@ -57,6 +57,23 @@ def test_padding_does_not_change_embeddings(tiny_bert, tokenizer, snippets):
     torch.testing.assert_close(batched, single, rtol=1e-5, atol=1e-5)
 
 
+def test_sub_batch_size_does_not_change_embeddings(tiny_bert, tokenizer, snippets):
+    """``finetune.sub_batch`` only groups rows into padded passes: 1, 3 and all rows at once
+    give the same embeddings (fully trained path, token ids, and cached states)."""
+    texts = _texts(snippets)
+    enc = FinetuneEncoder(tiny_bert(3), layers="all", proj_dim=8, proj_hidden=16, tokenizer=tokenizer)
+    ids = enc.tokenize(texts)
+    assert len(set(map(len, ids))) > 1  # rows of different lengths: padding happens
+    inp = Inputs(ids=ids, level=0)
+    outs = [embed_inputs(enc, inp, sub_batch=k) for k in (1, 3, len(texts))]
+    for o in outs[1:]:
+        torch.testing.assert_close(o, outs[0], rtol=1e-5, atol=1e-6)
+    enc1 = FinetuneEncoder(tiny_bert(3), layers=1, proj_dim=8, proj_hidden=16, tokenizer=tokenizer)
+    cached = Inputs(states=enc1.lower_states(ids), ids=ids, level=1)
+    a, b = embed_inputs(enc1, cached, sub_batch=1), embed_inputs(enc1, cached, sub_batch=64)
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_layers_zero_is_the_frozen_encoder(tiny_bert, tokenizer, snippets):
     texts = _texts(snippets)
     model = tiny_bert(2)

@@ -267,7 +267,7 @@ def test_tune_resumes_after_interruption(tmp_path, cora_root, monkeypatch):
     argv = ["--variant", "ntxent", "--params", str(p), "--data", str(cora_root),
             "--study-dir", str(out / "tune"), "--tuned", str(out / "tuned"),
             "--plots", str(out / "plots")]
-    import contrastlab.training.graph as tg
+    import contrastlab.training.graph_tune as tg
 
     real, calls = tg.fit_and_probe, []
 
@@ -284,7 +284,6 @@ def test_tune_resumes_after_interruption(tmp_path, cora_root, monkeypatch):
     assert not (out / "tuned" / "ntxent.json").exists()
     calls.clear()
     monkeypatch.setattr(tg, "fit_and_probe", real)
-    main = _stage("tune_graph")  # re-import: the stage binds fit_and_probe at import
     assert main(argv) == 0
     chosen = json.loads((out / "tuned" / "ntxent.json").read_text())
     assert chosen["n_complete"] == 2 and chosen["n_failed"] == 0

@@ -23,8 +23,8 @@ from .encoder import FinetuneEncoder
 from .evaluate import BASELINES, item_metrics
 from .train import Inputs, embed_inputs, train_encoder
 
-__all__ = ["build_cache", "load_cache", "run_variant", "load_with_overrides", "ALL_VARIANTS",
-           "TOKEN_PATTERN"]
+__all__ = ["build_cache", "load_cache", "run_variant", "write_variant_outputs",
+           "load_with_overrides", "ALL_VARIANTS", "TOKEN_PATTERN"]
 
 ALL_VARIANTS = (*FINETUNE_VARIANTS, *BASELINES)
 #: Code tokens of the TF-IDF baseline: identifiers, integers, runs of operator characters.
@@ -170,7 +170,7 @@ def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
                 if tracker is not None:
                     for st, lo, vm in zip(r.curve["step"], r.curve["loss"], r.curve["val_map"]):
                         tracker.log_metrics({f"seed{seed}_loss": lo, f"seed{seed}_val_map": vm}, step=st)
-            emb = embed_inputs(enc.cpu(), inp, None, ft.batch_size_encode)
+            emb = embed_inputs(enc.to(dev), inp, None, ft.batch_size_encode, sub_batch=ft.sub_batch)
             embs.append(emb)
             per_seed.append(item_metrics(emb, problems, tiers, split, knn_k=e.knn_k,
                                          rank_k=e.rank_k, probe_c=e.probe_c))
@@ -181,6 +181,36 @@ def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
              for s in per_seed[0]}
     return {"items": items, "embeddings": torch.stack(embs) if embs else None, "curves": curves,
             "best_step": best_steps, "tokens": tokens, "seeds": seeds}
+
+
+def write_variant_outputs(res: dict[str, Any], variant: str, metrics_dir: str | Path,
+                          run_dir: str | Path) -> dict[str, Any]:
+    """Write one variant's results of :func:`run_variant` atomically.
+
+    Files: ``<metrics_dir>/items/<variant>.npz`` (``seeds`` and every ``<split>/<metric>``
+    ``[S, Q]`` per-query array), ``<metrics_dir>/<variant>.json`` (the returned summary: seeds,
+    best validation step and training tokens per seed, the mean of every per-query metric;
+    no wall time) and ``<run_dir>/embeddings.safetensors`` (``[S, N, D]`` float32; absent for
+    ``tfidf``, whose ``run_dir`` is created empty).
+    """
+    import io
+
+    from ..io import atomic_path, save_safetensors, write_json
+
+    items = {f"{s}/{m}": a for s, d in res["items"].items() for m, a in d.items()}
+    with atomic_path(Path(metrics_dir) / "items" / f"{variant}.npz") as tmp:
+        buf = io.BytesIO()
+        np.savez_compressed(buf, seeds=np.asarray(res["seeds"]), **items)
+        Path(tmp).write_bytes(buf.getvalue())
+    summary = {"variant": variant, "seeds": res["seeds"], "best_step": res["best_step"],
+               "tokens": res["tokens"],
+               "metrics": {k: float(np.nanmean(a)) for k, a in items.items()}}
+    write_json(Path(metrics_dir) / f"{variant}.json", summary)
+    if res["embeddings"] is not None:
+        save_safetensors(Path(run_dir) / "embeddings.safetensors", {"embeddings": res["embeddings"]})
+    else:
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+    return summary
 
 
 def load_with_overrides(params_path: str | Path, overrides: list[str | Path] = ()):

@@ -71,13 +71,17 @@ def use_bf16(setting: str, device: torch.device) -> bool:
 SUB_BATCH = 8
 
 
-def _forward_rows(enc: FinetuneEncoder, inp: Inputs, idx: Sequence[int], raw: bool = False) -> torch.Tensor:
-    """Embeddings ``[len(idx), D]`` (unit rows; ``raw``: head output before normalising)."""
+def _forward_rows(enc: FinetuneEncoder, inp: Inputs, idx: Sequence[int], raw: bool = False,
+                  sub_batch: int = SUB_BATCH) -> torch.Tensor:
+    """Embeddings ``[len(idx), D]`` (unit rows; ``raw``: head output before normalising).
+
+    Rows are sorted by length and run in padded sub-batches of ``sub_batch`` rows (less padding
+    on a CPU; a GPU wants larger ones: ``finetune.sub_batch``)."""
     idx = list(idx)
     lens = [len(inp.states[i]) if inp.states is not None else len(inp.ids[i]) for i in idx]
     order = sorted(range(len(idx)), key=lambda j: (lens[j], j))
-    parts = [_forward_padded(enc, inp, [idx[j] for j in order[s:s + SUB_BATCH]], raw)
-             for s in range(0, len(order), SUB_BATCH)]
+    parts = [_forward_padded(enc, inp, [idx[j] for j in order[s:s + sub_batch]], raw)
+             for s in range(0, len(order), sub_batch)]
     out = torch.cat(parts)
     inv = torch.empty(len(order), dtype=torch.long)
     inv[torch.as_tensor(order)] = torch.arange(len(order))
@@ -104,7 +108,7 @@ def _forward_padded(enc: FinetuneEncoder, inp: Inputs, idx: Sequence[int], raw: 
 
 @torch.no_grad()
 def embed_inputs(enc: FinetuneEncoder, inp: Inputs, idx: Sequence[int] | None = None,
-                 batch_size: int = 64, bf16: bool = False) -> torch.Tensor:
+                 batch_size: int = 64, bf16: bool = False, sub_batch: int = SUB_BATCH) -> torch.Tensor:
     """Embeddings ``[len(idx), D]`` float32 CPU (eval mode; input order)."""
     idx = list(range(len(inp))) if idx is None else list(idx)
     was = enc.training
@@ -116,7 +120,7 @@ def embed_inputs(enc: FinetuneEncoder, inp: Inputs, idx: Sequence[int] | None = 
     with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
         for s in range(0, len(order), batch_size):
             part = order[s:s + batch_size]
-            out[part] = _forward_rows(enc, inp, [idx[j] for j in part]).float().cpu()
+            out[part] = _forward_rows(enc, inp, [idx[j] for j in part], sub_batch=sub_batch).float().cpu()
     enc.train(was)
     return out
 
@@ -187,7 +191,7 @@ def train_encoder(enc: FinetuneEncoder, inp: Inputs, y: torch.Tensor, groups, tr
         loss_kwargs: extra keyword arguments of the loss (``weighting`` for Sim-Dis).
         cfg: :class:`contrastlab.params.finetune.FinetuneParams` (``steps``, ``grad_accum``,
             ``batch_problems``, ``batch_per_problem``, ``lr_encoder``, ``lr_head``,
-            ``weight_decay``, ``warmup``, ``temperature``, ``eval_every``, ``bf16``).
+            ``weight_decay``, ``warmup``, ``temperature``, ``eval_every``, ``bf16``, ``sub_batch``).
         seed: training seed.
         val_idx, keys: validation rows and the ``[N]`` relevance keys of the validation mAP
             (``problem|tier``); without them the last state is kept.
@@ -239,12 +243,12 @@ def train_encoder(enc: FinetuneEncoder, inp: Inputs, y: torch.Tensor, groups, tr
             yb = y[rows].to(dev)
             with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
                 if clf is None:
-                    z = _forward_rows(enc, inp, rows)
+                    z = _forward_rows(enc, inp, rows, sub_batch=cfg.sub_batch)
                     val = distributed_loss(loss_fn, z.float().unsqueeze(1), yb,
                                            temperature=cfg.temperature) * ddp_loss_scale()
                 else:
                     val = F.binary_cross_entropy_with_logits(
-                        clf(_forward_rows(enc, inp, rows, raw=True)).float(), yb)
+                        clf(_forward_rows(enc, inp, rows, raw=True, sub_batch=cfg.sub_batch)).float(), yb)
             if not torch.isfinite(val):
                 raise FloatingPointError(f"loss {loss or 'bce'!r} is {val.item()} at step {step}")
             (val / cfg.grad_accum).backward()
@@ -261,8 +265,8 @@ def train_encoder(enc: FinetuneEncoder, inp: Inputs, y: torch.Tensor, groups, tr
         sched.step()
         cnt += 1
         if val_idx is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
-            e_tr = embed_inputs(enc, inp, train_idx, cfg.batch_size_encode, bf16)
-            e_va = embed_inputs(enc, inp, val_idx, cfg.batch_size_encode, bf16)
+            e_tr = embed_inputs(enc, inp, train_idx, cfg.batch_size_encode, bf16, cfg.sub_batch)
+            e_va = embed_inputs(enc, inp, val_idx, cfg.batch_size_encode, bf16, cfg.sub_batch)
             m = _val_map(e_tr, e_va, np.asarray(keys, dtype=object), train_idx, np.asarray(val_idx))
             res.curve["step"].append(step)
             res.curve["loss"].append(acc / max(1, cnt))

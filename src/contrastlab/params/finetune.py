@@ -90,6 +90,8 @@ class FinetuneParams(BaseModel):
         "bf16 autocast: auto = on CUDA with bf16 support, never on CPU."))
     device: str = "cpu"
     batch_size_encode: int = Field(64, ge=1)
+    sub_batch: int = Field(8, ge=1, description=(
+        "Rows per padded forward pass (rows sorted by length; small on a CPU, large on a GPU)."))
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
     variants: list[str] = Field(default_factory=lambda: list(FINETUNE_VARIANTS))
     index_variant: str = Field(role("finetune", "index_variant"), description=(

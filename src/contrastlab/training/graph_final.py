@@ -27,7 +27,7 @@ from ..evaluation.stats import bootstrap_per_item, summarize
 from .graph import GraphRunConfig, fit_and_probe
 
 __all__ = ["FinalRuns", "dataset_digest", "seed_cache_file", "train_seed", "run_final",
-           "pca_frame"]
+           "pca_frame", "final_mode", "run_stage_final"]
 
 
 @dataclass
@@ -172,3 +172,79 @@ def pca_frame(embeddings: torch.Tensor, labels, seed: int) -> pd.DataFrame:
     xy = PCA(n_components=2, random_state=0).fit_transform(embeddings.double().numpy())
     return pd.DataFrame({"pc1": xy[:, 0].round(5), "pc2": xy[:, 1].round(5),
                          "label": np.asarray(labels), "seed": seed})
+
+
+def final_mode(g, variant: str, ablation: bool = False, default: bool = False,
+               tuned_dir: str | Path = "reports/tuned/graph"):
+    """The runs of stage ``train_graph`` (tuned choices on ``graph.final.seeds``),
+    ``default_graph`` (``default``: the declared configuration on ``graph.final.default_seeds``)
+    or ``ablate_graph`` (``ablation``: the tuned choices with ``graph.final.ablation_batch_nodes``
+    on ``graph.final.ablation_seeds``).
+
+    Returns:
+        ``(cfg, chosen, kind, seeds, sub, run_name)``: the configuration, the tuned choices,
+        ``train|default|ablate``, the seeds, the output sub-folder and the MLflow run name.
+
+    Raises:
+        ValueError: both modes, or the mode's seed list is empty (those runs are off).
+    """
+    from ..tuning import read_tuned
+    from .graph import graph_run_config
+
+    if ablation and default:
+        raise ValueError("--ablation and --default exclude each other")
+    chosen = {} if default else read_tuned(f"{tuned_dir}/{variant}.json")
+    cfg = graph_run_config(g, variant).with_choices(chosen)
+    kind, seeds, sub, run_name = "train", g.final.seeds, "", variant
+    if default:
+        kind, seeds, sub, run_name = "default", g.final.default_seeds, "default/", f"{variant}-default"
+    if ablation:
+        cfg.train["batch_nodes"] = g.final.ablation_batch_nodes
+        kind, seeds, sub, run_name = "ablate", g.final.ablation_seeds, "ablation/", f"{variant}-ablation"
+    if not seeds:
+        raise ValueError(f"graph.final.{'default_' if default else 'ablation_' if ablation else ''}"
+                         "seeds is empty: these runs are off")
+    return cfg, chosen, kind, list(seeds), sub, run_name
+
+
+def run_stage_final(g, variant: str, *, ablation: bool = False, default: bool = False,
+                    data_path: str | Path = "data/graph/planetoid",
+                    tuned_dir: str | Path = "reports/tuned/graph",
+                    metrics_dir: str | Path = "reports/metrics/graph",
+                    report_data_dir: str | Path = "reports/data/graph",
+                    plots_dir: str | Path = "reports/plots/graph",
+                    seed_cache: str | Path | None = None) -> FinalRuns:
+    """One final-runs stage end to end (:func:`final_mode`, :func:`run_final`) and its files.
+
+    Writes (small, committed): ``<metrics_dir>/<sub><variant>.json`` (per-seed accuracies,
+    mean and 95 % CI, the chosen hyperparameters), ``<report_data_dir>/<sub><variant>_test_pred.csv``
+    (predicted class of every test node per seed, for the paired tests),
+    ``<plots_dir>/<sub><variant>.csv`` (loss per epoch) and, for the tuned runs,
+    ``<report_data_dir>/<variant>_pca.csv`` (2-D PCA of the first seed's embeddings).
+    MLflow: one run with the configuration, the dataset (``log_input``), the history and the
+    metrics as artifacts, and a nested run per seed. Wall times go to MLflow and the log only.
+    """
+    from ..data.planetoid import load_planetoid
+    from ..io import write_csv, write_json
+    from ..tracking import variant_run
+
+    cfg, chosen, kind, seeds, sub, run_name = final_mode(g, variant, ablation, default, tuned_dir)
+    torch.set_num_threads(g.threads)
+    data, _ = load_planetoid(data_path, g.dataset)
+    stage = f"{kind}_graph@{variant}"
+    logged = {"variant": variant, "stage": stage, "seeds": seeds, **cfg.flat(),
+              **{f"tuned.{k}": v for k, v in chosen.items()}}
+    with variant_run("graph", run_name, logged, stage=stage) as tracker:
+        tracker.log_dataset(g.dataset, digest=dataset_digest(data_path, g.dataset),
+                            source=str(data_path), context="training")
+        res = run_final(data, cfg, seeds, g.probe, variant=variant, stage=stage, chosen=chosen,
+                        tracker=tracker, cache_dir=seed_cache, data_path=data_path)
+        write_json(f"{metrics_dir}/{sub}{variant}.json", res.metrics)
+        write_csv(f"{report_data_dir}/{sub}{variant}_test_pred.csv", res.test_pred)
+        write_csv(f"{plots_dir}/{sub}{variant}.csv", res.history)
+        tracker.log_artifact(f"{plots_dir}/{sub}{variant}.csv", "history")
+        tracker.log_artifact(f"{metrics_dir}/{sub}{variant}.json", "metrics")
+    if kind == "train":
+        write_csv(f"{report_data_dir}/{variant}_pca.csv",
+                  pca_frame(res.embeddings, data.y.numpy(), seeds[0]))
+    return res

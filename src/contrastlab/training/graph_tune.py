@@ -1,0 +1,88 @@
+"""Tuning of one graph variant under the shared protocol (stage ``tune_graph@<variant>``;
+callable from a notebook): :func:`run_tuning`.
+
+An equal-budget Optuna study on the validation nodes (Musgrave et al., ECCV 2020): every
+variant gets ``graph.tune.trials`` finished trials over ``graph.variants.<variant>.search``;
+trial 0 is the declared (default) configuration, the TPE sampler seed is derived per variant,
+and the pruner (``graph.tune.pruner``, Hyperband by default; Li et al., JMLR 2018) may stop a
+trial early. A trial trains the GCN for each seed of ``graph.tune.seeds`` (>= 3, disjoint from
+the final seeds), scores each frozen encoder by the linear probe's accuracy on the 500
+validation nodes of the public split (the test nodes are never read), reports the running
+mean after each seed (step = seeds done) and returns ``(mean, standard error)`` over the
+seeds. A variant without a search space is scored once at its declared configuration.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..data.planetoid import load_planetoid
+from ..io import write_csv
+from ..tracking import stage_run
+from ..tuning import TuneResult, run_study, study_history, tune_kwargs, write_tuned
+from .graph import default_choices, fit_and_probe, graph_run_config
+
+__all__ = ["run_tuning"]
+
+
+def run_tuning(g, variant: str, data_path: str = "data/graph/planetoid",
+               study_dir: str = "reports/tune/graph", tuned_dir: str = "reports/tuned/graph",
+               plots_dir: str = "reports/plots/tune/graph") -> TuneResult:
+    """Tune ``variant`` of ``g`` (the ``graph`` params section).
+
+    Writes ``<study_dir>/<variant>/journal.log`` (the Optuna journal; an interrupted study
+    resumes), ``<tuned_dir>/<variant>.json`` (the choices ``train_graph`` reads) and
+    ``<plots_dir>/<variant>.csv`` (trial history: value, best so far, params). MLflow: one
+    parent run ``tune_graph@<variant>`` with a nested run per trial.
+
+    Returns:
+        The :class:`contrastlab.tuning.TuneResult`.
+
+    Raises:
+        KeyError: no such variant. FileNotFoundError: the Planetoid data is missing.
+    """
+    base = graph_run_config(g, variant)
+    space = g.variants[variant].search
+    torch.set_num_threads(g.threads)
+    data, _ = load_planetoid(data_path, g.dataset)
+    tune = g.tune
+    fixed = {"config": base.flat(), "probe": g.probe.model_dump(), "seeds": tune.seeds,
+             "objective": "val_acc"}
+
+    def objective(choices: dict, report=None):
+        cfg = base.with_choices(choices)
+        accs = []
+        for k, s in enumerate(tune.seeds, start=1):
+            accs.append(fit_and_probe(data, cfg, s, g.probe)["val_acc"])
+            if report is not None and k < len(tune.seeds):
+                report(k, float(np.mean(accs)))  # may raise optuna.TrialPruned
+        se = float(np.std(accs, ddof=1) / np.sqrt(len(accs))) if len(accs) > 1 else 0.0
+        return float(np.mean(accs)), se
+
+    out_dir = f"{study_dir}/{variant}"
+    logged = {"variant": variant, "tune": tune.model_dump(), "base": base.flat(),
+              "search": {k: v.model_dump(exclude_none=True) for k, v in space.items()}}
+    with stage_run("graph", f"tune_graph@{variant}", logged) as tracker:
+        if space:
+            res = run_study(track="graph", variant=variant, space=space, objective=objective,
+                            out_dir=out_dir, fixed=fixed, tracker=tracker,
+                            default=default_choices(base, space), **tune_kwargs(tune))
+        else:  # nothing to search: the declared configuration, scored once, is the choice
+            res = TuneResult(study_name="none", best_params={}, best_value=objective({})[0],
+                             best_trial=0, n_complete=1, n_failed=0, direction="maximize")
+        tracker.log_metrics({"best_val_acc": res.best_value, "n_complete": res.n_complete,
+                             "n_failed": res.n_failed})
+        tracker.log_params({f"chosen.{k}": v for k, v in res.best_params.items()})
+    write_tuned(f"{tuned_dir}/{variant}.json", res, track="graph", variant=variant,
+                objective="linear-probe accuracy on the 500 validation nodes",
+                space=space, n_trials=tune.trials)
+    if space:
+        hist = study_history(track="graph", variant=variant, space=space, out_dir=out_dir,
+                             storage=tune.storage, fixed=fixed)
+    else:
+        hist = pd.DataFrame({"trial": [0], "state": ["COMPLETE"], "value": [res.best_value],
+                             "best_so_far": [res.best_value]})
+    write_csv(f"{plots_dir}/{variant}.csv", hist)
+    return res
