@@ -1,20 +1,11 @@
-"""DVC stage ``finetune_encoder@<variant>``: fine-tune (or evaluate a baseline) over seeds.
+"""DVC stage ``finetune_encoder@<variant>``: fine-tune (or evaluate a baseline) over seeds
+(:func:`contrastlab.finetune.run.run_variant`; files: :func:`~contrastlab.finetune.run.write_variant_outputs`).
 
-Thin wrapper of :func:`contrastlab.finetune.run.run_variant` (variants: the losses of
-``finetune.variants`` and the baselines ``frozen``, ``head``, ``tfidf``).
-
-Outputs:
-``reports/metrics/finetune/<variant>.json`` (mean over seeds and queries of every per-query
-metric on split a, split b and validation; best validation step and training tokens per
-seed; no wall time), ``reports/metrics/finetune/items/<variant>.npz`` (the per-query arrays
-``<split>/<metric>`` ``[S, Q]`` that the evaluation stage bootstraps), and
-``data/finetune/runs/<variant>/`` (``embeddings.safetensors`` ``[S, N, D]``; for
-``finetune.index_variant`` also ``model/``, the first seed's encoder).
-MLflow: one ``contrastlab-finetune`` run per variant (params, curves, metrics).
-
-``--override FILE`` (repeatable) merges YAML over the params (``presets/finetune-gpu.yaml``);
-under ``torchrun --nproc_per_node=N`` every rank trains on its own batches, the contrastive
-loss gathers all ranks' embeddings and gradients are averaged; only rank 0 writes.
+Writes ``reports/metrics/finetune/<variant>.json``, ``reports/metrics/finetune/items/<variant>.npz``
+and ``data/finetune/runs/<variant>/`` (embeddings; the index variant's encoder in ``model/``);
+MLflow: one ``contrastlab-finetune`` run per variant. ``--override FILE`` (repeatable) merges
+YAML over the params (``presets/finetune-gpu.yaml``); under ``torchrun --nproc_per_node=N``
+the contrastive loss gathers all ranks' embeddings, gradients are averaged, rank 0 writes.
 """
 
 from __future__ import annotations

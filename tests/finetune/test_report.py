@@ -39,3 +39,25 @@ def test_headline_states_the_answer_with_cis(tmp_path):
 
 def test_no_summary_no_section(tmp_path):
     assert build_section(tmp_path, tmp_path) is None
+
+
+def test_gpu_run_adds_a_note_and_a_table_with_its_verdict(tmp_path):
+    """A GPU summary beside the CPU one adds its paragraph and split-(a) table; the verdict
+    follows the paired test (above the baseline with a gain, not different without one)."""
+    from contrastlab.reporting.finetune import gpu_note
+
+    cpu = tmp_path / "reports" / "metrics" / "finetune"
+    gpu = tmp_path / "reports" / "metrics" / "finetune_gpu"
+    cpu.mkdir(parents=True)
+    gpu.mkdir(parents=True)
+    (cpu / "summary.json").write_text(json.dumps(_summary(0.0)))
+    assert len(build_section(tmp_path, tmp_path).tables) == 2
+    g = {**_summary(0.2), "device": "test GPU"}
+    (gpu / "summary.json").write_text(json.dumps(g))
+    sec = build_section(tmp_path, tmp_path)
+    assert len(sec.tables) == 3 and sec.tables[2].title.startswith("GPU")
+    note = gpu_note(g)
+    assert note in sec.notes and "test GPU" in note
+    assert "significantly above the strongest baseline" in note
+    assert f"{100 * g['tables']['a']['knn5_pxt']['mulsupcon']['mean']:.1f}%" in note
+    assert "not significantly different" in gpu_note(_summary(0.0))

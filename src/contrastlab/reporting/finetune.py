@@ -118,6 +118,36 @@ def _purity_figure(summary: dict, path: Path) -> None:
     style.save(fig, path)
 
 
+def gpu_note(g: dict) -> str:
+    """One paragraph on the GPU run (``reports/metrics/finetune_gpu/summary.json``, written by
+    ``scripts/gpu_finetune.sh`` and ``finetune_evaluate``): the row with the best validation
+    purity against the strongest baseline on split a, with its Holm-corrected p-value."""
+    ta = g["tables"]["a"]["knn5_pxt"]
+    trained = [v for v in g["variants"] if v not in BASELINE_ROWS]
+    best = max(trained, key=lambda v: (g.get("validation", {}).get(v, 0.0), ta[v]["mean"]))
+    base = g["baseline"]
+    ap = g["tables"]["a"]["ap"]
+    p = ta[best].get("p_vs_baseline_holm")
+    verdict = ("significantly above" if ta[best].get("beats_baseline") else
+               "significantly below" if ta[best].get("below_baseline") else "not significantly different from")
+    return (f"GPU run ({g.get('device', 'CUDA')}; every layer trained, not part of `dvc repro`, "
+            f"docs/finetune.md): {TITLES.get(best, best)} reaches kNN@5 problem x tier "
+            f"{_pct(ta[best])} on split a, {verdict} the strongest baseline "
+            f"{TITLES.get(base, base)} {_pct(ta[base])}"
+            + (f" (Holm p = {p:.3f})" if p is not None else "")
+            + f"; mAP {_pct(ap[best])} vs {_pct(ap[base])}; split b "
+            f"{_pct(g['tables']['b']['knn5_pxt'][best])} vs {_pct(g['tables']['b']['knn5_pxt'][base])}.")
+
+
+def _add_gpu(sec: Section, g: dict) -> None:
+    sec.notes.append(gpu_note(g))
+    cols = [c for c in COLUMNS["a"] if c in g["tables"]["a"]]
+    rows = [[TITLES.get(v, v), *[_cell(g["tables"]["a"][c][v]) for c in cols]] for v in g["variants"]]
+    n = g["tables"]["a"][cols[0]][g["variants"][0]]["n_items"]
+    sec.tables.append(Table(f"GPU, all layers: split (a) ({n} queries)",
+                            ["variant", *[HEADS[c] for c in cols]], rows))
+
+
 def build_section(root: Path, figures_dir: Path) -> Section | None:
     """The fine-tuning section, or ``None`` when ``summary.json`` is missing."""
     root = Path(root)
@@ -154,6 +184,9 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         rows = [[TITLES.get(v, v), *[_cell(summary["tables"][s][c][v]) for c in cols]] for v in names]
         n = summary["tables"][s][cols[0]][names[0]]["n_items"]
         sec.tables.append(Table(f"{title} ({n} queries)", ["variant", *[HEADS[c] for c in cols]], rows))
+    gpu = root / "reports" / "metrics" / "finetune_gpu" / "summary.json"
+    if gpu.exists():
+        _add_gpu(sec, json.loads(gpu.read_text()))
     fig = Path(figures_dir) / "finetune_knn_purity.png"
     _purity_figure(summary, fig)
     sec.figures.append(Figure("kNN@5 problem x tier purity with 95% CIs", fig,
