@@ -240,3 +240,25 @@ def test_an_interrupted_trial_is_not_budget(tmp_path):
     assert states[2] == TrialState.PRUNED and states[3] == TrialState.COMPLETE
     assert list(study_history(track="t", variant="i", space=SPACE, out_dir=tmp_path)["trial"]) \
         == [0, 1, 3]
+
+
+def test_seed_alias_draws_the_alias_configurations(tmp_path):
+    """multilabel.tune.seed_alias (Sim-Dis Eq. 13 -> ANY: the same gradient) routes the aliased
+    study's TPE seed through its alias's name, so both studies try the same configurations;
+    any other pair of variants draws different ones."""
+    from contrastlab.params.multilabel import MultilabelTune
+    from contrastlab.training.multilabel_tune import study_seed_key
+
+    tune = MultilabelTune(seed_alias={"simdis_eq13": "any"})
+    assert study_seed_key(tune, "simdis_eq13", "yeast") == "any-yeast"
+    assert study_seed_key(tune, "any", "yeast") is None
+    rows = {}
+    for v in ("any", "simdis_eq13", "all"):
+        name = f"{v}-yeast"
+        run_study(track="multilabel", variant=name, space=SPACE, objective=_obj, n_trials=6,
+                  seed=0, startup_trials=3, out_dir=tmp_path / v, progress=False,
+                  seed_key=study_seed_key(tune, v, "yeast"))
+        h = study_history(track="multilabel", variant=name, space=SPACE, out_dir=tmp_path / v)
+        rows[v] = [tuple(r) for r in h[["x", "k", "c"]].itertuples(index=False)]
+    assert rows["simdis_eq13"] == rows["any"]
+    assert all(a != b for a, b in zip(rows["all"], rows["any"]))

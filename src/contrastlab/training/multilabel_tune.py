@@ -41,13 +41,21 @@ from ..errors import InputError, UnknownNameError
 from ..io import write_csv, write_json
 from ..tracking import stage_run
 
-__all__ = ["run_tuning", "study_seed"]
+__all__ = ["run_tuning", "study_seed", "study_seed_key"]
 
 
 def study_seed(base: int, variant: str, dataset: str) -> int:
     """Sampler seed of one (variant, data set) study: ``base`` + CRC-32 of ``variant/dataset``
     (so two variants with the same space do not draw the same configurations)."""
     return (int(base) + zlib.crc32(f"{variant}/{dataset}".encode())) % (2**31)
+
+
+def study_seed_key(tune, variant: str, dataset: str) -> str | None:
+    """The name hashed into the TPE seed of ``variant``'s study on ``dataset`` in place of its
+    own (``<alias>-<dataset>`` for a variant in ``tune.seed_alias``, else ``None``): an aliased
+    variant draws exactly its alias's configurations."""
+    alias = tune.seed_alias.get(variant)
+    return f"{alias}-{dataset}" if alias else None
 
 
 def _enqueue_default(name: str, space, fixed, out_dir: Path, tune, seed: int, default: dict) -> None:
@@ -124,6 +132,8 @@ def run_tuning(ml, variant: str, only: str | None = None, data_dir: str = "data/
             kw = {"default": default} if "default" in run_kw else {}
             if "pruner" in run_kw:
                 kw["pruner"] = tune.pruner
+            if study_seed_key(tune, variant, ds):
+                kw["seed_key"] = study_seed_key(tune, variant, ds)
             if ds not in todo:
                 # a partial run (--only): keep the data sets whose studies are already complete
                 try:
