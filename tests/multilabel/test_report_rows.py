@@ -51,3 +51,19 @@ def test_identical_outputs_merge_into_one_column():
     # one seed differing on one data set keeps them apart
     runs["b"]["simdis_eq13"]["test_scores_sha256"] = same[:4] + ["f" * 64]
     assert rep.identical_groups(runs, ["any", "simdis_eq13"], ["a", "b"]) == [["any"], ["simdis_eq13"]]
+
+
+def test_trial0_values_reads_the_declared_configuration_per_data_set(tmp_path):
+    """The 'default = trial 0' column of the tuned-choices table: trial 0's objective and its
+    fold standard error per data set, not the best trial's; a missing history gives nothing."""
+    from contrastlab.reporting.multilabel import trial0_values
+
+    f = tmp_path / "h.csv"
+    f.write_text("dataset,trial,state,value,best_so_far,se,lr\n"
+                 "emotions,0,COMPLETE,0.60,0.60,0.01,0.001\n"
+                 "emotions,1,COMPLETE,0.70,0.70,0.02,0.01\n"
+                 "yeast,1,COMPLETE,0.50,0.50,0.03,0.01\n"
+                 "yeast,0,COMPLETE,0.40,0.50,0.04,0.001\n")
+    got = trial0_values(f)
+    assert got == {"emotions": (0.60, 0.01), "yeast": (0.40, 0.04)}
+    assert trial0_values(tmp_path / "missing.csv") == {}
