@@ -39,14 +39,29 @@ def _cell(st: dict) -> Cell:
                 source="mean over seeds, bootstrap CI over items and seeds")
 
 
+def best_trained(summary: dict) -> str:
+    """The trained row a headline reports: the best validation kNN@5 problem x tier purity
+    (chosen on validation, not on test; ties broken by split a's mean)."""
+    ta = summary["tables"]["a"]["knn5_pxt"]
+    val = summary.get("validation", {})
+    trained = [v for v in summary["variants"] if v not in BASELINE_ROWS]
+    return max(trained, key=lambda v: (val.get(v, 0.0), ta[v]["mean"]))
+
+
+def _split_table(summary: dict, split: str, title: str) -> Table:
+    """One split's table: every row, the columns of :data:`COLUMNS` present in ``summary``."""
+    t = summary["tables"][split]
+    cols = [c for c in COLUMNS[split] if c in t]
+    rows = [[TITLES.get(v, v), *[_cell(t[c][v]) for c in cols]] for v in summary["variants"]]
+    n = t[cols[0]][summary["variants"][0]]["n_items"]
+    return Table(f"{title} ({n} queries)", ["variant", *[HEADS[c] for c in cols]], rows)
+
+
 def headline(summary: dict, layers) -> str:
     """The answer (verdict, kNN@5 problem x tier purity with CIs on both splits, its ceiling,
     retrieval mAP, tier probe) from ``summary.json``."""
     ta, tb = summary["tables"]["a"]["knn5_pxt"], summary["tables"]["b"]["knn5_pxt"]
-    trained = [v for v in summary["variants"] if v not in ("frozen", "head", "tfidf")]
-    # the row of the headline is chosen on validation (kNN@5 problem x tier), not on test
-    val = summary.get("validation", {})
-    best = max(trained, key=lambda v: (val.get(v, 0.0), ta[v]["mean"]))
+    best = best_trained(summary)
     fa, fb = ta["frozen"], tb["frozen"]
     # verdict on split a's mAP (kNN@5 purity is capped by the cell sizes): better than the
     # frozen encoder = intervals disjoint, or the paired Holm test when frozen is the baseline
@@ -123,8 +138,7 @@ def gpu_note(g: dict) -> str:
     ``scripts/gpu_finetune.sh`` and ``finetune_evaluate``): the row with the best validation
     purity against the strongest baseline on split a, with its Holm-corrected p-value."""
     ta = g["tables"]["a"]["knn5_pxt"]
-    trained = [v for v in g["variants"] if v not in BASELINE_ROWS]
-    best = max(trained, key=lambda v: (g.get("validation", {}).get(v, 0.0), ta[v]["mean"]))
+    best = best_trained(g)
     base = g["baseline"]
     ap = g["tables"]["a"]["ap"]
     p = ta[best].get("p_vs_baseline_holm")
@@ -141,11 +155,7 @@ def gpu_note(g: dict) -> str:
 
 def _add_gpu(sec: Section, g: dict) -> None:
     sec.notes.append(gpu_note(g))
-    cols = [c for c in COLUMNS["a"] if c in g["tables"]["a"]]
-    rows = [[TITLES.get(v, v), *[_cell(g["tables"]["a"][c][v]) for c in cols]] for v in g["variants"]]
-    n = g["tables"]["a"][cols[0]][g["variants"][0]]["n_items"]
-    sec.tables.append(Table(f"GPU, all layers: split (a) ({n} queries)",
-                            ["variant", *[HEADS[c] for c in cols]], rows))
+    sec.tables.append(_split_table(g, "a", "GPU, all layers: split (a)"))
 
 
 def build_section(root: Path, figures_dir: Path) -> Section | None:
@@ -177,13 +187,9 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
             "Model Confidence Set (Hansen, Lunde & Nason 2011); ↑/↓ = significantly better/worse than "
             f"the strongest baseline ({TITLES.get(summary['baseline'], summary['baseline'])}, chosen by "
             f"{summary['baseline_rule']}; Holm). Defaults for every loss, no tuning (docs/finetune.md).")
-    names = summary["variants"]
     for s, title in (("a", "Split (a): unseen submissions of seen problems"),
                      ("b", "Split (b): unseen problems")):
-        cols = [c for c in COLUMNS[s] if c in summary["tables"][s]]
-        rows = [[TITLES.get(v, v), *[_cell(summary["tables"][s][c][v]) for c in cols]] for v in names]
-        n = summary["tables"][s][cols[0]][names[0]]["n_items"]
-        sec.tables.append(Table(f"{title} ({n} queries)", ["variant", *[HEADS[c] for c in cols]], rows))
+        sec.tables.append(_split_table(summary, s, title))
     gpu = root / "reports" / "metrics" / "finetune_gpu" / "summary.json"
     if gpu.exists():
         _add_gpu(sec, json.loads(gpu.read_text()))
