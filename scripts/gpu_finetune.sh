@@ -5,7 +5,8 @@
 #
 #   dvc repro finetune_data                      # the HumanEval variants (CPU, sandboxed)
 #   bash scripts/gpu_finetune.sh [override.yaml ...]
-#   python stages/finetune_evaluate.py --metrics-dir reports/metrics/finetune_gpu \
+#   python stages/finetune_evaluate.py --data data/finetune/humaneval/variants.parquet \
+#       --metrics-dir reports/metrics/finetune_gpu \
 #       --runs-dir data/finetune_gpu/runs --index data/finetune_gpu/index
 #
 # Writes reports/metrics/finetune_gpu/ (<variant>.json, items/<variant>.npz, logs/) and
@@ -27,15 +28,16 @@ assert torch.cuda.is_available(), "scripts/gpu_finetune.sh needs a CUDA device"
 print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, "
       f"bf16 {torch.cuda.is_bf16_supported()}, {torch.cuda.device_count()} GPU(s)")
 EOF
-"$PY" stages/finetune_cache.py "${OV[@]}" --out "$D/cache.safetensors"
+V=data/finetune/humaneval/variants.parquet
+"$PY" stages/finetune_cache.py "${OV[@]}" --data "$V" --out "$D/cache.safetensors"
 
 run() {  # one variant, its log in $M/logs
     local v=$1
     if [ "$NPROC" -gt 1 ]; then
         torchrun --standalone --nproc_per_node="$NPROC" stages/finetune_encoder.py --variant "$v" \
-            "${OV[@]}" --cache "$D/cache.safetensors" --metrics-dir "$M" --runs-dir "$D/runs"
+            "${OV[@]}" --data "$V" --cache "$D/cache.safetensors" --metrics-dir "$M" --runs-dir "$D/runs"
     else
-        "$PY" stages/finetune_encoder.py --variant "$v" "${OV[@]}" \
+        "$PY" stages/finetune_encoder.py --variant "$v" "${OV[@]}" --data "$V" \
             --cache "$D/cache.safetensors" --metrics-dir "$M" --runs-dir "$D/runs"
     fi > "$M/logs/$v.log" 2>&1 || { echo "FAILED $v (log: $M/logs/$v.log)"; tail -5 "$M/logs/$v.log"; return 1; }
     tail -1 "$M/logs/$v.log"

@@ -42,9 +42,10 @@ metrics="$root/reports/metrics/code_seed_corpus"
 data="$root/reports/data/code_seed_corpus"
 mkdir -p "$metrics" "$data"
 variants=$(python -c "from contrastlab.params import load_params; print(' '.join(load_params('params.yaml').code.variants))")
+io="--splits data/code/splits.parquet --teacher data/code/teacher --models data/code/models"
 for v in $variants; do
-  step "train_$v" python stages/train_code.py --variant "$v" --plots reports/plots/code_seed_corpus
-  step "evaluate_$v" python stages/evaluate_code.py --variant "$v" --metrics "$metrics" --curves "$data"
+  step "train_$v" python stages/train_code.py --variant "$v" $io --plots reports/plots/code_seed_corpus
+  step "evaluate_$v" python stages/evaluate_code.py --variant "$v" $io --metrics "$metrics" --curves "$data"
 done
 cp reports/metrics/code/baselines.json "$metrics/baselines.json"
 cp reports/data/code/baselines_ranks.csv "$data/baselines_ranks.csv"

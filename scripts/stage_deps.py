@@ -89,6 +89,13 @@ LOSS_CODE = "data/loss_code.yaml"
 VARIANT_AXES = {"${graph.variants}": "graph", "${code.variants}": "code",
                 "${multilabel.losses}": "multilabel", "${multilabel.hybrids}": "multilabel",
                 "${finetune.variants}": "finetune"}
+#: Modules of the ``params`` package that each hold one section's schema. The package's
+#: ``__init__`` imports all of them to validate the whole file, which is the gate's job (every
+#: stage depends on its output), so a stage depends on the schema of the sections it declares
+#: in its ``params:`` only: editing the graph schema leaves the code and multi-label stages
+#: up to date. A section module that another kept module imports is still reached that way.
+PARAMS_SECTIONS = {"code", "graph", "multilabel", "finetune", "report"}
+
 #: The first stage: validates params.yaml; every other stage depends on its output.
 GATE_STAGE = "validate_params"
 _REG_RE = re.compile(r"^(contrastlab(?:\.\w+)+):\w+$")
@@ -293,11 +300,14 @@ class Analyzer:
                             siblings.add(data)
         return mods, siblings, needs, loader, table
 
-    def closure(self, scripts: list[Path]) -> Closure:
-        """Transitive closure of ``scripts`` (absolute paths)."""
+    def closure(self, scripts: list[Path], sections: set[str] | None = None) -> Closure:
+        """Transitive closure of ``scripts`` (absolute paths). With ``sections`` (the
+        ``params.yaml`` sections the stage declares), the ``params`` package's ``__init__``
+        contributes only those sections' schema modules (see :data:`PARAMS_SECTIONS`)."""
         c = Closure()
         todo = [Path(s).resolve() for s in scripts]
         seen: set[Path] = set()
+        params_init = self.module_file(f"{PACKAGE}.params")
         while todo:
             f = todo.pop()
             if f in seen:
@@ -307,6 +317,9 @@ class Analyzer:
             if f.is_dir() or f.suffix != ".py":
                 continue  # DATA_DEPS: a dependency, not a module
             mods, sibs, needs, loader, table = self.direct(f)
+            if sections is not None and params_init is not None and f == params_init.resolve():
+                mods = {m for m in mods if m.rpartition(".")[2] not in PARAMS_SECTIONS
+                        or m.rpartition(".")[2] in sections}
             if needs is not None:
                 c.loss_needs |= needs
                 c.declared.add(f)
@@ -564,7 +577,7 @@ def analyse(root: Path, stages: dict | None = None) -> dict[str, tuple[list[str]
         scripts = stage_scripts(_body(st).get("cmd", ""), root)
         if not scripts:
             continue
-        c = an.closure(scripts)
+        c = an.closure(scripts, None if name == GATE_STAGE else declared_sections(_body(st)))
         # the stage's own scripts first, then the library
         files = sorted((p.as_posix() for p in c.files),
                        key=lambda f: (f.startswith("src/"), f))
@@ -579,6 +592,20 @@ def analyse(root: Path, stages: dict | None = None) -> dict[str, tuple[list[str]
         elif c.loss_needs:
             keys = [f"needs.{n}" for n in sorted(c.loss_needs)]
         out[name] = (files, keys)
+    return out
+
+
+def declared_sections(body: dict) -> set[str]:
+    """Top-level ``params.yaml`` sections named in a stage's ``params:`` (``code.model`` ->
+    ``code``; a whole section ``- graph`` counts; entries of other files do not)."""
+    out = set()
+    for p in body.get("params", []) or []:
+        if isinstance(p, str):
+            out.add(p.split(".")[0])
+        elif isinstance(p, dict):
+            for f, keys in p.items():
+                if f == "params.yaml":
+                    out.update(str(k).split(".")[0] for k in keys or [])
     return out
 
 

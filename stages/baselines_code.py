@@ -8,21 +8,16 @@ variants (rows and sources: :mod:`contrastlab.evaluation.code_baselines`). Write
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.evaluation.code_baselines import run_all
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
-from contrastlab.training.code_inputs import add_input_args
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    add_input_args(ap)
-    ap.add_argument("--metrics", default="reports/metrics/code/baselines.json")
-    ap.add_argument("--ranks", default="reports/data/code/baselines_ranks.csv")
+    ap = stage_parser(__doc__, "--functions", "--splits", "--teacher", "--metrics", "--ranks")
     args = ap.parse_args(argv)
     out, ranks = run_all(load_params(args.params).code, args.functions, args.splits, args.teacher)
     write_json(args.metrics, out)

@@ -8,21 +8,16 @@ strongest) and ``reports/data/graph/baselines_test_pred.csv`` (predicted class p
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.evaluation.graph_baselines import run_baselines
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--data", default="data/graph/planetoid")
-    ap.add_argument("--metrics", default="reports/metrics/graph")
-    ap.add_argument("--report-data", default="reports/data/graph")
+    ap = stage_parser(__doc__, "--data", "--metrics", "--report-data")
     args = ap.parse_args(argv)
     out, pred = run_baselines(load_params(args.params).graph, args.data)
     write_json(f"{args.metrics}/baselines.json", out)

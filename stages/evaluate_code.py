@@ -13,32 +13,27 @@ each seed's nested run, next to the variant's loss, temperature and learning rat
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.evaluation.code_eval import evaluate_variant
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
 from contrastlab.tracking import variant_run
-from contrastlab.training.code_inputs import add_input_args, run_params
+from contrastlab.training.code_inputs import run_params
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = stage_parser(__doc__, "--splits", "--teacher", "--models", "--metrics", "--curves")
     ap.add_argument("--variant", required=True)
-    add_input_args(ap)
-    ap.add_argument("--models", default="data/code/models")
-    ap.add_argument("--metrics", default="reports/metrics/code")
-    ap.add_argument("--curves", default="reports/data/code")
     args = ap.parse_args(argv)
     code = load_params(args.params).code
     out, per_seed, ranks, curve = evaluate_variant(code, Path(args.models) / args.variant,
-                                                   args.functions, args.splits, args.teacher)
+                                                   args.splits, args.teacher)
     write_json(Path(args.metrics) / f"{args.variant}.json", out)
     scalar = ("rank_at_1", "rank_at_5", "rank_at_10", "mrr", "median_rank", "mean_cosine")
     with variant_run("code", args.variant, run_params(args.variant, out["loss"], out),

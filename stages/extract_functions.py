@@ -6,11 +6,10 @@ Writes ``data/code/functions.parquet`` (one row per kept function) and
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.data.functions import extract_repositories
 from contrastlab.errors import InputError
 from contrastlab.io import read_json, write_json, write_parquet
@@ -18,11 +17,7 @@ from contrastlab.params import load_params
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--repos", default="data/code/repos")
-    ap.add_argument("--out", default="data/code/functions.parquet")
-    ap.add_argument("--stats", default="data/code/functions_stats.json")
+    ap = stage_parser(__doc__, "--repos", "--out", "--stats")
     args = ap.parse_args(argv)
     e = load_params(args.params).code.extract
     repos = Path(args.repos)

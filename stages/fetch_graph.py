@@ -11,19 +11,16 @@ fetches the files instead (needs network).
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.data.planetoid import prepare_planetoid
 from contrastlab.params import load_params
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--params", default="params.yaml")
+    ap = stage_parser(__doc__.split("\n\n")[0], "--out")
     ap.add_argument("--vendor", default=None, help="raw folder (default: graph.raw_dir)")
-    ap.add_argument("--out", default="data/graph/planetoid")
     args = ap.parse_args(argv)
     p = load_params(args.params).graph
     raw = args.vendor or p.raw_folder

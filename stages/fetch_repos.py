@@ -6,20 +6,17 @@ files, licence file). Sources are listed in ``params.yaml`` under ``code.repos.s
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.data.repos import fetch_sources
 from contrastlab.io import atomic_dir, write_json
 from contrastlab.params import load_params
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--out", default="data/code/repos")
+    ap = stage_parser(__doc__, "--out")
     args = ap.parse_args(argv)
     p = load_params(args.params).code
     with atomic_dir(Path(args.out)) as tmp:

@@ -11,23 +11,19 @@ Output: ``data/finetune/cache/cache.safetensors`` (``ids``, ``lengths``, ``level
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.finetune.run import build_cache, load_with_overrides
 from contrastlab.io import save_safetensors
 from contrastlab.utils import set_cpu_threads
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--data", default="data/finetune/humaneval/variants.parquet")
-    ap.add_argument("--out", default="data/finetune/cache/cache.safetensors")
+    ap = stage_parser(__doc__, "--data", "--out")
     ap.add_argument("--override", action="append", default=[],
                     help="YAML merged over the params (e.g. presets/finetune-gpu.yaml)")
     args = ap.parse_args(argv)

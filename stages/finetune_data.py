@@ -12,21 +12,17 @@ and ``reports/data/finetune/humaneval_dataset.json`` (counts per split and tier)
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.finetune.build import build_variants
 from contrastlab.io import write_json, write_parquet
 from contrastlab.params import load_params
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--out", default="data/finetune/humaneval")
-    ap.add_argument("--report", default="reports/data/finetune/humaneval_dataset.json")
+    ap = stage_parser(__doc__, "--out", "--report")
     args = ap.parse_args(argv)
     p = load_params(args.params)
     df, stats = build_variants(p.finetune, p.multilabel.humaneval)

@@ -10,14 +10,13 @@ the contrastive loss gathers all ranks' embeddings, gradients are averaged, rank
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.distributed import init_distributed
 from contrastlab.finetune.run import load_with_overrides, run_variant, write_variant_outputs
 from contrastlab.timings import write_timing
@@ -26,13 +25,8 @@ from contrastlab.utils import set_cpu_threads
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = stage_parser(__doc__, "--data", "--cache", "--metrics-dir", "--runs-dir")
     ap.add_argument("--variant", required=True)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--data", default="data/finetune/humaneval/variants.parquet")
-    ap.add_argument("--cache", default="data/finetune/cache/cache.safetensors")
-    ap.add_argument("--metrics-dir", default="reports/metrics/finetune")
-    ap.add_argument("--runs-dir", default="data/finetune/runs")
     ap.add_argument("--override", action="append", default=[],
                     help="YAML merged over the params (e.g. presets/finetune-gpu.yaml)")
     args = ap.parse_args(argv)

@@ -14,13 +14,12 @@ Outputs: ``reports/metrics/finetune/summary.json`` (committed) and ``data/finetu
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.finetune.evaluate import summarize_variants
 from contrastlab.finetune.index import log_to_mlflow, write_variant_index
 from contrastlab.io import write_json
@@ -29,12 +28,7 @@ from contrastlab.tracking import variant_run
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--data", default="data/finetune/humaneval/variants.parquet")
-    ap.add_argument("--metrics-dir", default="reports/metrics/finetune")
-    ap.add_argument("--runs-dir", default="data/finetune/runs")
-    ap.add_argument("--index", default="data/finetune/index")
+    ap = stage_parser(__doc__, "--data", "--metrics-dir", "--runs-dir", "--index")
     args = ap.parse_args(argv)
     ft = load_params(args.params).finetune
     df = pd.read_parquet(args.data)

@@ -19,23 +19,16 @@ median rank, the weight and its validation grid) and ``reports/data/code/hybrids
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.evaluation.code_hybrids import run_hybrids
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
-from contrastlab.training.code_inputs import add_input_args
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    add_input_args(ap)
-    ap.add_argument("--models", default="data/code/models")
-    ap.add_argument("--baselines", default="reports/metrics/code/baselines.json")
-    ap.add_argument("--metrics", default="reports/metrics/code/hybrids.json")
-    ap.add_argument("--ranks", default="reports/data/code/hybrids_ranks.csv")
+    ap = stage_parser(__doc__, "--functions", "--splits", "--teacher", "--models", "--baselines", "--metrics", "--ranks")
     args = ap.parse_args(argv)
     metrics, ranks = run_hybrids(load_params(args.params).code, args.baselines, args.models,
                                  args.functions, args.splits, args.teacher)

@@ -14,12 +14,11 @@ and the report (``index.html``, ``comparison.md``, figures) as artifacts.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.io import write_json, write_text
 from contrastlab.params import load_params
 from contrastlab.reporting import collect_sections, headline_section, render_markdown
@@ -35,9 +34,7 @@ from contrastlab.utils import git_commit, repo_root
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--out-dir", default="reports")
+    ap = stage_parser(__doc__, "--out-dir")
     ap.add_argument("--metrics-dir", default=None,
                     help="where the tracks' metrics JSON are (default: <out-dir>/metrics)")
     args = ap.parse_args(argv)

@@ -12,46 +12,22 @@ Writes ``data/code/splits.parquet`` (``id, repo, repo_group, dup_group, split``)
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-import numpy as np
 import pandas as pd
 
-from contrastlab.cli import run_stage
-from contrastlab.data.splits import (assign_splits, near_duplicate_groups, repository_groups,
-                                     split_summary, top_level_names)
+from contrastlab.cli import run_stage, stage_parser
+from contrastlab.data.splits import split_functions
 from contrastlab.io import write_json, write_parquet
 from contrastlab.params import load_params
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--functions", default="data/code/functions.parquet")
-    ap.add_argument("--out", default="data/code/splits.parquet")
-    ap.add_argument("--summary", default="data/code/splits.json")
+    ap = stage_parser(__doc__, "--functions", "--out", "--summary")
     args = ap.parse_args(argv)
-    s = load_params(args.params).code.split
-    df = pd.read_parquet(args.functions, columns=["id", "repo", "path", "body"]).sort_values("id")
-    df = df.reset_index(drop=True)
-    tops = {r: top_level_names(g["path"]) for r, g in df.groupby("repo")}
-    groups = repository_groups(tops, stop=s.family_stop)
-    dup = near_duplicate_groups(df["body"].tolist(), s.near_dup_threshold, s.shingle, s.num_perm)
-    split = assign_splits(df["repo"].to_numpy(), groups, dup, (s.train, s.val, s.test), s.seed)
-    out = pd.DataFrame({"id": df["id"].to_numpy(), "repo": df["repo"].to_numpy(),
-                        "repo_group": [groups[r] for r in df["repo"]],
-                        "dup_group": df["id"].to_numpy()[dup], "split": split.astype(str)})
+    df = pd.read_parquet(args.functions, columns=["id", "repo", "path", "body"])
+    out, summary = split_functions(df, load_params(args.params).code.split)
     write_parquet(args.out, out)
-    summary = split_summary(out)
-    for k, v in summary.items():
-        v["repository_groups"] = int(out.loc[out["split"] == k, "repo_group"].nunique())
-    summary["near_duplicates"] = {
-        "functions_in_groups": int((np.bincount(dup, minlength=len(dup))[dup] > 1).sum()),
-        "groups": int(sum(1 for c in np.bincount(dup) if c > 1))}
-    summary["joined_repositories"] = {g: sorted(r for r, gg in groups.items() if gg == g)
-                                      for g in sorted(set(groups.values()))
-                                      if sum(1 for gg in groups.values() if gg == g) > 1}
     write_json(args.summary, summary)
     print("split_by_repo: " + ", ".join(
         f"{k} {summary[k]['functions']} functions / {len(summary[k]['repositories'])} repos"

@@ -8,7 +8,6 @@ is declared ``persist: true`` in dvc.yaml for that reason).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from functools import partial
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.data.teacher_states import write_teacher_states
 from contrastlab.models.teacher import TeacherEncoder
 from contrastlab.params import load_params
@@ -25,10 +24,7 @@ from contrastlab.utils import set_cpu_threads
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--functions", default="data/code/functions.parquet")
-    ap.add_argument("--out", default="data/code/teacher")
+    ap = stage_parser(__doc__, "--functions", "--out")
     args = ap.parse_args(argv)
     code = load_params(args.params).code
     t = code.teacher

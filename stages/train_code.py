@@ -16,26 +16,20 @@ per seed with the per-epoch curves, the checkpoints as logged models and the his
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.params import load_params
-from contrastlab.training.code_inputs import add_input_args
 from contrastlab.training.code_final import run_final
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = stage_parser(__doc__, "--splits", "--teacher", "--models", "--plots")
     ap.add_argument("--variant", required=True)
-    add_input_args(ap)
-    ap.add_argument("--models", default="data/code/models")
-    ap.add_argument("--plots", default="reports/plots/code")
     ap.add_argument("--tuned", default=None,
                     help="folder of tune_code's <variant>.json to train with the tuned choices")
     args = ap.parse_args(argv)
-    run_final(load_params(args.params).code, args.variant, args.tuned, args.functions,
-              args.splits, args.teacher, args.models, args.plots)
+    run_final(load_params(args.params).code, args.variant, args.tuned, args.splits, args.teacher, args.models, args.plots)
     return 0
 
 

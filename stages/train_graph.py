@@ -9,17 +9,17 @@ once on the test nodes (runs, statistics and files:
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.params import load_params
 from contrastlab.training.graph_final import final_mode, run_stage_final, seed_cache_file, train_seed
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = stage_parser(__doc__, "--data", "--metrics", "--report-data", "--plots")
     ap.add_argument("--variant", required=True)
+    ap.add_argument("--tuned", help="folder of tune_graph's choices (required unless --default)")
     ap.add_argument("--ablation", action="store_true",
                     help="loss-batch ablation: graph.final.ablation_batch_nodes and ablation_seeds")
     ap.add_argument("--default", action="store_true",
@@ -29,13 +29,9 @@ def main(argv: list[str] | None = None) -> int:
                     "a seed trained is saved there (runs of single seeds in parallel)")
     ap.add_argument("--only-seed", type=int, default=None,
                     help="train just this seed into --seed-cache and exit (no outputs)")
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--data", default="data/graph/planetoid")
-    ap.add_argument("--tuned", default="reports/tuned/graph")
-    ap.add_argument("--metrics", default="reports/metrics/graph")
-    ap.add_argument("--report-data", default="reports/data/graph")
-    ap.add_argument("--plots", default="reports/plots/graph")
     args = ap.parse_args(argv)
+    if args.tuned is None and not args.default:
+        ap.error("--tuned is required (the untuned --default runs alone read no choices)")
     g = load_params(args.params).graph
     if args.only_seed is not None:  # one seed into the cache (seeds in parallel processes)
         import torch

@@ -15,24 +15,18 @@ way and is the choice. Test functions are never read. Writes
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.params import load_params
-from contrastlab.training.code_inputs import add_input_args
 from contrastlab.training.code_tune import run_tuning
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = stage_parser(__doc__, "--splits", "--teacher", "--tuned", "--history", "--journal")
     ap.add_argument("--variant", required=True)
-    add_input_args(ap)
-    ap.add_argument("--tuned", default="reports/tuned/code")
-    ap.add_argument("--history", default="reports/plots/tune/code")
-    ap.add_argument("--journal", default="reports/tune/code")
     args = ap.parse_args(argv)
-    res = run_tuning(load_params(args.params).code, args.variant, args.functions, args.splits,
+    res = run_tuning(load_params(args.params).code, args.variant, args.splits,
                      args.teacher, args.tuned, args.history, args.journal)
     print(f"tune_code@{args.variant}: best val R@10 {res.best_value:.2%} with {res.best_params}")
     return 0

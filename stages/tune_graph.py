@@ -6,22 +6,16 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.params import load_params
 from contrastlab.training.graph_tune import run_tuning
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = stage_parser(__doc__, "--data", "--study-dir", "--tuned", "--plots")
     ap.add_argument("--variant", required=True)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--data", default="data/graph/planetoid")
-    ap.add_argument("--study-dir", default="reports/tune/graph")
-    ap.add_argument("--tuned", default="reports/tuned/graph")
-    ap.add_argument("--plots", default="reports/plots/tune/graph")
     args = ap.parse_args(argv)
     res = run_tuning(load_params(args.params).graph, args.variant, args.data, args.study_dir,
                      args.tuned, args.plots)

@@ -17,22 +17,18 @@ changed.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import yaml
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.io import write_json, write_text
 from contrastlab.params import load_params
 from contrastlab.params.losses import check_loss_keywords, loss_code
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--out", default="data/params_ok.json")
-    ap.add_argument("--loss-code", default="data/loss_code.yaml")
+    ap = stage_parser(__doc__.split("\n\n")[0], "--out", "--loss-code")
     args = ap.parse_args(argv)
     p = load_params(args.params)
     check_loss_keywords(p, args.params)

@@ -9,3 +9,35 @@ os.environ.setdefault("CONTRASTLAB_MLFLOW", "0")  # tests that check MLflow turn
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # stages called from tests write their wall times here, not into the checkout's reports/timings
 os.environ.setdefault("CONTRASTLAB_TIMINGS", tempfile.mkdtemp(prefix="contrastlab-timings-"))
+
+import shlex  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def dvc_stage_cmd(stage: str, root: Path = ROOT, **subst: str) -> list[str]:
+    """``[script, *args]`` of ``stage`` (``name`` or ``name@instance``) as its ``cmd`` in
+    ``root``'s dvc.yaml gives them: the script as an absolute path, the stage's data paths
+    relative (run it in a folder laid out like the repository). ``${key}``/``${item}`` become
+    the instance, ``${item.<k>}`` the keyword argument ``k``. Stage scripts hold no paths of
+    their own: dvc.yaml is where they are written."""
+    import yaml
+
+    base, _, inst = stage.partition("@")
+    st = yaml.safe_load((root / "dvc.yaml").read_text())["stages"][base]
+    cmd = st.get("do", st)["cmd"].replace("${key}", inst).replace("${item}", inst)
+    for k, v in subst.items():
+        cmd = cmd.replace("${item.%s}" % k, str(v))
+    argv = shlex.split(cmd)
+    assert argv[0] == "python" and "${" not in cmd, cmd
+    script = next(i for i, a in enumerate(argv) if a.endswith(".py"))
+    return [str(root / argv[script]), *argv[script + 1:]]
+
+
+@pytest.fixture
+def stage_cmd():
+    """:func:`dvc_stage_cmd` for a test: ``stage_cmd("build_multilabel@yeast")``."""
+    return dvc_stage_cmd

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -136,6 +137,19 @@ def run(root: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
     return r
 
 
+def stage_argv(root: Path, stage: str, **subst: str) -> list[str]:
+    """The script and arguments of ``stage`` (``name@instance``) as its ``cmd`` in the copy's
+    dvc.yaml gives them (the paths are written there only); ``subst`` fills ``${item.x}``."""
+    base, _, inst = stage.partition("@")
+    st = yaml.safe_load((root / "dvc.yaml").read_text())["stages"][base]
+    cmd = st.get("do", st)["cmd"].replace("${key}", inst).replace("${item}", inst)
+    for k, v in subst.items():
+        cmd = cmd.replace("${item.%s}" % k, v)
+    argv = shlex.split(cmd)
+    assert argv[0] == "python" and "${" not in cmd, cmd
+    return argv[1:]
+
+
 def closure(root: Path, stage: str) -> list[str]:
     return run(root, "scripts/stage_deps.py", "--show", stage).stdout.split()
 
@@ -169,13 +183,13 @@ def test_new_two_view_loss_reaches_the_graph_table(tmp_path):
 
     edit_params(root, tiny)
     # before the params key: the stage refuses the unknown variant
-    assert run(root, "stages/train_graph.py", "--variant", "dcl", ok=False).returncode == 2
+    assert run(root, *stage_argv(root, "train_graph@dcl"), ok=False).returncode == 2
     edit_params(root, one_key)
 
     # validation: the knobs are the loss's keyword arguments, checked generically
-    run(root, "stages/validate_params.py")
+    run(root, *stage_argv(root, "validate_params"))
     edit_params(root, lambda r: r["graph"]["variants"]["dcl"].update(sigmaa=1.0))
-    bad = run(root, "stages/validate_params.py", ok=False)
+    bad = run(root, *stage_argv(root, "validate_params"), ok=False)
     assert bad.returncode == 2 and "graph.variants.dcl.sigmaa" in bad.stderr and "sigma" in bad.stderr
     edit_params(root, lambda r: r["graph"]["variants"]["dcl"].pop("sigmaa"))
 
@@ -189,14 +203,14 @@ def test_new_two_view_loss_reaches_the_graph_table(tmp_path):
 
     # tuning (nothing searched: the declared configuration, scored once on validation),
     # final training (3 steps, 2 seeds) with its test evaluation, then the report
-    run(root, "stages/fetch_graph.py", "--vendor", str(ROOT / "data/vendor/planetoid/Cora"))
-    run(root, "stages/tune_graph.py", "--variant", "dcl")
-    run(root, "stages/train_graph.py", "--variant", "dcl")
+    run(root, *stage_argv(root, "fetch_graph"), "--vendor", str(ROOT / "data/vendor/planetoid/Cora"))
+    run(root, *stage_argv(root, "tune_graph@dcl"))
+    run(root, *stage_argv(root, "train_graph@dcl"))
     m = json.loads((root / "reports/metrics/graph/dcl.json").read_text())
     assert m["n_seeds"] == 2 and m["loss"] == "dcl" and 0.0 < m["logreg_acc_mean"] <= 1.0
     curve = (root / "reports/plots/graph/dcl.csv").read_text().splitlines()
     assert len(curve) == 1 + 3
-    run(root, "stages/report.py")
+    run(root, *stage_argv(root, "report"))
     md = (root / "reports/comparison.md").read_text()
     row = next(line for line in md.splitlines() if line.startswith("| DCL (decoupled)"))
     assert f"{m['logreg_acc_mean']:.3f}" in row
@@ -226,26 +240,26 @@ def test_new_multilabel_loss_reaches_the_multilabel_tables(tmp_path):
 
     edit_params(root, tiny)
     edit_params(root, one_key)
-    run(root, "stages/validate_params.py")
+    run(root, *stage_argv(root, "validate_params"))
     # its own knob, validated against its signature
     edit_params(root, lambda r: r["multilabel"]["variants"].update(
         jaccard={"temperature": 0.1, "kwargs": {"min_jaccard": 0.2}}))
-    run(root, "stages/validate_params.py")
+    run(root, *stage_argv(root, "validate_params"))
     edit_params(root, lambda r: r["multilabel"]["variants"]["jaccard"]["kwargs"].update(weighting="x"))
-    bad = run(root, "stages/validate_params.py", ok=False)
+    bad = run(root, *stage_argv(root, "validate_params"), ok=False)
     assert "multilabel.variants.jaccard.kwargs.weighting" in bad.stderr
     edit_params(root, lambda r: r["multilabel"]["variants"]["jaccard"]["kwargs"].pop("weighting"))
 
     assert loss_files(root, "multilabel", "jaccard") == ["src/contrastlab/losses/jaccard.py"]
     assert "src/contrastlab/losses/jaccard.py" not in loss_files(root, "multilabel", "any")
 
-    run(root, "stages/build_multilabel.py", "--dataset", "yeast")
+    run(root, *stage_argv(root, "build_multilabel@yeast"))
     for loss in ("jaccard", "any"):  # the new loss and one it is compared with
-        run(root, "stages/tune_multilabel.py", "--variant", loss)  # same protocol: tuned first
-        run(root, "stages/train_multilabel.py", "--dataset", "yeast", "--loss", loss)
+        run(root, *stage_argv(root, f"tune_multilabel@{loss}"))  # same protocol: tuned first
+        run(root, *stage_argv(root, "train_multilabel", dataset="yeast", loss=loss))
     m = json.loads((root / "reports/metrics/multilabel/yeast_jaccard.json").read_text())
     assert m["n_seeds"] == 1 and 0.0 < m["micro_f1"] <= 1.0 and "time_s" not in m
-    run(root, "stages/report.py")
+    run(root, *stage_argv(root, "report"))
     md = (root / "reports/comparison.md").read_text()
     rows = [line for line in md.splitlines() if line.startswith("| Jaccard SupCon")]
     assert rows and f"{100 * m['micro_f1']:.2f}" in rows[0]
@@ -258,12 +272,12 @@ def test_new_regression_loss_is_accepted_by_the_code_track(tmp_path):
              'mse: {target: "contrastlab.losses.mse:mse_loss", needs: regression, '
              'family: retrieval, title: MSE}')
     edit_params(root, lambda r: r["code"]["variants"].update(mse={"loss": "mse"}))
-    run(root, "stages/validate_params.py")
+    run(root, *stage_argv(root, "validate_params"))
     assert loss_files(root, "code", "mse") == ["src/contrastlab/losses/mse.py"]
     assert "src/contrastlab/losses/mse.py" not in loss_files(root, "graph", "ntxent")
     # a graph variant cannot use it: the registry says what it needs
     edit_params(root, lambda r: r["graph"]["variants"].update(m={"loss": "mse"}))
-    bad = run(root, "stages/validate_params.py", ok=False)
+    bad = run(root, *stage_argv(root, "validate_params"), ok=False)
     assert "graph.variants.m.loss" in bad.stderr and "two-view" in bad.stderr
 
 
@@ -304,7 +318,7 @@ def test_adding_a_graph_loss_leaves_the_other_stages_up_to_date(tmp_path):
              'title: DCL (decoupled)}')
     edit_params(root, lambda r: r["graph"]["variants"].update(dcl={"loss": "dcl"}))
     run(root, "scripts/stage_deps.py", "--write")
-    run(root, "stages/validate_params.py")
+    run(root, *stage_argv(root, "validate_params"))
     changed = _changed(before, _dvc_status(root))
     new = {s for s in changed if s.endswith("@dcl")}
     assert {"tune_graph@dcl", "train_graph@dcl", "default_graph@dcl"} <= new
@@ -316,7 +330,7 @@ def test_adding_a_graph_loss_leaves_the_other_stages_up_to_date(tmp_path):
     old = yaml.safe_load((root / "data/loss_code.yaml").read_text())["variants"]
     with open(root / "src/contrastlab/losses/selfsup.py", "a") as f:
         f.write("\n# an edit\n")
-    run(root, "stages/validate_params.py")
+    run(root, *stage_argv(root, "validate_params"))
     new_ = yaml.safe_load((root / "data/loss_code.yaml").read_text())["variants"]
     moved = {f"{t}.{v}" for t in new_ for v in new_[t] if new_[t][v] != old[t].get(v)}
     assert moved == {"graph.ntxent", "graph.mixco", "graph.mochi"}

@@ -13,6 +13,7 @@ written atomically by the stages, so nothing half-written is left for DVC to cac
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import traceback
@@ -45,3 +46,23 @@ def run_stage(main: Callable[[], int | None]) -> int:
         if not report_worker_error(str(msg)):
             print(f"error: {msg}", file=sys.stderr)
         return 2
+
+
+def stage_parser(doc: str | None, *paths: str) -> argparse.ArgumentParser:
+    """The ``argparse`` parser of a stage script: ``doc`` as its description, ``--params``
+    (default ``params.yaml``, DVC's default params file) and one required option per name in
+    ``paths`` (e.g. ``"--data"``, ``"--metrics"``).
+
+    A stage's input and output paths are written in one place, its ``cmd`` in ``dvc.yaml``,
+    beside the ``deps`` and ``outs`` that declare them; the scripts hold no copy. Run one
+    stage with ``dvc repro <stage>``, or by hand with the command ``dvc.lock`` records for it.
+
+    Returns:
+        The parser; the stage adds its other options (``--variant`` ...) and parses.
+    """
+    ap = argparse.ArgumentParser(description=doc)
+    ap.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    for opt in paths:
+        ap.add_argument(opt, required=True, metavar="PATH",
+                        help="path as in the stage's cmd in dvc.yaml")
+    return ap

@@ -59,22 +59,23 @@ def test_code_stages_end_to_end(tmp_path):
         ["stages/teacher_states.py", *common, "--functions", str(d / "f.parquet"),
          "--out", str(d / "teacher")],
     ]
-    io = ["--functions", str(d / "f.parquet"), "--splits", str(d / "s.parquet"),
-          "--teacher", str(d / "teacher"), "--models", str(d / "models")]
-    steps.append(["stages/tune_code.py", *common, *io[:6], "--variant", "infonce",
+    fn = ["--functions", str(d / "f.parquet")]  # read by the lexical baselines and hybrids
+    io = ["--splits", str(d / "s.parquet"), "--teacher", str(d / "teacher"),
+          "--models", str(d / "models")]
+    steps.append(["stages/tune_code.py", *common, *io[:4], "--variant", "infonce",
                   "--tuned", str(tmp_path / "tuned"), "--history", str(tmp_path / "th"),
                   "--journal", str(tmp_path / "journal")])
-    steps.append(["stages/tune_code.py", *common, *io[:6], "--variant", "plain",
+    steps.append(["stages/tune_code.py", *common, *io[:4], "--variant", "plain",
                   "--tuned", str(tmp_path / "tuned"), "--history", str(tmp_path / "th"),
                   "--journal", str(tmp_path / "journal")])
     steps.append(["stages/train_code.py", *common, *io, "--variant", "infonce",
                   "--plots", str(tmp_path / "plots"), "--tuned", str(tmp_path / "tuned")])
     steps.append(["stages/evaluate_code.py", *common, *io, "--variant", "infonce",
                   "--metrics", str(tmp_path / "metrics"), "--curves", str(tmp_path / "curves")])
-    steps.append(["stages/baselines_code.py", *common, *io[:6],
+    steps.append(["stages/baselines_code.py", *common, *fn, *io[:4],
                   "--metrics", str(tmp_path / "metrics" / "baselines.json"),
                   "--ranks", str(tmp_path / "curves" / "baselines_ranks.csv")])
-    steps.append(["stages/hybrid_code.py", *common, *io,
+    steps.append(["stages/hybrid_code.py", *common, *fn, *io,
                   "--baselines", str(tmp_path / "metrics" / "baselines.json"),
                   "--metrics", str(tmp_path / "metrics" / "hybrids.json"),
                   "--ranks", str(tmp_path / "curves" / "hybrids_ranks.csv")])
@@ -134,5 +135,6 @@ def test_code_stages_end_to_end(tmp_path):
     # bad input: one clear line, exit status 2, nothing written
     bad = tmp_path / "bad.yaml"
     bad.write_text("code:\n  train: {epochs: 0}\n")
-    r = _run([str(ROOT / "stages/train_code.py"), "--params", str(bad), *io, "--variant", "infonce"], ROOT)
+    r = _run([str(ROOT / "stages/train_code.py"), "--params", str(bad), *io, "--variant", "infonce",
+              "--plots", str(tmp_path / "plots")], ROOT)
     assert r.returncode == 2 and "code.train.epochs" in r.stderr

@@ -52,10 +52,10 @@ def test_error_hierarchy_and_return_codes(tmp_path):
     assert run_stage(lambda: None) == 0 and run_stage(lambda: 3) == 3
 
 
-def test_stage_bad_input_exit_2_without_traceback(tmp_path):
+def test_stage_bad_input_exit_2_without_traceback(tmp_path, stage_cmd):
     bad = tmp_path / "params.yaml"
     bad.write_text("graph: [not, a, mapping]\n")
-    r = subprocess.run([sys.executable, str(ROOT / "stages" / "train_graph.py"), "--variant", "ntxent",
-                        "--params", str(bad)], capture_output=True, text=True, cwd=tmp_path)
+    r = subprocess.run([sys.executable, *stage_cmd("train_graph@ntxent"), "--params", str(bad)],
+                       capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr

@@ -190,12 +190,13 @@ def test_validate_params_stage_rejects_before_writing(tmp_path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = tmp_path / "ok.json"
-    assert mod.main(["--out", str(out)]) == 0 and out.exists()
+    codes = ["--loss-code", str(tmp_path / "loss_code.yaml")]
+    assert mod.main(["--out", str(out), *codes]) == 0 and out.exists()
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     raw["multilabel"]["variants"]["simdis"]["kwargs"]["weightin"] = "log_prob"
     bad = tmp_path / "params.yaml"
     bad.write_text(yaml.safe_dump(raw))
     out2 = tmp_path / "ok2.json"
     with pytest.raises(ParamsError, match=r"multilabel\.variants\.simdis\.kwargs\.weightin"):
-        mod.main(["--params", str(bad), "--out", str(out2)])
+        mod.main(["--params", str(bad), "--out", str(out2), *codes])
     assert not out2.exists()

@@ -76,6 +76,34 @@ def test_loss_code_reaches_stages_through_their_own_keys():
     assert info["fetch_repos"][1] is False and info["build_multilabel"][1] is False
 
 
+def test_params_schema_deps_follow_the_declared_sections():
+    """A stage depends on the schema module of each params section it declares and on no
+    other section's (the gate validates the whole file and depends on all of them), so
+    editing the graph schema leaves every code and multi-label stage up to date."""
+    info = sd.analyse(ROOT)
+    stages = sd.load_stages(ROOT)
+    schema = {f"src/contrastlab/params/{s}.py": s for s in sd.PARAMS_SECTIONS}
+    assert set(schema) <= set(info[sd.GATE_STAGE][0])
+    for name, (files, _) in info.items():
+        if name == sd.GATE_STAGE:
+            continue
+        declared = sd.declared_sections(sd._body(stages[name]))
+        used = {schema[f] for f in files if f in schema}
+        if "src/contrastlab/params/__init__.py" in files:
+            assert declared <= used, (name, declared, used)
+    graph_schema = "src/contrastlab/params/graph.py"
+    assert not {s for s, (files, _) in info.items() if graph_schema in files
+                and not s.startswith(("train_graph", "tune_graph", "default_graph",
+                                      "ablate_graph", "baselines_graph", "fetch_graph",
+                                      "report", sd.GATE_STAGE))}
+    assert graph_schema in info["train_graph"][0] and graph_schema not in info["train_code"][0]
+    assert "src/contrastlab/params/code.py" not in info["train_multilabel"][0]
+    # a section module that the stage's own code imports is still a dependency
+    # (fine-tuning reuses training.multilabel, which imports params.multilabel)
+    assert sd.declared_sections(sd._body(stages["finetune_cache"])) == {"finetune"}
+    assert "src/contrastlab/params/multilabel.py" in info["finetune_cache"][0]
+
+
 def _write(root: Path, rel: str, text: str) -> None:
     p = root / rel
     p.parent.mkdir(parents=True, exist_ok=True)

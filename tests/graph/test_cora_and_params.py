@@ -292,9 +292,8 @@ def test_tune_resumes_after_interruption(tmp_path, cora_root, monkeypatch):
     assert [h.split(",")[0] for h in hist] == ["0", "2"]
 
 
-def test_unknown_variant_stage_error(tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "stages" / "train_graph.py"), "--variant",
-                        "nope", "--params", str(ROOT / "params.yaml")],
+def test_unknown_variant_stage_error(tmp_path, stage_cmd):
+    r = subprocess.run([sys.executable, *stage_cmd("train_graph@nope"), "--params", str(ROOT / "params.yaml")],
                        capture_output=True, text=True, env={"CONTRASTLAB_MLFLOW": "0",
                                                             "PATH": "/usr/bin:/bin"})
     assert r.returncode == 2 and "nope" in r.stderr

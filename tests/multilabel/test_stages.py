@@ -61,15 +61,15 @@ def _run(args, cwd):
 
 
 @pytest.mark.slow
-def test_build_tune_train_weights_report_on_yeast(tmp_path):
+def test_build_tune_train_weights_report_on_yeast(tmp_path, stage_cmd):
     params = _params(tmp_path)
-    r = _run([str(ROOT / "stages" / "build_multilabel.py"), "--dataset", "yeast", "--params", str(params)], tmp_path)
+    r = _run([*stage_cmd("build_multilabel@yeast"), "--params", str(params)], tmp_path)
     assert r.returncode == 0, r.stderr
     meta = json.loads((tmp_path / "data/multilabel/yeast/meta.json").read_text())
     assert meta["train"]["n"] + meta["val"]["n"] == 300 and meta["train_full"] == 1500 and meta["test"]["n"] == 917
     assert len(meta["labels"]) == 14
     for v in ("mulsupcon", "bce"):
-        r = _run([str(ROOT / "stages" / "tune_multilabel.py"), "--variant", v, "--params", str(params)], tmp_path)
+        r = _run([*stage_cmd(f"tune_multilabel@{v}"), "--params", str(params)], tmp_path)
         assert r.returncode == 0, r.stderr
     tuned_all = json.loads((tmp_path / "reports/tuned/multilabel/mulsupcon.json").read_text())
     tuned = tuned_all["datasets"]["yeast"]
@@ -90,14 +90,14 @@ def test_build_tune_train_weights_report_on_yeast(tmp_path):
     got = []
     for arrays, sub in ((poisoned, "p"), (clean, "c")):
         save_file(arrays, str(f))
-        r = _run([str(ROOT / "stages" / "tune_multilabel.py"), "--variant", "extratrees", "--params", str(params),
+        r = _run([*stage_cmd("tune_multilabel@extratrees"), "--params", str(params),
                   "--tuned-dir", f"t{sub}", "--study-dir", f"s{sub}", "--plots-dir", f"h{sub}"], tmp_path)
         assert r.returncode == 0, r.stderr
         got.append(json.loads((tmp_path / f"t{sub}/extratrees.json").read_text())["datasets"]["yeast"])
     assert got[0]["best_value"] == got[1]["best_value"] and got[0]["params"] == got[1]["params"]
     assert got[0]["params"]["max_depth"] in (0, 2, 4) and 1 <= got[0]["params"]["min_samples_leaf"] <= 8
     for v in ("mulsupcon", "bce"):
-        r = _run([str(ROOT / "stages" / "train_multilabel.py"), "--dataset", "yeast", "--loss", v,
+        r = _run([*stage_cmd("train_multilabel", dataset="yeast", loss=v),
                   "--params", str(params)], tmp_path)
         assert r.returncode == 0, r.stderr
     m = json.loads((tmp_path / "reports/metrics/multilabel/yeast_mulsupcon.json").read_text())
@@ -111,7 +111,7 @@ def test_build_tune_train_weights_report_on_yeast(tmp_path):
         assert z["map"].shape == (1000,) and abs(float(np.median(z["map"])) - m["map"]) < 0.05
     csv = (tmp_path / "reports/plots/multilabel/yeast_mulsupcon.csv").read_text().splitlines()
     assert csv[0] == "seed,step,loss,val_map" and len(csv) == 1 + 3 * 2
-    r = _run([str(ROOT / "stages" / "multilabel_weights.py"), "--dataset", "yeast"], tmp_path)
+    r = _run([*stage_cmd("multilabel_weights@yeast")], tmp_path)
     assert r.returncode == 0, r.stderr
     rel = json.loads((tmp_path / "reports/data/multilabel/yeast_simdis_relations.json").read_text())
     n = meta["train"]["n"]
@@ -126,7 +126,7 @@ def test_build_tune_train_weights_report_on_yeast(tmp_path):
     assert all(f.path.exists() for f in s.figures)
 
 
-def test_user_csv_dataset_end_to_end(tmp_path):
+def test_user_csv_dataset_end_to_end(tmp_path, stage_cmd):
     """A user's CSV data set named in params goes through build -> train -> metrics."""
     import numpy as np
     import pandas as pd
@@ -151,11 +151,11 @@ def test_user_csv_dataset_end_to_end(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
     (tmp_path / "reports/tuned/multilabel").mkdir(parents=True)
     (tmp_path / "reports/tuned/multilabel/logreg.json").write_text('{"params": {}}')
-    r = _run([str(ROOT / "stages" / "build_multilabel.py"), "--dataset", "mine", "--params", "params.yaml"], tmp_path)
+    r = _run([*stage_cmd("build_multilabel@mine"), "--params", "params.yaml"], tmp_path)
     assert r.returncode == 0, r.stderr
     meta = json.loads((tmp_path / "data/multilabel/mine/meta.json").read_text())
     assert meta["train"]["n"] + meta["val"]["n"] == 80 and meta["n_features"] == 5 and meta["labels"] == ["lab0", "lab1", "lab2"]
-    r = _run([str(ROOT / "stages" / "train_multilabel.py"), "--dataset", "mine", "--loss", "logreg",
+    r = _run([*stage_cmd("train_multilabel", dataset="mine", loss="logreg"),
               "--params", "params.yaml"], tmp_path)
     assert r.returncode == 0, r.stderr
     m = json.loads((tmp_path / "reports/metrics/multilabel/mine_logreg.json").read_text())
@@ -163,30 +163,30 @@ def test_user_csv_dataset_end_to_end(tmp_path):
     bad = dict(p)
     bad["multilabel"]["custom"]["mine"]["rows"] = [81, 40]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(bad))
-    r = _run([str(ROOT / "stages" / "build_multilabel.py"), "--dataset", "mine", "--params", "params.yaml"], tmp_path)
+    r = _run([*stage_cmd("build_multilabel@mine"), "--params", "params.yaml"], tmp_path)
     assert r.returncode == 2 and "expected 81" in r.stderr
 
 
-def test_bad_params_and_missing_inputs_give_clear_errors(tmp_path):
+def test_bad_params_and_missing_inputs_give_clear_errors(tmp_path, stage_cmd):
     params = _params(tmp_path)
     bad = yaml.safe_load(params.read_text())
     bad["multilabel"]["variants"]["simdis"]["kwargs"] = {"no_such_kw": 1}
     params.write_text(yaml.safe_dump(bad))
-    r = _run([str(ROOT / "stages" / "train_multilabel.py"), "--dataset", "yeast", "--loss", "simdis",
+    r = _run([*stage_cmd("train_multilabel", dataset="yeast", loss="simdis"),
               "--params", str(params)], tmp_path)
     assert r.returncode == 2 and "multilabel.variants.simdis.kwargs" in r.stderr and "no_such_kw" in r.stderr
     params = _params(tmp_path)
-    r = _run([str(ROOT / "stages" / "train_multilabel.py"), "--dataset", "yeast", "--loss", "bce",
+    r = _run([*stage_cmd("train_multilabel", dataset="yeast", loss="bce"),
               "--params", str(params)], tmp_path)
     assert r.returncode == 2 and "build_multilabel@yeast" in r.stderr
     bad = yaml.safe_load(params.read_text())
     bad["multilabel"]["datasets"] = ["yeast", "imagenet"]
     params.write_text(yaml.safe_dump(bad))
-    r = _run([str(ROOT / "stages" / "build_multilabel.py"), "--dataset", "yeast", "--params", str(params)], tmp_path)
+    r = _run([*stage_cmd("build_multilabel@yeast"), "--params", str(params)], tmp_path)
     assert r.returncode == 2 and "unknown data set" in r.stderr and "imagenet" in r.stderr
 
 
-def test_optional_dataset_missing_is_named(tmp_path):
+def test_optional_dataset_missing_is_named(tmp_path, stage_cmd):
     params = _params(tmp_path)
-    r = _run([str(ROOT / "stages" / "build_multilabel.py"), "--dataset", "bibtex", "--params", str(params)], tmp_path)
+    r = _run([*stage_cmd("build_multilabel@bibtex"), "--params", str(params)], tmp_path)
     assert r.returncode == 2 and "bibtex-train.arff" in r.stderr and "optional_root" in r.stderr

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["split_by_repository", "SPLITS", "split_summary", "name_family", "repository_groups",
+__all__ = ["split_functions", "split_by_repository", "SPLITS", "split_summary", "name_family", "repository_groups",
            "top_level_names", "token_shingles", "near_duplicate_groups", "assign_splits"]
 
 SPLITS = ("train", "val", "test")
@@ -212,3 +212,38 @@ def assign_splits(repos: Sequence[str], groups: Mapping[str, str], dup_group: np
     first = split[np.asarray(dup_group)]
     out = np.where(first == split, split, "excluded").astype(object)
     return out
+
+
+def split_functions(df, s) -> tuple[Any, dict[str, Any]]:
+    """The repository-grouped, near-duplicate-aware split of the extracted functions (stage
+    ``split_by_repo``).
+
+    Args:
+        df: the functions (``id``, ``repo``, ``path``, ``body``), any row order.
+        s: the ``code.split`` params (fractions, seed, ``family_stop``, MinHash settings).
+
+    Returns:
+        ``(splits, summary)``: a DataFrame in id order (``id, repo, repo_group, dup_group,
+        split``) and the summary written to ``splits.json`` (per split: functions,
+        repositories, repository groups; near-duplicate groups; joined repositories).
+    """
+    import pandas as pd
+
+    df = df.sort_values("id").reset_index(drop=True)
+    tops = {r: top_level_names(g["path"]) for r, g in df.groupby("repo")}
+    groups = repository_groups(tops, stop=s.family_stop)
+    dup = near_duplicate_groups(df["body"].tolist(), s.near_dup_threshold, s.shingle, s.num_perm)
+    split = assign_splits(df["repo"].to_numpy(), groups, dup, (s.train, s.val, s.test), s.seed)
+    out = pd.DataFrame({"id": df["id"].to_numpy(), "repo": df["repo"].to_numpy(),
+                        "repo_group": [groups[r] for r in df["repo"]],
+                        "dup_group": df["id"].to_numpy()[dup], "split": split.astype(str)})
+    summary = split_summary(out)
+    for k, v in summary.items():
+        v["repository_groups"] = int(out.loc[out["split"] == k, "repo_group"].nunique())
+    summary["near_duplicates"] = {
+        "functions_in_groups": int((np.bincount(dup, minlength=len(dup))[dup] > 1).sum()),
+        "groups": int(sum(1 for c in np.bincount(dup) if c > 1))}
+    summary["joined_repositories"] = {g: sorted(r for r, gg in groups.items() if gg == g)
+                                      for g in sorted(set(groups.values()))
+                                      if sum(1 for gg in groups.values() if gg == g) > 1}
+    return out, summary

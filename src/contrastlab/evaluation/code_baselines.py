@@ -230,7 +230,7 @@ def run_all(code, functions: str, splits: str, teacher: str) -> tuple[dict, pd.D
     """
     set_cpu_threads(code.train.threads)
     torch.manual_seed(0)
-    data, _ = load_code_data(functions, splits, teacher)
+    data, _ = load_code_data(splits, teacher)
     targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
     metrics, ranks = run_baselines(data, targets, code.baselines.ridge_lambdas,
                                    code.evaluate.k_max, code.evaluate.device)

@@ -20,13 +20,13 @@ from .retrieval import build_index, rank_at_k_curve, rank_metrics, true_ranks
 __all__ = ["evaluate_variant"]
 
 
-def evaluate_variant(code, models_dir: str | Path, functions: str = "data/code/functions.parquet",
-                     splits: str = "data/code/splits.parquet",
-                     teacher: str = "data/code/teacher") -> tuple[dict, list[dict], pd.DataFrame, np.ndarray]:
+def evaluate_variant(code, models_dir: str | Path, splits: str | Path,
+                     teacher: str | Path) -> tuple[dict, list[dict], pd.DataFrame, np.ndarray]:
     """Evaluate the checkpoints of ``models_dir`` (``summary.json`` + ``seed<k>.safetensors``).
 
     Args:
         code: the ``code`` params section. models_dir: one variant's model folder.
+        splits, teacher: ``splits.parquet`` and the teacher-states folder.
 
     Returns:
         ``(out, per_seed, ranks, curve)``: the metrics JSON (means over seeds of Rank@1/5/10
@@ -39,7 +39,7 @@ def evaluate_variant(code, models_dir: str | Path, functions: str = "data/code/f
         FileNotFoundError: a checkpoint or an input is missing.
     """
     set_cpu_threads(code.train.threads)
-    data, _ = load_code_data(functions, splits, teacher)
+    data, _ = load_code_data(splits, teacher)
     targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
     models = Path(models_dir)
     summary = read_json(models / "summary.json")

@@ -25,10 +25,8 @@ __all__ = ["run_hybrids", "KEYS"]
 KEYS = ("rank_at_1", "rank_at_5", "rank_at_10", "mrr", "median_rank")
 
 
-def run_hybrids(code, baselines: str = "reports/metrics/code/baselines.json",
-                models_dir: str = "data/code/models", functions: str = "data/code/functions.parquet",
-                splits: str = "data/code/splits.parquet",
-                teacher: str = "data/code/teacher") -> tuple[dict, pd.DataFrame]:
+def run_hybrids(code, baselines: str, models_dir: str, functions: str, splits: str,
+                teacher: str) -> tuple[dict, pd.DataFrame]:
     """Every hybrid of BM25 (its validation-chosen k1, b from ``baselines``) with every
     trained variant of ``code.variants`` whose models exist under ``models_dir``.
 
@@ -41,7 +39,7 @@ def run_hybrids(code, baselines: str = "reports/metrics/code/baselines.json",
         FileNotFoundError: the baselines JSON or an input is missing.
     """
     set_cpu_threads(code.train.threads)
-    data, _ = load_code_data(functions, splits, teacher)
+    data, _ = load_code_data(splits, teacher)
     targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
     sigs, bodies = load_code_texts(functions, teacher)
     bm = read_json(baselines)["baselines"]["bm25"]

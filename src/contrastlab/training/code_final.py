@@ -19,7 +19,7 @@ from ..tracking import variant_run
 from .code import checkpoint_path, prepare_targets, train_seeds
 from .code_inputs import load_code_data, run_params, variant_settings
 
-__all__ = ["run_final", "HIST_COLS"]
+__all__ = ["run_final", "run_default", "HIST_COLS"]
 
 
 def teacher_digest(teacher: str) -> str:
@@ -33,15 +33,15 @@ HIST_COLS = ["seed", "epoch", "train_loss", "val_rank_at_10", "val_rank_at_1", "
              "val_mean_cosine", "lr", "temperature"]  # no wall times: reruns give equal bytes
 
 
-def run_final(code, variant: str, tuned_dir: str | None = None,
-              functions: str = "data/code/functions.parquet", splits: str = "data/code/splits.parquet",
-              teacher: str = "data/code/teacher", models_dir: str = "data/code/models",
-              plots_dir: str = "reports/plots/code") -> None:
+def run_final(code, variant: str, tuned_dir: str | None, splits: str, teacher: str,
+              models_dir: str, plots_dir: str) -> None:
     """Train ``variant`` of ``code`` (the ``code`` params section) on every final seed.
 
     Args:
         tuned_dir: folder of ``tune_code``'s ``<variant>.json`` (the tuned choices); ``None``:
             the variant's declared lr / temperature.
+        splits, teacher: ``splits.parquet`` and the teacher-states folder.
+        models_dir, plots_dir: output folders.
 
     Writes ``<models_dir>/<variant>/seed<k>.safetensors`` + ``summary.json`` and
     ``<plots_dir>/<variant>.csv``.
@@ -54,7 +54,7 @@ def run_final(code, variant: str, tuned_dir: str | None = None,
     v = code.variants[variant]
     cfg = variant_settings(code, variant,
                            Path(tuned_dir) / f"{variant}.json" if tuned_dir else None)
-    data, hidden = load_code_data(functions, splits, teacher)
+    data, hidden = load_code_data(splits, teacher)
     targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
     info = D.init_distributed(code.train.device)  # the stage owns the process group
     try:
@@ -99,3 +99,40 @@ def run_final(code, variant: str, tuned_dir: str | None = None,
                 write_timing("code", f"train_code_{variant}", times)
     finally:
         D.cleanup()
+
+
+def run_default(code, variant: str, splits: str, teacher: str, models_dir: str) -> tuple[dict, pd.DataFrame]:
+    """The variant's declared configuration (``params.yaml``'s lr and initial temperature,
+    trial 0 of its study) trained on the final seeds and tested (stage
+    ``default_code@<variant>``): the report's default-vs-tuned comparison. Trains like
+    :func:`run_final` (same seeds and library; no MLflow run) into
+    ``<models_dir>/<variant>`` and evaluates like ``evaluate_code``.
+
+    Returns:
+        ``(metrics, ranks)``: the metrics JSON (``searched`` False and a note, with empty
+        ranks, for a variant without a search space, whose final run is its default) and the
+        per-query test ranks (``id, repo, seed, rank``).
+
+    Raises:
+        KeyError: no such variant. FileNotFoundError: an input is missing.
+    """
+    from ..evaluation.code_eval import evaluate_variant
+
+    if variant not in code.variants:
+        raise KeyError(f"code.variants has no {variant!r} (known: {', '.join(code.variants)})")
+    v, out_dir = code.variants[variant], Path(models_dir) / variant
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not v.search:  # an ablation at its declared configuration: the final run is the default
+        return ({"variant": variant, "searched": False,
+                 "note": "no search space: the final run is the declared configuration"},
+                pd.DataFrame({"id": [], "repo": [], "seed": [], "rank": []}))
+    cfg = variant_settings(code, variant, None)  # declared lr / temperature (trial 0)
+    data, hidden = load_code_data(splits, teacher)
+    targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
+    summaries = train_seeds(data, hidden, v.loss, code.model, code.train, out_dir, targets=targets,
+                            seeds=list(code.train.seeds), lr=cfg["lr"], temperature=cfg["temperature"],
+                            residual=cfg["residual"], workers=code.train.workers)
+    write_json(out_dir / "summary.json", {"variant": variant, "loss": v.loss, **cfg, "seeds": [
+        {k: x for k, x in s.items() if k not in ("history", "time_s")} for s in summaries]})
+    out, _, ranks, _ = evaluate_variant(code, out_dir, splits, teacher)
+    return {**out, "variant": variant, "searched": True}, ranks

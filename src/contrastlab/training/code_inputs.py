@@ -11,14 +11,14 @@ import pandas as pd
 from ..data.teacher_states import load_teacher_states
 from .code import CodeData
 
-__all__ = ["load_code_data", "load_code_texts", "variant_settings", "run_params", "add_input_args"]
+__all__ = ["load_code_data", "load_code_texts", "variant_settings", "run_params"]
 
 
-def load_code_data(functions: str, splits: str, teacher: str) -> tuple[CodeData, int]:
-    """Teacher states + split of every function, rows in id order.
+def load_code_data(splits: str, teacher: str) -> tuple[CodeData, int]:
+    """Teacher states + split of every function, rows in id order (the texts are not read
+    here: :func:`load_code_texts`).
 
     Args:
-        functions: unused here (kept for the stages' argument order); see :func:`load_code_texts`.
         splits: ``splits.parquet`` (``id``, ``split``, optional ``dup_group``/``repo_group``).
         teacher: the teacher-states folder (``contrastlab.data.teacher_states``).
 
@@ -74,12 +74,3 @@ def run_params(variant: str, loss: str, cfg: dict) -> dict:
     return {"variant": variant, "loss": loss, "lr": float(cfg["lr"]),
             "temperature": float(cfg["temperature"]), "residual": bool(cfg["residual"]),
             "tuned": bool(cfg["tuned"])}
-
-
-def add_input_args(ap) -> None:
-    """The arguments every code-track stage shares (``--params``, ``--functions``, ``--splits``,
-    ``--teacher``), with the paths of dvc.yaml as defaults, on an ``argparse`` parser."""
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--functions", default="data/code/functions.parquet")
-    ap.add_argument("--splits", default="data/code/splits.parquet")
-    ap.add_argument("--teacher", default="data/code/teacher")

@@ -24,10 +24,8 @@ from .code_inputs import load_code_data
 __all__ = ["run_tuning"]
 
 
-def run_tuning(code, variant: str, functions: str = "data/code/functions.parquet",
-               splits: str = "data/code/splits.parquet", teacher: str = "data/code/teacher",
-               tuned_dir: str = "reports/tuned/code", history_dir: str = "reports/plots/tune/code",
-               journal_dir: str = "reports/tune/code") -> TuneResult:
+def run_tuning(code, variant: str, splits: str, teacher: str, tuned_dir: str,
+               history_dir: str, journal_dir: str) -> TuneResult:
     """Tune ``variant`` of ``code`` (the ``code`` params section); writes
     ``<tuned_dir>/<variant>.json``, ``<history_dir>/<variant>.csv`` and the study journal (or,
     for an empty search, ``study.json``) under ``<journal_dir>/<variant>/``; an interrupted
@@ -42,7 +40,7 @@ def run_tuning(code, variant: str, functions: str = "data/code/functions.parquet
     if variant not in code.variants:
         raise KeyError(f"code.variants has no {variant!r}")
     v = code.variants[variant]
-    data, hidden = load_code_data(functions, splits, teacher)
+    data, hidden = load_code_data(splits, teacher)
     targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
     t = code.tune
     fixed = {"loss": v.loss, "residual": v.residual, "model": code.model.model_dump(),

@@ -143,18 +143,23 @@ def run_tuning(ml, variant: str, only: str | None = None, data_dir: str = "data/
                     continue
                 if hist.empty or "state" not in hist or hist["state"].isin(["COMPLETE", "FAIL"]).sum() < tune.trials:
                     continue
-            if not (src / "meta.json").exists():
-                raise FileNotFoundError(f"{src / 'meta.json'}: missing (run build_multilabel@{ds} first)")
-            arrays = load_file(str(src / "data.safetensors"))
-            enc = json.loads((src / "meta.json").read_text())["encoder"]
-            x, y = tuning_rows(arrays)  # train + validation rows only: the test split is never read
-            del arrays
-            folds = cv_folds(y, tune.folds, tune.seed)
-            cfg0 = make_config(ml, ds, variant, enc)
 
-            def objective(choices: dict, report=None, _ds=ds, _x=x, _y=y, _folds=folds, _enc=enc):
-                cfg = make_config(ml, _ds, variant, _enc, choices)
-                return cv_objective(_x, _y, _folds, cfg, list(tune.run_seeds), report)
+                # complete: run_study below asks for no trial, so the data is not read
+                def objective(choices: dict, report=None, _name=name):
+                    raise RuntimeError(f"{_name}: the study is complete, yet a trial was asked for")
+            elif not (src / "meta.json").exists():
+                raise FileNotFoundError(f"{src / 'meta.json'}: missing (run build_multilabel@{ds} first)")
+            else:
+                arrays = load_file(str(src / "data.safetensors"))
+                enc = json.loads((src / "meta.json").read_text())["encoder"]
+                x, y = tuning_rows(arrays)  # train + validation rows only: the test split is never read
+                del arrays
+                folds = cv_folds(y, tune.folds, tune.seed)
+                make_config(ml, ds, variant, enc)  # fails here on a bad config, before any trial
+
+                def objective(choices: dict, report=None, _ds=ds, _x=x, _y=y, _folds=folds, _enc=enc):
+                    cfg = make_config(ml, _ds, variant, _enc, choices)
+                    return cv_objective(_x, _y, _folds, cfg, list(tune.run_seeds), report)
 
             se_file = out_dir / "fold_se.json"  # the objective's standard errors (older run_study)
             se_all = json.loads(se_file.read_text()) if se_file.exists() else {}
@@ -192,7 +197,6 @@ def run_tuning(ml, variant: str, only: str | None = None, data_dir: str = "data/
             print(f"tune_multilabel@{variant} {ds}: best CV val mAP {res.best_value:.4f} with "
                   f"{res.best_params} (trial {res.best_trial}; {res.n_complete} complete, "
                   f"{res.n_failed} failed; {time.perf_counter() - t0:.0f}s)", flush=True)
-            del cfg0
     write_json(out_json, {
         "track": "multilabel", "variant": variant, "direction": "maximize",
         "objective": (f"mean validation mAP over {tune.folds} iterative-stratification folds of the "
