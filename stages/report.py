@@ -1,4 +1,5 @@
-"""DVC stage ``report``: render every track's comparison into ``reports/``.
+"""DVC stage ``report``: render every track's comparison into ``reports/``
+(:func:`contrastlab.reporting.build.build_report`).
 
 Writes ``reports/comparison.md`` (Markdown, figures linked) and ``reports/index.html``
 (self-contained: figures embedded, opens offline), both from the same sections: first a
@@ -14,23 +15,11 @@ and the report (``index.html``, ``comparison.md``, figures) as artifacts.
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 
 from contrastlab.cli import run_stage, stage_parser
-from contrastlab.io import write_json, write_text
 from contrastlab.params import load_params
-from contrastlab.reporting import collect_sections, headline_section, render_markdown
-from contrastlab.reporting import style
-from contrastlab.reporting.html import render_html
-from contrastlab.reporting.provenance import (collect_provenance, metrics_summary,
-                                              provenance_section, stage_timings,
-                                              stamp_sections)
-from contrastlab.params import flatten
-from contrastlab.timings import timings_dir
-from contrastlab.tracking import variant_run
-from contrastlab.utils import git_commit, repo_root
+from contrastlab.reporting.build import build_report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,38 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--metrics-dir", default=None,
                     help="where the tracks' metrics JSON are (default: <out-dir>/metrics)")
     args = ap.parse_args(argv)
-    params = load_params(args.params)
-    root = repo_root()
-    out = Path(args.out_dir)
-    metrics = Path(args.metrics_dir) if args.metrics_dir else out / "metrics"
-    figures = out / "figures"
-    figures.mkdir(parents=True, exist_ok=True)
-    with variant_run("report", "report", params.report, stage="report") as tracker:
-        prov = collect_provenance(params, git_commit(root))
-        style.apply()  # page-width figures, legible fonts (reporting/style.py)
-        sections = collect_sections(root, figures)
-        stamp_sections(sections, prov)
-        # The answer first (one headline per track), provenance and stage times at the end.
-        sections = [*headline_section(sections), *sections,
-                    provenance_section(prov, stage_timings(timings_dir()))]
-        digits = params.report.digits
-        for s in sections:
-            for t in s.tables:  # bare floats shown with report.digits decimals in both files
-                t.rows = [[f"{v:.{digits}f}" if isinstance(v, float) else v for v in row]
-                          for row in t.rows]
-            for f in s.figures:
-                f.path = Path(os.path.relpath(Path(f.path).resolve(), out.resolve()))
-        # HTML first: a missing figure stops the stage before anything is replaced.
-        page = render_html(sections, title=params.report.title, header=prov.header(),
-                           base_dir=out)
-        write_text(out / "index.html", page)
-        write_text(out / "comparison.md", render_markdown(sections, prov.header()))
-        summary = metrics_summary(metrics, params.report.headline)
-        write_json(out / "summary.json", summary)
-        tracker.log_metrics(flatten(summary))
-        for f in ("index.html", "comparison.md"):
-            tracker.log_artifact(out / f)
-        tracker.log_artifact(figures, "figures")
+    build_report(load_params(args.params), args.out_dir, args.metrics_dir)
     return 0
 
 

@@ -67,3 +67,36 @@ def test_trial0_values_reads_the_declared_configuration_per_data_set(tmp_path):
     got = trial0_values(f)
     assert got == {"emotions": (0.60, 0.01), "yeast": (0.40, 0.04)}
     assert trial0_values(tmp_path / "missing.csv") == {}
+
+
+def test_default_vs_tuned_pairs_runs_and_says_which_way(tmp_path):
+    """One pair where tuning clearly raised test mAP, one where it clearly lowered it, one
+    where trial 0 won (the same run): verdicts, Holm p-values and the count in the note."""
+    import json
+
+    mdir, tdir = tmp_path / "m", tmp_path / "t"
+    for d in (mdir / "reps", mdir / "default" / "reps", tdir):
+        d.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0, 0.002, 1000)
+
+    def put(folder, ds, v, m):
+        (folder / f"{ds}_{v}.json").write_text(json.dumps({"map": m}))
+        np.savez(folder / "reps" / f"{ds}_{v}.npz", map=m + noise)
+
+    cases = {"mulsupcon": (0.50, 0.56, 7), "any": (0.60, 0.52, 3), "all": (0.40, 0.40, 0)}
+    for v, (d, t, best) in cases.items():
+        put(mdir / "default", "yeast", v, d)
+        put(mdir, "yeast", v, t)
+        (tdir / f"{v}.json").write_text(json.dumps({"datasets": {"yeast": {"best_trial": best}}}))
+    table = rep.default_vs_tuned(mdir, tdir)
+    got = {row[0]: row for row in table.rows}
+    ms, an, al = (got[rep.TITLES[v]] for v in ("mulsupcon", "any", "all"))
+    assert ms[-1] == "tuned better" and ms[4] == "+6.00" and float(ms[5]) < 0.05
+    assert an[-1] == "tuned worse" and an[4] == "-8.00"
+    assert al[-1] == "trial 0 won: the same run" and al[5] == "-"
+    assert "raised test mAP significantly in 1, lowered it significantly in 1" in table.note
+    # each CI contains its estimate
+    lo, hi = (float(x) for x in ms[3].split("[")[1].rstrip("]").split(","))
+    assert lo <= 56.0 <= hi
+    assert rep.default_vs_tuned(tmp_path / "none", tdir) is None

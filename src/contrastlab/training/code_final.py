@@ -19,7 +19,7 @@ from ..tracking import variant_run
 from .code import checkpoint_path, prepare_targets, train_seeds
 from .code_inputs import load_code_data, run_params, variant_settings
 
-__all__ = ["run_final", "run_default", "HIST_COLS"]
+__all__ = ["run_final", "run_evaluation", "run_default", "HIST_COLS"]
 
 
 def teacher_digest(teacher: str) -> str:
@@ -136,3 +136,33 @@ def run_default(code, variant: str, splits: str, teacher: str, models_dir: str) 
         {k: x for k, x in s.items() if k not in ("history", "time_s")} for s in summaries]})
     out, _, ranks, _ = evaluate_variant(code, out_dir, splits, teacher)
     return {**out, "variant": variant, "searched": True}, ranks
+
+
+def run_evaluation(code, variant: str, splits: str, teacher: str, models_dir: str,
+                   metrics_dir: str, curves_dir: str) -> dict:
+    """Stage ``evaluate_code@<variant>``: every seed's checkpoint under
+    ``<models_dir>/<variant>`` ranked against the whole corpus
+    (:func:`contrastlab.evaluation.code_eval.evaluate_variant`); writes
+    ``<metrics_dir>/<variant>.json``, the per-query ranks ``<curves_dir>/<variant>_ranks.csv``
+    (the bootstrap's input) and the mean Rank@k curve ``<curves_dir>/<variant>_rank_curve.csv``,
+    and logs the test metrics to the variant's MLflow run (opened by :func:`run_final`, found
+    again by its params) and to each seed's nested run.
+
+    Returns:
+        The metrics JSON.
+    """
+    from ..evaluation.code_eval import evaluate_variant
+
+    out, per_seed, ranks, curve = evaluate_variant(code, Path(models_dir) / variant, splits, teacher)
+    write_json(Path(metrics_dir) / f"{variant}.json", out)
+    scalar = ("rank_at_1", "rank_at_5", "rank_at_10", "mrr", "median_rank", "mean_cosine")
+    with variant_run("code", variant, run_params(variant, out["loss"], out),
+                     stage=f"evaluate_code@{variant}") as tracker:
+        tracker.log_metrics({f"test_{k}": out[k] for k in scalar})
+        for m in per_seed:
+            with tracker.seed_run(m["seed"]) as st:
+                st.log_metrics({f"test_{k}": m[k] for k in scalar})
+    write_csv(Path(curves_dir) / f"{variant}_ranks.csv", ranks)
+    write_csv(Path(curves_dir) / f"{variant}_rank_curve.csv",
+              pd.DataFrame({"k": np.arange(1, len(curve) + 1), "rank_at_k": curve}))
+    return out

@@ -51,7 +51,7 @@ from ..io import atomic_path, write_csv, write_json
 from ..tracking import Tracker, variant_run
 from .multilabel import HYBRIDS, make_config, resolve_loss, run_seeds, summarize
 
-__all__ = ["FinalPaths", "run_final", "tuned_choices", "dataset_digest", "mlflow_params",
+__all__ = ["FinalPaths", "run_final", "DEFAULT_SOURCE", "tuned_choices", "dataset_digest", "mlflow_params",
            "log_seed", "curve_figure", "N_RESAMPLES"]
 
 N_RESAMPLES = 1000
@@ -151,6 +151,10 @@ def curve_figure(results, title: str):
     return fig
 
 
+#: ``tuned_source`` of a ``default`` run (:func:`run_final`).
+DEFAULT_SOURCE = "default: the variant's params.yaml values (trial 0 of its study)"
+
+
 @dataclass(frozen=True)
 class FinalPaths:
     """Where :func:`run_final` reads and writes (the stage's dvc.yaml paths)."""
@@ -162,9 +166,11 @@ class FinalPaths:
     plots_dir: str = "reports/plots/multilabel"
 
 
-def run_final(ml, ds: str, variant: str, paths: FinalPaths = FinalPaths()) -> dict:
+def run_final(ml, ds: str, variant: str, paths: FinalPaths = FinalPaths(), default: bool = False) -> dict:
     """Train ``variant`` on data set ``ds`` for every seed of ``ml.seeds`` (``knn``: the first
-    only, it is deterministic) with its tuned choices, score the test split once and write
+    only, it is deterministic) with its tuned choices (``default``: with the variant's
+    ``params.yaml`` values, trial 0 of its study, whatever was tuned; ``paths.tuned_dir`` is
+    not read), score the test split once and write
     ``<metrics_dir>/<ds>_<variant>.json``, ``<metrics_dir>/reps/<ds>_<variant>.npz`` (bootstrap
     replicates, ``stratified_metric_reps(seed=0)``) and ``<plots_dir>/<ds>_<variant>.csv``.
 
@@ -195,16 +201,21 @@ def run_final(ml, ds: str, variant: str, paths: FinalPaths = FinalPaths()) -> di
     from safetensors.numpy import load_file
 
     data = load_file(str(src / "data.safetensors"))
-    tdir = Path(paths.tuned_dir)
     base = ml.hybrid_base if variant in HYBRIDS else variant
-    choices, source = tuned_choices(tdir / f"{base}.json", ds)
     model_choices = None
-    if variant in HYBRIDS and HYBRIDS[variant] == "et":
-        model_choices, msource = tuned_choices(tdir / "extratrees.json", ds)
-        source = f"encoder {base}: {source}; ExtraTrees: {msource}"
+    if default:
+        choices, source = {}, DEFAULT_SOURCE
+        if variant in HYBRIDS and HYBRIDS[variant] == "et":
+            model_choices = {}
+    else:
+        tdir = Path(paths.tuned_dir)
+        choices, source = tuned_choices(tdir / f"{base}.json", ds)
+        if variant in HYBRIDS and HYBRIDS[variant] == "et":
+            model_choices, msource = tuned_choices(tdir / "extratrees.json", ds)
+            source = f"encoder {base}: {source}; ExtraTrees: {msource}"
     cfg = make_config(ml, ds, variant, meta["encoder"], choices, model_choices)
     seeds = ml.seeds[:1] if variant == "knn" else list(ml.seeds)
-    stage = f"train_multilabel@{ds}-{variant}"
+    stage = f"{'default' if default else 'train'}_multilabel@{ds}-{variant}"
     logged = mlflow_params(ds, variant, stage, seeds, cfg, {**choices, **(model_choices or {})})
 
     def progress(r) -> None:
@@ -212,7 +223,8 @@ def run_final(ml, ds: str, variant: str, paths: FinalPaths = FinalPaths()) -> di
               f"macro_f1_val_t={r.metrics['macro_f1_val_t']:.4f} {r.chosen} ({r.time_s:.1f}s)", flush=True)
         log_seed(tracker, r)
 
-    with variant_run("multilabel", f"{ds}-{variant}", logged, stage=stage) as tracker:
+    key = f"{ds}-{variant}-default" if default else f"{ds}-{variant}"
+    with variant_run("multilabel", key, logged, stage=stage) as tracker:
         if tracker.active:
             tracker.log_dataset(ds, digest=dataset_digest(src), source=str(src), context="training")
         t0 = time.perf_counter()

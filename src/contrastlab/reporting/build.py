@@ -1,0 +1,69 @@
+"""The whole report, as stage ``report`` builds it (callable from a notebook):
+:func:`build_report`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["build_report"]
+
+
+def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = None) -> dict:
+    """Render every track's comparison into ``out_dir``.
+
+    Writes ``comparison.md`` and ``index.html`` (figures under ``figures/``; the HTML is
+    rendered first, so a missing figure stops before anything is replaced), both from the same
+    sections: the headlines, one section per track whose metrics exist, the run's provenance
+    and stage times; and ``summary.json``, each track's headline metrics
+    (``params.report.headline``) read from ``metrics_dir`` (default ``<out_dir>/metrics``).
+    Logs one MLflow run in ``contrastlab-report`` with the headline metrics and the report as
+    artifacts.
+
+    Args:
+        params: the validated :class:`contrastlab.params.Params`.
+
+    Returns:
+        The summary written to ``summary.json``.
+    """
+    from ..io import write_json, write_text
+    from ..params import flatten
+    from ..timings import timings_dir
+    from ..tracking import variant_run
+    from ..utils import git_commit, repo_root
+    from . import collect_sections, headline_section, render_markdown, style
+    from .html import render_html
+    from .provenance import (collect_provenance, metrics_summary, provenance_section,
+                             stage_timings, stamp_sections)
+
+    root = repo_root()
+    out = Path(out_dir)
+    metrics = Path(metrics_dir) if metrics_dir else out / "metrics"
+    figures = out / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+    with variant_run("report", "report", params.report, stage="report") as tracker:
+        prov = collect_provenance(params, git_commit(root))
+        style.apply()  # page-width figures, legible fonts (reporting/style.py)
+        sections = collect_sections(root, figures)
+        stamp_sections(sections, prov)
+        # The answer first (one headline per track), provenance and stage times at the end.
+        sections = [*headline_section(sections), *sections,
+                    provenance_section(prov, stage_timings(timings_dir()))]
+        digits = params.report.digits
+        for s in sections:
+            for t in s.tables:  # bare floats shown with report.digits decimals in both files
+                t.rows = [[f"{v:.{digits}f}" if isinstance(v, float) else v for v in row]
+                          for row in t.rows]
+            for f in s.figures:
+                f.path = Path(os.path.relpath(Path(f.path).resolve(), out.resolve()))
+        page = render_html(sections, title=params.report.title, header=prov.header(),
+                           base_dir=out)
+        write_text(out / "index.html", page)
+        write_text(out / "comparison.md", render_markdown(sections, prov.header()))
+        summary = metrics_summary(metrics, params.report.headline)
+        write_json(out / "summary.json", summary)
+        tracker.log_metrics(flatten(summary))
+        for f in ("index.html", "comparison.md"):
+            tracker.log_artifact(out / f)
+        tracker.log_artifact(figures, "figures")
+    return summary
