@@ -8,23 +8,17 @@ study of one data set (a partial run).
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import run_stage, stage_parser
 from contrastlab.params import load_params
 from contrastlab.training.multilabel_tune import run_tuning
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = stage_parser(__doc__, "--data-dir", "--tuned-dir", "--plots-dir", "--study-dir")
     ap.add_argument("--variant", required=True)
-    ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--only", default=None, help="tune this data set of tune.datasets only")
-    ap.add_argument("--data-dir", default="data/multilabel")
-    ap.add_argument("--tuned-dir", default="reports/tuned/multilabel")
-    ap.add_argument("--plots-dir", default="reports/plots/tune/multilabel")
-    ap.add_argument("--study-dir", default="reports/tune/multilabel")
     args = ap.parse_args(argv)
     run_tuning(load_params(args.params).multilabel, args.variant, args.only, args.data_dir,
                args.tuned_dir, args.plots_dir, args.study_dir, args.params)

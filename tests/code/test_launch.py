@@ -120,8 +120,8 @@ def test_train_code_nan_loss_under_torchrun_is_one_line(tmp_path):
         "  train: {batch_size: 4, epochs: 1, threads: 1, hardneg_k: 3, hardneg_refresh: 2, "
         "patience: 5, device: cpu}\n")
     r = _launch(str(ROOT / "stages" / "train_code.py"), "--variant", "infonce",
-                "--params", str(params), "--functions", str(tmp_path / "functions.parquet"),
-                "--splits", str(tmp_path / "splits.parquet"), "--teacher", str(tmp_path / "teacher"),
+                "--params", str(params), "--splits", str(tmp_path / "splits.parquet"),
+                "--teacher", str(tmp_path / "teacher"),
                 "--models", str(tmp_path / "models"), "--plots", str(tmp_path / "plots"))
     assert r.returncode == 2, r.stderr[-3000:]
     errors = [ln for ln in _lines(r.stderr) if ln.startswith("error:")]

@@ -234,8 +234,9 @@ def _tiny_multilabel(tmp: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_"))}
     env.update(CONTRASTLAB_MLFLOW="0", PYTHONPATH=SRC, OMP_NUM_THREADS="1")
     subprocess.run([sys.executable, str(Path(SRC).parent / "stages" / "build_multilabel.py"),
-                    "--dataset", "mine"], cwd=tmp, env=env, check=True, capture_output=True,
-                   timeout=300)
+                    "--dataset", "mine", "--out", "data/multilabel/mine",
+                    "--report-dir", "reports/data/multilabel"], cwd=tmp, env=env, check=True,
+                   capture_output=True, timeout=300)
 
 
 def _train_multilabel(tmp: Path, variant: str, mlflow_env: dict[str, str]) -> None:
@@ -243,7 +244,10 @@ def _train_multilabel(tmp: Path, variant: str, mlflow_env: dict[str, str]) -> No
     env.update(PYTHONPATH=SRC, OMP_NUM_THREADS="1", **mlflow_env)
     env.pop("RANK", None)
     p = subprocess.run([sys.executable, str(Path(SRC).parent / "stages" / "train_multilabel.py"),
-                        "--dataset", "mine", "--loss", variant], cwd=tmp, env=env,
+                        "--dataset", "mine", "--loss", variant, "--data-dir", "data/multilabel",
+                        "--tuned-dir", "reports/tuned/multilabel",
+                        "--metrics-dir", "reports/metrics/multilabel",
+                        "--plots-dir", "reports/plots/multilabel"], cwd=tmp, env=env,
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     assert "tracking unavailable" not in p.stderr and "disabled" not in p.stderr, p.stderr

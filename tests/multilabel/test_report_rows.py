@@ -75,7 +75,7 @@ def test_default_vs_tuned_pairs_runs_and_says_which_way(tmp_path):
     import json
 
     mdir, tdir = tmp_path / "m", tmp_path / "t"
-    for d in (mdir / "reps", mdir / "default" / "reps", tdir):
+    for d in (mdir / "reps", mdir / "default" / "yeast" / "reps", tdir):
         d.mkdir(parents=True)
     rng = np.random.default_rng(0)
     noise = rng.normal(0, 0.002, 1000)
@@ -86,7 +86,7 @@ def test_default_vs_tuned_pairs_runs_and_says_which_way(tmp_path):
 
     cases = {"mulsupcon": (0.50, 0.56, 7), "any": (0.60, 0.52, 3), "all": (0.40, 0.40, 0)}
     for v, (d, t, best) in cases.items():
-        put(mdir / "default", "yeast", v, d)
+        put(mdir / "default" / "yeast", "yeast", v, d)
         put(mdir, "yeast", v, t)
         (tdir / f"{v}.json").write_text(json.dumps({"datasets": {"yeast": {"best_trial": best}}}))
     table = rep.default_vs_tuned(mdir, tdir)
