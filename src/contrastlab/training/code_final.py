@@ -33,6 +33,24 @@ HIST_COLS = ["seed", "epoch", "train_loss", "val_rank_at_10", "val_rank_at_1", "
              "val_mean_cosine", "lr", "temperature"]  # no wall times: reruns give equal bytes
 
 
+def _train(code, variant: str, cfg: dict, splits: str, teacher: str, out: Path) -> list[dict]:
+    """Train ``variant`` with the settings ``cfg`` on every final seed into ``out`` (what
+    :func:`run_final` and :func:`run_default` share); returns :func:`train_seeds`' summaries."""
+    data, hidden = load_code_data(splits, teacher)
+    targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
+    return train_seeds(data, hidden, code.variants[variant].loss, code.model, code.train, out,
+                       targets=targets, seeds=list(code.train.seeds), lr=cfg["lr"],
+                       temperature=cfg["temperature"], residual=cfg["residual"],
+                       workers=code.train.workers)
+
+
+def _summary(variant: str, loss: str, cfg: dict, summaries: list[dict]) -> dict:
+    """The hashed ``summary.json`` of a variant's models: no histories, no wall times (those
+    go to the plots and the timings file)."""
+    return {"variant": variant, "loss": loss, **cfg, "seeds": [
+        {k: x for k, x in s.items() if k not in ("history", "time_s")} for s in summaries]}
+
+
 def run_final(code, variant: str, tuned_dir: str | None, splits: str, teacher: str,
               models_dir: str, plots_dir: str) -> None:
     """Train ``variant`` of ``code`` (the ``code`` params section) on every final seed.
@@ -54,24 +72,19 @@ def run_final(code, variant: str, tuned_dir: str | None, splits: str, teacher: s
     v = code.variants[variant]
     cfg = variant_settings(code, variant,
                            Path(tuned_dir) / f"{variant}.json" if tuned_dir else None)
-    data, hidden = load_code_data(splits, teacher)
-    targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
     info = D.init_distributed(code.train.device)  # the stage owns the process group
     try:
         out = Path(models_dir) / variant
         logged = {**run_params(variant, v.loss, cfg), "model": code.model,
                   "train": code.train, "target": code.target, "teacher": code.teacher}
-        hist, summaries, times = [], [], {}
+        hist, times = [], {}
         with variant_run("code", variant, run_params(variant, v.loss, cfg),
                          stage=f"train_code@{variant}") as tracker:
             tracker.log_params(logged)
             tracker.log_dataset("code-teacher-states", digest=teacher_digest(teacher),
                                 source=str(teacher), context="training")
             seeds = list(code.train.seeds)
-            summaries_full = train_seeds(data, hidden, v.loss, code.model, code.train, out,
-                                         targets=targets, seeds=seeds, lr=cfg["lr"],
-                                         temperature=cfg["temperature"],
-                                         residual=cfg["residual"], workers=code.train.workers)
+            summaries_full = _train(code, variant, cfg, splits, teacher, out)
             for seed, s in zip(seeds, summaries_full):
                 # per-seed MLflow runs after training (forked workers log nothing themselves)
                 with tracker.seed_run(seed) as st:
@@ -86,14 +99,12 @@ def run_final(code, variant: str, tuned_dir: str | None, splits: str, teacher: s
                                      params={"loss": v.loss, "seed": seed})
                 hist += [{"seed": seed, **r} for r in s["history"]]
                 # wall times go to the timings file, not to the DVC-hashed summary.json
-                summaries.append({k: x for k, x in s.items() if k not in ("history", "time_s")})
                 times[f"seed{seed}_time_s"] = round(float(s["time_s"]), 3)
             if info.is_main:
                 write_csv(Path(plots_dir) / f"{variant}.csv", pd.DataFrame(hist)[HIST_COLS])
-                write_json(out / "summary.json", {"variant": variant, "loss": v.loss, **cfg,
-                                                  "seeds": summaries})
+                write_json(out / "summary.json", _summary(variant, v.loss, cfg, summaries_full))
                 tracker.log_metrics({"val_rank_at_10_mean": float(np.mean(
-                    [x["best_val_rank_at_10"] for x in summaries]))})
+                    [x["best_val_rank_at_10"] for x in summaries_full]))})
                 tracker.log_artifact(Path(plots_dir) / f"{variant}.csv", "history")
                 tracker.log_metrics({"time_s": sum(times.values())})
                 write_timing("code", f"train_code_{variant}", times)
@@ -127,13 +138,8 @@ def run_default(code, variant: str, splits: str, teacher: str, models_dir: str) 
                  "note": "no search space: the final run is the declared configuration"},
                 pd.DataFrame({"id": [], "repo": [], "seed": [], "rank": []}))
     cfg = variant_settings(code, variant, None)  # declared lr / temperature (trial 0)
-    data, hidden = load_code_data(splits, teacher)
-    targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
-    summaries = train_seeds(data, hidden, v.loss, code.model, code.train, out_dir, targets=targets,
-                            seeds=list(code.train.seeds), lr=cfg["lr"], temperature=cfg["temperature"],
-                            residual=cfg["residual"], workers=code.train.workers)
-    write_json(out_dir / "summary.json", {"variant": variant, "loss": v.loss, **cfg, "seeds": [
-        {k: x for k, x in s.items() if k not in ("history", "time_s")} for s in summaries]})
+    summaries = _train(code, variant, cfg, splits, teacher, out_dir)
+    write_json(out_dir / "summary.json", _summary(variant, v.loss, cfg, summaries))
     out, _, ranks, _ = evaluate_variant(code, out_dir, splits, teacher)
     return {**out, "variant": variant, "searched": True}, ranks
 
