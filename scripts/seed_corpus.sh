@@ -26,7 +26,7 @@ fi
 source "$root/.venv/bin/activate"
 cd "$work"
 export PYTHONPATH="$work/src" CONTRASTLAB_MLFLOW="${CONTRASTLAB_MLFLOW:-0}"
-python stages/preset.py presets/code-seed-corpus.yaml
+python scripts/preset.py presets/code-seed-corpus.yaml
 
 declare -A took
 step() {  # step NAME CMD...: run, time, record

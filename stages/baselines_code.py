@@ -6,11 +6,9 @@ variants (rows and sources: :mod:`contrastlab.evaluation.code_baselines`). Write
 (``id, repo, baseline, rank``).
 """
 
-from __future__ import annotations
+from _dvc import run
 
-import sys
-
-from contrastlab.cli import run_stage, stage_parser
+from contrastlab.cli import stage_parser
 from contrastlab.evaluation.code_baselines import run_all
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
@@ -29,4 +27,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

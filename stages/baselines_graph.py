@@ -6,11 +6,9 @@ choices and ``val_acc``: the report names the baseline with the best ``val_acc``
 strongest) and ``reports/data/graph/baselines_test_pred.csv`` (predicted class per test node).
 """
 
-from __future__ import annotations
+from _dvc import run
 
-import sys
-
-from contrastlab.cli import run_stage, stage_parser
+from contrastlab.cli import stage_parser
 from contrastlab.evaluation.graph_baselines import run_baselines
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
@@ -29,4 +27,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

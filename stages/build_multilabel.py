@@ -4,11 +4,9 @@ Writes ``data/multilabel/<dataset>/data.safetensors``, ``meta.json`` and
 ``reports/data/multilabel/<dataset>_dataset.json`` (statistics for the report).
 """
 
-from __future__ import annotations
+from _dvc import run
 
-import sys
-
-from contrastlab.cli import run_stage, stage_parser
+from contrastlab.cli import stage_parser
 from contrastlab.data.multilabel_build import build_dataset
 from contrastlab.params import load_params
 
@@ -22,4 +20,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

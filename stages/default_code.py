@@ -8,12 +8,11 @@ Writes the models under ``data/code/default_models/<variant>``,
 ``reports/data/code/default/<variant>_ranks.csv``.
 """
 
-from __future__ import annotations
-
-import sys
 from pathlib import Path
 
-from contrastlab.cli import run_stage, stage_parser
+from _dvc import run
+
+from contrastlab.cli import stage_parser
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
 from contrastlab.training.code_final import run_default
@@ -34,4 +33,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

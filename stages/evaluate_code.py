@@ -12,11 +12,9 @@ to the variant's one run (opened by ``train_code@<V>``, found again by its param
 each seed's nested run, next to the variant's loss, temperature and learning rate.
 """
 
-from __future__ import annotations
+from _dvc import run
 
-import sys
-
-from contrastlab.cli import run_stage, stage_parser
+from contrastlab.cli import stage_parser
 from contrastlab.params import load_params
 from contrastlab.training.code_final import run_evaluation
 
@@ -34,4 +32,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

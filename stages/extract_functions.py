@@ -4,12 +4,11 @@ Writes ``data/code/functions.parquet`` (one row per kept function) and
 ``data/code/functions_stats.json`` (counts per repository and per skip reason).
 """
 
-from __future__ import annotations
-
-import sys
 from pathlib import Path
 
-from contrastlab.cli import run_stage, stage_parser
+from _dvc import run
+
+from contrastlab.cli import stage_parser
 from contrastlab.data.functions import extract_repositories
 from contrastlab.errors import InputError
 from contrastlab.io import read_json, write_json, write_parquet
@@ -38,4 +37,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

@@ -9,11 +9,9 @@ match the public data set's statistics. With ``graph.source: download`` PyG's ow
 fetches the files instead (needs network).
 """
 
-from __future__ import annotations
+from _dvc import run
 
-import sys
-
-from contrastlab.cli import run_stage, stage_parser
+from contrastlab.cli import stage_parser
 from contrastlab.data.planetoid import prepare_planetoid
 from contrastlab.params import load_params
 
@@ -30,4 +28,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

@@ -4,12 +4,11 @@ One folder per repository plus ``manifest.json`` (source, version or commit, num
 files, licence file). Sources are listed in ``params.yaml`` under ``code.repos.sources`` and ``code.repos.dists``.
 """
 
-from __future__ import annotations
-
-import sys
 from pathlib import Path
 
-from contrastlab.cli import run_stage, stage_parser
+from _dvc import run
+
+from contrastlab.cli import stage_parser
 from contrastlab.data.repos import fetch_sources
 from contrastlab.io import atomic_dir, write_json
 from contrastlab.params import load_params
@@ -28,4 +27,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

@@ -9,14 +9,13 @@ Output: ``data/finetune/cache/cache.safetensors`` (``ids``, ``lengths``, ``level
 ``states``; row order = ``variants.parquet``).
 """
 
-from __future__ import annotations
-
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.cli import run_stage, stage_parser
+from _dvc import run
+
+from contrastlab.cli import stage_parser
 from contrastlab.finetune.run import build_cache, load_with_overrides
 from contrastlab.io import save_safetensors
 from contrastlab.utils import set_cpu_threads
@@ -39,4 +38,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

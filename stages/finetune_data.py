@@ -10,12 +10,11 @@ Outputs: ``data/finetune/humaneval/variants.parquet`` (``id``, ``problem``, ``ti
 and ``reports/data/finetune/humaneval_dataset.json`` (counts per split and tier).
 """
 
-from __future__ import annotations
-
-import sys
 from pathlib import Path
 
-from contrastlab.cli import run_stage, stage_parser
+from _dvc import run
+
+from contrastlab.cli import stage_parser
 from contrastlab.finetune.build import build_variants
 from contrastlab.io import write_json, write_parquet
 from contrastlab.params import load_params
@@ -33,4 +32,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

@@ -8,11 +8,9 @@ YAML over the params (``presets/finetune-gpu.yaml``); under ``torchrun --nproc_p
 the contrastive loss gathers all ranks' embeddings, gradients are averaged, rank 0 writes.
 """
 
-from __future__ import annotations
+from _dvc import run
 
-import sys
-
-from contrastlab.cli import run_stage, stage_parser
+from contrastlab.cli import stage_parser
 from contrastlab.finetune.final import run_final_variant
 from contrastlab.utils import set_cpu_threads
 
@@ -34,4 +32,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

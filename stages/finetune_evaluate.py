@@ -12,14 +12,13 @@ encoder and logs both to MLflow (``mlflow.pytorch`` model + ``index/`` artifacts
 Outputs: ``reports/metrics/finetune/summary.json`` (committed) and ``data/finetune/index/``.
 """
 
-from __future__ import annotations
-
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.cli import run_stage, stage_parser
+from _dvc import run
+
+from contrastlab.cli import stage_parser
 from contrastlab.finetune.evaluate import summarize_variants
 from contrastlab.finetune.index import log_to_mlflow, write_variant_index
 from contrastlab.io import write_json
@@ -49,4 +48,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

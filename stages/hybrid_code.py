@@ -17,11 +17,9 @@ median rank, the weight and its validation grid) and ``reports/data/code/hybrids
 (``id, repo, hybrid, seed, rank``).
 """
 
-from __future__ import annotations
+from _dvc import run
 
-import sys
-
-from contrastlab.cli import run_stage, stage_parser
+from contrastlab.cli import stage_parser
 from contrastlab.evaluation.code_hybrids import run_hybrids
 from contrastlab.io import write_csv, write_json
 from contrastlab.params import load_params
@@ -38,4 +36,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

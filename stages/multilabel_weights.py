@@ -6,12 +6,11 @@ relation types R1..R5, Eq. 8-12; weights, Eq. 14-15). Writes a histogram table
 count) and per-relation summaries ``<dataset>_simdis_relations.json``.
 """
 
-from __future__ import annotations
-
-import sys
 from pathlib import Path
 
-from contrastlab.cli import run_stage, stage_parser
+from _dvc import run
+
+from contrastlab.cli import stage_parser
 from contrastlab.evaluation.simdis_relations import relation_weights
 from contrastlab.io import write_csv, write_json
 
@@ -35,4 +34,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

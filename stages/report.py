@@ -13,11 +13,9 @@ names, the pipeline's only declared DVC metrics (``dvc exp show``). Logs one MLf
 and the report (``index.html``, ``comparison.md``, figures) as artifacts.
 """
 
-from __future__ import annotations
+from _dvc import run
 
-import sys
-
-from contrastlab.cli import run_stage, stage_parser
+from contrastlab.cli import stage_parser
 from contrastlab.params import load_params
 from contrastlab.reporting.build import build_report
 
@@ -32,4 +30,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

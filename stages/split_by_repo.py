@@ -10,13 +10,11 @@ Writes ``data/code/splits.parquet`` (``id, repo, repo_group, dup_group, split``)
 ``data/code/splits.json`` (counts, repositories and groups per split).
 """
 
-from __future__ import annotations
-
-import sys
-
 import pandas as pd
 
-from contrastlab.cli import run_stage, stage_parser
+from _dvc import run
+
+from contrastlab.cli import stage_parser
 from contrastlab.data.splits import split_functions
 from contrastlab.io import write_json, write_parquet
 from contrastlab.params import load_params
@@ -36,4 +34,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

@@ -8,11 +8,9 @@ rerun after an interruption keeps the finished shards (the output is declared ``
 true`` in dvc.yaml for that reason).
 """
 
-from __future__ import annotations
+from _dvc import run
 
-import sys
-
-from contrastlab.cli import run_stage, stage_parser
+from contrastlab.cli import stage_parser
 from contrastlab.params import load_params
 from contrastlab.training.code_teacher import run_teacher_states
 
@@ -28,4 +26,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

@@ -14,11 +14,9 @@ metrics) holding the variant's settings, the teacher states as its dataset, one 
 per seed with the per-epoch curves, the checkpoints as logged models and the history CSV.
 """
 
-from __future__ import annotations
+from _dvc import run
 
-import sys
-
-from contrastlab.cli import run_stage, stage_parser
+from contrastlab.cli import stage_parser
 from contrastlab.params import load_params
 from contrastlab.training.code_final import run_final
 
@@ -34,4 +32,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

@@ -7,11 +7,9 @@ once on the test nodes (runs, statistics and files:
 ``--only-seed`` trains one seed into ``--seed-cache`` (seeds in parallel processes).
 """
 
-from __future__ import annotations
+from _dvc import run
 
-import sys
-
-from contrastlab.cli import run_stage, stage_parser
+from contrastlab.cli import stage_parser
 from contrastlab.params import load_params
 from contrastlab.training.graph_final import final_mode, run_stage_final, seed_cache_file, train_seed
 
@@ -39,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         from contrastlab.data.planetoid import load_planetoid
 
         torch.set_num_threads(g.threads)
-        cfg, _, kind, seeds, _, _ = final_mode(g, args.variant, args.ablation, args.default, args.tuned)
+        cfg, _, kind, seeds, _, _ = final_mode(g, args.variant, args.tuned, args.ablation, args.default)
         cache = seed_cache_file(args.seed_cache, f"{kind}_graph@{args.variant}", cfg, g.probe,
                                 args.data, args.only_seed)
         if cache is None or args.only_seed not in seeds:
@@ -58,4 +56,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

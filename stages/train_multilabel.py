@@ -7,11 +7,9 @@ each study) instead of the tuned choices, for one ``--loss`` or all of them, int
 the cmd names.
 """
 
-from __future__ import annotations
+from _dvc import run
 
-import sys
-
-from contrastlab.cli import run_stage, stage_parser
+from contrastlab.cli import stage_parser
 from contrastlab.params import load_params
 from contrastlab.training.multilabel_final import FinalPaths, run_final
 
@@ -34,4 +32,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

@@ -13,11 +13,9 @@ way and is the choice. Test functions are never read. Writes
 ``reports/tune/code/<V>/journal.log`` (resumes after an interruption).
 """
 
-from __future__ import annotations
+from _dvc import run
 
-import sys
-
-from contrastlab.cli import run_stage, stage_parser
+from contrastlab.cli import stage_parser
 from contrastlab.params import load_params
 from contrastlab.training.code_tune import run_tuning
 
@@ -33,4 +31,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

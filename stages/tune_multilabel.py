@@ -6,11 +6,9 @@ and the study journal under ``reports/tune/multilabel/<variant>/``. ``--only <d>
 study of one data set (a partial run).
 """
 
-from __future__ import annotations
+from _dvc import run
 
-import sys
-
-from contrastlab.cli import run_stage, stage_parser
+from contrastlab.cli import stage_parser
 from contrastlab.params import load_params
 from contrastlab.training.multilabel_tune import run_tuning
 
@@ -26,4 +24,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

@@ -15,13 +15,11 @@ train a loss depend on their own keys of it, so DVC reruns exactly the variants 
 changed.
 """
 
-from __future__ import annotations
-
-import sys
-
 import yaml
 
-from contrastlab.cli import run_stage, stage_parser
+from _dvc import run
+
+from contrastlab.cli import stage_parser
 from contrastlab.io import write_json, write_text
 from contrastlab.params import load_params
 from contrastlab.params.losses import check_loss_keywords, loss_code
@@ -41,4 +39,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main))
+    run(main)

@@ -1,7 +1,8 @@
 """Entry-point wrapper for stage scripts: bad input ends with one clear line, bugs with a traceback.
 
-``run_stage(main)`` calls ``main()`` and turns the errors that mean "bad input" into
-``error: <message>`` on stderr and exit status 2: :class:`contrastlab.errors.InputError`
+``run_stage(main, invocation)`` calls ``main()`` inside ``invocation`` (the pipeline
+invocation the stage runs in, :mod:`contrastlab.invocation`) and turns the errors that mean
+"bad input" into ``error: <message>`` on stderr and exit status 2: :class:`contrastlab.errors.InputError`
 (a params file that fails validation is its subclass ``ParamsError``; an unknown name is
 ``UnknownNameError``), ``FileNotFoundError`` (a missing input file) and
 ``FloatingPointError`` (a loss that diverged to NaN/inf under the given hyperparameters).
@@ -20,13 +21,15 @@ import traceback
 from typing import Callable
 
 from .errors import InputError
+from .invocation import Invocation, using
 
 #: Exceptions reported as bad input (exit status 2, one line).
 INPUT_ERRORS: tuple[type[BaseException], ...] = (InputError, FileNotFoundError, FloatingPointError)
 
 
-def run_stage(main: Callable[[], int | None]) -> int:
-    """Run a stage's ``main``; map input errors to exit status 2 with a one-line message.
+def run_stage(main: Callable[[], int | None], invocation: Invocation | None = None) -> int:
+    """Run a stage's ``main`` inside ``invocation`` (None: an empty one, outside any
+    experiment); map input errors to exit status 2 with a one-line message.
 
     Returns:
         ``main()``'s return value as an int (0 for None), or 2 after an input error.
@@ -35,7 +38,8 @@ def run_stage(main: Callable[[], int | None]) -> int:
         Any exception that is not in :data:`INPUT_ERRORS`, unchanged (traceback shown).
     """
     try:
-        rc = main()
+        with using(invocation or Invocation()):
+            rc = main()
         return int(rc or 0)
     except INPUT_ERRORS as e:
         if os.environ.get("CONTRASTLAB_DEBUG"):

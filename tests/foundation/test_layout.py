@@ -27,3 +27,42 @@ def test_public_tracking_api_is_importable_from_the_package():
     for name in t.__all__:
         assert getattr(t, name) is not None, name
     assert t.Tracker(None).active is False  # a no-op tracker
+
+
+def _docstring_nodes(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.add(id(body[0].value))
+    return out
+
+
+def dvc_couplings(src: str) -> list[str]:
+    """What in one module's source ties it to DVC: an ``import dvc...`` or a string (not a
+    docstring) naming a ``DVC_*`` environment variable."""
+    import re
+
+    tree, found = ast.parse(src), []
+    docs = _docstring_nodes(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"import {a.name}" for a in node.names if a.name.split(".")[0] == "dvc"]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "dvc":
+            found.append(f"from {node.module} import")
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and id(node) not in docs and re.search(r"\bDVC_[A-Z_]+", node.value)):
+            found.append(f"line {node.lineno}: {node.value!r}")
+    return found
+
+
+def test_the_library_reads_no_dvc_variable_and_imports_no_dvc():
+    """What DVC tells a stage reaches the library only through stages/_dvc.py."""
+    assert dvc_couplings('import os\nx = os.environ.get("DVC_EXP_NAME")\n')  # the check bites
+    assert dvc_couplings("from dvc.repo import Repo\n")
+    assert not dvc_couplings('"""Reads DVC_ROOT? No: a docstring may name it."""\n')
+    bad = {str(p.relative_to(ROOT)): c for p in (ROOT / "src" / "contrastlab").rglob("*.py")
+           if (c := dvc_couplings(p.read_text(encoding="utf-8")))}
+    assert not bad, bad
+    assert dvc_couplings((ROOT / "stages" / "_dvc.py").read_text(encoding="utf-8"))

@@ -1,4 +1,4 @@
-"""Presets are override files of a few lines, merged over params.yaml (stages/preset.py,
+"""Presets are override files of a few lines, merged over params.yaml (scripts/preset.py,
 contrastlab.params.presets)."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def test_bad_presets_name_the_file(tmp_path):
 
 
 def test_preset_command_validates_before_replacing(tmp_path):
-    spec = importlib.util.spec_from_file_location("preset_cli", ROOT / "stages" / "preset.py")
+    spec = importlib.util.spec_from_file_location("preset_cli", ROOT / "scripts" / "preset.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     params = tmp_path / "params.yaml"

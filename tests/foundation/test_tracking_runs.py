@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from contrastlab.invocation import Invocation, using
+
 from contrastlab.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, variant_run
 
 pytestmark = pytest.mark.slow
@@ -25,9 +27,9 @@ def store(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("CONTRASTLAB_MLFLOW", "1")
-    monkeypatch.setenv("DVC_EXP_NAME", "tangy-rail")
     monkeypatch.delenv("RANK", raising=False)
-    return uri
+    with using(Invocation(experiment="tangy-rail")):  # as stages/_dvc.py sets it under dvc exp run
+        yield uri
 
 
 def _runs(uri: str, track: str = "graph"):

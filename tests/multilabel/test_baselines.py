@@ -116,7 +116,7 @@ class _NoTest(dict):
 def _yeast(n=240):
     from contrastlab.data.multilabel import load_mulan
 
-    d = load_mulan("yeast", ROOT / "data" / "vendor" / "mulan")
+    d = load_mulan("yeast", ROOT / "data" / "vendor" / "mulan", "/nonexistent")
     x = d.x_train[:n].astype(np.float32)
     return (x - x.mean(0)) / x.std(0).clip(1e-6), d.y_train[:n].astype(np.int64)
 

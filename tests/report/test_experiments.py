@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+import _dvc as dvc_adapter  # stages/_dvc.py (stages/ is on pytest's pythonpath)
+
+from contrastlab.invocation import Invocation, using
 from contrastlab.params import params_hash
 from contrastlab.tracking import stage_run, tracking_uri
 
@@ -122,13 +125,14 @@ def test_stage_run_tags_dvc_experiment(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("CONTRASTLAB_MLFLOW", "1")
     monkeypatch.delenv("RANK", raising=False)
-    monkeypatch.setenv("DVC_EXP_NAME", "tangy-rail")
-    monkeypatch.setenv("DVC_EXP_BASELINE_REV", "0" * 40)
+    env = {"DVC_EXP_NAME": "tangy-rail", "DVC_EXP_BASELINE_REV": "0" * 40, "DVC_ROOT": "/r"}
+    inv = dvc_adapter.invocation(env)  # what a stage script hands the library
+    assert inv == Invocation("tangy-rail", "0" * 40, Path("/r"))
+    assert dvc_adapter.invocation({}) == Invocation()
     params = {"temperature": 0.2, "loss": "ntxent"}
-    with stage_run("graph", "train_graph@ntxent", params) as t:
+    with using(Invocation("tangy-rail", "0" * 40)), stage_run(
+            "graph", "train_graph@ntxent", params) as t:
         run_id = t.run_id
-    monkeypatch.delenv("DVC_EXP_NAME")
-    monkeypatch.delenv("DVC_EXP_BASELINE_REV")
     with stage_run("graph", "train_graph@mixco", params):  # outside any DVC experiment
         pass
     client = MlflowClient(uri)
@@ -145,8 +149,9 @@ def test_stage_run_tags_dvc_experiment(tmp_path, monkeypatch):
 
 def test_default_store_follows_dvc_root(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
-    assert tracking_uri(tmp_path / ".dvc" / "tmp" / "exps" / "x") == \
-        f"sqlite:///{(tmp_path / 'mlflow.db').resolve()}"
+    with using(dvc_adapter.invocation({"DVC_ROOT": str(tmp_path)})):
+        assert tracking_uri(tmp_path / ".dvc" / "tmp" / "exps" / "x") == \
+            f"sqlite:///{(tmp_path / 'mlflow.db').resolve()}"
+    assert tracking_uri(tmp_path / "x") == f"sqlite:///{(tmp_path / 'x' / 'mlflow.db').resolve()}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///elsewhere.db")
     assert tracking_uri(tmp_path) == "sqlite:///elsewhere.db"

@@ -43,11 +43,13 @@ def tracked_store(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("MLFLOW_TRACKING_URI", uri)
     mp.setenv("CONTRASTLAB_MLFLOW", "1")
-    mp.setenv("DVC_EXP_NAME", EXP_NAME)
     mp.delenv("RANK", raising=False)
+    from contrastlab.invocation import Invocation, using
     from contrastlab.tracking import variant_run
 
     ids = {}
+    inv = using(Invocation(experiment=EXP_NAME))  # a dvc exp run experiment's name
+    inv.__enter__()
     try:
         for v, (t, acc) in VARIANTS.items():
             params = {"loss": v, "temperature": t}
@@ -60,6 +62,7 @@ def tracked_store(tmp_path_factory):
                 tr.log_metrics({"logreg_acc_mean": acc})
                 ids[v] = tr.run_id
     finally:
+        inv.__exit__(None, None, None)
         mp.undo()
     return tmp, uri, ids
 

@@ -1,4 +1,4 @@
-"""Sweep table (``python -m contrastlab.reporting.sweep``): hand-made ``dvc exp show --json``
+"""Sweep table (``python scripts/sweep.py``): hand-made ``dvc exp show --json``
 in the shape DVC 3.67 prints (checked against a real ``dvc exp run -S`` in a throw-away
 repository by the last test), rendered to ``reports/sweep.md``."""
 
@@ -13,8 +13,22 @@ from pathlib import Path
 import pytest
 
 from contrastlab.errors import InputError
-from contrastlab.reporting.sweep import (differing_params, experiment_rows, main,
-                                         render_sweep, sweep_tables)
+from contrastlab.reporting.sweep import (differing_params, experiment_rows, render_sweep,
+                                         sweep_tables)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sweep_cli", ROOT / "scripts" / "sweep.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+main = _script().main
 
 
 def _entry(rev: str, name: str | None, temperature: float, trials: int,

@@ -313,8 +313,8 @@ def mulan_paths(name: str, vendor_root: str | Path, optional_root: str | Path) -
     }
 
 
-def load_mulan(name: str, vendor_root: str | Path = "data/vendor/mulan",
-               optional_root: str | Path = "../shared/datasets", verify: bool = True) -> MultilabelData:
+def load_mulan(name: str, vendor_root: str | Path, optional_root: str | Path,
+               verify: bool = True) -> MultilabelData:
     """Load a MULAN data set's standard train/test split.
 
     Args:

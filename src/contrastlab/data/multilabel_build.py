@@ -84,11 +84,10 @@ def build_humaneval(p, out_dir: Path) -> dict:
                       "status": df["status"].value_counts().to_dict()}}
 
 
-def build_dataset(p, name: str, out_dir: str | Path | None = None,
-                  report_dir: str | Path = "reports/data/multilabel",
+def build_dataset(p, name: str, out_dir: str | Path, report_dir: str | Path,
                   params_file: str = "params.yaml") -> dict:
     """Build data set ``name`` of ``p.multilabel`` (MULAN, a user data set, ``reuters`` or
-    ``humaneval``) into ``out_dir`` (default ``data/multilabel/<name>``):
+    ``humaneval``) into ``out_dir`` (the stage passes ``data/multilabel/<name>``):
     ``data.safetensors`` (``x_*`` float32, ``y_*`` uint8, ``g_*`` group ids for humaneval),
     ``meta.json``, and the report's ``<report_dir>/<name>_dataset.json``.
 
@@ -105,7 +104,7 @@ def build_dataset(p, name: str, out_dir: str | Path | None = None,
         raise UnknownNameError(f"{params_file}: multilabel.data has no entry {name!r}")
     dp = ml.data[name]
     root = repo_root()
-    out_dir = Path(out_dir or f"data/multilabel/{name}")
+    out_dir = Path(out_dir)
     t0 = time.perf_counter()
     extra: dict = {}
     if name in MULAN or name in ml.custom:

@@ -47,7 +47,7 @@ def select_on_validation(feats: dict, masks, probe: dict, normalizes) -> tuple[d
     return best
 
 
-def run_baselines(g, data_dir: str = "data/graph/planetoid") -> tuple[dict, pd.DataFrame]:
+def run_baselines(g, data_dir: str) -> tuple[dict, pd.DataFrame]:
     """Every baseline of the ``graph`` params section ``g`` on its Planetoid data set.
 
     Returns:

@@ -3,7 +3,7 @@
 Defaults are the offline CPU setting (about 30 installed distributions, a few thousand
 functions, MiniLM teacher, a few epochs). ``presets/code-seed-scale.yaml`` holds the retrieval
 notes' scale (Qwen2.5-Coder-3B layer 18, ~150 git repositories, batch 64 x 8 GPUs, 100 epochs,
-patience 15) as an override of params.yaml; ``python stages/preset.py
+patience 15) as an override of params.yaml; ``python scripts/preset.py
 presets/code-seed-scale.yaml`` applies it (see docs/code.md).
 """
 

@@ -211,7 +211,8 @@ class MultilabelTune(_Strict):
     startup_trials: int = Field(6, ge=1, description="Random trials before TPE.")
     seed: int = Field(0, ge=0, description="Base sampler seed (each variant and data set offsets it).")
     storage: str | None = Field(None, description="null = journal file in the stage output; else an Optuna RDB URL.")
-    datasets: list[str] = Field(default_factory=lambda: ["emotions", "yeast", "medical", "enron", "scene"],
+    datasets: list[str] = Field(default_factory=lambda: ["emotions", "yeast", "medical", "enron", "scene",
+                                                           "tmc2007-500"],
                                 description="Data sets tuned (one study each); the others use the "
                                 "variant's params.yaml values.")
     folds: int = Field(3, ge=2, le=10, description="Cross-validation folds of the objective (>= 3 "

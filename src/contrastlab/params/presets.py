@@ -8,7 +8,7 @@ value (a list, a scalar) replaces the default. A mapping listed under the preset
 
 Two ways to use one, both documented in docs/usage.md:
 
-- ``python stages/preset.py presets/code-seed-scale.yaml`` rewrites ``params.yaml`` in place:
+- ``python scripts/preset.py presets/code-seed-scale.yaml`` rewrites ``params.yaml`` in place:
   only the values the preset changes move; every other line, comment included, stays as it
   is (``git checkout params.yaml`` goes back);
 - a stage that takes ``--override FILE`` (``finetune_encoder``) merges it in memory for

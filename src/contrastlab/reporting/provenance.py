@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..invocation import current
 from ..params import Params, params_hash
 from . import Section, Table
 
@@ -55,11 +55,11 @@ def collect_provenance(params: Params, commit: str) -> Provenance:
 
     The params hash of a section is :func:`contrastlab.params.params_hash` of that section
     alone (equal to the ``params_hash`` tag of MLflow runs whose stage logs that whole
-    section). ``DVC_EXP_NAME`` is set by ``dvc exp run``.
+    section). The experiment's name comes from :func:`contrastlab.invocation.current`.
     """
     hashes = {name: params_hash(getattr(params, name)) for name in type(params).model_fields}
     return Provenance(git_commit=commit, params_hashes=hashes,
-                      dvc_exp_name=os.environ.get("DVC_EXP_NAME") or None)
+                      dvc_exp_name=current().experiment)
 
 
 def stamp_sections(sections: Sequence[Section], prov: Provenance) -> None:

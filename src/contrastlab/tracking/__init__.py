@@ -2,8 +2,9 @@
 
 Store
     ``MLFLOW_TRACKING_URI`` when set, else ``sqlite:///<repo>/mlflow.db`` (artifacts under
-    ``<repo>/mlartifacts``; ``<repo>`` is ``DVC_ROOT`` when DVC runs the stage, so queued
-    experiments running in a temporary copy log to the real repository). MLflow files are
+    ``<repo>/mlartifacts``; ``<repo>`` is the invocation's ``store_root``
+    (:mod:`contrastlab.invocation`; the stages set it from DVC), so queued experiments
+    running in a temporary copy log to the real repository). MLflow files are
     never DVC outputs. A SQLite store is created and migrated once, under a file lock
     (``mlflow.db.lock``), so stages started at once (``dvc exp run --run-all -j 2`` on a
     fresh clone) do not race on the schema migration. ``CONTRASTLAB_MLFLOW=0`` disables
@@ -33,7 +34,7 @@ API (what a stage uses)
         ``params`` must be the same object in both stages (the variant's own params, e.g.
         ``graph.variants.<v>`` plus tuned values); stage-specific settings go through
         ``tracker.log_params(..., prefix="probe")``. Run name ``<variant> · <key>`` with
-        ``<key>`` = ``DVC_EXP_NAME`` or the short commit (``ntxent · tangy-rail``,
+        ``<key>`` = the experiment's name or the short commit (``ntxent · tangy-rail``,
         ``ntxent · 1a2b3c4d``); a stage that already logged into the newest matching run
         (a rerun on the same key) gets a new run named ``... #2``. Inside ``dvc exp run``
         the run is nested under one parent run per experiment and track (named after the
@@ -51,8 +52,9 @@ API (what a stage uses)
         (``train_graph@ntxent``); kept for stages not yet switched to ``variant_run``.
 
 Tags on every run: ``git_commit``, ``dvc_stage``, ``track``, ``params_hash`` and, inside
-``dvc exp run``, ``dvc_exp_name`` / ``dvc_exp_baseline`` (DVC's ``DVC_EXP_NAME`` and
-``DVC_EXP_BASELINE_REV``), so the UI's search box can select one experiment's runs.
+``dvc exp run``, ``dvc_exp_name`` / ``dvc_exp_baseline`` (the invocation's ``experiment`` and
+``baseline_rev``, :mod:`contrastlab.invocation`), so the UI's search box can select one
+experiment's runs.
 Metric names: ``@`` becomes ``_at_`` (MLflow forbids ``@``); NaN / inf values are skipped.
 """
 

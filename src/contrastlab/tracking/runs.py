@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+from ..invocation import current
 from ..params import params_hash
 from ..utils import git_commit, repo_root
 from .lifecycle import (_activate_fluent, _closing, _fail_stale_runs, _install_handlers,
@@ -20,19 +20,21 @@ log = logging.getLogger(__name__)
 
 
 def _dvc_tags() -> dict[str, str]:
-    tags = {}
-    if os.environ.get("DVC_EXP_NAME"):
-        tags["dvc_exp_name"] = os.environ["DVC_EXP_NAME"]
-    if os.environ.get("DVC_EXP_BASELINE_REV"):
-        tags["dvc_exp_baseline"] = os.environ["DVC_EXP_BASELINE_REV"]
+    """The experiment's tags (names kept from DVC, whose ``dvc exp run`` names experiments)."""
+    inv, tags = current(), {}
+    if inv.experiment:
+        tags["dvc_exp_name"] = inv.experiment
+    if inv.baseline_rev:
+        tags["dvc_exp_baseline"] = inv.baseline_rev
     return tags
 
 
 def run_key(root: Path | None = None) -> tuple[str, str]:
-    """``(key, label)`` naming one pipeline invocation: the DVC experiment's name inside
-    ``dvc exp run`` (``DVC_EXP_NAME``), else the git commit (``-dirty`` when tracked sources
-    changed); ``label`` is what run names show (the name, or the commit's first 8 hex)."""
-    exp = os.environ.get("DVC_EXP_NAME")
+    """``(key, label)`` naming one pipeline invocation: the experiment's name
+    (:func:`contrastlab.invocation.current`; ``dvc exp run`` names them), else the git commit
+    (``-dirty`` when tracked sources changed); ``label`` is what run names show (the name, or
+    the commit's first 8 hex)."""
+    exp = current().experiment
     if exp:
         return exp, exp
     commit = git_commit(root)
@@ -122,9 +124,8 @@ def _open_variant_run(root, track, variant, params, stage, tags) -> Tracker:
                         "variant_hash": vhash, "params_hash": vhash,
                         "contrastlab.role": "variant", "git_commit": git_commit(root),
                         **_dvc_tags()}
-            if os.environ.get("DVC_EXP_NAME"):
-                run_tags[PARENT_TAG] = _parent_run(client, exp_id, os.environ["DVC_EXP_NAME"],
-                                                    track)
+            if current().experiment:
+                run_tags[PARENT_TAG] = _parent_run(client, exp_id, current().experiment, track)
             name = base_name if not same_key else f"{base_name} #{len(same_key) + 1}"
             run = client.create_run(exp_id, tags=run_tags, run_name=name)
             rid, stages = run.info.run_id, []

@@ -7,6 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..invocation import current
 from ..utils import repo_root
 
 MAX_PARAM_LEN = 500
@@ -29,11 +30,11 @@ def tracking_uri(root: Path | None = None) -> str:
 
 
 def _store_root(root: Path | None = None) -> Path:
-    """Where ``mlflow.db``/``mlartifacts`` live: ``DVC_ROOT`` (set by DVC for every stage
-    command; under ``dvc exp run --queue``/``--temp`` the stage runs in a temporary copy
-    below ``.dvc/tmp/exps`` and ``DVC_ROOT`` still names the real repository), else ``root``."""
-    env = os.environ.get("DVC_ROOT")
-    return Path(env) if env else (root or repo_root())
+    """Where ``mlflow.db``/``mlartifacts`` live: the invocation's ``store_root``
+    (:func:`contrastlab.invocation.current`; under ``dvc exp run --queue``/``--temp`` the stage
+    runs in a temporary copy below ``.dvc/tmp/exps`` and the store stays in the real
+    repository), else ``root``, else the repository found from the working directory."""
+    return current().store_root or root or repo_root()
 
 
 def experiment_name(track: str) -> str:

@@ -174,8 +174,8 @@ def pca_frame(embeddings: torch.Tensor, labels, seed: int) -> pd.DataFrame:
                          "label": np.asarray(labels), "seed": seed})
 
 
-def final_mode(g, variant: str, ablation: bool = False, default: bool = False,
-               tuned_dir: str | Path = "reports/tuned/graph"):
+def final_mode(g, variant: str, tuned_dir: str | Path | None, ablation: bool = False,
+               default: bool = False):
     """The runs of stage ``train_graph`` (tuned choices on ``graph.final.seeds``),
     ``default_graph`` (``default``: the declared configuration on ``graph.final.default_seeds``)
     or ``ablate_graph`` (``ablation``: the tuned choices with ``graph.final.ablation_batch_nodes``
@@ -186,13 +186,16 @@ def final_mode(g, variant: str, ablation: bool = False, default: bool = False,
         ``train|default|ablate``, the seeds, the output sub-folder and the MLflow run name.
 
     Raises:
-        ValueError: both modes, or the mode's seed list is empty (those runs are off).
+        ValueError: both modes, the mode's seed list is empty (those runs are off), or a
+            tuned mode without ``tuned_dir`` (the folder of tune_graph's choices).
     """
     from ..tuning import read_tuned
     from .graph import graph_run_config
 
     if ablation and default:
         raise ValueError("--ablation and --default exclude each other")
+    if tuned_dir is None and not default:
+        raise ValueError("the tuned runs need tuned_dir (tune_graph's choices)")
     chosen = {} if default else read_tuned(f"{tuned_dir}/{variant}.json")
     cfg = graph_run_config(g, variant).with_choices(chosen)
     kind, seeds, sub, run_name = "train", g.final.seeds, "", variant
@@ -208,11 +211,8 @@ def final_mode(g, variant: str, ablation: bool = False, default: bool = False,
 
 
 def run_stage_final(g, variant: str, *, ablation: bool = False, default: bool = False,
-                    data_path: str | Path = "data/graph/planetoid",
-                    tuned_dir: str | Path = "reports/tuned/graph",
-                    metrics_dir: str | Path = "reports/metrics/graph",
-                    report_data_dir: str | Path = "reports/data/graph",
-                    plots_dir: str | Path = "reports/plots/graph",
+                    data_path: str | Path, tuned_dir: str | Path | None,
+                    metrics_dir: str | Path, report_data_dir: str | Path, plots_dir: str | Path,
                     seed_cache: str | Path | None = None) -> FinalRuns:
     """One final-runs stage end to end (:func:`final_mode`, :func:`run_final`) and its files.
 
@@ -228,7 +228,7 @@ def run_stage_final(g, variant: str, *, ablation: bool = False, default: bool = 
     from ..io import write_csv, write_json
     from ..tracking import variant_run
 
-    cfg, chosen, kind, seeds, sub, run_name = final_mode(g, variant, ablation, default, tuned_dir)
+    cfg, chosen, kind, seeds, sub, run_name = final_mode(g, variant, tuned_dir, ablation, default)
     torch.set_num_threads(g.threads)
     data, _ = load_planetoid(data_path, g.dataset)
     stage = f"{kind}_graph@{variant}"

@@ -27,9 +27,8 @@ from .graph import default_choices, fit_and_probe, graph_run_config
 __all__ = ["run_tuning"]
 
 
-def run_tuning(g, variant: str, data_path: str = "data/graph/planetoid",
-               study_dir: str = "reports/tune/graph", tuned_dir: str = "reports/tuned/graph",
-               plots_dir: str = "reports/plots/tune/graph") -> TuneResult:
+def run_tuning(g, variant: str, data_path: str, study_dir: str, tuned_dir: str,
+               plots_dir: str) -> TuneResult:
     """Tune ``variant`` of ``g`` (the ``graph`` params section).
 
     Writes ``<study_dir>/<variant>/journal.log`` (the Optuna journal; an interrupted study

@@ -51,8 +51,8 @@ from ..io import atomic_path, write_csv, write_json
 from ..tracking import Tracker, variant_run
 from .multilabel import HYBRIDS, make_config, resolve_loss, run_seeds, summarize
 
-__all__ = ["FinalPaths", "run_final", "DEFAULT_SOURCE", "tuned_choices", "dataset_digest", "mlflow_params",
-           "log_seed", "curve_figure", "N_RESAMPLES"]
+__all__ = ["FinalPaths", "run_final", "DEFAULT_SOURCE", "tuned_choices", "dataset_digest",
+           "mlflow_params", "log_seed", "curve_figure", "N_RESAMPLES"]
 
 N_RESAMPLES = 1000
 
@@ -159,14 +159,14 @@ DEFAULT_SOURCE = "default: the variant's params.yaml values (trial 0 of its stud
 class FinalPaths:
     """Where :func:`run_final` reads and writes (the stage's dvc.yaml paths)."""
 
-    params: str = "params.yaml"
-    data_dir: str = "data/multilabel"
-    tuned_dir: str = "reports/tuned/multilabel"
-    metrics_dir: str = "reports/metrics/multilabel"
-    plots_dir: str = "reports/plots/multilabel"
+    params: str
+    data_dir: str
+    tuned_dir: str
+    metrics_dir: str
+    plots_dir: str
 
 
-def run_final(ml, ds: str, variant: str, paths: FinalPaths = FinalPaths(), default: bool = False) -> dict:
+def run_final(ml, ds: str, variant: str, paths: FinalPaths, default: bool = False) -> dict:
     """Train ``variant`` on data set ``ds`` for every seed of ``ml.seeds`` (``knn``: the first
     only, it is deterministic) with its tuned choices (``default``: with the variant's
     ``params.yaml`` values, trial 0 of its study, whatever was tuned; ``paths.tuned_dir`` is

@@ -73,10 +73,8 @@ def _enqueue_default(name: str, space, fixed, out_dir: Path, tune, seed: int, de
     del optuna
 
 
-def run_tuning(ml, variant: str, only: str | None = None, data_dir: str = "data/multilabel",
-               tuned_dir: str = "reports/tuned/multilabel",
-               plots_dir: str = "reports/plots/tune/multilabel",
-               study_dir: str = "reports/tune/multilabel", params_file: str = "params.yaml") -> dict:
+def run_tuning(ml, variant: str, only: str | None, data_dir: str, tuned_dir: str, plots_dir: str,
+               study_dir: str, params_file: str = "params.yaml") -> dict:
     """Tune ``variant`` of ``ml`` (the ``multilabel`` params section) on every data set of
     ``ml.tune.datasets`` (``only``: that one alone) and write its tuned-choices JSON, trial
     history and study journal (see the module docstring).

@@ -1,16 +1,14 @@
 """Apply a preset (an override file of a few lines) to ``params.yaml`` in place; not a DVC
 stage, one command:
 
-    python stages/preset.py presets/code-seed-scale.yaml    # Qwen2.5-Coder-3B L18, 8 GPUs
-    python stages/preset.py presets/code-seed-corpus.yaml   # MiniLM, corpus >= 49,631 bodies
+    python scripts/preset.py presets/code-seed-scale.yaml    # Qwen2.5-Coder-3B L18, 8 GPUs
+    python scripts/preset.py presets/code-seed-corpus.yaml   # MiniLM, corpus >= 49,631 bodies
     git checkout params.yaml                                # back to the defaults
 
 Only the values the preset sets change; every other line of params.yaml, comments included,
 stays as it is. The result is validated before params.yaml is atomically replaced
 (:mod:`contrastlab.params.presets`).
 """
-
-from __future__ import annotations
 
 import argparse
 import sys
