@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from _astutil import docstring_ids
+
 ROOT = Path(__file__).resolve().parents[2]
 TRACKING = ROOT / "src" / "contrastlab" / "tracking"
 
@@ -29,23 +31,13 @@ def test_public_tracking_api_is_importable_from_the_package():
     assert t.Tracker(None).active is False  # a no-op tracker
 
 
-def _docstring_nodes(tree: ast.AST) -> set[int]:
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                out.add(id(body[0].value))
-    return out
-
-
 def dvc_couplings(src: str) -> list[str]:
     """What in one module's source ties it to DVC: an ``import dvc...`` or a string (not a
     docstring) naming a ``DVC_*`` environment variable."""
     import re
 
     tree, found = ast.parse(src), []
-    docs = _docstring_nodes(tree)
+    docs = docstring_ids(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [f"import {a.name}" for a in node.names if a.name.split(".")[0] == "dvc"]

@@ -14,20 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from _astutil import docstring_ids
+
 from contrastlab.losses.registry import LOSSES, load_table, load_variant_table
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "contrastlab"
 PRAGMA = "# not a loss name"
-
-
-def _docstrings(tree: ast.AST) -> set[int]:
-    ids = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                ids.add(id(body[0].value))
-    return ids
 
 
 def name_literals(path: Path, names: set[str]) -> list[str]:
@@ -36,7 +28,7 @@ def name_literals(path: Path, names: set[str]) -> list[str]:
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines()
     tree = ast.parse(text, str(path))
-    docs = _docstrings(tree)
+    docs = docstring_ids(tree)
     out = []
     for node in ast.walk(tree):
         if (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
