@@ -63,7 +63,6 @@ def exp_show_json(repo: str | Path = ".", all_commits: bool = False,
         raise InputError(f"`dvc exp show --json` printed no JSON ({e})") from None
 
 
-
 def main(argv: list[str] | None = None) -> int:
     """``python scripts/sweep.py``: write ``reports/sweep.md``; exit 0 (also
     when there are no experiments: the page and stderr say so), 2 on bad input."""
