@@ -413,10 +413,13 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
             + ", Holm-corrected paired-bootstrap p; ▲/▼ significantly above/below. Trained rows: "
             "mean over seeds; 'from the zero-shot map': the predictor adds a correction to the "
             "centred zero-shot map and epoch 0 (the map itself) may be kept by early stopping. "
-            "Hybrids: BM25 fused with each trained predictor per seed, by reciprocal-rank fusion "
-            "(Cormack et al. 2009, k=60) or by z-scored score fusion with its weight chosen on "
-            "validation. Every grid (ridge λ, BM25 k1 and b, fusion weight) was searched on the "
-            "validation repositories only. "
+            + ("Hybrids: BM25 fused with each trained predictor per seed, by reciprocal-rank "
+               "fusion (Cormack et al. 2009, k=60) or by z-scored score fusion with its weight "
+               "chosen on validation. Every grid (ridge λ, BM25 k1 and b, fusion weight) was "
+               "searched on the validation repositories only. "
+               if any(_is_hybrid(n) for n in names) else
+               "No BM25 hybrid rows here (not computed for this table). Every grid (ridge λ, "
+               "BM25 k1 and b) was searched on the validation repositories only. ")
             + ("Hyperparameters marked (tuned) were chosen on the validation repositories "
                "with an equal budget per loss (tune_code)."
                if any(m.get("tuned") for m in metrics.values()) else
