@@ -9,10 +9,11 @@
 # are), switches that clone to presets/code-seed-corpus.yaml, runs the data stages and the
 # baselines with DVC there (a rerun skips what is done; the teacher resumes from its shards),
 # trains and evaluates every variant of the preset with the stage scripts (no tuning: the
-# preset's learning rate and temperature), and copies the metrics and per-query ranks to
-# reports/metrics/code_seed_corpus/ and reports/data/code_seed_corpus/ of this checkout,
-# where the report's second code table reads them (`dvc repro report`). Elapsed seconds per
-# step go to reports/timings/code_seed_corpus.json (not a DVC output, not a metric).
+# preset's learning rate and temperature), fuses BM25 with each (hybrid_code), and copies
+# the metrics and per-query ranks to reports/metrics/code_seed_corpus/ and
+# reports/data/code_seed_corpus/ of this checkout, where the report's second code table
+# reads them (`dvc repro report`). Elapsed seconds per step go to
+# reports/timings/code_seed_corpus.json (not a DVC output, not a metric).
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 work=${1:-"$root/../contrastlab-seed-corpus"}
@@ -47,6 +48,10 @@ for v in $variants; do
   step "train_$v" python stages/train_code.py --variant "$v" $io --plots reports/plots/code_seed_corpus
   step "evaluate_$v" python stages/evaluate_code.py --variant "$v" $io --metrics "$metrics" --curves "$data"
 done
+# BM25 fused with every trained predictor (scores built 1,024 queries at a time)
+step hybrids python stages/hybrid_code.py --functions data/code/functions.parquet $io \
+  --baselines reports/metrics/code/baselines.json \
+  --metrics "$metrics/hybrids.json" --ranks "$data/hybrids_ranks.csv"
 cp reports/metrics/code/baselines.json "$metrics/baselines.json"
 cp reports/data/code/baselines_ranks.csv "$data/baselines_ranks.csv"
 mkdir -p "$root/reports/timings"

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from contrastlab.models.code_baselines import (BM25Scorer, competition_ranks, fit_fusion_weight,
-                                               fuse_scores, identifier_tokens, ranks_from_scores,
-                                               rrf_scores)
+                                               fuse_scores, identifier_tokens, pick_fusion_weight,
+                                               ranks_from_scores, rrf_scores)
 
 
 def test_tokeniser_splits_snake_camel_and_acronyms():
@@ -87,3 +87,29 @@ def test_fusion_weight_is_chosen_on_validation_only():
     assert (ranks_from_scores(fused, true_val) == 1).all()
     with pytest.raises(ValueError):
         fuse_scores(lex_val, dense_val, 1.5)
+
+
+def test_fusion_weight_from_chunked_ranks_matches_whole_matrix_rule():
+    """``pick_fusion_weight`` on ranks computed query chunk by query chunk (how ``hybrid_code``
+    scores a large corpus) picks what ``fit_fusion_weight`` picks on the whole matrices; its
+    tie rule: Rank@10, then MRR, then the smaller weight."""
+    rng = np.random.default_rng(3)
+    q, n, grid = 40, 60, [0.0, 0.3, 0.7, 1.0]
+    true_val = rng.permutation(n)[:q]
+    lex = [rng.normal(size=(q, n)) for _ in range(2)]
+    dense = [rng.normal(size=(q, n)) for _ in range(2)]
+    for s in range(2):
+        lex[s][np.arange(q), true_val] += rng.uniform(0, 3, q)
+        dense[s][np.arange(q), true_val] += rng.uniform(0, 3, q)
+    whole = fit_fusion_weight(lex, dense, true_val, grid)
+    chunked = {w: [np.concatenate([ranks_from_scores(fuse_scores(lx[a:a + 7], dn[a:a + 7], w),
+                                                     true_val[a:a + 7]) for a in range(0, q, 7)])
+                   for lx, dn in zip(lex, dense)] for w in grid}
+    assert pick_fusion_weight(chunked) == whole
+    # hand-made: equal Rank@10 at both weights, MRR decides; then equal MRR: the smaller weight
+    a, b = np.array([1, 5, 20]), np.array([2, 3, 20])
+    w, table = pick_fusion_weight({0.2: [b], 0.8: [a]})
+    assert w == 0.8 and table[0]["val_rank_at_10"] == table[1]["val_rank_at_10"] == 2 / 3
+    assert pick_fusion_weight({0.9: [a], 0.1: [a]})[0] == 0.1
+    with pytest.raises(ValueError):
+        pick_fusion_weight({})

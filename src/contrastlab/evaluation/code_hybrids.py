@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import read_json
-from ..models.code_baselines import (BM25Scorer, competition_ranks, fit_fusion_weight, fuse_scores,
+from ..models.code_baselines import (BM25Scorer, competition_ranks, fuse_scores, pick_fusion_weight,
                                      ranks_from_scores, rrf_scores)
 from ..training.code import checkpoint_path, load_student, predict, prepare_targets
 from ..training.code_inputs import load_code_data, load_code_texts
@@ -26,9 +26,13 @@ KEYS = ("rank_at_1", "rank_at_5", "rank_at_10", "mrr", "median_rank")
 
 
 def run_hybrids(code, baselines: str, models_dir: str, functions: str, splits: str,
-                teacher: str) -> tuple[dict, pd.DataFrame]:
+                teacher: str, chunk: int = 1024) -> tuple[dict, pd.DataFrame]:
     """Every hybrid of BM25 (its validation-chosen k1, b from ``baselines``) with every
     trained variant of ``code.variants`` whose models exist under ``models_dir``.
+
+    Score matrices are built ``chunk`` queries at a time (every fusion is per query, so the
+    result does not depend on ``chunk``): memory is ``O(chunk x corpus)``, not
+    ``O(queries x corpus)`` (14,153 x 56,944 float32 scores are 3.2 GB per matrix).
 
     Returns:
         ``(metrics, ranks)``: ``{"hybrids": {name: metrics}, "corpus_size", "n_queries"}``
@@ -37,7 +41,10 @@ def run_hybrids(code, baselines: str, models_dir: str, functions: str, splits: s
 
     Raises:
         FileNotFoundError: the baselines JSON or an input is missing.
+        ValueError: ``chunk < 1``.
     """
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
     set_cpu_threads(code.train.threads)
     data, _ = load_code_data(splits, teacher)
     targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
@@ -45,42 +52,69 @@ def run_hybrids(code, baselines: str, models_dir: str, functions: str, splits: s
     bm = read_json(baselines)["baselines"]["bm25"]
     bm25 = BM25Scorer(bodies, bm["k1"], bm["b"])
     va, te = data.rows("val"), data.rows("test")
-    lex_va = bm25.scores([sigs[i] for i in va])
-    lex_te = bm25.scores([sigs[i] for i in te])
-    lex_te_rank = competition_ranks(lex_te)
     corpus = targets.corpus.numpy()
     dev = pick_device(code.evaluate.device)
-    out, frames = {}, []
+    grid = [float(w) for w in code.baselines.fusion_weights]
+    # predictions [Q, D] of every (variant, seed); scores against the corpus come per chunk
+    preds: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
     for v in code.variants:
         models = Path(models_dir) / v
         if not (models / "summary.json").exists():
             print(f"hybrid_code: no models for {v}; skipped")
             continue
-        seeds = [int(s["seed"]) for s in read_json(models / "summary.json")["seeds"]]
-        dense_va, dense_te = [], []
-        for s in seeds:
+        preds[v] = {}
+        for s in (int(x["seed"]) for x in read_json(models / "summary.json")["seeds"]):
             student = load_student(checkpoint_path(models, s), dev)
-            dense_va.append(predict(student, data, va, dev).numpy() @ corpus.T)
-            dense_te.append(predict(student, data, te, dev).numpy() @ corpus.T)
-        w, grid = fit_fusion_weight([lex_va] * len(seeds), dense_va, va, code.baselines.fusion_weights)
+            preds[v][s] = (predict(student, data, va, dev).numpy(),
+                           predict(student, data, te, dev).numpy())
+
+    def chunks(rows):
+        for a in range(0, len(rows), chunk):
+            yield slice(a, a + chunk), rows[a:a + chunk]
+
+    # validation: ranks of every fusion weight, per variant and seed
+    val = {v: {w: {s: np.empty(len(va), np.int64) for s in p} for w in grid}
+           for v, p in preds.items()}
+    for sl, rows in chunks(va):
+        lex = bm25.scores([sigs[i] for i in rows])
+        for v, p in preds.items():
+            for s, (pv, _) in p.items():
+                dense = pv[sl] @ corpus.T
+                for w in grid:
+                    val[v][w][s][sl] = ranks_from_scores(fuse_scores(lex, dense, w), rows)
+    weights = {v: pick_fusion_weight({w: list(val[v][w].values()) for w in grid}) for v in preds}
+    # test: RRF and the chosen fusion, once
+    test = {(f"{kind}_{v}", s): np.empty(len(te), np.int64)
+            for v, p in preds.items() for s in p for kind in ("rrf", "fusion")}
+    for sl, rows in chunks(te):
+        lex = bm25.scores([sigs[i] for i in rows])
+        lex_rank = competition_ranks(lex)
+        for v, p in preds.items():
+            for s, (_, pt) in p.items():
+                dense = pt[sl] @ corpus.T
+                test[f"rrf_{v}", s][sl] = ranks_from_scores(
+                    rrf_scores([lex_rank, competition_ranks(dense)], code.baselines.rrf_k), rows)
+                test[f"fusion_{v}", s][sl] = ranks_from_scores(
+                    fuse_scores(lex, dense, weights[v][0]), rows)
+    out, frames = {}, []
+    for v, p in preds.items():
+        w, table = weights[v]
         per = {f"rrf_{v}": [], f"fusion_{v}": []}
-        for s, dt in zip(seeds, dense_te):
-            rr = ranks_from_scores(rrf_scores([lex_te_rank, competition_ranks(dt)],
-                                              code.baselines.rrf_k), te)
-            fr = ranks_from_scores(fuse_scores(lex_te, dt, w), te)
-            for name, r in ((f"rrf_{v}", rr), (f"fusion_{v}", fr)):
-                per[name].append({**rank_metrics(r), "seed": s})
+        for s in p:
+            for name, rows_ in per.items():
+                r = test[name, s]
+                rows_.append({**rank_metrics(r), "seed": s})
                 frames.append(pd.DataFrame({"id": te, "repo": data.repo[te], "hybrid": name,
                                             "seed": s, "rank": r}))
-        for name, rows in per.items():
-            m = {k: float(np.mean([r[k] for r in rows])) for k in KEYS}
-            m.update(variant=v, kind=name.split("_")[0], n_seeds=len(rows), per_seed=rows,
+        for name, rows_ in per.items():
+            m = {k: float(np.mean([r[k] for r in rows_])) for k in KEYS}
+            m.update(variant=v, kind=name.split("_")[0], n_seeds=len(rows_), per_seed=rows_,
                      bm25_k1=bm["k1"], bm25_b=bm["b"])
             if name.startswith("rrf_"):
                 m["rrf_k"] = code.baselines.rrf_k
             else:
-                m.update(weight=w, weight_grid=grid,
-                         val_rank_at_10=max(g["val_rank_at_10"] for g in grid))
+                m.update(weight=w, weight_grid=table,
+                         val_rank_at_10=max(g["val_rank_at_10"] for g in table))
             out[name] = m
             print(f"hybrid_code: {name:28s} test R@10 {m['rank_at_10']:.2%} MRR {m['mrr']:.4f}"
                   + (f" (w={w:g})" if "weight" in m else ""))

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -41,7 +41,7 @@ from torch import Tensor
 
 __all__ = ["TargetSpace", "pooled_signature", "fit_ridge", "ridge_predict", "identifier_tokens",
            "BM25Scorer", "ranks_from_scores", "competition_ranks", "rrf_scores", "zscore_rows",
-           "fuse_scores", "fit_fusion_weight"]
+           "fuse_scores", "fit_fusion_weight", "pick_fusion_weight"]
 
 
 def pooled_signature(states: Tensor, mask: Tensor, batch: int = 4096) -> Tensor:
@@ -342,14 +342,34 @@ def fit_fusion_weight(lexical_val: Sequence[np.ndarray], dense_val: Sequence[np.
         raise ValueError("empty fusion-weight grid")
     if len(lexical_val) != len(dense_val):
         raise ValueError(f"{len(lexical_val)} lexical but {len(dense_val)} dense score sets")
+    ranks = {float(w): [ranks_from_scores(fuse_scores(lx, dn, float(w)), true_val)
+                        for lx, dn in zip(lexical_val, dense_val)] for w in grid}
+    return pick_fusion_weight(ranks)
+
+
+def pick_fusion_weight(ranks: Mapping[float, Sequence[np.ndarray]]) -> tuple[float, list[dict]]:
+    """The weight whose validation ranks have the best Rank@10 averaged over seeds (ties: MRR,
+    then the smaller weight); the rule of :func:`fit_fusion_weight`, from ranks computed
+    elsewhere (e.g. query chunk by query chunk, :func:`contrastlab.evaluation.code_hybrids`).
+
+    Args:
+        ranks: weight -> per seed, int ``[Q_val]`` 1-based ranks of the validation queries'
+            true documents under ``w z(lexical) + (1 - w) z(dense)``.
+
+    Returns:
+        ``(weight, [{"weight", "val_rank_at_10", "val_mrr"}, ...])`` in the order of ``ranks``.
+
+    Raises:
+        ValueError: no weights, or a weight without ranks.
+    """
+    if not ranks:
+        raise ValueError("empty fusion-weight grid")
     table = []
-    for w in grid:
-        r10, mrr = [], []
-        for lx, dn in zip(lexical_val, dense_val):
-            r = ranks_from_scores(fuse_scores(lx, dn, float(w)), true_val)
-            r10.append(float((r <= 10).mean()))
-            mrr.append(float((1.0 / r).mean()))
-        table.append({"weight": float(w), "val_rank_at_10": float(np.mean(r10)),
-                      "val_mrr": float(np.mean(mrr))})
+    for w, per_seed in ranks.items():
+        if not len(per_seed):
+            raise ValueError(f"no validation ranks for fusion weight {w}")
+        table.append({"weight": float(w),
+                      "val_rank_at_10": float(np.mean([float((r <= 10).mean()) for r in per_seed])),
+                      "val_mrr": float(np.mean([float((1.0 / r).mean()) for r in per_seed]))})
     best = max(table, key=lambda g: (g["val_rank_at_10"], g["val_mrr"], -g["weight"]))
     return best["weight"], table
