@@ -3,7 +3,8 @@
 
 Writes ``reports/metrics/finetune/<variant>.json``, ``reports/metrics/finetune/items/<variant>.npz``
 and ``data/finetune/runs/<variant>/`` (embeddings; the index variant's encoder in ``model/``);
-MLflow: one ``contrastlab-finetune`` run per variant. ``--override FILE`` (repeatable) merges
+MLflow: one ``contrastlab-finetune`` run per variant. ``--tuned FILE``: the row's
+``tune_finetune`` choices (``reports/tuned/finetune/<variant>.json``). ``--override FILE`` (repeatable) merges
 YAML over the params (``presets/finetune-gpu.yaml``); under ``torchrun --nproc_per_node=N``
 the contrastive loss gathers all ranks' embeddings, gradients are averaged, rank 0 writes.
 """
@@ -18,12 +19,14 @@ from contrastlab.utils import set_cpu_threads
 def main(argv: list[str] | None = None) -> int:
     ap = stage_parser(__doc__, "--data", "--cache", "--metrics-dir", "--runs-dir")
     ap.add_argument("--variant", required=True)
+    ap.add_argument("--tuned", default=None,
+                    help="the row's tune_finetune JSON (its choices override the params)")
     ap.add_argument("--override", action="append", default=[],
                     help="YAML merged over the params (e.g. presets/finetune-gpu.yaml)")
     args = ap.parse_args(argv)
     set_cpu_threads()
     summary = run_final_variant(args.params, args.override, args.variant, args.data, args.cache,
-                                args.metrics_dir, args.runs_dir)
+                                args.metrics_dir, args.runs_dir, args.tuned)
     if summary is not None:
         m = {k: summary["metrics"].get(k, float("nan")) for k in ("a/knn5_pxt", "b/knn5_pxt", "b/probe_tier")}
         print(f"finetune_encoder@{args.variant}: split a kNN@5 problem x tier {m['a/knn5_pxt']:.3f}, "

@@ -15,14 +15,15 @@ __all__ = ["run_final_variant"]
 
 def run_final_variant(params_path: str | Path, overrides: list[str | Path], variant: str,
                       data: str | Path, cache: str | Path, metrics_dir: str | Path,
-                      runs_dir: str | Path) -> dict[str, Any] | None:
+                      runs_dir: str | Path, tuned: str | Path | None = None) -> dict[str, Any] | None:
     """Stage ``finetune_encoder@<variant>`` end to end: the params (with ``overrides``
     merged), the process group under ``torchrun`` (the contrastive loss gathers every rank's
     embeddings; gradients are averaged), :func:`~contrastlab.finetune.run.run_variant` on ``data`` (the variants
     parquet) and the lower-layer ``cache`` (not read for ``tfidf``), the files of
     :func:`~contrastlab.finetune.run.write_variant_outputs` under ``metrics_dir`` and ``<runs_dir>/<variant>`` (the
     index variant's encoder in ``model/``), one MLflow run and the wall time in the timings
-    file (never in a hashed output).
+    file (never in a hashed output). ``tuned``: the row's ``tune_finetune`` JSON, whose
+    choices are applied over the params (``None``: the params as they are, e.g. a preset).
 
     Returns:
         The variant's summary (:func:`~contrastlab.finetune.run.write_variant_outputs`) on rank 0, ``None`` on the
@@ -36,7 +37,9 @@ def run_final_variant(params_path: str | Path, overrides: list[str | Path], vari
     from ..timings import write_timing
     from ..tracking import variant_run
 
-    ft = load_with_overrides(params_path, overrides).finetune
+    from .tune import load_tuned
+
+    ft = load_tuned(load_with_overrides(params_path, overrides).finetune, tuned)
     dist = init_distributed(ft.device)
     if dist.distributed:
         ft = ft.model_copy(update={"device": str(dist.device)})

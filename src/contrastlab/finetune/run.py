@@ -23,7 +23,7 @@ from .encoder import FinetuneEncoder
 from .evaluate import BASELINES, item_metrics
 from .train import Inputs, embed_inputs, train_encoder
 
-__all__ = ["build_cache", "load_cache", "run_variant", "write_variant_outputs",
+__all__ = ["build_cache", "load_cache", "run_variant", "train_seed", "write_variant_outputs",
            "load_with_overrides", "ALL_VARIANTS", "TOKEN_PATTERN"]
 
 ALL_VARIANTS = (*FINETUNE_VARIANTS, *BASELINES)
@@ -100,6 +100,44 @@ def tfidf_embeddings(texts: list[str], train_mask: np.ndarray, max_features: int
     return torch.as_tensor(vec.transform(texts).toarray(), dtype=torch.float32)
 
 
+def train_seed(ft, base: Inputs, variant: str, seed: int, *, y, problems, keys, train_idx,
+               val_idx, device: str):
+    """One seed of one row: build the encoder under ``torch.manual_seed(seed)`` (``frozen``:
+    no head; ``head``: layers 0 + head; else ``ft.layers``), move the cached states up to its
+    first trainable block, and train it (not ``frozen``) with early stopping on the
+    validation retrieval mAP of ``val_idx`` (:func:`~contrastlab.finetune.train.train_encoder`).
+
+    Args:
+        ft: :class:`contrastlab.params.finetune.FinetuneParams` (its values are used as given,
+            e.g. with a trial's choices applied). base: :func:`load_cache` inputs.
+        variant: a row of :data:`ALL_VARIANTS` other than ``tfidf``.
+        y: ``[N, C]`` multi-hot labels; problems, keys: ``[N]`` problem and problem|tier keys;
+        train_idx, val_idx: row indices (an empty ``val_idx``: no early stopping).
+
+    Returns:
+        ``(encoder, inputs, result)``: the trained (best-validation) encoder, its inputs and
+        the :class:`~contrastlab.finetune.train.TrainResult` (``None`` for ``frozen``).
+    """
+    torch.manual_seed(seed)
+    if variant == "frozen":
+        enc = _encoder(ft, layers=0, proj_dim=0)
+    elif variant == "head":
+        enc = _encoder(ft, layers=0)
+    else:
+        enc = _encoder(ft)
+    inp = base if (base.states is None or enc.train_embeddings) else \
+        _advance(enc, base, enc.n_frozen, ft.batch_size_encode)
+    if enc.train_embeddings:
+        inp = Inputs(ids=base.ids, level=0)
+    if variant == "frozen":
+        return enc, inp, None
+    loss, kw = (HEAD_LOSS, {}) if variant == "head" else FINETUNE_VARIANTS[variant]
+    r = train_encoder(enc, inp, y, problems, train_idx, loss=loss, loss_kwargs=kw, cfg=ft,
+                      seed=seed, val_idx=val_idx if len(val_idx) else None, keys=keys,
+                      knn_k=max(ft.eval.knn_k), device=device)
+    return enc, inp, r
+
+
 def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
                 seeds: list[int] | None = None, device: str | None = None,
                 save_model: str | Path | None = None, tracker=None) -> dict[str, Any]:
@@ -148,22 +186,9 @@ def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
         tr = np.flatnonzero(split == "train")
         va = np.flatnonzero(split == "val")
         for i, seed in enumerate(seeds):
-            torch.manual_seed(seed)
-            if variant == "frozen":
-                enc = _encoder(ft, layers=0, proj_dim=0)
-            elif variant == "head":
-                enc = _encoder(ft, layers=0)
-            else:
-                enc = _encoder(ft)
-            inp = base if (base.states is None or enc.train_embeddings) else \
-                _advance(enc, base, enc.n_frozen, ft.batch_size_encode)
-            if enc.train_embeddings:
-                inp = Inputs(ids=base.ids, level=0)
-            if variant != "frozen":
-                loss, kw = (HEAD_LOSS, {}) if variant == "head" else FINETUNE_VARIANTS[variant]
-                r = train_encoder(enc, inp, y, problems, tr, loss=loss, loss_kwargs=kw, cfg=ft,
-                                  seed=seed, val_idx=va if len(va) else None, keys=keys,
-                                  knn_k=max(e.knn_k), device=dev)
+            enc, inp, r = train_seed(ft, base, variant, seed, y=y, problems=problems, keys=keys,
+                                     train_idx=tr, val_idx=va, device=dev)
+            if r is not None:
                 curves.append(r.curve)
                 best_steps.append(r.best_step)
                 tokens.append(r.tokens)

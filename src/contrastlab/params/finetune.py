@@ -5,17 +5,19 @@ losses (MulSupCon, Zhang & Wu, AAAI 2024; ALL / ANY and Sim-Dis, the Sim-Dis pap
 
 Stages: ``finetune_data`` -> ``finetune.data`` (+ the sandbox limits of
 ``multilabel.humaneval``); ``finetune_cache`` -> ``finetune.model``, ``max_length``,
-``strip_docstrings``, ``layers``; ``finetune_encoder@<variant>`` -> everything but
-``eval``; ``finetune_evaluate`` -> ``eval``, ``seeds``, ``variants``.
+``strip_docstrings``, ``layers``; ``tune_finetune@<row>`` -> everything but ``eval``;
+``finetune_encoder@<variant>`` -> everything but ``eval`` (and the row's tuned choices);
+``finetune_evaluate`` -> ``eval``, ``seeds``, ``variants``.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..losses.registry import role, track_variants
+from ..tuning import SearchDim, TuneParams
 
 #: Rows of the track that are not fine-tuning variants (stage ``finetune_baseline``).
 REFERENCE_ROWS = ("frozen", "head", "tfidf")
@@ -58,6 +60,52 @@ class FinetuneEval(BaseModel):
     tfidf_max_features: int = Field(20000, ge=10)
 
 
+#: Hyperparameters a study may set (fields of :class:`FinetuneParams`).
+TUNABLE = ("temperature", "lr_encoder", "lr_head", "weight_decay", "warmup")
+
+
+def _default_search() -> dict[str, SearchDim]:
+    return {"temperature": SearchDim(type="float", low=0.03, high=1.0, log=True),
+            "lr_encoder": SearchDim(type="float", low=3e-5, high=3e-3, log=True),
+            "lr_head": SearchDim(type="float", low=1e-4, high=1e-2, log=True)}
+
+
+class FinetuneTune(TuneParams):
+    """``finetune.tune``: the shared protocol (:mod:`contrastlab.tuning`; Musgrave et al.
+    2020): every trained row (the losses, BCE and the frozen + head baseline) gets ``trials``
+    finished trials of the same ``search`` space (minus what the row does not use: BCE has no
+    temperature, the head baseline no encoder learning rate); trial 0 is the row's declared
+    configuration; a trial trains one run per seed of ``seeds`` (disjoint from
+    ``finetune.seeds``) and scores the mean best validation retrieval mAP (the
+    early-stopping criterion), reported to the pruner after each seed."""
+
+    trials: int = Field(20, ge=1, le=10_000,
+                        description="Finished trials per row: the same for every loss.")
+    startup_trials: int = Field(5, ge=1, le=10_000,
+                                description="Random trials before TPE models the space.")
+    seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(
+        default_factory=lambda: [100, 101, 102], min_length=1, max_length=100,
+        description="training seeds of every trial")
+    max_resource: Union[int, Literal["auto"]] = 3  # one report per training seed
+    search: dict[str, SearchDim] = Field(default_factory=_default_search, description=(
+        f"Search space over {', '.join(TUNABLE)}."))
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"seeds must be distinct, got {v}")
+        return v
+
+    @field_validator("search")
+    @classmethod
+    def _tunable(cls, v: dict[str, SearchDim]) -> dict[str, SearchDim]:
+        bad = sorted(set(v) - set(TUNABLE))
+        if bad:
+            raise ValueError(f"finetune.tune.search: {bad} cannot be tuned; tunable: {', '.join(TUNABLE)}")
+        return v
+
+
 class FinetuneParams(BaseModel):
     """``finetune:`` section. Unknown keys are rejected."""
 
@@ -98,6 +146,7 @@ class FinetuneParams(BaseModel):
         "Variant whose first seed's encoder and embeddings make the FAISS index."))
     data: FinetuneData = FinetuneData()
     eval: FinetuneEval = FinetuneEval()
+    tune: FinetuneTune = FinetuneTune()
 
     @field_validator("variants")
     @classmethod
@@ -120,6 +169,8 @@ class FinetuneParams(BaseModel):
     def _seeds(self):
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError("seeds must be a non-empty list of distinct integers")
+        if set(self.seeds) & set(self.tune.seeds):
+            raise ValueError(f"tune.seeds {self.tune.seeds} overlap the final seeds {self.seeds}")
         if self.index_variant not in self.variants:
             raise ValueError(f"index_variant {self.index_variant!r} is not in variants {self.variants}")
         return self

@@ -1,0 +1,122 @@
+"""Tuning of the fine-tuning rows (contrastlab.finetune.tune) on a tiny real encoder: the
+shared protocol (trial 0 = the declared configuration, budget, resumption), the row spaces,
+and the final stage applying the choices."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from contrastlab.errors import UnknownNameError
+from contrastlab.params.finetune import FinetuneParams
+
+
+@pytest.fixture
+def tiny_setup(tmp_path, tiny_bert, tokenizer, snippets):
+    """A saved tiny BERT, a variants table (each snippet twice: train and validation rows of
+    the same cell), the params and the lower-layer cache."""
+    from contrastlab.finetune.run import build_cache
+
+    folder = tmp_path / "bert"
+    tiny_bert(7).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    rows = [(p, t, c, "train") for p, t, c in snippets] + \
+           [(p, t, c + "\n# again", "val") for p, t, c in snippets]
+    df = pd.DataFrame(rows, columns=["problem", "tier", "text", "split"])
+    ft = FinetuneParams(model=str(folder), max_length=64, layers=1, proj_dim=8, proj_hidden=16,
+                        steps=2, eval_every=1, warmup=0.0, batch_problems=2, batch_per_problem=2,
+                        tune={"trials": 4, "startup_trials": 1, "seeds": [100, 101],
+                              "max_resource": 2})
+    return ft, df, build_cache(ft, df["text"].tolist()), tmp_path
+
+
+def test_row_spaces_drop_what_a_row_does_not_use():
+    from contrastlab.finetune.tune import TUNED_ROWS, row_space
+
+    ft = FinetuneParams()
+    assert set(TUNED_ROWS) == {"mulsupcon", "all", "any", "simdis", "bce", "head"}
+    assert set(row_space(ft, "mulsupcon")) == {"temperature", "lr_encoder", "lr_head"}
+    assert "temperature" not in row_space(ft, "bce") and "lr_encoder" in row_space(ft, "bce")
+    assert set(row_space(ft, "head")) == {"temperature", "lr_head"}
+    assert row_space(ft, "frozen") == {} == row_space(ft, "tfidf")
+    assert "lr_encoder" not in row_space(FinetuneParams(layers=0), "all")
+    with pytest.raises(UnknownNameError):
+        row_space(ft, "nope")
+
+
+def test_bad_choices_and_overlapping_seeds_are_rejected():
+    from pydantic import ValidationError
+
+    from contrastlab.finetune.tune import apply_tuned
+
+    ft = FinetuneParams()
+    assert apply_tuned(ft, {"temperature": 0.3}).temperature == 0.3
+    with pytest.raises(ValueError, match="not tunable"):
+        apply_tuned(ft, {"steps": 5})
+    with pytest.raises(ValidationError):
+        apply_tuned(ft, {"temperature": -1.0})
+    with pytest.raises(ValidationError, match="overlap"):
+        FinetuneParams(seeds=[0, 100])
+    with pytest.raises(ValidationError, match="cannot be tuned"):
+        FinetuneParams(tune={"search": {"steps": {"type": "int", "low": 1, "high": 9}}})
+
+
+def test_study_starts_from_the_default_and_resumes(tiny_setup):
+    from contrastlab.finetune.tune import load_tuned, run_tuning
+
+    ft, df, cache, tmp = tiny_setup
+    dirs = (tmp / "tuned", tmp / "hist", tmp / "journal")
+    res = run_tuning(ft, "mulsupcon", df, cache, *dirs)
+    hist = pd.read_csv(tmp / "hist" / "mulsupcon.csv")
+    assert len(hist) == ft.tune.trials == res.n_complete + res.n_pruned + res.n_failed
+    first = hist.iloc[0]
+    assert first["trial"] == 0 and first["state"] == "COMPLETE"
+    for k in ("temperature", "lr_encoder", "lr_head"):
+        assert first[k] == pytest.approx(getattr(ft, k))
+    assert not (hist["temperature"].nunique() == 1 and hist["lr_head"].nunique() == 1)
+    complete = hist[hist["state"] == "COMPLETE"]
+    assert res.best_value == pytest.approx(complete["value"].max())
+    assert res.best_value >= first["value"]  # the choice is never worse than the default
+    assert 0 < res.best_value <= 1
+    tuned = json.loads((tmp / "tuned" / "mulsupcon.json").read_text())
+    assert tuned["objective"] == "val_map" and set(tuned["params"]) == {"temperature", "lr_encoder", "lr_head"}
+    applied = load_tuned(ft, tmp / "tuned" / "mulsupcon.json")
+    assert applied.temperature == pytest.approx(tuned["params"]["temperature"])
+    assert applied.steps == ft.steps and applied.layers == ft.layers
+    # a rerun resumes the finished study: no new trial, the same choice
+    again = run_tuning(ft, "mulsupcon", df, cache, *dirs)
+    assert again.best_params == res.best_params
+    assert len(pd.read_csv(tmp / "hist" / "mulsupcon.csv")) == ft.tune.trials
+
+
+def test_untrained_rows_write_a_note_without_training(tiny_setup):
+    from contrastlab.finetune.tune import load_tuned, run_tuning
+
+    ft, df, _, tmp = tiny_setup
+    assert run_tuning(ft, "tfidf", df, None, tmp / "t", tmp / "h", tmp / "j") is None
+    note = json.loads((tmp / "t" / "tfidf.json").read_text())
+    assert note["params"] == {} and "nothing to tune" in note["note"]
+    assert load_tuned(ft, tmp / "t" / "tfidf.json") == ft
+
+
+def test_scores_are_validation_only(tiny_setup):
+    """Changing the held-out rows' text (split a test, split b) leaves every trial's score
+    unchanged: the objective never reads them."""
+    from contrastlab.finetune.run import build_cache
+    from contrastlab.finetune.tune import run_tuning
+
+    ft, df, _, tmp = tiny_setup
+    ft = ft.model_copy(update={"tune": ft.tune.model_copy(update={"trials": 2})})
+    extra = pd.DataFrame({"problem": ["A", "B"], "tier": ["PASS", "FAIL"],
+                          "text": ["def f():\n    return 1", "def g():\n    return 2"],
+                          "split": ["test_a", "test_b"]})
+    values = []
+    for k, text in enumerate(["x = 1", "y = [i for i in range(9)]"]):
+        d = pd.concat([df, extra.assign(text=extra["text"] + "\n" + text)], ignore_index=True)
+        run_tuning(ft, "all", d, build_cache(ft, d["text"].tolist()), tmp / f"t{k}",
+                   tmp / f"h{k}", tmp / f"j{k}")
+        values.append(pd.read_csv(tmp / f"h{k}" / "all.csv")["value"].to_numpy())
+    np.testing.assert_allclose(values[0], values[1])
