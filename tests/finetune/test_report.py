@@ -61,3 +61,32 @@ def test_gpu_run_adds_a_note_and_a_table_with_its_verdict(tmp_path):
     assert "significantly above the strongest baseline" in note
     assert f"{100 * g['tables']['a']['knn5_pxt']['mulsupcon']['mean']:.1f}%" in note
     assert "not significantly different" in gpu_note(_summary(0.0))
+
+
+def test_tuning_table_compares_trial_zero_with_the_choice(tmp_path):
+    import pandas as pd
+
+    from contrastlab.reporting.finetune import tuning_table
+
+    assert tuning_table(tmp_path) is None
+    tdir = tmp_path / "reports" / "tuned" / "finetune"
+    hdir = tmp_path / "reports" / "plots" / "tune" / "finetune"
+    tdir.mkdir(parents=True)
+    hdir.mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    values = rng.uniform(0.6, 0.8, 5)
+    states = ["COMPLETE", "PRUNED", "COMPLETE", "COMPLETE", "PRUNED"]
+    pd.DataFrame({"trial": range(5), "state": states, "value": values,
+                  "se": rng.uniform(0, 0.02, 5), "temperature": rng.uniform(0.05, 1, 5)}
+                 ).to_csv(hdir / "all.csv", index=False)
+    done = [i for i, s in enumerate(states) if s == "COMPLETE"]
+    best = max(done, key=lambda i: values[i])
+    (tdir / "all.json").write_text(json.dumps({
+        "params": {"temperature": 0.25}, "best_value": float(values[best]), "best_se": 0.01,
+        "best_trial": best, "n_complete": 3, "n_pruned": 2, "n_failed": 0}))
+    (tdir / "tfidf.json").write_text(json.dumps({"params": {}, "note": "no training"}))
+    t = tuning_table(tmp_path)
+    assert len(t.rows) == 1 and t.rows[0][0] == "ALL"
+    assert t.rows[0][1].startswith(f"{100 * values[0]:.1f} ±")
+    assert t.rows[0][3] == f"{100 * (values[best] - values[0]):+.1f}"
+    assert t.rows[0][4] == "3 / 2 / 0" and t.rows[0][6] == "temperature 0.25"

@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 
 from ..io import read_json
-from ..models.code_baselines import (BM25Scorer, competition_ranks, fuse_scores, pick_fusion_weight,
-                                     ranks_from_scores, rrf_scores)
+from ..models.code_baselines import (BM25Scorer, competition_ranks, fuse_scores, fuse_zscores,
+                                     pick_fusion_weight, ranks_from_scores, rrf_scores,
+                                     zscore_rows)
 from ..training.code import checkpoint_path, load_student, predict, prepare_targets
 from ..training.code_inputs import load_code_data, load_code_texts
 from ..utils import pick_device, set_cpu_threads
@@ -76,12 +77,12 @@ def run_hybrids(code, baselines: str, models_dir: str, functions: str, splits: s
     val = {v: {w: {s: np.empty(len(va), np.int64) for s in p} for w in grid}
            for v, p in preds.items()}
     for sl, rows in chunks(va):
-        lex = bm25.scores([sigs[i] for i in rows])
+        z_lex = zscore_rows(bm25.scores([sigs[i] for i in rows]))
         for v, p in preds.items():
             for s, (pv, _) in p.items():
-                dense = pv[sl] @ corpus.T
+                z_dense = zscore_rows(pv[sl] @ corpus.T)
                 for w in grid:
-                    val[v][w][s][sl] = ranks_from_scores(fuse_scores(lex, dense, w), rows)
+                    val[v][w][s][sl] = ranks_from_scores(fuse_zscores(z_lex, z_dense, w), rows)
     weights = {v: pick_fusion_weight({w: list(val[v][w].values()) for w in grid}) for v in preds}
     # test: RRF and the chosen fusion, once
     test = {(f"{kind}_{v}", s): np.empty(len(te), np.int64)

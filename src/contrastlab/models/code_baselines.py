@@ -41,7 +41,8 @@ from torch import Tensor
 
 __all__ = ["TargetSpace", "pooled_signature", "fit_ridge", "ridge_predict", "identifier_tokens",
            "BM25Scorer", "ranks_from_scores", "competition_ranks", "rrf_scores", "zscore_rows",
-           "fuse_scores", "fit_fusion_weight", "pick_fusion_weight"]
+           "fuse_scores", "fuse_zscores", "zscore_rows", "fit_fusion_weight",
+           "pick_fusion_weight"]
 
 
 def pooled_signature(states: Tensor, mask: Tensor, batch: int = 4096) -> Tensor:
@@ -315,9 +316,20 @@ def fuse_scores(lexical: np.ndarray, dense: np.ndarray, weight: float) -> np.nda
     """
     if np.shape(lexical) != np.shape(dense):
         raise ValueError(f"score shapes differ: {np.shape(lexical)} vs {np.shape(dense)}")
+    return fuse_zscores(zscore_rows(lexical), zscore_rows(dense), weight)
+
+
+def fuse_zscores(z_lexical: np.ndarray, z_dense: np.ndarray, weight: float) -> np.ndarray:
+    """``w z_lexical + (1 - w) z_dense`` from z-scores already computed with
+    :func:`zscore_rows` (so a grid of weights reuses them); the same numbers as
+    :func:`fuse_scores` on the raw scores.
+
+    Raises:
+        ValueError: ``w`` outside ``[0, 1]``.
+    """
     if not 0.0 <= weight <= 1.0:
         raise ValueError(f"fusion weight must be in [0, 1], got {weight}")
-    return weight * zscore_rows(lexical) + (1.0 - weight) * zscore_rows(dense)
+    return weight * z_lexical + (1.0 - weight) * z_dense
 
 
 def fit_fusion_weight(lexical_val: Sequence[np.ndarray], dense_val: Sequence[np.ndarray],
