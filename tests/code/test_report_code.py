@@ -86,3 +86,35 @@ def test_strongest_baseline_and_only_in_top10_by_hand():
     # only a: query 0 in both seeds -> 1.0; only BM25: queries 1, 3 (seed 0) and 2, 3 (seed 1) -> 2.0
     assert only_in_top10(ranks, "a", "bm25") == 1.0
     assert only_in_top10(ranks, "bm25", "a") == 2.0
+
+
+def test_trained_fusions_are_tested_against_the_untrained_control(tmp_path):
+    """With ``fusion_sentence`` (one deterministic run) beside a 3-seed trained fusion, the
+    headline tests the trained fusion against the control, and the control's single run does
+    not cut the trained rows to one seed."""
+    _write(tmp_path, with_hybrids=True)
+    m = tmp_path / "reports" / "metrics" / "code"
+    d = tmp_path / "reports" / "data" / "code"
+    ids = np.arange(N)
+    repo = [f"r{i % REPOS}" for i in ids]
+    control = _ranks(0.85, 40)
+    trained = [_ranks(0.30, 50 + s) for s in range(3)]  # far below the control: 'below'
+    hr = pd.concat([pd.read_csv(d / "hybrids_ranks.csv"),
+                    pd.DataFrame({"id": ids, "repo": repo, "hybrid": "fusion_sentence", "seed": 0,
+                                  "rank": control})]
+                   + [pd.DataFrame({"id": ids, "repo": repo, "hybrid": "fusion_infonce", "seed": s,
+                                    "rank": r}) for s, r in enumerate(trained)])
+    hr.to_csv(d / "hybrids_ranks.csv", index=False)
+    h = json.loads((m / "hybrids.json").read_text())
+    h["hybrids"]["fusion_sentence"] = {"variant": "sentence", "kind": "fusion", "n_seeds": 1,
+                                       "weight": 0.5, "median_rank": 1}
+    h["hybrids"]["fusion_infonce"] = {"variant": "infonce", "kind": "fusion", "n_seeds": 3,
+                                      "weight": 0.4, "median_rank": 9}
+    (m / "hybrids.json").write_text(json.dumps(h))
+    s = build_section(tmp_path, tmp_path / "fig")
+    rows = {r[0]: r for r in s.tables[0].rows}
+    assert any(n.startswith("BM25 + baseline, score fusion (w=0.5): teacher sentence") for n in rows)
+    trained_row = next(r for n, r in rows.items() if n.startswith("BM25 + predictor, score fusion"))
+    mean = np.mean([(r <= 10).mean() for r in trained]) * 100  # all three seeds count
+    assert abs(100 * trained_row[3].value - mean) < 1e-9
+    assert "significantly above the control: 0 of 1, below: 1." in s.headline

@@ -2,7 +2,10 @@
 from a notebook): :func:`run_hybrids`. Per variant and seed, reciprocal-rank fusion
 ``1/(k + r_bm25) + 1/(k + r_dense)`` over the whole corpus (Cormack, Clarke & Buettcher 2009,
 Eq. 1) and z-scored score fusion ``w z(bm25) + (1 - w) z(cosine)`` with ``w`` chosen on
-validation Rank@10 (mean over seeds).
+validation Rank@10 (mean over seeds). The same two fusions of BM25 with the teacher's
+untrained sentence embedding (``rrf_sentence``, ``fusion_sentence``; when
+``code.baselines.sentence`` is on) are the control: a trained predictor earns its place in a
+hybrid only if its hybrid beats this one.
 """
 
 from __future__ import annotations
@@ -56,8 +59,9 @@ def run_hybrids(code, baselines: str, models_dir: str, functions: str, splits: s
     corpus = targets.corpus.numpy()
     dev = pick_device(code.evaluate.device)
     grid = [float(w) for w in code.baselines.fusion_weights]
-    # predictions [Q, D] of every (variant, seed); scores against the corpus come per chunk
-    preds: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+    # per dense ranker and seed: validation and test queries [Q, D] and the corpus [N, D] they
+    # are scored against (per chunk, below)
+    preds: dict[str, dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     for v in code.variants:
         models = Path(models_dir) / v
         if not (models / "summary.json").exists():
@@ -67,7 +71,15 @@ def run_hybrids(code, baselines: str, models_dir: str, functions: str, splits: s
         for s in (int(x["seed"]) for x in read_json(models / "summary.json")["seeds"]):
             student = load_student(checkpoint_path(models, s), dev)
             preds[v][s] = (predict(student, data, va, dev).numpy(),
-                           predict(student, data, te, dev).numpy())
+                           predict(student, data, te, dev).numpy(), corpus)
+    if code.baselines.sentence:  # the untrained control: cosine of the sentence embeddings
+        import torch.nn.functional as F
+
+        from .code_baselines import encode_all
+
+        qs, ds, _ = encode_all(code, sigs, bodies, [])["sentence"]
+        qs, ds = F.normalize(qs.float(), dim=-1).numpy(), F.normalize(ds.float(), dim=-1).numpy()
+        preds["sentence"] = {0: (qs[va], qs[te], ds)}
 
     def chunks(rows):
         for a in range(0, len(rows), chunk):
@@ -79,8 +91,8 @@ def run_hybrids(code, baselines: str, models_dir: str, functions: str, splits: s
     for sl, rows in chunks(va):
         z_lex = zscore_rows(bm25.scores([sigs[i] for i in rows]))
         for v, p in preds.items():
-            for s, (pv, _) in p.items():
-                z_dense = zscore_rows(pv[sl] @ corpus.T)
+            for s, (pv, _, c) in p.items():
+                z_dense = zscore_rows(pv[sl] @ c.T)
                 for w in grid:
                     val[v][w][s][sl] = ranks_from_scores(fuse_zscores(z_lex, z_dense, w), rows)
     weights = {v: pick_fusion_weight({w: list(val[v][w].values()) for w in grid}) for v in preds}
@@ -91,8 +103,8 @@ def run_hybrids(code, baselines: str, models_dir: str, functions: str, splits: s
         lex = bm25.scores([sigs[i] for i in rows])
         lex_rank = competition_ranks(lex)
         for v, p in preds.items():
-            for s, (_, pt) in p.items():
-                dense = pt[sl] @ corpus.T
+            for s, (_, pt, c) in p.items():
+                dense = pt[sl] @ c.T
                 test[f"rrf_{v}", s][sl] = ranks_from_scores(
                     rrf_scores([lex_rank, competition_ranks(dense)], code.baselines.rrf_k), rows)
                 test[f"fusion_{v}", s][sl] = ranks_from_scores(

@@ -26,7 +26,7 @@ from ..io import write_csv, write_json
 from ..tracking import stage_run
 from ..tuning import SearchDim, TuneResult, read_tuned, run_study, study_history, tune_kwargs, write_tuned
 
-__all__ = ["run_tuning", "row_space", "apply_tuned", "TUNED_ROWS", "UNTRAINED_ROWS"]
+__all__ = ["run_tuning", "row_space", "apply_tuned", "load_tuned", "TUNED_ROWS", "UNTRAINED_ROWS"]
 
 #: Rows with no training and nothing to tune.
 UNTRAINED_ROWS = ("frozen", "tfidf")

@@ -43,6 +43,15 @@ def _is_baseline(name: str) -> bool:
 def _is_hybrid(name: str) -> bool:
     return name.startswith(("rrf_", "fusion_"))
 
+
+def _untrained(name: str) -> bool:
+    """A baseline, or a BM25 hybrid of a baseline (one deterministic run, no seeds)."""
+    return _is_baseline(name) or (_is_hybrid(name) and _is_baseline(name.split("_", 1)[1]))
+
+
+#: BM25 score-fused with the untrained sentence embedding: the control of the trained fusions.
+CONTROL_HYBRID = "fusion_sentence"
+
 #: The retrieval notes' rows.
 REFERENCES = [
     # (name, Rank@1 %, Rank@10 %, corpus, Rank@10 - 5 % target in points)
@@ -61,8 +70,9 @@ def _title(name: str, m: dict | None) -> str:
     if name.startswith("zeroshot_centred_l"):
         return f"zero-shot teacher, centred, layer {name.rsplit('_l', 1)[1]} (baseline)"
     if _is_hybrid(name):
-        kind = ("BM25 + predictor, reciprocal-rank fusion" if name.startswith("rrf_") else
-                f"BM25 + predictor, score fusion (w={m.get('weight', float('nan')):g})")
+        what = "baseline" if _is_baseline(m.get("variant", "")) else "predictor"
+        kind = (f"BM25 + {what}, reciprocal-rank fusion" if name.startswith("rrf_") else
+                f"BM25 + {what}, score fusion (w={m.get('weight', float('nan')):g})")
         return f"{kind}: {_title(m.get('variant', name.split('_', 1)[1]), m.get('_variant_metrics'))}"
     loss = m.get("loss")
     try:
@@ -274,7 +284,8 @@ def table_stats(ranks: dict, repo, n_resamples: int = 1000, seed: int = 0,
 
     from ..evaluation.stats import bootstrap_per_item, resample_indices, summarize
 
-    multi = [k for k, v in ranks.items() if v.shape[0] > 1 or not _is_baseline(k)]
+    # untrained rows (baselines and their hybrids) have one deterministic run: repeated per seed
+    multi = [k for k, v in ranks.items() if v.shape[0] > 1 or not _untrained(k)]
     s = min([ranks[k].shape[0] for k in multi], default=1)
     mats = {k: (np.repeat(v[:1], s, 0) if v.shape[0] == 1 else v[:s]).astype(np.float64)
             for k, v in ranks.items()}
@@ -293,6 +304,10 @@ def table_stats(ranks: dict, repo, n_resamples: int = 1000, seed: int = 0,
         hyb = [n for n in names if _is_hybrid(n)]
         if "bm25" in point and hyb:  # Holm family: the hybrids, each against BM25 alone
             res["bm25"] = summarize(point, reps, candidates=hyb + ["bm25"], baseline="bm25")
+        trained_hyb = [n for n in hyb if n != CONTROL_HYBRID and n.startswith("fusion_")]
+        if CONTROL_HYBRID in point and trained_hyb:  # each trained fusion vs the untrained one
+            res["control"] = summarize(point, reps, candidates=trained_hyb + [CONTROL_HYBRID],
+                                       baseline=CONTROL_HYBRID)
         out[metric] = res
     return out
 
@@ -344,6 +359,19 @@ def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: 
                      f"({100 * hb[hbest]['delta_vs_baseline']:+.1f} points over BM25 alone, "
                      f"Holm p={hb[hbest]['p_vs_baseline_holm']:.3f}); hybrids significantly "
                      f"above BM25: {len(sig)} of {len(hybrids)}.")
+        ctl = stats["rank_at_10"].get("control")
+        if ctl:
+            fused = [n for n in hybrids if n.startswith("fusion_") and n != CONTROL_HYBRID]
+            tbest = max(fused, key=lambda n: r10[n]["mean"])
+            above = [n for n in fused if ctl[n].get("beats_baseline")]
+            below = [n for n in fused if ctl[n].get("below_baseline")]
+            parts.append(f"The control, BM25 score-fused with the untrained sentence embedding, "
+                         f"reaches {_ci(r10[CONTROL_HYBRID], True, 1)} %; the best fusion with a "
+                         f"trained predictor, {T[tbest]}, differs by "
+                         f"{100 * ctl[tbest]['delta_vs_baseline']:+.1f} points (Holm "
+                         f"p={ctl[tbest]['p_vs_baseline_holm']:.3f}); trained fusions "
+                         f"significantly above the control: {len(above)} of {len(fused)}, below: "
+                         f"{len(below)}.")
     if ranks is not None and trained and "bm25" in ranks:
         tb = max(trained, key=lambda n: metrics[n].get("val_rank_at_10", float("-inf")))
         only_p = only_in_top10(ranks, tb, "bm25")
