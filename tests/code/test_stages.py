@@ -101,10 +101,13 @@ def test_code_stages_end_to_end(tmp_path):
     br = pd.read_csv(tmp_path / "curves" / "baselines_ranks.csv")
     assert (br.groupby("baseline").size() == m["n_queries"]).all()
     h = json.loads((tmp_path / "metrics" / "hybrids.json").read_text())
-    assert set(h["hybrids"]) == {"rrf_infonce", "fusion_infonce"}
+    # the trained predictor's two fusions and the untrained control's (sentence embedding)
+    assert set(h["hybrids"]) == {"rrf_infonce", "fusion_infonce", "rrf_sentence", "fusion_sentence"}
     assert h["hybrids"]["fusion_infonce"]["weight"] in [round(0.1 * i, 1) for i in range(11)]
+    assert h["hybrids"]["fusion_sentence"]["variant"] == "sentence"
+    assert h["hybrids"]["fusion_sentence"]["n_seeds"] == 1
     hr = pd.read_csv(tmp_path / "curves" / "hybrids_ranks.csv")
-    assert len(hr) == 2 * m["n_queries"] and hr["rank"].between(1, 32).all()
+    assert len(hr) == 4 * m["n_queries"] and hr["rank"].between(1, 32).all()
     r = pd.read_csv(tmp_path / "curves" / "infonce_ranks.csv")
     assert len(r) == m["n_queries"] and (r["rank"] >= 1).all()
     tuned = json.loads((tmp_path / "tuned" / "infonce.json").read_text())
