@@ -118,3 +118,17 @@ def test_trained_fusions_are_tested_against_the_untrained_control(tmp_path):
     mean = np.mean([(r <= 10).mean() for r in trained]) * 100  # all three seeds count
     assert abs(100 * trained_row[3].value - mean) < 1e-9
     assert "significantly above the control: 0 of 1, below: 1." in s.headline
+
+
+def test_gzipped_hybrid_ranks_give_the_same_table(tmp_path):
+    import gzip
+    import shutil
+
+    _write(tmp_path, with_hybrids=True)
+    plain = [[str(c) for c in r] for r in build_section(tmp_path, tmp_path / "fig").tables[0].rows]
+    f = tmp_path / "reports" / "data" / "code" / "hybrids_ranks.csv"
+    with open(f, "rb") as src, gzip.open(f.with_name(f.name + ".gz"), "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    f.unlink()
+    rows = [[str(c) for c in r] for r in build_section(tmp_path, tmp_path / "fig").tables[0].rows]
+    assert rows == plain and any(r[0].startswith("BM25 + predictor") for r in rows)

@@ -221,9 +221,12 @@ def _load_table(root: Path, name: str) -> dict | None:
         metrics[f.stem] = m
         ranks[f.stem] = mat
     hfile = mdir / "hybrids.json"
-    if hfile.exists() and (ddir / "hybrids_ranks.csv").exists() and order is not None:
+    # the seed corpus's hybrid ranks are kept gzipped (6.7 MB as plain CSV)
+    hranks = next((p for p in (ddir / "hybrids_ranks.csv", ddir / "hybrids_ranks.csv.gz")
+                   if p.exists()), None)
+    if hfile.exists() and hranks is not None and order is not None:
         h = json.loads(hfile.read_text())
-        hr = pd.read_csv(ddir / "hybrids_ranks.csv")
+        hr = pd.read_csv(hranks)
         for k, m in h["hybrids"].items():
             part = hr[hr["hybrid"] == k].sort_values(["seed", "id"])
             seeds = sorted(part["seed"].unique())
