@@ -190,3 +190,15 @@ def test_optional_dataset_missing_is_named(tmp_path, stage_cmd):
     params = _params(tmp_path)
     r = _run([*stage_cmd("build_multilabel@bibtex"), "--params", str(params)], tmp_path)
     assert r.returncode == 2 and "bibtex-train.arff" in r.stderr and "optional_root" in r.stderr
+
+
+def test_tuned_final_without_tuned_dir_is_refused(tmp_path):
+    from contrastlab.params import load_params
+    from contrastlab.training.multilabel_final import FinalPaths, run_final
+
+    params = _params(tmp_path)
+    ml = load_params(params).multilabel
+    paths = FinalPaths(str(params), str(tmp_path / "data"), None, str(tmp_path / "m"), str(tmp_path / "p"))
+    with pytest.raises(ValueError, match="tuned_dir"):
+        run_final(ml, "yeast", "bce", paths)
+    assert not (tmp_path / "m").exists()  # nothing written

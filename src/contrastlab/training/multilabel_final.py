@@ -161,7 +161,7 @@ class FinalPaths:
 
     params: str
     data_dir: str
-    tuned_dir: str
+    tuned_dir: str | None  # None only with run_final(default=True)
     metrics_dir: str
     plots_dir: str
 
@@ -186,7 +186,11 @@ def run_final(ml, ds: str, variant: str, paths: FinalPaths, default: bool = Fals
     Raises:
         contrastlab.errors.InputError: bad loss keyword arguments of the variant.
         FileNotFoundError: the data set or the tuned-choices file is missing.
+        ValueError: ``default`` is false and ``paths.tuned_dir`` is ``None``.
     """
+    if not default and paths.tuned_dir is None:
+        raise ValueError(f"{variant} on {ds}: the tuned runs need paths.tuned_dir "
+                         "(tune_multilabel's choices); default=True uses the params.yaml values")
     cfg = make_config(ml, ds, variant)  # validates the names and the loss keywords first
     if cfg.loss is not None:
         try:
