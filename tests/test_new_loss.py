@@ -210,11 +210,23 @@ def test_new_two_view_loss_reaches_the_graph_table(tmp_path):
     assert m["n_seeds"] == 2 and m["loss"] == "dcl" and 0.0 < m["logreg_acc_mean"] <= 1.0
     curve = (root / "reports/plots/graph/dcl.csv").read_text().splitlines()
     assert len(curve) == 1 + 3
+    timing = root / "reports/timings/graph/dcl.json"  # as contrastlab.timings writes it
+    timing.parent.mkdir(parents=True, exist_ok=True)
+    timing.write_text('{"time_s": 1.5}')
     run(root, *stage_argv(root, "report"))
     md = (root / "reports/comparison.md").read_text()
     row = next(line for line in md.splitlines() if line.startswith("| DCL (decoupled)"))
     assert f"{m['logreg_acc_mean']:.3f}" in row
     assert "DCL (decoupled)" in (root / "reports/index.html").read_text()
+    # wall times change on every run and stay out of the hashed page: a rerun with other
+    # times rewrites the same bytes, and the new times land in reports/timings/stage_times.md
+    page = (root / "reports/index.html").read_bytes()
+    assert "| graph | dcl | 1.5 |" in (root / "reports/timings/stage_times.md").read_text()
+    timing.write_text('{"time_s": 4321.5}')
+    run(root, *stage_argv(root, "report"))
+    assert (root / "reports/comparison.md").read_text() == md
+    assert (root / "reports/index.html").read_bytes() == page
+    assert "| graph | dcl | 4321.5 |" in (root / "reports/timings/stage_times.md").read_text()
 
 
 # ---------------------------------------------------------------- multi-label track

@@ -12,8 +12,9 @@ import pytest
 from contrastlab.params import Params
 from contrastlab.reporting import Figure, Section, Table, render_markdown
 from contrastlab.reporting.html import inline_markdown, render_html
-from contrastlab.reporting.provenance import (collect_provenance, provenance_section,
-                                              stage_timings, stamp_sections)
+from contrastlab.reporting.provenance import (STAGE_TIMES, collect_provenance,
+                                              provenance_section, stage_timings, stamp_sections,
+                                              write_stage_times)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -53,12 +54,11 @@ def _parse(page: str) -> _Collector:
 def test_html_embeds_every_table_and_figure_with_no_external_reference(sections, report_dir):
     prov = collect_provenance(Params(), "abc123")
     stamp_sections(sections, prov)
-    page = render_html([provenance_section(prov, stage_timings(report_dir / "metrics")),
-                        *sections], title="demo <report>", header=prov.header(),
+    page = render_html([provenance_section(prov), *sections], title="demo <report>", header=prov.header(),
                        base_dir=report_dir)
     doc = _parse(page)
     tags = [t for t, _ in doc.tags]
-    assert tags.count("table") == 3  # stage times + graph + code
+    assert tags.count("table") == 2  # graph + code (no wall times in the page)
     assert tags.count("figure") == 3
     imgs = [a for t, a in doc.tags if t == "img"]
     assert len(imgs) == 3
@@ -79,12 +79,12 @@ def test_html_embeds_every_table_and_figure_with_no_external_reference(sections,
     assert "0.5123" in doc.cells  # floats formatted to 4 significant digits
     assert "demo &lt;report&gt;" in page and "&lt;Table 2&gt;" in page
     assert "GRACE <span class=\"ref\">(https://arxiv.org/abs/2006.04131)</span>" in page
-    # Provenance in each track table's note, and the stage times from time_s.
+    # Provenance in each track table's note; the page points to the stage times, which
+    # stay out of it (they change on every run and the page is hashed by DVC).
     assert page.count("Produced by params") == 2
     assert "params `graph` hash" not in page  # rendered as <code>, not raw backticks
     assert f"<code>{prov.params_hashes['graph']}</code>" in page
-    assert "<td class=\"num\">12.5</td>" in page and "total (2 stages)" in doc.cells
-    assert "no_time" not in page and "broken" not in page
+    assert STAGE_TIMES in page and "12.5" not in doc.cells and "total (2 stages)" not in doc.cells
     # Difference column coloured by sign.
     assert '<td class="num pos">+0.004</td>' in page
     assert '<td class="num neg">-0.018</td>' in page
@@ -139,6 +139,20 @@ def test_stage_timings_absent_or_empty(tmp_path):
     (tmp_path / "graph").mkdir()
     (tmp_path / "graph" / "a.json").write_text('{"time_s": "slow"}')
     assert stage_timings(tmp_path) is None
+    assert write_stage_times(tmp_path) is None and not (tmp_path / STAGE_TIMES).exists()
+
+
+def test_stage_times_go_beside_the_timings_files(report_dir):
+    timings = report_dir / "metrics"
+    path = write_stage_times(timings, "header line")
+    assert path == timings / STAGE_TIMES
+    md = path.read_text()
+    assert md.startswith("# Stage wall time\n\nheader line\n")
+    assert "| graph | ntxent | 12.5 |" in md and "| graph | total (2 stages) | 32.5 |" in md
+    assert "| code | infonce | 3.25 |" not in md and "| code | infonce | 3.2 |" in md
+    assert "no_time" not in md and "broken" not in md
+    # the table file is not read back as a timing
+    assert write_stage_times(timings).read_text().count("| graph | ntxent |") == 1
 
 
 @pytest.mark.parametrize("text, want", [

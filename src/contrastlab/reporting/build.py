@@ -14,8 +14,9 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
 
     Writes ``comparison.md`` and ``index.html`` (figures under ``figures/``; the HTML is
     rendered first, so a missing figure stops before anything is replaced), both from the same
-    sections: the headlines, one section per track whose metrics exist, the run's provenance
-    and stage times; and ``summary.json``, each track's headline metrics
+    sections: the headlines, one section per track whose metrics exist, the run's provenance;
+    the stage-time table (wall seconds) to ``reports/timings/stage_times.md``, out of every
+    hashed file, so a rerun on the same inputs rewrites the same bytes; and ``summary.json``, each track's headline metrics
     (``params.report.headline``) read from ``metrics_dir`` (default ``<out_dir>/metrics``).
     Logs one MLflow run in ``contrastlab-report`` with the headline metrics and the report as
     artifacts.
@@ -34,7 +35,7 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     from . import collect_sections, headline_section, render_markdown, style
     from .html import render_html
     from .provenance import (collect_provenance, metrics_summary, provenance_section,
-                             stage_timings, stamp_sections)
+                             stamp_sections, write_stage_times)
 
     root = repo_root()
     out = Path(out_dir)
@@ -46,9 +47,9 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
         style.apply()  # page-width figures, legible fonts (reporting/style.py)
         sections = collect_sections(root, figures)
         stamp_sections(sections, prov)
-        # The answer first (one headline per track), provenance and stage times at the end.
-        sections = [*headline_section(sections), *sections,
-                    provenance_section(prov, stage_timings(timings_dir()))]
+        # The answer first (one headline per track), provenance at the end; wall times go
+        # beside the timings files, never into the hashed page.
+        sections = [*headline_section(sections), *sections, provenance_section(prov)]
         digits = params.report.digits
         for s in sections:
             for t in s.tables:  # bare floats shown with report.digits decimals in both files
@@ -65,5 +66,8 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
         tracker.log_metrics(flatten(summary))
         for f in ("index.html", "comparison.md"):
             tracker.log_artifact(out / f)
+        times = write_stage_times(timings_dir(), prov.header())
+        if times is not None:
+            tracker.log_artifact(times)
         tracker.log_artifact(figures, "figures")
     return summary

@@ -6,7 +6,9 @@ how long each stage took.
 - :func:`stamp_sections` appends that provenance to every table's note (and one line per
   section), so the Markdown and HTML renderers need no special case.
 - :func:`stage_timings` reads ``time_s`` (wall seconds, written by the stages with
-  :func:`contrastlab.timings.write_timing`) from ``reports/timings/<track>/**/*.json``.
+  :func:`contrastlab.timings.write_timing`) from ``reports/timings/<track>/**/*.json``, and
+  :func:`write_stage_times` writes that table to ``reports/timings/stage_times.md``, beside
+  them and out of every hashed output (the report page only points to it).
 """
 
 from __future__ import annotations
@@ -19,10 +21,14 @@ from typing import Any, Mapping, Sequence
 
 from ..invocation import current
 from ..params import Params, params_hash
+from ..timings import TIMINGS_DIR
 from . import Section, Table
 
 __all__ = ["Provenance", "collect_provenance", "stamp_sections", "stage_timings",
-           "provenance_section", "metrics_summary"]
+           "provenance_section", "write_stage_times", "metrics_summary", "STAGE_TIMES"]
+
+#: File name of the stage-time table inside the timings folder (not a DVC output).
+STAGE_TIMES = "stage_times.md"
 
 
 @dataclass
@@ -186,11 +192,30 @@ def stage_timings(metrics_dir: Path, tracks: Sequence[str] | None = None) -> Tab
     )
 
 
-def provenance_section(prov: Provenance, timings: Table | None) -> Section:
-    """A first section ``Run`` with the stage-time table (the header line goes above it)."""
+def provenance_section(prov: Provenance) -> Section:
+    """The last section, ``Run: provenance``: the params hash of every ``params.yaml``
+    section (the header line with the git commit goes above the page). Wall times are not
+    in it: they change on every run, so they go to :func:`write_stage_times`' file, which
+    no DVC stage hashes."""
     notes = ["Params hashes (`contrastlab.params.params_hash` of each `params.yaml` section): "
-             + ", ".join(f"`{k}` `{v}`" for k, v in prov.params_hashes.items()) + "."]
-    if timings is None:
-        notes.append("No stage has written `time_s` yet.")
-    return Section(track="run", title="Run: provenance and stage times",
-                   tables=[timings] if timings is not None else [], notes=notes)
+             + ", ".join(f"`{k}` `{v}`" for k, v in prov.params_hashes.items()) + ".",
+             f"Stage wall times: `{TIMINGS_DIR}/{STAGE_TIMES}` (written with this page, "
+             "not hashed by DVC and ignored by git: they change on every run)."]
+    return Section(track="run", title="Run: provenance", notes=notes)
+
+
+def write_stage_times(timings: Path, header: str = "") -> Path | None:
+    """Write the stage-time table of :func:`stage_timings` (``timings``: the timings folder,
+    :func:`contrastlab.timings.timings_dir`) as Markdown to ``<timings>/stage_times.md``,
+    atomically; ``None`` (nothing written) when no stage has written ``time_s``."""
+    from ..io import write_text
+
+    table = stage_timings(timings)
+    if table is None:
+        return None
+    lines = [f"# {table.title}", "", *([header, ""] if header else []),
+             "| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns),
+             *("| " + " | ".join(str(c) for c in row) + " |" for row in table.rows), "", table.note]
+    path = Path(timings) / STAGE_TIMES
+    write_text(path, "\n".join(lines) + "\n")
+    return path
