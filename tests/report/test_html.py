@@ -54,8 +54,8 @@ def _parse(page: str) -> _Collector:
 def test_html_embeds_every_table_and_figure_with_no_external_reference(sections, report_dir):
     prov = collect_provenance(Params(), "abc123")
     stamp_sections(sections, prov)
-    page = render_html([provenance_section(prov), *sections], title="demo <report>", header=prov.header(),
-                       base_dir=report_dir)
+    page = render_html([provenance_section(prov), *sections], title="demo <report>",
+                       header=prov.header(), base_dir=report_dir)
     doc = _parse(page)
     tags = [t for t, _ in doc.tags]
     assert tags.count("table") == 2  # graph + code (no wall times in the page)

@@ -15,9 +15,10 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     Writes ``comparison.md`` and ``index.html`` (figures under ``figures/``; the HTML is
     rendered first, so a missing figure stops before anything is replaced), both from the same
     sections: the headlines, one section per track whose metrics exist, the run's provenance;
-    the stage-time table (wall seconds) to ``reports/timings/stage_times.md``, out of every
-    hashed file, so a rerun on the same inputs rewrites the same bytes; and ``summary.json``, each track's headline metrics
-    (``params.report.headline``) read from ``metrics_dir`` (default ``<out_dir>/metrics``).
+    ``summary.json``, each track's headline metrics (``params.report.headline``) read from
+    ``metrics_dir`` (default ``<out_dir>/metrics``); and the stage-time table (wall seconds)
+    to ``reports/timings/stage_times.md``, out of every hashed file, so a rerun on the same
+    inputs rewrites the same bytes.
     Logs one MLflow run in ``contrastlab-report`` with the headline metrics and the report as
     artifacts.
 
