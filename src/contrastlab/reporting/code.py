@@ -52,6 +52,11 @@ def _untrained(name: str) -> bool:
 #: BM25 score-fused with the untrained sentence embedding: the control of the trained fusions.
 CONTROL_HYBRID = "fusion_sentence"
 
+
+def _trained_fusions(names) -> list[str]:
+    """The score fusions of ``names`` other than the control (tested against it)."""
+    return [n for n in names if n.startswith("fusion_") and n != CONTROL_HYBRID]
+
 #: The retrieval notes' rows.
 REFERENCES = [
     # (name, Rank@1 %, Rank@10 %, corpus, Rank@10 - 5 % target in points)
@@ -307,7 +312,7 @@ def table_stats(ranks: dict, repo, n_resamples: int = 1000, seed: int = 0,
         hyb = [n for n in names if _is_hybrid(n)]
         if "bm25" in point and hyb:  # Holm family: the hybrids, each against BM25 alone
             res["bm25"] = summarize(point, reps, candidates=hyb + ["bm25"], baseline="bm25")
-        trained_hyb = [n for n in hyb if n != CONTROL_HYBRID and n.startswith("fusion_")]
+        trained_hyb = _trained_fusions(hyb)
         if CONTROL_HYBRID in point and trained_hyb:  # each trained fusion vs the untrained one
             res["control"] = summarize(point, reps, candidates=trained_hyb + [CONTROL_HYBRID],
                                        baseline=CONTROL_HYBRID)
@@ -364,7 +369,7 @@ def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: 
                      f"above BM25: {len(sig)} of {len(hybrids)}.")
         ctl = stats["rank_at_10"].get("control")
         if ctl:
-            fused = [n for n in hybrids if n.startswith("fusion_") and n != CONTROL_HYBRID]
+            fused = _trained_fusions(hybrids)
             tbest = max(fused, key=lambda n: r10[n]["mean"])
             above = [n for n in fused if ctl[n].get("beats_baseline")]
             below = [n for n in fused if ctl[n].get("below_baseline")]

@@ -209,13 +209,12 @@ def write_stage_times(timings: Path, header: str = "") -> Path | None:
     :func:`contrastlab.timings.timings_dir`) as Markdown to ``<timings>/stage_times.md``,
     atomically; ``None`` (nothing written) when no stage has written ``time_s``."""
     from ..io import write_text
+    from . import render_markdown
 
     table = stage_timings(timings)
     if table is None:
         return None
-    lines = [f"# {table.title}", "", *([header, ""] if header else []),
-             "| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns),
-             *("| " + " | ".join(str(c) for c in row) + " |" for row in table.rows), "", table.note]
     path = Path(timings) / STAGE_TIMES
-    write_text(path, "\n".join(lines) + "\n")
+    write_text(path, render_markdown([Section(track="run", title="Per stage", tables=[table])],
+                                     header, title=table.title))
     return path
