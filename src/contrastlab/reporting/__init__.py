@@ -226,10 +226,9 @@ def headline_section(sections: Sequence[Section]) -> list[Section]:
     return [Section("headlines", "Headlines", notes=notes)]
 
 
-def render_markdown(sections: Sequence[Section], header: str = "",
-                    title: str = "contrastlab: loss comparison") -> str:
-    """The whole ``comparison.md`` (``templates/report.md.j2``): the ``title`` heading, the
-    header, then each section's headline, notes, tables and figures."""
+def render_markdown(sections: Sequence[Section], header: str = "") -> str:
+    """The whole ``comparison.md`` (``templates/report.md.j2``): header, then each section's
+    headline, notes, tables and figures."""
     from .render import render_template
 
-    return render_template("report.md.j2", sections=list(sections), header=header, title=title)
+    return render_template("report.md.j2", sections=list(sections), header=header)

@@ -209,12 +209,12 @@ def write_stage_times(timings: Path, header: str = "") -> Path | None:
     :func:`contrastlab.timings.timings_dir`) as Markdown to ``<timings>/stage_times.md``,
     atomically; ``None`` (nothing written) when no stage has written ``time_s``."""
     from ..io import write_text
-    from . import render_markdown
+    from . import markdown_table
 
     table = stage_timings(timings)
     if table is None:
         return None
     path = Path(timings) / STAGE_TIMES
-    write_text(path, render_markdown([Section(track="run", title="Per stage", tables=[table])],
-                                     header, title=table.title))
+    head = f"# {table.title}\n\n" + (f"{header}\n\n" if header else "")
+    write_text(path, head + markdown_table(table) + "\n")
     return path
