@@ -59,6 +59,18 @@ def params_titles(params, track: str, names: Sequence[str] = ()) -> dict[str, st
     return out
 
 
+def params_shorts(params, track: str) -> dict[str, str]:
+    """``{variant: short label}`` of a track's ``params.<track>.variants``: its loss's
+    registry ``short``, followed by `` (<variant>)`` when the variant is not named after its
+    loss (the short counterpart of :func:`params_titles`)."""
+    from ..losses.registry import short
+
+    out: dict[str, str] = {}
+    for name, v in getattr(params, track).variants.items():
+        out[name] = short(v.loss) if name == v.loss else f"{short(v.loss)} ({name})"
+    return out
+
+
 def variant_titles(root: Path, track: str, names: Sequence[str] = ()) -> dict[str, str]:
     """:func:`params_titles` with ``<root>/params.yaml`` (none when missing or invalid)."""
     from ..params import ParamsError, load_params
@@ -172,14 +184,31 @@ class Figure:
 
 @dataclass
 class Section:
+    """A track's part of the report.
+
+    A track module fills ``headline`` (its full summary paragraph), ``tables``, ``figures``,
+    ``notes`` and, to get the first figure and the two-sentence headline, ``comparison``
+    (a :class:`contrastlab.reporting.figures.Comparison` from its main table). The report
+    stage (:func:`contrastlab.reporting.figures.attach`) then draws ``lead`` (the comparison
+    figure first), replaces ``headline`` by the two sentences, moves the full paragraph to
+    the notes and fills ``legend``; everything but the headline, ``lead`` and ``legend`` is
+    shown under a collapsed "Details".
+    """
+
     track: str
     title: str
-    #: One short paragraph generated from the numbers: the best variant with its CI, the
-    #: variants tied with it, the gap to the strongest baseline (inline Markdown).
+    #: Inline Markdown generated from the numbers: the two-sentence answer once the report
+    #: stage has read ``comparison`` (before that, the track's full summary paragraph).
     headline: str = ""
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The track's headline comparison (``figures.Comparison``), or ``None``.
+    comparison: Any = None
+    #: Figures shown first, above the details (the comparison figure, then its companions).
+    lead: list[Figure] = field(default_factory=list)
+    #: ``{short label: full label}`` of the rows shown, each once.
+    legend: dict[str, str] = field(default_factory=dict)
 
 
 def fmt_mean_std(mean: float | None, std: float | None, digits: int = 3) -> str:

@@ -9,18 +9,42 @@ from pathlib import Path
 __all__ = ["build_report"]
 
 
+def numeric(d: dict) -> dict:
+    """The numeric entries of a flat dict (names and flags are no MLflow metrics)."""
+    return {k: v for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def write_summary(path: Path, summary: dict) -> None:
+    """``summary.json`` atomically: ``headline`` first (what ``dvc metrics show`` and
+    ``dvc exp show`` list first), then the tracks; keys sorted below the top level, so equal
+    inputs give equal bytes."""
+    import json
+
+    from ..io import write_text
+
+    def srt(x):
+        return {k: srt(x[k]) for k in sorted(x)} if isinstance(x, dict) else x
+
+    top = {k: srt(summary[k]) for k in sorted(summary, key=lambda k: (k != "headline", k))}
+    write_text(path, json.dumps(top, indent=2) + "\n")
+
+
 def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = None) -> dict:
     """Render every track's comparison into ``out_dir``.
 
     Writes ``comparison.md`` and ``index.html`` (figures under ``figures/``; the HTML is
     rendered first, so a missing figure stops before anything is replaced), both from the same
-    sections: the headlines, one section per track whose metrics exist, the run's provenance;
-    ``summary.json``, each track's headline metrics (``params.report.headline``) read from
+    sections: the headlines, one section per track whose metrics exist (its comparison
+    figure first and its two-sentence headline, :func:`contrastlab.reporting.figures.attach`),
+    the run's provenance; ``summary.json``: ``headline`` (per track: best loss, strongest
+    baseline, their values, difference and p, :func:`~contrastlab.reporting.figures.headline_metrics`)
+    first, then each track's metrics named in ``params.report.headline``, read from
     ``metrics_dir`` (default ``<out_dir>/metrics``); and the stage-time table (wall seconds)
     to ``reports/timings/stage_times.md``, out of every hashed file, so a rerun on the same
     inputs rewrites the same bytes.
     Logs one MLflow run in ``contrastlab-report`` with the headline metrics and the report as
-    artifacts.
+    artifacts, and each track's ``headline.*`` numbers (names as tags) to the track's
+    parent run (:func:`contrastlab.tracking.track_run`).
 
     Args:
         params: the validated :class:`contrastlab.params.Params`.
@@ -28,12 +52,13 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     Returns:
         The summary written to ``summary.json``.
     """
-    from ..io import write_json, write_text
+    from ..io import write_text
     from ..params import flatten
     from ..timings import timings_dir
-    from ..tracking import variant_run
+    from ..tracking import track_run, variant_run
     from ..utils import git_commit, repo_root
     from . import collect_sections, headline_section, render_markdown, style
+    from .figures import attach, headline_metrics
     from .html import render_html
     from .provenance import (collect_provenance, metrics_summary, provenance_section,
                              stamp_sections, write_stage_times)
@@ -47,6 +72,10 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
         prov = collect_provenance(params, git_commit(root))
         style.apply()  # page-width figures, legible fonts (reporting/style.py)
         sections = collect_sections(root, figures)
+        for s in sections:  # first figure, two-sentence headline, legend (figures.attach)
+            attach(s, figures)
+        heads = {s.track: headline_metrics(s.comparison) for s in sections
+                 if s.comparison is not None}
         stamp_sections(sections, prov)
         # The answer first (one headline per track), provenance at the end; wall times go
         # beside the timings files, never into the hashed page.
@@ -56,15 +85,23 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
             for t in s.tables:  # bare floats shown with report.digits decimals in both files
                 t.rows = [[f"{v:.{digits}f}" if isinstance(v, float) else v for v in row]
                           for row in t.rows]
-            for f in s.figures:
+            for f in [*s.lead, *s.figures]:
                 f.path = Path(os.path.relpath(Path(f.path).resolve(), out.resolve()))
         page = render_html(sections, title=params.report.title, header=prov.header(),
                            base_dir=out)
         write_text(out / "index.html", page)
         write_text(out / "comparison.md", render_markdown(sections, prov.header()))
-        summary = metrics_summary(metrics, params.report.headline)
-        write_json(out / "summary.json", summary)
-        tracker.log_metrics(flatten(summary))
+        summary = {"headline": {t: h for t, h in heads.items() if h},
+                   **metrics_summary(metrics, params.report.headline)}
+        if not summary["headline"]:
+            del summary["headline"]
+        write_summary(out / "summary.json", summary)
+        tracker.log_metrics(numeric(flatten(summary)))
+        for track, h in summary.get("headline", {}).items():
+            with track_run(track, stage="report") as parent:
+                parent.log_metrics({f"headline.{k}": v for k, v in numeric(h).items()})
+                parent.set_tags({f"headline.{k}": v for k, v in h.items()
+                                 if isinstance(v, str)})
         for f in ("index.html", "comparison.md"):
             tracker.log_artifact(out / f)
         times = write_stage_times(timings_dir(), prov.header())

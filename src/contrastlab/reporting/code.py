@@ -33,6 +33,9 @@ TITLES = {"zeroshot_raw": "zero-shot teacher, raw (baseline)",
           "bm25": "BM25 over identifier sub-tokens (baseline)",
           "sentence": "teacher sentence embedding, all layers, mean pooling (baseline)"}
 BASELINES = ["zeroshot_raw", "zeroshot_centred", "ridge", "bm25", "sentence"]
+#: Short labels of the baselines (figure, headline; the report's legend spells them out).
+SHORT = {"zeroshot_raw": "zero-shot raw", "zeroshot_centred": "zero-shot centred",
+         "ridge": "ridge", "bm25": "BM25", "sentence": "sentence emb."}
 REFERENCE_BASELINE = "zeroshot_centred"  # the dashed line of the Rank@k figure
 
 
@@ -88,6 +91,39 @@ def _title(name: str, m: dict | None) -> str:
         base = name
     start = "from the zero-shot map" if m.get("residual") else "from scratch"
     return f"{base}, {start}" if loss else name
+
+
+def _short(name: str, m: dict | None) -> str:
+    """Short row label (figure, headline): a baseline's :data:`SHORT`; a trained row's loss
+    ``short`` (registry) with ``(zs)`` (from the zero-shot map) or ``(scratch)``; a hybrid
+    ``BM25 ⊕ <row>`` (score fusion) or ``RRF(BM25, <row>)``."""
+    m = m or {}
+    if name in SHORT:
+        return SHORT[name]
+    if name.startswith("zeroshot_centred_l"):
+        return f"zero-shot centred L{name.rsplit('_l', 1)[1]}"
+    if _is_hybrid(name):
+        inner = _short(m.get("variant", name.split("_", 1)[1]), m.get("_variant_metrics"))
+        return f"RRF(BM25, {inner})" if name.startswith("rrf_") else f"BM25 ⊕ {inner}"
+    loss = m.get("loss")
+    if not loss:
+        return name
+    from ..losses.registry import short
+
+    return f"{short(loss)} ({'zs' if m.get('residual') else 'scratch'})"
+
+
+def _comparison(stats: dict, metrics: dict, names: list[str], baseline: str | None):
+    """The table's Rank@10 as the report's first figure and headline (:mod:`.figures`)."""
+    from .figures import Comparison, Panel, rows_from_stats
+
+    rows = rows_from_stats(
+        stats["rank_at_10"]["best"], names,
+        kind=lambda n: "baseline" if _is_baseline(n) else "hybrid" if _is_hybrid(n) else "loss",
+        short=lambda n: _short(n, metrics.get(n)), title=lambda n: _title(n, metrics.get(n)),
+        baseline=baseline)
+    return Comparison("test Rank@10", [Panel("", rows)],
+                      title="Signature -> body retrieval: test Rank@10, 95 % CI")
 
 
 def _contrastive(loss: str | None) -> bool:
@@ -466,6 +502,7 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
     table = Table(title, ["row", "R@1 % [CI]", "R@5 % [CI]", "R@10 % [CI]", "MRR [CI]",
                           "median rank", "seeds", "best epoch", "hyperparameters", "P(best)",
                           "in MCS", "Δ R@10 vs strongest baseline (pp, Holm p)"], rows, note=note)
+    table.comparison = _comparison(stats, metrics, names, baseline)
     return table, _headline(stats, metrics, names, n_q, n_groups, corpus, ranks, baseline)
 
 
@@ -551,6 +588,7 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | N
                              "(installed distributions, MiniLM layer 4)", digits, False)
     s.tables.append(table)
     s.headline = headline
+    s.comparison = table.comparison
     dvt = default_vs_tuned(root, loaded)
     if dvt is not None:
         s.tables.append(dvt)

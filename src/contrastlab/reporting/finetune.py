@@ -133,6 +133,21 @@ def _purity_figure(summary: dict, path: Path) -> None:
     style.save(fig, path)
 
 
+def _comparison(summary: dict):
+    """kNN@5 problem x tier purity on both splits as the report's first figure and headline
+    (:mod:`.figures`; the headline reads split a)."""
+    from .figures import Comparison, Panel, rows_from_stats
+
+    panels = [Panel(t, rows_from_stats(
+        summary["tables"][s]["knn5_pxt"], summary["variants"],
+        kind=lambda v: "baseline" if v in BASELINE_ROWS else "loss", short=SHORT, title=TITLES,
+        baseline=summary["baseline"]))
+        for s, t in (("a", "seen problems (split a)"), ("b", "unseen problems (split b)"))
+        if "knn5_pxt" in summary["tables"].get(s, {})]
+    return Comparison("kNN@5 problem x tier purity", panels, primary=0, noun="split",
+                      title="kNN@5 problem x tier purity, 95 % CI")
+
+
 def gpu_note(g: dict) -> str:
     """One paragraph on the GPU run (``reports/metrics/finetune_gpu/summary.json``, written by
     ``scripts/gpu_finetune.sh`` and ``finetune_evaluate``): the row with the best validation
@@ -210,6 +225,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         pass
     sec = Section("finetune", "Fine-tuning the code encoder (HumanEval problem x tier)")
     sec.headline = headline(summary, layers)
+    sec.comparison = _comparison(summary)
     tuned = tuning_table(root)
     ds = root / "reports" / "data" / "finetune" / "humaneval_dataset.json"
     if ds.exists():

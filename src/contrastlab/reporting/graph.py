@@ -51,6 +51,8 @@ def _cite(name: str, loss: str) -> str:
 BASELINES = {"raw_features": "raw features (row-normalised bag of words)",
              "sgc": "SGC features S^K X (Wu et al. 2019)",
              "random_gcn": "untrained GCN (random init)"}
+#: Short labels of the baselines (figure, headline; the report's legend spells them out).
+SHORT_BASELINES = {"raw_features": "raw features", "sgc": "SGC", "random_gcn": "random GCN"}
 #: Deterministic baselines (one probe run, repeated across seeds for the paired tests).
 _DETERMINISTIC = ("raw_features", "sgc")
 
@@ -389,6 +391,22 @@ def _pca_figure(data_dir: Path, names: list[str], path: Path) -> bool:
     return True
 
 
+def _comparison(st: dict, names: list[str], params, dataset: str):
+    """The main table as the report's first figure and headline (:mod:`.figures`)."""
+    from . import params_shorts
+    from .figures import Comparison, Panel, rows_from_stats
+
+    bases = [b for b in BASELINES if b in st["stats"]]
+    rows = rows_from_stats(
+        st["stats"], names + bases, kind=lambda n: "baseline" if n in BASELINES else "loss",
+        short={**params_shorts(params, "graph"), **SHORT_BASELINES},
+        title={**TITLES, **{b: f"baseline: {BASELINES[b]}" for b in BASELINES}},
+        baseline=st["baseline"],
+        published=[(n, a) for n, a, _ in (REFERENCES if dataset == "Cora" else [])])
+    return Comparison("test accuracy", [Panel("", rows)],
+                      title=f"{dataset}: linear-probe test accuracy, 95 % CI")
+
+
 def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -> Section | None:
     """The graph track's report section, or ``None`` when no graph metrics exist yet.
 
@@ -485,6 +503,7 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -
     )
     sec = Section("graph", f"Graph self-supervised learning on {ds}")
     sec.headline = _headline(st, names, base, 0.842, digits, st["n_seeds"], st["n_test"], ds)
+    sec.comparison = _comparison(st, names, params, ds)
     sec.tables.append(table)
     dt = _default_table(root, names, tuned, metrics, digits)
     if dt is not None:

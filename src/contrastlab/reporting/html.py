@@ -2,9 +2,13 @@
 (``templates/report.html.j2``, Jinja2; inline Markdown by markdown-it-py).
 
 The page (``reports/index.html``) opens from disk with no network: figures are embedded as
-base64 ``data:`` URIs, the CSS is inline, there is no JavaScript and no web font, and no
-``src``/``href`` points outside the page (Markdown links in notes are shown as text with the
-address beside them). The same sections render to ``comparison.md`` with
+base64 ``data:`` URIs, the CSS and the few lines of JavaScript (:data:`_JS`: sort a table by
+a click on a column heading, filter its rows with the box above it; no library) are inline,
+there is no web font, and no ``src``/``href`` points outside the page (Markdown links in
+notes are shown as text with the address beside them). A track's section shows its
+headline, its lead figure(s) and the legend of its short row labels; the rest sits in a
+collapsed ``<details>``, and a table longer than :data:`LONG_ROWS` rows is collapsed too.
+The same sections render to ``comparison.md`` with
 :func:`contrastlab.reporting.render_markdown`.
 
 Example::
@@ -65,6 +69,79 @@ figcaption { font-size: .88rem; color: var(--muted); margin-top: .4rem; }
 figcaption b { color: var(--fg); }
 .ref { color: var(--muted); font-size: .85em; }
 """
+
+_CSS += """
+.lead { display: grid; grid-template-columns: minmax(0, 1000px); gap: .8rem; margin-top: .6rem; }
+.lead figure { border: none; padding: 0; }
+dl.legend { columns: 3 22rem; column-gap: 2rem; font-size: .84rem; margin: .6rem 0 .4rem;
+            color: var(--muted); }
+dl.legend div { break-inside: avoid; margin: 0 0 .15rem; }
+dl.legend dt { display: inline; font-weight: 600; color: var(--fg); }
+dl.legend dt:not(:last-child)::after { content: ": "; }
+dl.legend dd { display: inline; margin: 0; }
+details.more { margin-top: .8rem; }
+details > summary { cursor: pointer; color: var(--accent); font-weight: 600; margin: .4rem 0; }
+details.long > summary { font-weight: 500; }
+input.filter { font: inherit; font-size: .85rem; padding: .15rem .4rem; margin: .5rem 0 0;
+               border: 1px solid var(--line); border-radius: 4px; width: 16rem; }
+th[aria-sort] { cursor: pointer; }
+th[aria-sort="ascending"]::after { content: " \\25B2"; }
+th[aria-sort="descending"]::after { content: " \\25BC"; }
+"""
+
+#: Sorting and filtering of every ``table.sortable`` (own code, no library): a click on a
+#: heading sorts by that column (numbers by the cell's ``data-value`` or leading number,
+#: then text; a second click reverses), the search box above a table keeps the rows that
+#: contain its text.
+_JS = r"""
+(function () {
+  function key(td) {
+    if (!td) return '';
+    if (td.dataset.value !== undefined) return parseFloat(td.dataset.value);
+    var t = td.textContent.trim().replace('\u2212', '-');
+    var m = t.match(/^[*+]?(-?[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?)/i);
+    return m ? parseFloat(m[1]) : t.toLowerCase();
+  }
+  function cmp(a, b) {
+    var na = typeof a === 'number', nb = typeof b === 'number';
+    if (na && nb) return a - b;
+    if (na !== nb) return na ? -1 : 1;
+    return a < b ? -1 : a > b ? 1 : 0;
+  }
+  document.querySelectorAll('table.sortable').forEach(function (table) {
+    var body = table.tBodies[0];
+    if (!body) return;
+    var box = document.createElement('input');
+    box.type = 'search';
+    box.className = 'filter';
+    box.placeholder = 'filter rows';
+    box.setAttribute('aria-label', 'filter the rows of this table');
+    table.parentNode.insertBefore(box, table);
+    box.addEventListener('input', function () {
+      var q = box.value.toLowerCase();
+      Array.prototype.forEach.call(body.rows, function (r) {
+        r.hidden = q !== '' && r.textContent.toLowerCase().indexOf(q) < 0;
+      });
+    });
+    table.tHead.querySelectorAll('th').forEach(function (th, i) {
+      th.setAttribute('aria-sort', 'none');
+      th.tabIndex = 0;
+      function sort() {
+        var dir = th.getAttribute('aria-sort') === 'descending' ? 1 : -1;
+        table.tHead.querySelectorAll('th').forEach(function (h) { h.setAttribute('aria-sort', 'none'); });
+        th.setAttribute('aria-sort', dir > 0 ? 'ascending' : 'descending');
+        var rows = Array.prototype.slice.call(body.rows);
+        rows.sort(function (a, b) { return dir * cmp(key(a.cells[i]), key(b.cells[i])); });
+        rows.forEach(function (r) { body.appendChild(r); });
+      }
+      th.addEventListener('click', sort);
+      th.addEventListener('keydown', function (e) { if (e.key === 'Enter') sort(); });
+    });
+  });
+})();
+"""
+#: Tables with more rows than this are collapsed (``<details>``) on the page.
+LONG_ROWS = 12
 
 _NUM = re.compile(r"^[+\-\u2212]?\d[\d.,]*(e[+\-]?\d+)?\s*(%|±.*|\u00b1.*|s)?$", re.I)
 
@@ -147,7 +224,8 @@ def render_html(sections: Sequence[Section], *, title: str = "contrastlab: loss 
     Args:
         sections: rendered in order; each becomes ``<section id="<track>">`` with its notes,
             tables (``<table>`` with the title as ``<caption>``, the note below) and figures
-            (``<figure>`` with an embedded ``<img>`` and the caption).
+            (``<figure>`` with an embedded ``<img>`` and the caption); with ``lead`` figures
+            those come first, with the legend, and the rest is collapsed under "Details".
         title: page title and heading.
         header: one line of inline Markdown under the heading (e.g. git commit).
         base_dir: directory that relative figure paths are relative to (``reports/``).
@@ -171,8 +249,12 @@ def render_html(sections: Sequence[Section], *, title: str = "contrastlab: loss 
                    "rows": [[cell_view(v, str(t.columns[i]) if i < len(t.columns) else "")
                              for i, v in enumerate(row)] for row in t.rows]}
                   for t in s.tables]
+        comp = getattr(s, "comparison", None)
         views.append({"id": sid, "title": s.title, "headline": s.headline, "notes": s.notes,
                       "tables": tables,
-                      "figures": [_figure_view(f, base_dir) for f in s.figures]})
+                      "figures": [_figure_view(f, base_dir) for f in s.figures],
+                      "lead": [_figure_view(f, base_dir) for f in s.lead],
+                      "legend": dict(s.legend),
+                      "labels": list(comp.labels()) if comp is not None and s.lead else []})
     return render_template("report.html.j2", sections=views, title=title, header=header,
-                           css=_CSS)
+                           css=_CSS, js=_JS, long_rows=LONG_ROWS)

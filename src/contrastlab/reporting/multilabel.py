@@ -226,6 +226,20 @@ def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict 
     return " ".join(parts)
 
 
+def _comparison(stats: dict[str, dict], lead: list):
+    """Test mAP per data set (small multiples) as the report's first figure and headline
+    (:mod:`.figures`); ``lead``: the critical-difference diagram, shown beside it."""
+    from .figures import Comparison, Panel, rows_from_stats
+
+    kind = {v: "baseline" if v in BASELINES else "hybrid" if v in HYBRID_ROWS else "loss"
+            for v in TABLE1_ROWS}
+    panels = [Panel(ds, rows_from_stats(st["map"], list(st["map"]), kind=kind, short=short,
+                                        title=TITLES, baseline=st.get("_baseline")))
+              for ds, st in stats.items() if st.get("map")]
+    return Comparison("test mAP", panels, primary=None, noun="data set", lead=lead,
+                      title="Multi-label: test mAP per data set, 95 % CI")
+
+
 def _fmt(x) -> str:
     return f"{x:.3g}" if isinstance(x, float) else str(x)
 
@@ -538,6 +552,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                                    f"{fr['n_methods']} distinct methods (rows with identical outputs merged), the "
                                    "exploratory hybrids left out."))
     s.headline = headline(runs, stats, fr)
+    s.comparison = _comparison(stats, [f for f in s.figures if f.path.name == "multilabel_cd_map.png"])
     # Table 4 ablation
     mark = {True: "✓", False: "×"}
     abl = [(v, mark[_TABLE[v].factors[0]], mark[_TABLE[v].factors[1]]) for v in PAPER_TABLE4]

@@ -12,7 +12,8 @@ and leave font sizes to the rcParams (no ``fontsize=7``). Helpers:
   (``rc_context``: no global change, so a test or a caller outside the report stage gets
   the same figure); :func:`panels`: ``n`` small panels at page width, at most ``max_cols``
   per row (never wider than the page, so fonts are not shrunk by the browser);
-  :func:`save`: the PNG, atomically, at :data:`DPI`.
+  :func:`save`: PNG / SVG, atomically, at :data:`DPI`, with fixed metadata (equal bytes for
+  equal figures).
 
 The page (``reports/index.html``) shows one figure per row at up to its natural width:
 ``FIG_WIDTH`` in x ``DPI`` = 1050 px.
@@ -98,16 +99,30 @@ def panels(n: int, height: float = 3.4, max_cols: int = 3, **kwargs):
     return fig, axes[:n]
 
 
-def save(fig, path) -> None:
-    """Write ``fig`` as a PNG to ``path`` atomically (:data:`DPI`, tight bounding box) and
-    close it."""
+#: Fixed salt of the SVG element ids (matplotlib draws random ids otherwise).
+SVG_SALT = "contrastlab-report"
+
+
+def save(fig, path, *more) -> None:
+    """Write ``fig`` to ``path`` (and each of ``more``) atomically, in the format of the
+    suffix (``.png`` or ``.svg``; :data:`DPI`, tight bounding box), then close it.
+
+    The bytes depend on the figure only: no creation date, no software version
+    (``metadata``), SVG ids from the fixed :data:`SVG_SALT` (``svg.hashsalt``) and text as
+    paths (no font needed to view it), so a rerun on the same inputs rewrites the same file
+    (the report is a DVC output)."""
+    import matplotlib
     import matplotlib.pyplot as plt
 
     from ..io import atomic_path
 
     try:
-        with atomic_path(path, suffix=".png") as tmp:
-            fig.savefig(tmp, dpi=DPI, bbox_inches="tight", format="png")
+        with matplotlib.rc_context({"svg.hashsalt": SVG_SALT, "svg.fonttype": "path"}):
+            for p in (path, *more):
+                fmt = str(p).rsplit(".", 1)[-1].lower()
+                meta = {"Date": None, "Creator": None} if fmt == "svg" else {"Software": None}
+                with atomic_path(p, suffix=f".{fmt}") as tmp:
+                    fig.savefig(tmp, dpi=DPI, bbox_inches="tight", format=fmt, metadata=meta)
     finally:
         plt.close(fig)
 

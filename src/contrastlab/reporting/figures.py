@@ -1,0 +1,502 @@
+"""The report's first figure and two-sentence headline per track, from the track's table.
+
+A track hands its comparison table to this module as a :class:`Comparison` (one
+:class:`Panel` per data set or split, one :class:`Row` per row of the table: estimate, 95 %
+CI, kind, model-confidence-set membership, strongest-baseline flag, difference and
+Holm-corrected p against that baseline); usually with :func:`rows_from_stats` on the output
+of :func:`contrastlab.evaluation.stats.summarize`, so a row added to a track's table appears
+in its figure, headline, legend and ``summary.json`` without a change here.
+
+- :func:`forest_figure`: every row's estimate with its 95 % CI (dot-and-whisker), rows sorted,
+  the strongest baseline as a dashed reference line over its CI band, the 95 % model
+  confidence set (Hansen, Lunde & Nason 2011) as filled markers, published results as ``|``
+  ticks; one panel per data set (shared row order), readable in grey (marker shapes and
+  fills, not colour alone); written as SVG and PNG with fixed metadata (no date, fixed
+  ``svg.hashsalt``), so equal inputs give equal bytes (the report is a DVC output).
+- :func:`headline`: two sentences, at most about 60 words: what won, by how much, with its
+  interval and test; then what a reader should take from it.
+- :func:`headline_metrics`: the numbers of the headline for ``reports/summary.json`` and
+  the track's MLflow parent run (best loss, strongest baseline, difference, p).
+- :func:`legend`: each short label spelled out once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from . import style
+
+__all__ = ["Row", "Panel", "Comparison", "rows_from_stats", "forest_figure", "headline",
+           "headline_metrics", "legend", "KINDS", "MAX_HEADLINE_WORDS"]
+
+#: Row kinds: marker, face when in the model confidence set, colour (redundant with the marker).
+KINDS = {"loss": ("o", "tab:blue", "contrastive loss"),
+         "baseline": ("s", "0.25", "baseline"),
+         "hybrid": ("D", "tab:orange", "hybrid"),
+         "published": ("|", "0.35", "published (not rerun)")}
+#: The headline's length limit (words, numbers counted as words).
+MAX_HEADLINE_WORDS = 60
+
+
+@dataclass
+class Row:
+    """One row of a track's comparison.
+
+    Attributes:
+        key: the row's name in the track (variant or baseline key).
+        short: short label (figure, headline, legend); ``title``: the full label.
+        kind: ``loss`` | ``baseline`` | ``hybrid`` | ``published`` (:data:`KINDS`).
+        estimate: point estimate in the metric's unit (a fraction for accuracy, Rank@k).
+        low, high: its 95 % CI (``None``: no interval, e.g. a published number).
+        in_mcs: member of the 95 % model confidence set ("tied for best").
+        strongest: the strongest baseline (chosen on validation by the track).
+        delta, p: difference to the strongest baseline and its Holm-corrected p-value.
+        beats, below: significantly better / worse than the strongest baseline.
+    """
+
+    key: str
+    short: str
+    title: str
+    kind: str
+    estimate: float
+    low: float | None = None
+    high: float | None = None
+    in_mcs: bool = False
+    strongest: bool = False
+    delta: float | None = None
+    p: float | None = None
+    beats: bool = False
+    below: bool = False
+
+
+@dataclass
+class Panel:
+    """The rows of one table (one data set or split); ``title`` empty for a single table."""
+
+    title: str
+    rows: list[Row]
+
+    def get(self, kind: str) -> list[Row]:
+        return [r for r in self.rows if r.kind == kind]
+
+    def best_loss(self) -> Row | None:
+        return max(self.get("loss"), key=lambda r: r.estimate, default=None)
+
+    def baseline(self) -> Row | None:
+        return next((r for r in self.rows if r.strongest), None)
+
+    def top(self) -> Row | None:
+        return max((r for r in self.rows if r.kind != "published"), key=lambda r: r.estimate,
+                   default=None)
+
+
+@dataclass
+class Comparison:
+    """A track's headline comparison (what its first figure, headline and summary show).
+
+    Attributes:
+        metric: the metric's name in sentences and on the axis (``test accuracy``).
+        panels: one per table; several = small multiples (one per data set).
+        unit: appended to values (``%`` with ``scale=100``).
+        scale: display factor; ``digits``: decimals of values in sentences.
+        test: the test behind ``p`` (``paired bootstrap, Holm``).
+        primary: index of the panel the headline and summary read; ``None``: every panel
+            (a verdict per panel, the differences combined by a Wilcoxon signed-rank test,
+            Demsar 2006, Sec. 3.1.3).
+        noun: what a panel is (``data set``), for ``primary=None``.
+        lead: other figures shown with the first one, above the details (e.g. the
+            critical-difference diagram).
+        title: the figure's title.
+    """
+
+    metric: str
+    panels: list[Panel]
+    unit: str = "%"
+    scale: float = 100.0
+    digits: int = 1
+    test: str = "paired bootstrap, Holm"
+    primary: int | None = 0
+    noun: str = "data set"
+    lead: list = field(default_factory=list)
+    title: str = ""
+
+    def fmt(self, v: float | None) -> str:
+        return "-" if v is None else f"{self.scale * v:.{self.digits}f}"
+
+    def fmt_ci(self, r: Row) -> str:
+        ci = f" [{self.fmt(r.low)}, {self.fmt(r.high)}]" if r.low is not None else ""
+        return f"{self.fmt(r.estimate)}{' ' + self.unit if self.unit else ''}{ci}"
+
+    def labels(self) -> dict[str, str]:
+        """``{short: title}`` of every row of every panel (first title wins)."""
+        out: dict[str, str] = {}
+        for p in self.panels:
+            for r in p.rows:
+                out.setdefault(r.short, r.title)
+        return out
+
+
+def rows_from_stats(stats: Mapping[str, Mapping[str, Any]], names: Sequence[str], *,
+                    kind: Mapping[str, str] | Callable[[str], str],
+                    short: Mapping[str, str] | Callable[[str], str],
+                    title: Mapping[str, str] | Callable[[str], str],
+                    baseline: str | None,
+                    published: Sequence[tuple[str, float]] = ()) -> list[Row]:
+    """Rows from a :func:`contrastlab.evaluation.stats.summarize` output.
+
+    Args:
+        stats: row name -> ``{"mean", "ci_low", "ci_high", "in_mcs", "delta_vs_baseline",
+            "p_vs_baseline_holm", "beats_baseline", "below_baseline"}`` (missing keys: no
+            interval, not in the set, no test).
+        names: the rows to take, in any order (names missing from ``stats`` are skipped).
+        kind, short, title: per row name (mapping or function): ``loss`` | ``baseline`` |
+            ``hybrid``, the short and the full label (a name a mapping lacks labels itself).
+        baseline: the strongest baseline's name (``None``: no baseline ran).
+        published: ``(label, value)`` reference numbers (published results, no CI).
+    """
+    def get(f, n, default):
+        return f(n) if callable(f) else f.get(n, default)
+
+    rows = []
+    for n in names:
+        st = stats.get(n)
+        if st is None or st.get("mean") is None:
+            continue
+        rows.append(Row(n, get(short, n, n), get(title, n, n), get(kind, n, "loss"),
+                        float(st["mean"]), st.get("ci_low"), st.get("ci_high"),
+                        bool(st.get("in_mcs", st.get("tied_for_best"))), n == baseline,
+                        st.get("delta_vs_baseline"), st.get("p_vs_baseline_holm"),
+                        bool(st.get("beats_baseline")), bool(st.get("below_baseline"))))
+    for label, v in published:
+        rows.append(Row(f"published:{label}", label, f"{label} (published result)",
+                        "published", float(v)))
+    return rows
+
+
+# ------------------------------------------------------------------------- headline
+def _p(p: float | None) -> str:
+    if p is None or not math.isfinite(p):
+        return "p n/a"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}" if p < 0.1 else f"p = {p:.2f}"
+
+
+def _names(rows: Sequence[Row], n: int = 3) -> str:
+    s = [r.short for r in rows]
+    return ", ".join(s[:n]) + (f" and {len(s) - n} more" if len(s) > n else "")
+
+
+def _lead_words(c: Comparison, best: Row, base: Row | None) -> str:
+    """``, +0.3 points vs the strongest baseline SGC (81.2 %; test, p)``; empty without one."""
+    if base is None or best is base:
+        return ""
+    return (f", {c.scale * (best.estimate - base.estimate):+.{c.digits}f} points vs the "
+            f"strongest baseline {base.short} ({c.fmt(base.estimate)}"
+            f"{' ' + c.unit if c.unit else ''}; {c.test}, {_p(best.p)})")
+
+
+def words(text: str) -> int:
+    """Words of a headline as a reader counts them (Markdown marks dropped)."""
+    return len(text.replace("**", "").split())
+
+
+def _panel_verdict(c: Comparison, p: Panel, n_named: int = 3) -> tuple[str, str]:
+    best, base, top = p.best_loss(), p.baseline(), p.top()
+    mcs = [r for r in sorted(p.rows, key=lambda r: -r.estimate) if r.in_mcs]
+    if best is None or top is None:
+        return "", ""
+    d = _lead_words(c, best, base)
+    on = f"On {p.title}, " if p.title and len(c.panels) > 1 else ""
+    if top is best:
+        first = f"{on}**{best.short}** scores highest, {c.metric} {c.fmt_ci(best)}{d}."
+    else:
+        first = (f"{on}**{top.short}** scores highest, {c.metric} {c.fmt_ci(top)}; the best loss, "
+                 f"{best.short}, reaches {c.fmt(best.estimate)}{' ' + c.unit if c.unit else ''}{d}.")
+    tied = (f"tied for best (95 % MCS): {_names(mcs, n_named)}." if mcs and n_named else
+            f"{len(mcs)} rows are tied for best (95 % MCS)." if mcs else "")
+    if base is None:
+        second = "Take-away: no baseline ran; " + tied
+    elif best.beats:
+        second = f"Take-away: training with {best.short} pays off here; " + tied
+    elif best.below:
+        every = all(r.below for r in p.get("loss"))
+        second = (f"Take-away: {base.short} beats {'every' if every else 'the best'} loss "
+                  "significantly; " + tied)
+    else:
+        second = f"Take-away: no loss is significantly better than {base.short}; " + tied
+    return first, second
+
+
+def _across(c: Comparison) -> tuple[str, str, dict]:
+    """Sentences and numbers of a multi-panel comparison (``primary=None``)."""
+    per = [(p, p.best_loss(), p.baseline()) for p in c.panels]
+    per = [(p, b, s) for p, b, s in per if b is not None and s is not None]
+    n = len(per)
+    if not n:
+        return "", "", {}
+    deltas = [b.estimate - s.estimate for _, b, s in per]
+    above = sum(b.beats for _, b, _ in per)
+    below = sum(b.below for _, b, _ in per)
+    count: dict[str, list] = {}
+    for p, _, _ in per:
+        for r in p.rows:
+            if r.kind != "published":
+                count.setdefault(r.short, []).append(r)
+    # the row most often tied for best (95 % MCS), ties broken by the mean estimate
+    win = max(count, key=lambda k: (sum(r.in_mcs for r in count[k]),
+                                    sum(r.estimate for r in count[k]) / len(count[k])))
+    k = sum(r.in_mcs for r in count[win])
+    lo, hi = min(deltas), max(deltas)
+    p_w = _wilcoxon(deltas)
+    first = (f"**{win}** is tied for best (95 % MCS) on {k} of {n} {c.noun}s; the best loss is "
+             f"{c.scale * lo:+.{c.digits}f} to {c.scale * hi:+.{c.digits}f} points from the "
+             f"strongest baseline ({c.metric}), significantly below on {below}, above on "
+             f"{above} ({c.test}; Wilcoxon {_p(p_w)}).")
+    if above == 0 and below > 0:
+        second = (f"Take-away: no contrastive loss is significantly above the strongest baseline "
+                  f"on any {c.noun}"
+                  + (f"; prefer {win}." if count[win][0].kind == "baseline" else "."))
+    elif above == n:
+        second = f"Take-away: a contrastive loss beats the strongest baseline on every {c.noun}."
+    else:
+        second = (f"Take-away: no loss wins consistently (above the strongest baseline on "
+                  f"{above}, below on {below} of {n} {c.noun}s).")
+    bl = _mode([b.key for _, b, _ in per], per, lambda x: x[1])
+    sb = _mode([s.key for _, _, s in per], per, lambda x: x[2])
+    nums = {"best_loss": bl, "strongest_baseline": sb,
+            "delta": sum(deltas) / n, "p": p_w, "n_panels": n, "n_above": above,
+            "n_below": below,
+            "best_loss_value": _mean([r.estimate for p, _, _ in per for r in p.rows if r.key == bl]),
+            "baseline_value": _mean([r.estimate for p, _, _ in per for r in p.rows if r.key == sb])}
+    return first, second, nums
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _mode(keys: list[str], per, pick) -> str:
+    """The most frequent key, ties broken by the mean estimate of its rows."""
+    def score(k):
+        est = [pick(x).estimate for x in per if pick(x).key == k]
+        return (len(est), sum(est) / len(est))
+    return max(dict.fromkeys(keys), key=score)
+
+
+def _wilcoxon(deltas: Sequence[float]) -> float | None:
+    """Two-sided Wilcoxon signed-rank p of the per-panel differences (Demsar 2006,
+    Sec. 3.1.3); ``None`` under two panels or when every difference is 0."""
+    if len(deltas) < 2 or all(d == 0 for d in deltas):
+        return None
+    from scipy.stats import wilcoxon
+
+    return float(wilcoxon(deltas).pvalue)
+
+
+def headline(c: Comparison) -> str:
+    """Two sentences (Markdown, the winner in bold), at most :data:`MAX_HEADLINE_WORDS`
+    words: what won, by how much, with its interval and test; and the take-away. The list
+    of rows tied for best is shortened, then dropped, when the limit would be passed."""
+    if c.primary is None:
+        first, second, _ = _across(c)
+    else:
+        first, second = _panel_verdict(c, c.panels[c.primary])
+    text = f"{first} {second}".strip()
+    if words(text) > MAX_HEADLINE_WORDS and c.primary is not None:
+        for n in (2, 1, 0):  # fewer rows named, then none
+            second = _panel_verdict(c, c.panels[c.primary], n)[1]
+            text = f"{first} {second}".strip()
+            if words(text) <= MAX_HEADLINE_WORDS:
+                break
+        else:  # the verdict alone
+            text = f"{first} {second.split(';')[0]}.".strip()
+    return text
+
+
+def headline_metrics(c: Comparison) -> dict[str, Any]:
+    """The headline's numbers: ``best_loss`` (key), ``best_loss_value``,
+    ``strongest_baseline`` (key), ``baseline_value``, ``delta`` (best loss - baseline,
+    metric units), ``p`` (Holm-corrected paired test; across panels the Wilcoxon
+    signed-rank p, with ``n_panels``, ``n_above``, ``n_below``); ``{}`` without a loss or a
+    baseline. Values rounded to 6 decimals (byte-stable JSON)."""
+    if c.primary is None:
+        nums = _across(c)[2]
+    else:
+        p = c.panels[c.primary]
+        b, s = p.best_loss(), p.baseline()
+        if b is None or s is None:
+            return {}
+        nums = {"best_loss": b.key, "best_loss_value": b.estimate, "strongest_baseline": s.key,
+                "baseline_value": s.estimate, "delta": b.estimate - s.estimate, "p": b.p}
+    return {k: round(v, 6) if isinstance(v, float) else v for k, v in nums.items()
+            if v is not None}
+
+
+def legend(comparisons: Sequence[Comparison]) -> dict[str, str]:
+    """``{short label: full label}`` of every row shown, each once (short labels sorted)."""
+    out: dict[str, str] = {}
+    for c in comparisons:
+        for k, v in c.labels().items():
+            out.setdefault(k, v)
+    return dict(sorted(out.items(), key=lambda kv: kv[0].lower()))
+
+
+# --------------------------------------------------------------------------- figure
+def _order(c: Comparison) -> list[str]:
+    """Row order shared by every panel: mean rank of the estimate across panels (best first),
+    published rows last."""
+    ranks: dict[str, list[float]] = {}
+    for p in c.panels:
+        live = sorted((r for r in p.rows if r.kind != "published"), key=lambda r: -r.estimate)
+        for i, r in enumerate(live):
+            ranks.setdefault(r.short, []).append(i / max(len(live) - 1, 1))
+    order = sorted(ranks, key=lambda k: (sum(ranks[k]) / len(ranks[k]), k))
+    pubs = [r.short for p in c.panels for r in sorted(p.get("published"), key=lambda r: -r.estimate)]
+    return order + [x for x in dict.fromkeys(pubs) if x not in order]
+
+
+@style.styled
+def forest_figure(c: Comparison, stem: Path) -> tuple[Path, Path]:
+    """Draw ``c`` to ``<stem>.svg`` and ``<stem>.png`` (deterministic bytes).
+
+    One panel per :class:`Panel` (at most three per row, rows in one shared order, best on
+    top); each row: estimate with its 95 % CI, marker by kind (:data:`KINDS`), filled when in
+    the model confidence set; the strongest baseline: dashed line over its CI band; a
+    single panel also prints each row's value and CI at the right.
+
+    Returns:
+        ``(svg, png)`` paths.
+
+    Raises:
+        ValueError: no panel has a row.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    order = _order(c)
+    if not order:
+        raise ValueError(f"forest_figure: no rows to draw for {stem.name}")
+    n, cols = len(c.panels), min(len(c.panels), 3)
+    nrows = math.ceil(n / cols)
+    single = n == 1
+    h_row = 0.21 if single else 0.17
+    height = nrows * (0.55 + h_row * len(order)) + 0.9
+    fig, grid = plt.subplots(nrows, cols, figsize=style.figsize(height, 10.5 if n > 1 else 9.0),
+                             squeeze=False, sharey=True)
+    axes = [a for row in grid for a in row]
+    for a in axes[n:]:
+        a.set_visible(False)
+    y = {k: i for i, k in enumerate(order)}
+    k = c.scale
+    for ax, p in zip(axes, c.panels):
+        vals = []
+        base = p.baseline()
+        if base is not None and base.low is not None:
+            ax.axvspan(k * base.low, k * base.high, color="0.88", zorder=0, lw=0)
+        if base is not None:
+            ax.axvline(k * base.estimate, ls="--", lw=1.1, color="0.3", zorder=1)
+        for r in p.rows:
+            m, col, _ = KINDS.get(r.kind, KINDS["loss"])
+            yi = y[r.short]
+            if r.kind == "published":
+                ax.plot(k * r.estimate, yi, m, ms=13, mew=2.2, color=col, zorder=3)
+                vals.append(k * r.estimate)
+                if single:
+                    ax.annotate(f"{k * r.estimate:.{c.digits}f} (published)", (1.0, yi),
+                                xycoords=("axes fraction", "data"), xytext=(6, 0),
+                                textcoords="offset points", va="center", ha="left",
+                                fontsize="small", color="0.35", style="italic",
+                                annotation_clip=False)
+                continue
+            if r.low is not None and r.high is not None:
+                ax.plot([k * r.low, k * r.high], [yi, yi], "-", lw=1.4, color=col, zorder=2)
+                vals += [k * r.low, k * r.high]
+            vals.append(k * r.estimate)
+            ax.plot(k * r.estimate, yi, m, ms=6.5, mew=1.4, color=col,
+                    mfc=col if r.in_mcs else "white", zorder=3)
+            if single:
+                ci = f" [{k * r.low:.{c.digits}f}, {k * r.high:.{c.digits}f}]" if r.low is not None else ""
+                ax.annotate(f"{k * r.estimate:.{c.digits}f}{ci}", (1.0, yi),
+                            xycoords=("axes fraction", "data"), xytext=(6, 0),
+                            textcoords="offset points", va="center", ha="left", fontsize="small",
+                            color="0.2", annotation_clip=False)
+        style.score_axis(ax, vals, lower=0.0, upper=k * 1.0, pad=0.06, axis="x")
+        if base is not None:
+            ax.annotate(base.short, (k * base.estimate, 1.0), xycoords=("data", "axes fraction"),
+                        xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                        fontsize="small", color="0.3")
+        ax.grid(axis="y", visible=False)
+        if p.title:
+            ax.set_title(p.title, pad=14)
+        ax.set_xlabel(f"{c.metric}" + (f" ({c.unit})" if c.unit else ""))
+    axes[0].set_ylim(len(order) - 0.5, -0.5)
+    axes[0].set_yticks(range(len(order)), order)
+    for a in axes[:n]:
+        a.tick_params(axis="y", length=0)
+    present = {r.kind for p in c.panels for r in p.rows}
+    handles = [Line2D([], [], ls="", marker=KINDS[x][0], color=KINDS[x][1], mfc=KINDS[x][1],
+                      ms=7 if x != "published" else 11, mew=1.4 if x != "published" else 2.2,
+                      label=KINDS[x][2]) for x in KINDS if x in present]
+    handles += [Line2D([], [], ls="", marker="o", color="0.3", mfc="white", ms=7, mew=1.4,
+                       label="open: outside the 95% MCS"),
+                Line2D([], [], ls="--", color="0.3", lw=1.1,
+                       label="strongest baseline (band: its 95% CI)")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=3 if single else len(handles))
+    if c.title:
+        fig.suptitle(c.title)
+    svg, png = Path(f"{stem}.svg"), Path(f"{stem}.png")
+    style.save(fig, svg, png)
+    return svg, png
+
+
+def attach(section, figures_dir: Path) -> None:
+    """Give a track's :class:`~contrastlab.reporting.Section` its first figure, its
+    two-sentence headline and its legend, from ``section.comparison`` (nothing when it is
+    ``None``).
+
+    Draws ``<figures_dir>/<track>_comparison.svg`` / ``.png`` (:func:`forest_figure`) and puts
+    it first in ``section.lead``, followed by the comparison's ``lead`` figures (taken out
+    of ``section.figures``); the track's full paragraph moves to the front of the notes
+    (shown under "Details") and ``section.headline`` becomes :func:`headline`.
+    """
+    from . import Figure
+
+    c = section.comparison
+    if c is None or not any(p.rows for p in c.panels):
+        return
+    svg, _ = forest_figure(c, Path(figures_dir) / f"{section.track}_comparison")
+    what = (f"one panel per {c.noun}, rows in one order (mean rank)" if len(c.panels) > 1
+            else "rows sorted by the estimate")
+    caption = (f"Every row's {c.metric} with its 95 % CI ({what}); circles: contrastive "
+               "losses, squares: baselines, diamonds: hybrids, filled: in the 95 % model "
+               "confidence set (tied for best, Hansen, Lunde & Nason 2011); dashed line and "
+               "grey band: the strongest baseline (chosen on validation) and its CI"
+               + ("; | ticks: published results, not rerun here"
+                  if any(p.get("published") for p in c.panels) else "") + ".")
+    fig = Figure(c.title or f"{section.title}: {c.metric} with 95 % CIs", svg, caption)
+    lead_ids = {id(f) for f in c.lead}
+    section.figures = [f for f in section.figures if id(f) not in lead_ids]
+    section.lead = [fig, *c.lead]
+    if section.headline:
+        section.notes.insert(0, f"**In full.** {section.headline}")
+    section.headline = headline(c)
+    section.legend = legend([c])
+    shorten_labels(section.tables, section.legend)
+
+
+def shorten_labels(tables, labels: Mapping[str, str]) -> None:
+    """Replace every full label of ``labels`` (``{short: full}``) in the first column of
+    ``tables`` by its short label (longest labels first, one pass), so rows stay one line
+    tall; the legend spells them out."""
+    import re
+
+    full = {t: s for s, t in labels.items() if t and t != s}
+    if not full:
+        return
+    pat = re.compile("|".join(re.escape(t) for t in sorted(full, key=len, reverse=True)))
+    for t in tables:
+        for row in t.rows:
+            if row and isinstance(row[0], str):
+                row[0] = pat.sub(lambda m: full[m.group(0)], row[0])
