@@ -37,7 +37,7 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     sections: the headlines, one section per track whose metrics exist (its comparison
     figure first and its two-sentence headline, :func:`contrastlab.reporting.figures.attach`),
     the run's provenance; ``summary.json``: ``headline`` (per track: best loss, strongest
-    baseline, their values, difference and p, :func:`~contrastlab.reporting.figures.headline_metrics`)
+    baseline, their values, difference and p, :func:`~contrastlab.reporting.headline.headline_metrics`)
     first, then each track's metrics named in ``params.report.headline``, read from
     ``metrics_dir`` (default ``<out_dir>/metrics``); and the stage-time table (wall seconds)
     to ``reports/timings/stage_times.md``, out of every hashed file, so a rerun on the same
@@ -58,7 +58,8 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     from ..tracking import track_run, variant_run
     from ..utils import git_commit, repo_root
     from . import collect_sections, headline_section, render_markdown, style
-    from .figures import attach, headline_metrics
+    from .figures import attach
+    from .headline import headline_metrics
     from .html import render_html
     from .provenance import (collect_provenance, metrics_summary, provenance_section,
                              stamp_sections, write_stage_times)

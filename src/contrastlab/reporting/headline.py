@@ -1,0 +1,189 @@
+"""A track's two-sentence headline and its numbers, from its
+:class:`~contrastlab.reporting.figures.Comparison`.
+
+- :func:`headline`: at most :data:`MAX_HEADLINE_WORDS` words: what won, by how much, with
+  its interval and test; then what a reader should take from it (the rows tied for best:
+  the 95 % model confidence set, Hansen, Lunde & Nason 2011).
+- :func:`headline_metrics`: the same numbers for ``reports/summary.json`` and the track's
+  MLflow parent run: best loss, strongest baseline, their values, difference, p.
+
+With several panels and ``primary=None`` (one table per data set) the verdicts are counted
+per panel and the per-panel differences combined by the Wilcoxon signed-rank test over data
+sets (Demsar 2006, Sec. 3.1.3).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from .figures import Comparison, Panel, Row
+
+__all__ = ["headline", "headline_metrics", "words", "MAX_HEADLINE_WORDS"]
+
+#: The headline's length limit (words, numbers counted as words).
+MAX_HEADLINE_WORDS = 60
+
+
+def _p(p: float | None) -> str:
+    if p is None or not math.isfinite(p):
+        return "p n/a"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}" if p < 0.1 else f"p = {p:.2f}"
+
+
+def _names(rows: Sequence[Row], n: int = 3) -> str:
+    s = [r.short for r in rows]
+    return ", ".join(s[:n]) + (f" and {len(s) - n} more" if len(s) > n else "")
+
+
+def _lead_words(c: Comparison, best: Row, base: Row | None) -> str:
+    """``, +0.3 points vs the strongest baseline SGC (81.2 %; test, p)``; empty without one."""
+    if base is None or best is base:
+        return ""
+    return (f", {c.scale * (best.estimate - base.estimate):+.{c.digits}f} points vs the "
+            f"strongest baseline {base.short} ({c.fmt(base.estimate)}"
+            f"{' ' + c.unit if c.unit else ''}; {c.test}, {_p(best.p)})")
+
+
+def words(text: str) -> int:
+    """Words of a headline as a reader counts them (Markdown marks dropped)."""
+    return len(text.replace("**", "").split())
+
+
+def _panel_verdict(c: Comparison, p: Panel, n_named: int = 3) -> tuple[str, str]:
+    best, base, top = p.best_loss(), p.baseline(), p.top()
+    mcs = [r for r in sorted(p.rows, key=lambda r: -r.estimate) if r.in_mcs]
+    if best is None or top is None:
+        return "", ""
+    d = _lead_words(c, best, base)
+    on = f"On {p.title}, " if p.title and len(c.panels) > 1 else ""
+    if top is best:
+        first = f"{on}**{best.short}** scores highest, {c.metric} {c.fmt_ci(best)}{d}."
+    else:
+        first = (f"{on}**{top.short}** scores highest, {c.metric} {c.fmt_ci(top)}; the best loss, "
+                 f"{best.short}, reaches {c.fmt(best.estimate)}{' ' + c.unit if c.unit else ''}{d}.")
+    tied = (f"tied for best (95 % MCS): {_names(mcs, n_named)}." if mcs and n_named else
+            f"{len(mcs)} rows are tied for best (95 % MCS)." if mcs else "")
+    if base is None:
+        second = "Take-away: no baseline ran; " + tied
+    elif best.beats:
+        second = f"Take-away: training with {best.short} pays off here; " + tied
+    elif best.below:
+        every = all(r.below for r in p.get("loss"))
+        second = (f"Take-away: {base.short} beats {'every' if every else 'the best'} loss "
+                  "significantly; " + tied)
+    else:
+        second = f"Take-away: no loss is significantly better than {base.short}; " + tied
+    return first, second
+
+
+def _across(c: Comparison) -> tuple[str, str, dict]:
+    """Sentences and numbers of a multi-panel comparison (``primary=None``)."""
+    per = [(p, p.best_loss(), p.baseline()) for p in c.panels]
+    per = [(p, b, s) for p, b, s in per if b is not None and s is not None]
+    n = len(per)
+    if not n:
+        return "", "", {}
+    deltas = [b.estimate - s.estimate for _, b, s in per]
+    above = sum(b.beats for _, b, _ in per)
+    below = sum(b.below for _, b, _ in per)
+    count: dict[str, list] = {}
+    for p, _, _ in per:
+        for r in p.rows:
+            if r.kind != "published":
+                count.setdefault(r.short, []).append(r)
+    # the row most often tied for best (95 % MCS), ties broken by the mean estimate
+    win = max(count, key=lambda k: (sum(r.in_mcs for r in count[k]),
+                                    sum(r.estimate for r in count[k]) / len(count[k])))
+    k = sum(r.in_mcs for r in count[win])
+    lo, hi = min(deltas), max(deltas)
+    p_w = _wilcoxon(deltas)
+    first = (f"**{win}** is tied for best (95 % MCS) on {k} of {n} {c.noun}s; the best loss is "
+             f"{c.scale * lo:+.{c.digits}f} to {c.scale * hi:+.{c.digits}f} points from the "
+             f"strongest baseline ({c.metric}), significantly below on {below}, above on "
+             f"{above} ({c.test}; Wilcoxon {_p(p_w)}).")
+    if above == 0 and below == 0:
+        second = (f"Take-away: no loss differs significantly from the strongest baseline on "
+                  f"any {c.noun}.")
+    elif above == 0:
+        second = (f"Take-away: no contrastive loss is significantly above the strongest baseline "
+                  f"on any {c.noun}"
+                  + (f"; prefer {win}." if count[win][0].kind == "baseline" else "."))
+    elif above == n:
+        second = f"Take-away: a contrastive loss beats the strongest baseline on every {c.noun}."
+    else:
+        second = (f"Take-away: no loss wins consistently; above the strongest baseline on "
+                  f"{above}, below on {below} of {n} {c.noun}s.")
+    bl = _mode([b.key for _, b, _ in per], per, lambda x: x[1])
+    sb = _mode([s.key for _, _, s in per], per, lambda x: x[2])
+    nums = {"best_loss": bl, "strongest_baseline": sb,
+            "delta": sum(deltas) / n, "p": p_w, "n_panels": n, "n_above": above,
+            "n_below": below,
+            "best_loss_value": _mean([r.estimate for p, _, _ in per for r in p.rows if r.key == bl]),
+            "baseline_value": _mean([r.estimate for p, _, _ in per for r in p.rows if r.key == sb])}
+    return first, second, nums
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _mode(keys: list[str], per, pick) -> str:
+    """The most frequent key, ties broken by the mean estimate of its rows."""
+    def score(k):
+        est = [pick(x).estimate for x in per if pick(x).key == k]
+        return (len(est), sum(est) / len(est))
+    return max(dict.fromkeys(keys), key=score)
+
+
+def _wilcoxon(deltas: Sequence[float]) -> float | None:
+    """Two-sided Wilcoxon signed-rank p of the per-panel differences (Demsar 2006,
+    Sec. 3.1.3); ``None`` under two panels or when every difference is 0."""
+    if len(deltas) < 2 or all(d == 0 for d in deltas):
+        return None
+    from scipy.stats import wilcoxon
+
+    return float(wilcoxon(deltas).pvalue)
+
+
+def headline(c: Comparison) -> str:
+    """Two sentences (Markdown, the winner in bold), at most :data:`MAX_HEADLINE_WORDS`
+    words: what won, by how much, with its interval and test; and the take-away. The list
+    of rows tied for best is shortened, then dropped, when the limit would be passed."""
+    if c.primary is None:
+        first, second, _ = _across(c)
+        text = f"{first} {second}".strip()
+        if words(text) > MAX_HEADLINE_WORDS:  # the take-away without its advice
+            text = f"{first} {second.split(';')[0].rstrip('.')}.".strip()
+        return text
+    else:
+        first, second = _panel_verdict(c, c.panels[c.primary])
+    text = f"{first} {second}".strip()
+    if words(text) > MAX_HEADLINE_WORDS and c.primary is not None:
+        for n in (2, 1, 0):  # fewer rows named, then none
+            second = _panel_verdict(c, c.panels[c.primary], n)[1]
+            text = f"{first} {second}".strip()
+            if words(text) <= MAX_HEADLINE_WORDS:
+                break
+        else:  # the verdict alone
+            text = f"{first} {second.split(';')[0]}.".strip()
+    return text
+
+
+def headline_metrics(c: Comparison) -> dict[str, Any]:
+    """The headline's numbers: ``best_loss`` (key), ``best_loss_value``,
+    ``strongest_baseline`` (key), ``baseline_value``, ``delta`` (best loss - baseline,
+    metric units), ``p`` (Holm-corrected paired test; across panels the Wilcoxon
+    signed-rank p, with ``n_panels``, ``n_above``, ``n_below``); ``{}`` without a loss or a
+    baseline. Values rounded to 6 decimals (byte-stable JSON)."""
+    if c.primary is None:
+        nums = _across(c)[2]
+    else:
+        p = c.panels[c.primary]
+        b, s = p.best_loss(), p.baseline()
+        if b is None or s is None:
+            return {}
+        nums = {"best_loss": b.key, "best_loss_value": b.estimate, "strongest_baseline": s.key,
+                "baseline_value": s.estimate, "delta": b.estimate - s.estimate, "p": b.p}
+    return {k: round(v, 6) if isinstance(v, float) else v for k, v in nums.items()
+            if v is not None}
