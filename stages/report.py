@@ -3,14 +3,19 @@
 
 Writes ``reports/comparison.md`` (Markdown, figures linked) and ``reports/index.html``
 (self-contained: figures embedded, opens offline), both from the same sections: first a
-``Headlines`` section (each track's headline: the best variant with its CI, the variants
-tied with it, the gap to the strongest baseline), then one section per track whose metrics
-exist, and last the ``Run`` section (git commit, params hash per ``params.yaml`` section,
-stage times). Every table's note says which params hash and git commit produced it. Also writes
-``reports/summary.json``: each track's headline metrics (``report.headline``) under short
-names, the pipeline's only declared DVC metrics (``dvc exp show``). Logs one MLflow run
-``report · <dvc exp name or commit>`` in ``contrastlab-report`` with the headline metrics
-and the report (``index.html``, ``comparison.md``, figures) as artifacts.
+``Headlines`` section (each track's two-sentence headline: what won, by how much against the
+strongest baseline, with its CI and test, and the take-away), then one section per track
+whose metrics exist (its comparison figure, ``reports/figures/<track>_comparison.svg``/
+``.png``, its headline and the legend of the short row labels first, everything else under
+a collapsed "Details"), and last the ``Run`` section (git commit, params hash per
+``params.yaml`` section, stage times). Every table's note says which params hash and git
+commit produced it. Also writes ``reports/summary.json``: ``answer.<track>`` (best loss,
+strongest baseline, their values, difference, p) first, then each track's headline metrics
+(``report.headline``) under short names, the pipeline's only declared DVC metrics (``dvc
+exp show``). Logs one MLflow run ``report · <dvc exp name or commit>`` in
+``contrastlab-report`` with the headline metrics and the report (``index.html``,
+``comparison.md``, figures) as artifacts, and each track's ``answer`` to that track's parent
+run (docs/report.md).
 """
 
 from _dvc import run

@@ -75,9 +75,26 @@ def _columns(repo_env, args: list[str]) -> tuple[list[str], list[list[str]]]:
     return rows[0], rows[1:]
 
 
-def test_readme_lists_three_compact_views():
+def test_readme_lists_four_compact_views():
     cmds = _readme_commands()
-    assert len(cmds) == 3 and all(c[:3] == ["dvc", "exp", "show"] for c in cmds), cmds
+    assert len(cmds) == 4 and all(c[:3] == ["dvc", "exp", "show"] for c in cmds), cmds
+
+
+def test_answer_view_is_narrow_and_first(repo):
+    """The first view: each track's answer (difference to the strongest baseline and its p),
+    a column pair per track of ``summary.json``'s ``answer``; also first in the plain view."""
+    import json
+
+    header, _ = _columns(repo, _readme_commands()[0])
+    answer = json.loads((ROOT / "reports" / "summary.json").read_text()).get("answer")
+    if not answer:
+        pytest.skip("reports/summary.json has no answer yet: run `dvc repro report`")
+    want = [f"answer.{t}.{k}" for t, h in answer.items() for k in ("delta", "p") if k in h]
+    assert header[0] == "Experiment" and sorted(header[1:]) == sorted(want)
+    assert len(header) <= 1 + 2 * len(answer)
+    plain, _ = _columns(repo, ["dvc", "exp", "show"])
+    metrics = [c for c in plain if c in set(_summary_metrics())]
+    assert metrics[:len(want)] and all(c.startswith("answer.") for c in metrics[:len(want)])
 
 
 def test_default_view_declares_each_metric_once(repo):
@@ -96,7 +113,7 @@ def test_default_view_declares_each_metric_once(repo):
 
 
 def test_temperature_next_to_probe_accuracy(repo):
-    header, rows = _columns(repo, _readme_commands()[0])
+    header, rows = _columns(repo, _readme_commands()[1])
     variants = ["ntxent", "mixco", "mochi"]
     assert sorted(header) == sorted(["Experiment"]
                                     + [f"graph.variants.{v}.temperature" for v in variants]
@@ -123,13 +140,13 @@ def _summary_metrics() -> list[str]:
 
 
 def test_headline_metrics_of_every_track(repo):
-    header, _ = _columns(repo, _readme_commands()[1])
+    header, _ = _columns(repo, _readme_commands()[2])
     assert header[0] == "Experiment"
     tracks = {c.split(".")[0] for c in header[1:]}
     assert tracks == {"graph", "code", "multilabel"}
     assert all(re.search(r"\.(logreg_acc_mean|rank_at_10|mrr|macro_f1)$", c) for c in header[1:])
     # exactly the non-ablation headline metrics of summary.json, each once
-    want = [m for m in _summary_metrics() if "/" not in m]
+    want = [m for m in _summary_metrics() if "/" not in m and not m.startswith("answer.")]
     assert sorted(header[1:]) == sorted(want)
 
 
@@ -159,7 +176,7 @@ def test_readme_states_the_plain_column_count(repo):
 
 
 def test_only_changed_shows_the_changed_knob_and_metric(repo):
-    header, _ = _columns(repo, _readme_commands()[2])
+    header, _ = _columns(repo, _readme_commands()[3])
     assert "graph.variants.ntxent.temperature" in header
     assert "graph.ntxent.logreg_acc_mean" in header
     assert len(header) <= 10, header

@@ -220,15 +220,17 @@ def test_short_labels_from_the_name_table():
     assert code._short("bm25", {}) == "BM25"
 
 
-def test_summary_lists_headline_first_and_is_byte_stable(tmp_path):
+def test_summary_lists_the_answer_first_and_is_byte_stable(tmp_path):
     from contrastlab.reporting.build import numeric, write_summary
 
     s = {"graph": {"z": {"m": 1.0}, "a": {"m": 2.0}},
-         "headline": {"graph": {"best_loss": "a", "delta": 0.1, "p": 0.5}}}
+         "answer": {"graph": {"best_loss": "a", "delta": 0.1, "p": 0.5}},
+         "code": {"b": {"m": 1.0}}}
     write_summary(tmp_path / "s.json", s)
     first = (tmp_path / "s.json").read_bytes()
     write_summary(tmp_path / "s.json", dict(reversed(list(s.items()))))
     assert (tmp_path / "s.json").read_bytes() == first
     d = json.loads(first)
-    assert list(d) == ["headline", "graph"] and list(d["graph"]) == ["a", "z"]
+    assert list(d) == ["answer", "code", "graph"] and list(d["graph"]) == ["a", "z"]
+    assert sorted(d) == list(d)  # first in file order and in name order
     assert numeric({"a": 1, "b": "x", "c": 0.5, "d": True}) == {"a": 1, "c": 0.5}

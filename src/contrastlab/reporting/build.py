@@ -9,14 +9,19 @@ from pathlib import Path
 __all__ = ["build_report"]
 
 
+#: The top-level key of each track's headline numbers in ``summary.json``: first in file
+#: order (``dvc exp show``) and in name order (``dvc metrics show`` sorts the names).
+ANSWER = "answer"
+
+
 def numeric(d: dict) -> dict:
     """The numeric entries of a flat dict (names and flags are no MLflow metrics)."""
     return {k: v for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def write_summary(path: Path, summary: dict) -> None:
-    """``summary.json`` atomically: ``headline`` first (what ``dvc metrics show`` and
-    ``dvc exp show`` list first), then the tracks; keys sorted below the top level, so equal
+    """``summary.json`` atomically: :data:`ANSWER` first (what ``dvc exp show`` and ``dvc
+    metrics show`` list first), then the tracks; keys sorted below the top level, so equal
     inputs give equal bytes."""
     import json
 
@@ -25,7 +30,7 @@ def write_summary(path: Path, summary: dict) -> None:
     def srt(x):
         return {k: srt(x[k]) for k in sorted(x)} if isinstance(x, dict) else x
 
-    top = {k: srt(summary[k]) for k in sorted(summary, key=lambda k: (k != "headline", k))}
+    top = {k: srt(summary[k]) for k in sorted(summary, key=lambda k: (k != ANSWER, k))}
     write_text(path, json.dumps(top, indent=2) + "\n")
 
 
@@ -36,14 +41,14 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     rendered first, so a missing figure stops before anything is replaced), both from the same
     sections: the headlines, one section per track whose metrics exist (its comparison
     figure first and its two-sentence headline, :func:`contrastlab.reporting.figures.attach`),
-    the run's provenance; ``summary.json``: ``headline`` (per track: best loss, strongest
+    the run's provenance; ``summary.json``: ``answer`` (per track: best loss, strongest
     baseline, their values, difference and p, :func:`~contrastlab.reporting.headline.headline_metrics`)
     first, then each track's metrics named in ``params.report.headline``, read from
     ``metrics_dir`` (default ``<out_dir>/metrics``); and the stage-time table (wall seconds)
     to ``reports/timings/stage_times.md``, out of every hashed file, so a rerun on the same
     inputs rewrites the same bytes.
     Logs one MLflow run in ``contrastlab-report`` with the headline metrics and the report as
-    artifacts, and each track's ``headline.*`` numbers (names as tags) to the track's
+    artifacts, and each track's ``answer.*`` numbers (row names as tags) to the track's
     parent run (:func:`contrastlab.tracking.track_run`).
 
     Args:
@@ -92,16 +97,16 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
                            base_dir=out)
         write_text(out / "index.html", page)
         write_text(out / "comparison.md", render_markdown(sections, prov.header()))
-        summary = {"headline": {t: h for t, h in heads.items() if h},
+        summary = {ANSWER: {t: h for t, h in heads.items() if h},
                    **metrics_summary(metrics, params.report.headline)}
-        if not summary["headline"]:
-            del summary["headline"]
+        if not summary[ANSWER]:
+            del summary[ANSWER]
         write_summary(out / "summary.json", summary)
         tracker.log_metrics(numeric(flatten(summary)))
-        for track, h in summary.get("headline", {}).items():
+        for track, h in summary.get(ANSWER, {}).items():
             with track_run(track, stage="report") as parent:
-                parent.log_metrics({f"headline.{k}": v for k, v in numeric(h).items()})
-                parent.set_tags({f"headline.{k}": v for k, v in h.items()
+                parent.log_metrics({f"{ANSWER}.{k}": v for k, v in numeric(h).items()})
+                parent.set_tags({f"{ANSWER}.{k}": v for k, v in h.items()
                                  if isinstance(v, str)})
         for f in ("index.html", "comparison.md"):
             tracker.log_artifact(out / f)

@@ -50,7 +50,7 @@ API (what a stage uses)
     ``track_run(track, *, stage)`` -> :class:`Tracker`
         the run of this invocation in a track's experiment: the parent of its variant runs
         inside ``dvc exp run``, else one run per git commit (tag ``run_key``); the report
-        stage logs the track's headline metrics (``headline.*``) there.
+        stage logs the track's headline numbers (``answer.*``) there.
     ``stage_run(track, stage, params)`` -> :class:`Tracker`
         the older API: one run per stage invocation named after the DVC stage
         (``train_graph@ntxent``); kept for stages not yet switched to ``variant_run``.
