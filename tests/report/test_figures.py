@@ -206,11 +206,12 @@ def test_shorten_labels_longest_first():
 
 # ------------------------------------------------------------------------- labels, summary
 def test_short_labels_from_the_name_table():
-    from contrastlab.losses.registry import LOSSES, short
-    from contrastlab.reporting import code
+    from contrastlab.losses.registry import LOSSES
+    from contrastlab.reporting import code, short_label
 
-    assert short("infonce_hardneg") == "InfoNCE+HN" and short("ntxent") == "NT-Xent"
-    assert all(s.short and "(" not in s.short for s in LOSSES.values())
+    assert short_label("code", "infonce_hardneg") == "InfoNCE+HN"
+    assert short_label("graph", "ntxent") == "NT-Xent" and short_label("code", "nope") == "nope"
+    assert all("(" not in short_label("code", n) for n in LOSSES if n in ("infonce", "cosine"))
     m = {"loss": "infonce_hardneg", "residual": True}
     assert code._short("infonce_hardneg", m) == "InfoNCE+HN (zs)"
     assert code._short("smoothl1_scratch", {"loss": "smoothl1"}) == "SmoothL1 (scratch)"

@@ -69,8 +69,6 @@ class LossSpec:
         stochastic: the loss draws random numbers and takes ``generator=`` (a
             ``torch.Generator``); training passes its generator so reruns are bitwise equal.
         cite: paper and equation (the reports' source column); may be empty.
-        short: short row label (figures, headlines, the report's legend); default: the
-            title up to `` (``.
     """
 
     target: str
@@ -80,11 +78,6 @@ class LossSpec:
     defaults: dict[str, Any] = field(default_factory=dict)
     stochastic: bool = False
     cite: str = ""
-    short: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.short:
-            object.__setattr__(self, "short", self.title.split(" (")[0])
 
     @property
     def module(self) -> str:
@@ -117,9 +110,9 @@ class LossSpec:
         return out
 
 
-_FIELDS = {"target", "needs", "family", "title", "defaults", "stochastic", "cite", "short"}
+_FIELDS = {"target", "needs", "family", "title", "defaults", "stochastic", "cite"}
 #: Entry fields that only label reports (left out of :func:`code_digest`).
-LABEL_FIELDS = frozenset({"title", "cite", "short"})
+LABEL_FIELDS = frozenset({"title", "cite"})
 
 
 def load_table(path: str | Path = TABLE) -> dict[str, LossSpec]:
@@ -155,8 +148,7 @@ def load_table(path: str | Path = TABLE) -> dict[str, LossSpec]:
                              "'contrastlab.<module>:<function>'")
         out[str(name)] = LossSpec(str(e["target"]), str(e["needs"]), str(e["family"]),
                                   str(e["title"]), dict(e.get("defaults") or {}),
-                                  bool(e.get("stochastic", False)), str(e.get("cite") or ""),
-                                  str(e.get("short") or ""))
+                                  bool(e.get("stochastic", False)), str(e.get("cite") or ""))
     return out
 
 
@@ -185,13 +177,6 @@ def title(name: str) -> str:
     """Report label of ``name`` (the registry title; the name itself if not registered)."""
     spec = LOSSES.get(name)
     return spec.title if spec is not None else name
-
-
-def short(name: str) -> str:
-    """Short report label of ``name`` (the registry ``short``; the name itself if not
-    registered)."""
-    spec = LOSSES.get(name)
-    return spec.short if spec is not None else name
 
 
 def get_spec(name: str) -> LossSpec:
@@ -340,8 +325,7 @@ def _variant_spec(track: str, name: str, e: dict, where: str) -> VariantSpec:
     title = str(e.get("title") or (spec.title if spec else name))
     factors = e.get("factors")
     return VariantSpec(name, loss, dict(e.get("kwargs") or {}), kind, title,
-                       str(e.get("short") or (spec.short if spec and not e.get("title")
-                                              else title.split(" (")[0])),
+                       str(e.get("short") or title.split(" (")[0]),
                        str(e.get("cite") or (spec.cite if spec else "")),
                        tuple(bool(x) for x in factors) if factors else None,
                        dict(e.get("paper") or {}), e.get("params"), e.get("seed_alias"))

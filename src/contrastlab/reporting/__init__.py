@@ -59,15 +59,31 @@ def params_titles(params, track: str, names: Sequence[str] = ()) -> dict[str, st
     return out
 
 
-def params_shorts(params, track: str) -> dict[str, str]:
-    """``{variant: short label}`` of a track's ``params.<track>.variants``: its loss's
-    registry ``short``, followed by `` (<variant>)`` when the variant is not named after its
-    loss (the short counterpart of :func:`params_titles`)."""
-    from ..losses.registry import short
+def short_label(track: str, name: str) -> str:
+    """Short report label of a row of ``track`` as the name table declares it: the ``short``
+    of its ``losses/variants.yaml`` entry, or of a registered loss as a variant of its own
+    name (default: the title up to `` (``); the name itself when neither knows it."""
+    from ..errors import InputError
+    from ..losses.registry import variant_spec
 
+    try:
+        return variant_spec(track, name).short or name
+    except (InputError, KeyError):
+        return name
+
+
+def params_shorts(params, track: str) -> dict[str, str]:
+    """``{variant: short label}`` of a track's ``params.<track>.variants``: its
+    :func:`short_label`, or its loss's followed by `` (<variant>)`` when the variant is
+    neither declared in the name table nor named after its loss (the short counterpart of
+    :func:`params_titles`)."""
+    from ..losses.registry import track_variants
+
+    known = track_variants(track)
     out: dict[str, str] = {}
     for name, v in getattr(params, track).variants.items():
-        out[name] = short(v.loss) if name == v.loss else f"{short(v.loss)} ({name})"
+        out[name] = (short_label(track, name) if name == v.loss or name in known
+                     else f"{short_label(track, v.loss)} ({name})")
     return out
 
 

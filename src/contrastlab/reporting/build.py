@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
-__all__ = ["build_report"]
+__all__ = ["build_report", "track_run", "write_summary", "ANSWER"]
 
 
 #: The top-level key of each track's headline numbers in ``summary.json``: first in file
@@ -34,6 +35,59 @@ def write_summary(path: Path, summary: dict) -> None:
     write_text(path, json.dumps(top, indent=2) + "\n")
 
 
+@contextlib.contextmanager
+def track_run(track: str, *, stage: str):
+    """The MLflow run standing for this pipeline invocation in ``track``'s experiment, where
+    the report stage logs the track's :data:`ANSWER` numbers.
+
+    Inside ``dvc exp run`` it is the parent of the track's variant runs (one per experiment,
+    tag ``contrastlab.role = invocation``, :mod:`contrastlab.tracking`); otherwise the
+    invocation run of the same ``run_key`` (the git commit), created once, named after it.
+
+    Yields:
+        A :class:`contrastlab.tracking.Tracker` (a no-op one when tracking is off or after an
+        MLflow error, which is a warning); the run ends FINISHED, or FAILED on an exception.
+    """
+    from ..invocation import current
+    from ..tracking import Tracker
+    from ..tracking.lifecycle import _install_handlers
+    from ..tracking.runs import _guarded, _parent_run, run_key
+    from ..tracking.store import _client, _enabled, _experiment_id, _store_lock, tracking_uri
+    from ..utils import git_commit, repo_root
+
+    if not _enabled():
+        yield Tracker(None)
+        return
+    root = repo_root()
+
+    def open_run() -> Tracker:
+        uri = tracking_uri(root)
+        client = _client(uri)
+        exp_id = _experiment_id(client, uri, track, root)
+        _install_handlers()
+        key, label = run_key(root)
+        exp = current().experiment
+        with _store_lock(uri):
+            if exp:
+                rid = _parent_run(client, exp_id, exp, track)
+            else:
+                found = client.search_runs(
+                    [exp_id], f"tags.`contrastlab.role` = 'invocation' and tags.run_key = '{key}'",
+                    max_results=1)
+                rid = found[0].info.run_id if found else client.create_run(
+                    exp_id, run_name=label,
+                    tags={"contrastlab.role": "invocation", "track": track, "run_key": key,
+                          "git_commit": git_commit(root)}).info.run_id
+            client.update_run(rid, status="RUNNING")
+            client.set_tag(rid, "answer_stage", stage)
+        return Tracker(client=client, run_id=rid,
+                       info={"uri": uri, "experiment_id": exp_id, "run_name": label,
+                             "track": track, "run_key": key, "dvc_stage": stage})
+
+    with _guarded(open_run) as t:
+        yield t
+
+
 def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = None) -> dict:
     """Render every track's comparison into ``out_dir``.
 
@@ -49,7 +103,7 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     inputs rewrites the same bytes.
     Logs one MLflow run in ``contrastlab-report`` with the headline metrics and the report as
     artifacts, and each track's ``answer.*`` numbers (row names as tags) to the track's
-    parent run (:func:`contrastlab.tracking.track_run`).
+    parent run (:func:`track_run`).
 
     Args:
         params: the validated :class:`contrastlab.params.Params`.
@@ -60,7 +114,7 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     from ..io import write_text
     from ..params import flatten
     from ..timings import timings_dir
-    from ..tracking import track_run, variant_run
+    from ..tracking import variant_run
     from ..utils import git_commit, repo_root
     from . import collect_sections, headline_section, render_markdown, style
     from .figures import attach

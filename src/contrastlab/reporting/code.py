@@ -95,7 +95,7 @@ def _title(name: str, m: dict | None) -> str:
 
 def _short(name: str, m: dict | None) -> str:
     """Short row label (figure, headline): a baseline's :data:`SHORT`; a trained row's loss
-    ``short`` (registry) with ``(zs)`` (from the zero-shot map) or ``(scratch)``; a hybrid
+    short label (:func:`contrastlab.reporting.short_label`) with ``(zs)`` (from the zero-shot map) or ``(scratch)``; a hybrid
     ``BM25 ⊕ <row>`` (score fusion) or ``RRF(BM25, <row>)``."""
     m = m or {}
     if name in SHORT:
@@ -108,9 +108,9 @@ def _short(name: str, m: dict | None) -> str:
     loss = m.get("loss")
     if not loss:
         return name
-    from ..losses.registry import short
+    from . import short_label
 
-    return f"{short(loss)} ({'zs' if m.get('residual') else 'scratch'})"
+    return f"{short_label('code', loss)} ({'zs' if m.get('residual') else 'scratch'})"
 
 
 def _comparison(stats: dict, metrics: dict, names: list[str], baseline: str | None):

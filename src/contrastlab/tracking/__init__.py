@@ -47,10 +47,6 @@ API (what a stage uses)
     name)``, ``log_model(path, name="model")`` (a checkpoint file or folder as an MLflow 3
     LoggedModel linked to the run; plain artifact when that API fails), ``log_dataset(name,
     digest, source, context="training")`` (``mlflow.log_input`` of a metadata-only dataset).
-    ``track_run(track, *, stage)`` -> :class:`Tracker`
-        the run of this invocation in a track's experiment: the parent of its variant runs
-        inside ``dvc exp run``, else one run per git commit (tag ``run_key``); the report
-        stage logs the track's headline numbers (``answer.*``) there.
     ``stage_run(track, stage, params)`` -> :class:`Tracker`
         the older API: one run per stage invocation named after the DVC stage
         (``train_graph@ntxent``); kept for stages not yet switched to ``variant_run``.
@@ -64,10 +60,10 @@ Metric names: ``@`` becomes ``_at_`` (MLflow forbids ``@``); NaN / inf values ar
 
 from __future__ import annotations
 
-from .runs import run_key, stage_run, track_run, variant_run
+from .runs import run_key, stage_run, variant_run
 from .store import (EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, TRACKS, experiment_name,
                     tracking_uri)
 from .tracker import Tracker
 
 __all__ = ["EXPERIMENT_KIND", "EXPERIMENT_KIND_TAG", "TRACKS", "Tracker", "experiment_name",
-           "run_key", "stage_run", "track_run", "tracking_uri", "variant_run"]
+           "run_key", "stage_run", "tracking_uri", "variant_run"]

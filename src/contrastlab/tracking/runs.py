@@ -144,53 +144,6 @@ def _open_variant_run(root, track, variant, params, stage, tags) -> Tracker:
     return tracker
 
 
-# ------------------------------------------------------------------ a track's parent run
-@contextlib.contextmanager
-def track_run(track: str, *, stage: str) -> Iterator[Tracker]:
-    """The run standing for this pipeline invocation in ``track``'s experiment (the report
-    stage logs the track's headline metrics there).
-
-    Inside ``dvc exp run`` it is the parent of the track's variant runs (one per experiment,
-    tag ``contrastlab.role = invocation``); otherwise the invocation run of the same
-    :func:`run_key` (git commit), created once, named after it and tagged ``run_key``.
-
-    Yields:
-        A :class:`Tracker` (no-op when tracking is off or after an MLflow error, a warning);
-        the run ends FINISHED, or FAILED when the block raises.
-    """
-    if not _enabled():
-        yield Tracker(None)
-        return
-    root = repo_root()
-
-    def open_run() -> Tracker:
-        uri = tracking_uri(root)
-        client = _client(uri)
-        exp_id = _experiment_id(client, uri, track, root)
-        _install_handlers()
-        key, label = run_key(root)
-        exp = current().experiment
-        with _store_lock(uri):
-            if exp:
-                rid = _parent_run(client, exp_id, exp, track)
-            else:
-                found = client.search_runs(
-                    [exp_id], f"tags.`contrastlab.role` = 'invocation' and tags.run_key = '{key}'",
-                    max_results=1)
-                rid = found[0].info.run_id if found else client.create_run(
-                    exp_id, run_name=label,
-                    tags={"contrastlab.role": "invocation", "track": track, "run_key": key,
-                          "git_commit": git_commit(root)}).info.run_id
-            client.update_run(rid, status="RUNNING")
-            client.set_tag(rid, "headline_stage", stage)
-        return Tracker(client=client, run_id=rid,
-                       info={"uri": uri, "experiment_id": exp_id, "run_name": label,
-                             "track": track, "run_key": key, "dvc_stage": stage})
-
-    with _guarded(open_run) as t:
-        yield t
-
-
 # ------------------------------------------------------------------ stage runs (older API)
 @contextlib.contextmanager
 def stage_run(track: str, stage: str, params: Mapping[str, Any] | Any = None,
