@@ -39,8 +39,8 @@ def test_round_significant_matches_a_plain_reference(bits):
         round_significant(torch.tensor([1]), 8)
 
 
-SIGS = [f"def f{i}(x, y={i}):" for i in range(7)] + ["def very_long_name_here(a, b, c, *args, **kw):",
-                                                     "async def g():", "def h(self) -> int:"]
+SIGS = [f"def f{i}(x, y={i}):" for i in range(7)] + [
+    "def very_long_name_here(a, b, c, *args, **kw):", "async def g():", "def h(self) -> int:"]
 BODIES = [f"    return x * y + {i} ** 2 - len(str(x))\n" * (1 + i % 3) for i in range(len(SIGS))]
 
 

@@ -34,7 +34,7 @@ MARK = "c0ffee" * 5 + "ab"  # 32 hex characters, like a real nonce
 
 @pytest.fixture
 def known_nonce(monkeypatch):
-    """The supervisor's nonce becomes MARK (the attack is told it: even knowing it must not help)."""
+    """The supervisor's nonce becomes MARK (the attack is told it: knowing it must not help)."""
     monkeypatch.setattr(sbx.secrets, "token_hex", lambda n=None: MARK)
     return MARK
 
@@ -139,7 +139,8 @@ def seen(o):
         return found(o.encode('utf-8', 'replace'))
     return isinstance(o, (bytes, bytearray)) and found(bytes(o))
 for o in gc.get_objects():
-    vals = list(o.values()) if isinstance(o, dict) else list(o) if isinstance(o, (list, tuple)) else [o]
+    vals = (list(o.values()) if isinstance(o, dict)
+            else list(o) if isinstance(o, (list, tuple)) else [o])
     if any(seen(v) for v in vals):
         return 'pwned'
 fr = sys._getframe()
@@ -237,10 +238,11 @@ return 'no'
 
 
 @pytest.mark.parametrize("body,errors", [
-    ("os.close(W)\nos.close(R)\nreturn 'pwned'", {"exit:0", "Timeout", "OSError"}),   # hang up, then answer
-    ("os.dup2(R, W)\nreturn 'pwned'", {"exit:0", "Timeout", "BadResponse", "OSError"}),  # answer pipe -> request pipe
+    # hang up, then answer; point the answer pipe at the request pipe
+    ("os.close(W)\nos.close(R)\nreturn 'pwned'", {"exit:0", "Timeout", "OSError"}),
+    ("os.dup2(R, W)\nreturn 'pwned'", {"exit:0", "Timeout", "BadResponse", "OSError"}),
     ("os.write(W, struct.pack('>I', 10 ** 9))\nreturn 'pwned'", {"BadResponse"}),  # a giant length
-    ("os.write(W, struct.pack('>I', 2) + b'{}')\nreturn 'pwned'", {"BadResponse"}),  # an empty answer
+    ("os.write(W, struct.pack('>I', 2) + b'{}')\nreturn 'pwned'", {"BadResponse"}),  # empty
     ("os.write(W, struct.pack('>I', 3) + b'[1]')\nreturn 'pwned'", {"BadResponse"}),
     ("os.kill(1, signal.SIGKILL)\nos.abort()", {"killed:SIGABRT", "killed:SIGSEGV"}),
     ("signal.alarm(0)\nsignal.setitimer(signal.ITIMER_REAL, 0)\ntime.sleep(30)", {"Timeout"}),
@@ -320,7 +322,8 @@ def test_values_round_trip_exactly():
            " and s == {1, 2}\n")
     prog = "def f(a, d, s):\n    a.sort()\n    d.clear()\n    d['y'] = 2\n    s.add(2)\n"
     assert run_sandboxed(prog, [mut], "f", **LIMITS).tier == "PASS"
-    r = run_sandboxed("def f():\n    x = []\n    x.append(x)\n    return x\n", [PWNED], "f", **LIMITS)
+    r = run_sandboxed("def f():\n    x = []\n    x.append(x)\n    return x\n", [PWNED], "f",
+                      **LIMITS)
     assert r.tier == "FAIL" and r.errors == ["RecursionError"]
 
 
@@ -329,7 +332,8 @@ def test_exceptions_come_back_by_builtin_class():
     ValueError still works) and a program-defined class only as a foreign subclass."""
     unit = ("def check(candidate):\n    try:\n        candidate()\n    except ValueError:\n"
             "        return\n    assert False\n")
-    assert run_sandboxed("def f():\n    raise ValueError('x')\n", [unit], "f", **LIMITS).tier == "PASS"
+    r = run_sandboxed("def f():\n    raise ValueError('x')\n", [unit], "f", **LIMITS)
+    assert r.tier == "PASS"
     r = run_sandboxed("class E(ValueError):\n    pass\n\ndef f():\n    raise E()\n", [unit], "f",
                       **LIMITS)
     assert r.tier == "PASS"  # caught as a ValueError
