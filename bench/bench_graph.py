@@ -16,7 +16,8 @@
 
 Each timing is the median of ``--repeats`` runs, alternating the contenders so that load
 from other processes hits both alike; only ratios are printed. Run:
-``python bench/bench_graph.py [--threads 2] [--parts 1 2 3]``.
+``python bench/bench_graph.py [--threads 2] [--parts 1 2 3]``; ``--smoke``: 96 nodes in parts 1-2,
+one repeat (a check that it runs, not a measurement).
 """
 
 from __future__ import annotations
@@ -155,12 +156,15 @@ def main(argv=None) -> int:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--cora", default="data/graph/planetoid",
                     help="prepared Cora root (made here from data/vendor if missing)")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat: a quick check that the benchmark runs (tests/foundation/test_bench_smoke.py)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.repeats = 1
     torch.set_num_threads(args.threads)
     from contrastlab.params import load_params
 
     g = load_params(args.params).graph
-    n, d, tau = 2708, 128, 0.5
+    n, d, tau = (96, 16, 0.5) if args.smoke else (2708, 128, 0.5)
     gen = torch.Generator().manual_seed(0)
     z1 = torch.randn(n, d, generator=gen, requires_grad=True)
     z2 = torch.randn(n, d, generator=gen, requires_grad=True)
@@ -169,6 +173,8 @@ def main(argv=None) -> int:
     # 1. MoCHi
     mv = g.variants.get("mochi")
     n_hard, s, sp = (mv.n_hard, mv.s, mv.s_prime) if mv is not None else (256, 128, 64)
+    if args.smoke:
+        n_hard, s, sp = 16, 8, 4
     mix = sample_mochi_mixing(2 * n, n_hard, s, sp, gen)
 
     def vec():
@@ -237,7 +243,7 @@ def main(argv=None) -> int:
 
     data, _ = load_cora(root)
     nb = notebook_epoch_fn(data)
-    bn = g.active_preset.batch_nodes
+    bn = g.train.batch_nodes
     compare(f"3a. training epoch, project default (loss batch {bn}) vs notebook epoch",
             project_epoch_fn(data, g, bn), nb, args.repeats)
     compare("3b. training epoch, project on the full graph (no loss batch) vs notebook epoch",

@@ -151,7 +151,7 @@ def floor_fn(n: int, d: int):
     return run
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes, few repeats, no 2 x 8192 run")
     ap.add_argument("--sizes", type=int, nargs="*", default=None)
@@ -160,7 +160,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--temperature", type=float, default=0.1)
-    args = ap.parse_args()
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat: a quick check that the benchmark runs (tests/foundation/test_bench_smoke.py)")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.quick, args.sizes, args.repeats = True, args.sizes or [32], 1
     torch.set_num_threads(args.threads)
     sizes = args.sizes or ([64, 256, 1024] if args.quick else [64, 128, 256, 512, 1024, 2048, 4096, 5416])
     reps = args.repeats or (5 if args.quick else 7)
@@ -180,7 +183,7 @@ def main() -> None:
         fns["pytorch-metric-learning SupConLoss"] = fwd_bwd(pml, x, y)
         # small batches finish in microseconds: repeat each call so that a round lasts long
         # enough for the clock and the interleaving to mean something
-        inner = max(1, int(2048 / n) ** 2)
+        inner = 1 if args.smoke else max(1, int(2048 / n) ** 2)
         times = rounds({k: _repeat(f, inner) for k, f in fns.items()}, reps)
         sc = "SupContrast algorithm"
         worst = min(ratio(times, sc, name) for name in names)
@@ -199,7 +202,8 @@ def main() -> None:
         fns = {"floor": floor_fn(n, d),
                "ours": fwd_bwd(get_loss("supcon"), v, temperature=tau, base_temperature=None),
                "ref": fwd_bwd(supcontrast_reference, v, torch.arange(n // 2), temperature=tau)}
-        times = rounds({k: _repeat(f, max(1, int(2048 / n) ** 2)) for k, f in fns.items()}, reps)
+        inner = 1 if args.smoke else max(1, int(2048 / n) ** 2)
+        times = rounds({k: _repeat(f, inner) for k, f in fns.items()}, reps)
         print(f"  {n:9d} {ratio(times, 'ours', 'floor'):13.2f} {ratio(times, 'ref', 'floor'):12.2f} "
               f"{ratio(times, 'ref', 'ours'):11.2f} {peak_mib(fns['ours']):9.0f} {peak_mib(fns['ref']):8.0f}")
     if not args.quick:

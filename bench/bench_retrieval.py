@@ -18,14 +18,17 @@ import torch
 import torch.nn.functional as F
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=50000)
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--queries", type=int, default=2000)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat: a quick check that the benchmark runs (tests/foundation/test_bench_smoke.py)")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.n, args.dim, args.queries = 400, 16, 20
     torch.set_num_threads(args.threads)
     import faiss
 

@@ -32,7 +32,7 @@ def _texts(n: int) -> list[str]:
     return df["body"].tolist()[:n]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=256)
     ap.add_argument("--layer", type=int, default=4)
@@ -40,13 +40,17 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=2)
-    args = ap.parse_args()
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat: a quick check that the benchmark runs (tests/foundation/test_bench_smoke.py)")
+    args = ap.parse_args(argv)
+    if args.smoke:  # no download: a few bodies written here
+        args.n, args.max_length, args.batch_size, args.repeats = 4, 16, 2, 1
     torch.set_num_threads(args.threads)
     from transformers import AutoModel, AutoTokenizer
 
     from contrastlab.models.teacher import TeacherEncoder
 
-    texts = _texts(args.n)
+    texts = ([f"def f{i}(x):\n    return x * {i} + sum(range({i}))\n" for i in range(args.n)]
+             if args.smoke else _texts(args.n))
     enc = TeacherEncoder("minilm", layer=args.layer, device="cpu", max_length=args.max_length)
     tok = AutoTokenizer.from_pretrained(enc.path)
     full = AutoModel.from_pretrained(enc.path, dtype=torch.float32).eval()

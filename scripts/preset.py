@@ -14,17 +14,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import ArgParser, params_file, run_stage
 from contrastlab.io import atomic_path
 from contrastlab.params import load_params
 from contrastlab.params.presets import apply_to_text, read_override
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("preset", help="an override file, e.g. presets/code-seed-scale.yaml")
-    ap.add_argument("--params", default="params.yaml")
+    ap = ArgParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("preset", type=params_file,
+                    help="an override file, e.g. presets/code-seed-scale.yaml")
+    ap.add_argument("--params", default="params.yaml", type=params_file)
     args = ap.parse_args(argv)
     over, replace = read_override(args.preset)
     params = Path(args.params)

@@ -748,9 +748,21 @@ def _set_loss_param(body, keys) -> None:
     params.append(entry)
 
 
+def _root(value: str) -> str:
+    """argparse ``type=`` of ``--root``: a folder holding dvc.yaml."""
+    if not (Path(value) / "dvc.yaml").is_file():
+        raise argparse.ArgumentTypeError(f"{value}: not a repository folder with a dvc.yaml")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--root", default=str(Path(__file__).resolve().parents[1]))
+    class ArgParser(argparse.ArgumentParser):  # usage errors: one line, exit 2
+        def error(self, message):
+            print(f"error: stage_deps: {' '.join(message.split())}", file=sys.stderr)
+            sys.exit(2)
+
+    ap = ArgParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--root", default=str(Path(__file__).resolve().parents[1]), type=_root)
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--write", action="store_true", help="rewrite the code deps in dvc.yaml")
     g.add_argument("--show", metavar="STAGE", help="print one stage's code closure")

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from contrastlab.cli import run_stage
+from contrastlab.cli import ArgParser, run_stage, text_file
 from contrastlab.errors import InputError
 from contrastlab.io import write_text
 from contrastlab.reporting.sweep import (METRICS_FILE, differing_params, experiment_rows,
@@ -66,11 +66,10 @@ def exp_show_json(repo: str | Path = ".", all_commits: bool = False,
 def main(argv: list[str] | None = None) -> int:
     """``python scripts/sweep.py``: write ``reports/sweep.md``; exit 0 (also
     when there are no experiments: the page and stderr say so), 2 on bad input."""
-    ap = argparse.ArgumentParser(prog="python scripts/sweep.py",
-                                 description=__doc__.split("\n\n")[0])
+    ap = ArgParser(prog="python scripts/sweep.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--repo", default=".", help="the DVC repository (default: .)")
     ap.add_argument("--out", default=None, help="default: <repo>/reports/sweep.md")
-    ap.add_argument("--json", default=None,
+    ap.add_argument("--json", default=None, type=text_file("--json file"),
                     help="read this saved `dvc exp show --json` output instead of running DVC")
     ap.add_argument("-A", "--all-commits", action="store_true",
                     help="experiments of every commit (dvc exp show -A), not only HEAD's")

@@ -53,10 +53,19 @@ TAIL = """    <style>
 
 
 def main(src: Path) -> int:
+    if not src.is_dir():
+        print(f"error: {src}: not a folder (give the folder of unpacked npm packages)",
+              file=sys.stderr)
+        return 2
+    pkg_dirs = {name: next(src.glob(f"{name}-[0-9]*/package"), None) for name, _ in PACKAGES}
+    missing = [name for name, d in pkg_dirs.items() if d is None]
+    if missing:
+        print(f"error: {src}: no unpacked package {', '.join(missing)} (<name>-<version>/package)",
+              file=sys.stderr)
+        return 2
     vendor = OUT / "vendor"
     vendor.mkdir(parents=True, exist_ok=True)
     parts, versions = [HEAD], {}
-    pkg_dirs = {name: next(src.glob(f"{name}-[0-9]*/package")) for name, _ in PACKAGES}
     for name, rel in PACKAGES:
         pkg = pkg_dirs[name]
         meta = json.loads((pkg / "package.json").read_text())
@@ -82,5 +91,7 @@ def main(src: Path) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit(__doc__)
+        print(f"error: usage: python scripts/vendor_vega.py FOLDER ({len(sys.argv) - 1} "
+              "arguments given)", file=sys.stderr)
+        sys.exit(2)
     sys.exit(main(Path(sys.argv[1])))

@@ -5,7 +5,9 @@ invocation the stage runs in, :mod:`contrastlab.invocation`) and turns the error
 "bad input" into ``error: <message>`` on stderr and exit status 2: :class:`contrastlab.errors.InputError`
 (a params file that fails validation is its subclass ``ParamsError``; an unknown name is
 ``UnknownNameError``), ``FileNotFoundError`` (a missing input file) and
-``FloatingPointError`` (a loss that diverged to NaN/inf under the given hyperparameters).
+``FloatingPointError`` (a loss that diverged to NaN/inf under the given hyperparameters),
+and the ways a path can be the wrong kind of file (``IsADirectoryError``,
+``NotADirectoryError``, ``PermissionError``, ``UnicodeDecodeError``).
 Any other exception (a plain ``ValueError``, ``KeyError``, ``TypeError``... raised by the
 code rather than about the input) is a bug: it propagates with its traceback (exit status 1).
 Set ``CONTRASTLAB_DEBUG=1`` to see the traceback of input errors as well. Outputs are
@@ -18,13 +20,125 @@ import argparse
 import os
 import sys
 import traceback
+from pathlib import Path
 from typing import Callable
 
 from .errors import InputError
 from .invocation import Invocation, using
 
 #: Exceptions reported as bad input (exit status 2, one line).
-INPUT_ERRORS: tuple[type[BaseException], ...] = (InputError, FileNotFoundError, FloatingPointError)
+INPUT_ERRORS: tuple[type[BaseException], ...] = (InputError, FileNotFoundError, FloatingPointError,
+                                                 IsADirectoryError, NotADirectoryError,
+                                                 PermissionError, UnicodeDecodeError)
+
+#: Largest text input (bytes) an entry point reads: params files, source files, JSON lists.
+MAX_TEXT_BYTES = 16 << 20
+
+
+class ArgParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose usage errors (a missing option, ``-k x``, a value an
+    option's ``type`` rejects) are one line, ``error: <prog>: <message>``, and exit status 2
+    (argparse's own exit status for usage errors, without its usage block)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"error: {self.prog}: {' '.join(message.split())}", file=sys.stderr)
+        sys.exit(2)
+
+
+def read_text_file(path: str | Path, what: str = "file", *, max_bytes: int = MAX_TEXT_BYTES,
+                   allow_empty: bool = False) -> str:
+    """The text of a user-given file, or an :class:`InputError` that says what is wrong.
+
+    Args:
+        path: the file.
+        what: what the file is, for the message (``"params file"``, ``"--code file"``).
+        max_bytes: larger files are refused before they are read.
+        allow_empty: accept a file holding only white space.
+
+    Returns:
+        The file's text (UTF-8).
+
+    Raises:
+        InputError: missing, a directory or other non-regular file, unreadable, larger than
+            ``max_bytes``, empty, binary (holds a NUL byte) or not UTF-8.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such {what}")
+    if p.is_dir():
+        raise InputError(f"{p}: is a directory, not a {what}")
+    if not p.is_file():
+        raise InputError(f"{p}: not a regular file (a {what} is expected)")
+    size = p.stat().st_size
+    if size > max_bytes:
+        raise InputError(f"{p}: {what} is {size / 2**20:.1f} MiB; the limit is "
+                         f"{max_bytes / 2**20:.0f} MiB")
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise InputError(f"{p}: cannot read the {what} ({e.strerror or e})") from None
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        raise InputError(f"{p}: binary data (a NUL byte at offset {nul}), not a text {what}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{p}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start});"
+                         f" save the {what} as UTF-8") from None
+    if not allow_empty and not text.strip():
+        raise InputError(f"{p}: the {what} is empty")
+    return text
+
+
+def text_file(what: str, *, max_bytes: int = MAX_TEXT_BYTES) -> Callable[[str], str]:
+    """An argparse ``type=``: checks the file with :func:`read_text_file` while parsing (so a
+    bad file is a one-line usage error) and returns the path unchanged."""
+
+    def check(path: str) -> str:
+        try:
+            read_text_file(path, what, max_bytes=max_bytes)
+        except InputError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        return path
+
+    check.__name__ = what  # argparse names the type in some messages
+    return check
+
+
+def params_file(path: str) -> str:
+    """An argparse ``type=`` for ``--params``: a readable UTF-8 text file that parses as YAML
+    (the schema is checked later, by :func:`contrastlab.params.load_params`)."""
+    import yaml
+
+    try:
+        text = read_text_file(path, "params file")
+    except InputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    try:
+        yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise argparse.ArgumentTypeError(f"{path}: not valid YAML ({where}{what})") from None
+    return path
+
+
+def python_source(text: str, path: str | Path) -> str:
+    """``text`` if it parses as Python, else an :class:`InputError` naming the line.
+
+    Raises:
+        InputError: a syntax error (line and message in the text).
+    """
+    import ast
+
+    try:
+        ast.parse(text)
+    except SyntaxError as e:
+        raise InputError(f"{path}: not valid Python (line {e.lineno}: {e.msg})") from None
+    except ValueError as e:  # e.g. NUL bytes in a string given directly
+        raise InputError(f"{path}: not valid Python ({e})") from None
+    return text
 
 
 def run_stage(main: Callable[[], int | None], invocation: Invocation | None = None) -> int:
@@ -45,6 +159,8 @@ def run_stage(main: Callable[[], int | None], invocation: Invocation | None = No
         if os.environ.get("CONTRASTLAB_DEBUG"):
             traceback.print_exc()
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        if isinstance(e, UnicodeDecodeError):
+            msg = f"input is not UTF-8 text ({e})"
         from .launch import report_worker_error  # a torchrun worker: the launcher prints it once
 
         if not report_worker_error(str(msg)):
@@ -62,10 +178,13 @@ def stage_parser(doc: str | None, *paths: str) -> argparse.ArgumentParser:
     stage with ``dvc repro <stage>``, or by hand with the command ``dvc.lock`` records for it.
 
     Returns:
-        The parser; the stage adds its other options (``--variant`` ...) and parses.
+        The parser (:class:`ArgParser`: usage errors are one line, exit status 2; the params
+        file is checked by :func:`params_file` while parsing); the stage adds its other
+        options (``--variant`` ...) and parses.
     """
-    ap = argparse.ArgumentParser(description=doc)
-    ap.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    ap = ArgParser(description=doc)
+    ap.add_argument("--params", default="params.yaml", type=params_file,
+                    help="params file (default: params.yaml)")
     for opt in paths:
         ap.add_argument(opt, required=True, metavar="PATH",
                         help="path as in the stage's cmd in dvc.yaml")

@@ -11,7 +11,10 @@ submission the ``k`` nearest indexed submissions are printed with their problem,
 (PASS / PARTIAL / FAIL) and cosine similarity; ``--json`` prints the same as JSON.
 
 The index folder is written by the ``finetune_evaluate`` stage
-(:func:`contrastlab.finetune.index.write_index`). Exit status 2 on bad input.
+(:func:`contrastlab.finetune.index.write_index`). Bad input (a missing, empty, binary,
+non-UTF-8 or oversized file, a directory where a file belongs, code that is not valid
+Python, an index folder that is not one, ``-k`` not an integer in 1..10000) ends with one
+line, ``error: ...``, and exit status 2.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ import json
 import sys
 from pathlib import Path
 
-from .cli import run_stage
+from .cli import ArgParser, python_source, read_text_file, run_stage, text_file
 from .errors import InputError
+
+#: Largest ``-k``.
+MAX_K = 10_000
 
 __all__ = ["main", "read_codes"]
 
@@ -31,11 +37,12 @@ def read_codes(path: str | Path) -> list[tuple[str, str]]:
     """``[(id, code)]`` from a ``.jsonl`` / ``.json`` file (module docstring).
 
     Raises:
-        InputError: unreadable JSON, a record without ``code``/``source``, or no record.
-        FileNotFoundError: the file is missing.
+        InputError: the file is missing, empty, binary, not UTF-8 or too large
+            (:func:`contrastlab.cli.read_text_file`), unreadable JSON, a record without
+            ``code``/``source``, a code that is empty or not valid Python, or no record.
     """
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    text = read_text_file(path, "--codes file")
     try:
         if path.suffix == ".jsonl":
             recs = [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -50,28 +57,53 @@ def read_codes(path: str | Path) -> list[tuple[str, str]]:
         code = r.get("code", r.get("source")) if isinstance(r, dict) else None
         if not isinstance(code, str):
             raise InputError(f"{path}: record {i} has no 'code' (or 'source') string")
+        if not code.strip():
+            raise InputError(f"{path}: record {i}: the code is empty")
+        python_source(code, f"{path}: record {i}")
         out.append((str(r.get("id", i)), code))
     return out
 
 
+def _k(value: str) -> int:
+    """argparse ``type=`` of ``-k``: an integer in 1..MAX_K."""
+    try:
+        k = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"-k must be an integer, not {value!r}") from None
+    if not 1 <= k <= MAX_K:
+        raise argparse.ArgumentTypeError(f"-k must be between 1 and {MAX_K}, not {k}")
+    return k
+
+
+def _index_dir(value: str) -> str:
+    """argparse ``type=`` of ``--index``: an existing folder."""
+    p = Path(value)
+    if not p.exists():
+        raise argparse.ArgumentTypeError(f"{p}: no such index folder (written by the "
+                                         "finetune_evaluate stage)")
+    if not p.is_dir():
+        raise argparse.ArgumentTypeError(f"{p}: not a folder (--index takes the index folder)")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m contrastlab.query", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--index", required=True, help="index folder (write_index)")
+    ap = ArgParser(prog="python -m contrastlab.query", description=__doc__,
+                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--index", required=True, type=_index_dir, help="index folder (write_index)")
     src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--code", help="one Python file")
-    src.add_argument("--codes", help=".jsonl or .json file of submissions")
-    ap.add_argument("-k", type=int, default=5)
+    src.add_argument("--code", type=text_file("--code file"), help="one Python file")
+    src.add_argument("--codes", type=text_file("--codes file"),
+                     help=".jsonl or .json file of submissions")
+    ap.add_argument("-k", type=_k, default=5, help=f"neighbours per query (1..{MAX_K})")
     ap.add_argument("--json", action="store_true", help="print JSON")
     args = ap.parse_args(argv)
-    if args.k < 1:
-        raise InputError("-k must be >= 1")
-    from .finetune.index import search_codes
-
     if args.code:
-        queries = [(args.code, Path(args.code).read_text(encoding="utf-8"))]
+        text = read_text_file(args.code, "--code file")
+        queries = [(args.code, python_source(text, args.code))]
     else:
         queries = read_codes(args.codes)
+    from .finetune.index import search_codes
+
     res = search_codes(args.index, [c for _, c in queries], args.k)
     if args.json:
         print(json.dumps([{"query": q, "neighbours": r} for (q, _), r in zip(queries, res)], indent=1))

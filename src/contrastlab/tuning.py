@@ -38,6 +38,14 @@ not listed). The default is enqueued only by the process that created the study 
 database's unique study name decides) before it stores the protocol attributes; a worker
 that opens the study meanwhile waits (up to 30 s) for those attributes, so two workers
 starting at once evaluate the default once.
+Workers can die. In an RDB study every trial beats a heartbeat (Optuna's ``heartbeat_interval``,
+:data:`HEARTBEAT_S` seconds); a RUNNING trial silent for :data:`GRACE_S` seconds (its worker
+was killed, its machine lost) is failed by the next worker that looks
+(``optuna.storages.fail_stale_trials``) and re-queued with the same configuration
+(``RetryFailedTrialCallback``, at most :data:`MAX_RETRY` times); a failed-and-retried trial
+does not count against the budget, and a worker that finds the budget taken waits until the
+other workers' trials have finished (or gone stale) before it stops, so the budget is met
+with complete trials even when a worker is killed mid-trial (SIGKILL included).
 The study name is ``<track>-<variant>-<digest>``, the digest covering the space, the fixed
 configuration and the protocol version (:data:`PROTOCOL`); the sampler seed, default and
 pruner are stored as study attributes and a rerun with different ones is refused.
@@ -59,6 +67,7 @@ import inspect
 import json
 import math
 import numbers
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,12 +295,17 @@ def apply_choices(config: Mapping[str, Any], choices: Mapping[str, Any]) -> dict
     return out
 
 
-def _storage(out_dir: Path, storage: str | None):
+#: Heartbeat of a trial in an RDB study (s), silence after which it is failed and re-queued
+#: (s), and how often one configuration is re-queued (module docstring, "Workers can die").
+HEARTBEAT_S, GRACE_S, MAX_RETRY = 20, 60, 3
+
+
+def _storage(out_dir: Path, storage: str | None, heartbeat: tuple[int, int] | None = None):
     import optuna
     from optuna.storages.journal import JournalFileBackend
 
     if storage:
-        return _rdb(storage)
+        return _rdb(storage, heartbeat=heartbeat or (HEARTBEAT_S, GRACE_S))
     out_dir.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(JournalFileBackend(str(out_dir / "journal.log")))
 
@@ -312,22 +326,30 @@ def rdb_url(url: str) -> str:
     return url
 
 
-def _rdb(url: str, attempts: int = 8):
-    """An Optuna ``RDBStorage`` on ``url`` (one per URL and process). Workers started at once
-    on an empty database race on Optuna's schema creation (PostgreSQL: a duplicate
-    ``CREATE TYPE``, a unique-key violation); the loser retries, then finds the schema."""
+def _rdb(url: str, attempts: int = 8, heartbeat: tuple[int, int] = (HEARTBEAT_S, GRACE_S)):
+    """An Optuna ``RDBStorage`` on ``url`` (one per URL, heartbeat and process) with a
+    heartbeat of ``heartbeat = (interval s, grace period s)`` and a retry of stale trials
+    (``RetryFailedTrialCallback(max_retry=MAX_RETRY)``). Workers started at once on an empty
+    database race on Optuna's schema creation (PostgreSQL: a duplicate ``CREATE TYPE``, a
+    unique-key violation); the loser retries, then finds the schema."""
     import time
 
     import optuna
     import sqlalchemy.exc
+    from optuna.storages import RetryFailedTrialCallback
 
     url = rdb_url(url)
-    if url in _RDB:
-        return _RDB[url]
+    key = f"{url}|{heartbeat[0]}|{heartbeat[1]}"
+    if key in _RDB:
+        return _RDB[key]
     for i in range(attempts):
         try:
-            _RDB[url] = optuna.storages.RDBStorage(url)
-            return _RDB[url]
+            with warnings.catch_warnings():  # heartbeat_interval is "experimental" in Optuna
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                _RDB[key] = optuna.storages.RDBStorage(
+                    url, heartbeat_interval=int(heartbeat[0]), grace_period=int(heartbeat[1]),
+                    heartbeat_stale_trial_callback=RetryFailedTrialCallback(max_retry=MAX_RETRY))
+            return _RDB[key]
         except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError,
                 sqlalchemy.exc.InternalError):
             if i == attempts - 1:
@@ -337,7 +359,8 @@ def _rdb(url: str, attempts: int = 8):
 
 
 def _open(name: str, *, out_dir: Path, storage: str | None, seed: int, startup: int,
-          direction: str, n_done: int = 0, pruner=None, create: bool = True):
+          direction: str, n_done: int = 0, pruner=None, create: bool = True,
+          heartbeat: tuple[int, int] | None = None):
     """Load study ``name`` (or create it when ``create``); returns the study. With
     ``create=True`` the attribute ``_created_here`` of the returned study says whether this
     call created it (the database's unique name decides between racing processes)."""
@@ -348,7 +371,7 @@ def _open(name: str, *, out_dir: Path, storage: str | None, seed: int, startup: 
     # The sampler's seed moves with the number of trials already told so a resumed study
     # does not redraw the configurations of its first trials.
     sampler = optuna.samplers.TPESampler(seed=(seed + n_done) % 2**32, n_startup_trials=startup)
-    store = optuna.storages.get_storage(_storage(out_dir, storage))
+    store = optuna.storages.get_storage(_storage(out_dir, storage, heartbeat))
     kw = {"sampler": sampler}
     if pruner is not None:
         kw["pruner"] = pruner
@@ -406,14 +429,23 @@ def _check_default(default: Mapping[str, Any], space: Mapping[str, SearchDim]) -
 _PROTOCOL_ATTRS = ("sampler_seed", "default", "pruner")
 
 
+def _retried(trials) -> set[int]:
+    """Numbers of trials failed for a stopped heartbeat and re-queued (a later trial's
+    ``retry_history``, set by ``RetryFailedTrialCallback``)."""
+    return {n for t in trials for n in t.system_attrs.get("retry_history", ())}
+
+
 def _budget_trials(study):
     """Trials that count against the budget: finished (COMPLETE, PRUNED, FAIL), except
-    interrupted and surplus ones."""
+    interrupted, surplus and failed-and-retried (stale heartbeat) ones."""
     from optuna.trial import TrialState
 
-    return [t for t in study.get_trials(deepcopy=False, states=(
-        TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
-        if not (t.user_attrs.get("interrupted") or t.user_attrs.get("surplus"))]
+    trials = study.get_trials(deepcopy=False)
+    retried = _retried(trials)
+    return [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED,
+                                             TrialState.FAIL)
+            and not (t.user_attrs.get("interrupted") or t.user_attrs.get("surplus"))
+            and t.number not in retried]
 
 
 def _set_up(study, default, proto: dict) -> None:
@@ -447,7 +479,8 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
               progress: bool = True, default: Mapping[str, Any] | None = None,
               pruner: Any = "none", min_resource: int = 1,
               max_resource: int | str = "auto", reduction_factor: int = 3,
-              seed_key: str | None = None) -> TuneResult:
+              seed_key: str | None = None,
+              heartbeat: tuple[int, int] | None = None) -> TuneResult:
     """Run (or continue) one variant's study until it holds ``n_trials`` finished trials.
 
     Args:
@@ -478,6 +511,8 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
             ``**tune_kwargs(tune)``).
         seed_key: the name hashed into the sampler seed instead of ``variant`` (two studies
             that must draw the same configurations share it).
+        heartbeat: ``(interval s, grace period s)`` of an RDB study's trial heartbeat
+            (default ``(HEARTBEAT_S, GRACE_S)``; module docstring, "Workers can die").
 
     Returns:
         :class:`TuneResult` of the COMPLETE trial with the best objective.
@@ -505,7 +540,7 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
              else type(pruner).__name__}
     proto = json.loads(json.dumps(proto, default=str))
     study = _open(name, out_dir=out_dir, storage=storage, seed=s_seed, startup=startup_trials,
-                  direction=direction, pruner=prune)
+                  direction=direction, pruner=prune, heartbeat=heartbeat)
     if study._created_here:
         _set_up(study, default, proto)
     else:
@@ -532,7 +567,8 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
     done = finished()
     if done:
         study = _open(name, out_dir=out_dir, storage=storage, seed=s_seed,
-                      startup=startup_trials, direction=direction, n_done=done, pruner=prune)
+                      startup=startup_trials, direction=direction, n_done=done, pruner=prune,
+                      heartbeat=heartbeat)
     with_report = _wants_report(objective)
     bar = tqdm(total=n_trials, initial=min(done, n_trials), desc=f"tune {variant}",
                disable=not progress, leave=False)
@@ -540,19 +576,29 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
         return finished() + sum(not t.user_attrs.get("interrupted") for t in study.get_trials(
             deepcopy=False, states=(TrialState.RUNNING,)))
 
-    while taken() < n_trials:
+    beat = (heartbeat or (HEARTBEAT_S, GRACE_S))[0]
+    while True:
+        if storage is not None:
+            _fail_stale(study)  # a dead worker's trial: FAIL, and re-queued
+        if taken() >= n_trials:
+            if storage is None or finished() >= n_trials:
+                break
+            time.sleep(min(1.0, beat))  # other workers' trials still run (or go stale)
+            continue
         trial = study.ask()
         if storage is not None:
             # another worker may have asked for the last slot first: trials numbered before
             # this one that are finished or running (alive or not) already fill the budget
-            ahead = [t for t in study.get_trials(deepcopy=False, states=(
-                TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING))
-                if t.number < trial.number
+            trials = study.get_trials(deepcopy=False)
+            retried = _retried(trials)
+            ahead = [t for t in trials if t.state in (
+                TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
+                and t.number < trial.number and t.number not in retried
                 and not (t.user_attrs.get("interrupted") or t.user_attrs.get("surplus"))]
             if len(ahead) >= n_trials:
                 trial.set_user_attr("surplus", True)
                 study.tell(trial, state=TrialState.FAIL)
-                break
+                continue  # wait above until the trials ahead have finished or gone stale
         choices = suggest(trial, space)
 
         def report(step: int, value: float, _trial=trial) -> None:
@@ -562,7 +608,8 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
 
         se = None
         try:
-            out = objective(choices, report) if with_report else objective(choices)
+            with _heartbeat_of(trial, study, storage):
+                out = objective(choices, report) if with_report else objective(choices)
             if isinstance(out, (tuple, list)):
                 if len(out) != 2:
                     raise TypeError(f"objective returned {len(out)} values; expected a float "
@@ -592,6 +639,30 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
         bar.update(1)
     bar.close()
     return _result(study, name, direction, s_seed)
+
+
+def _fail_stale(study) -> None:
+    """Fail the RUNNING trials whose heartbeat stopped and re-queue them (the storage's
+    ``RetryFailedTrialCallback``); Optuna marks the function experimental."""
+    import warnings
+
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+
+
+def _heartbeat_of(trial, study, storage: str | None):
+    """A context that beats ``trial``'s heartbeat while the objective runs (RDB studies; the
+    thread Optuna's own ``study.optimize`` starts), a no-op for a journal file."""
+    import contextlib
+
+    if storage is None:
+        return contextlib.nullcontext()
+    from optuna.storages._heartbeat import get_heartbeat_thread
+
+    return get_heartbeat_thread(trial._trial_id, study._storage)
 
 
 def _result(study, name: str, direction: str, s_seed: int | None) -> TuneResult:

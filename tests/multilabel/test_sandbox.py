@@ -1,5 +1,6 @@
 """The sandbox (contrastlab.sandbox) against hostile programs: issue 13's twelve attacks and
-issue 24's (ending early, fake equality, stealing the harness's key).
+issue 24's (ending early, fake equality, stealing the harness's key); issue 38's further
+attacks (memory, /proc, fds, ptrace, shadowed helpers) are in test_sandbox_attacks.py.
 
 Each test runs a program whose assertion passes only if its attack worked, then checks on
 the trusted side that the attack had no effect: nothing read or written outside, no
@@ -357,8 +358,9 @@ def test_killing_itself_fails():
 
 @needs_bwrap
 def test_guessed_tokens_on_every_fd_fail():
-    """Writing token-shaped bytes to every fd: a failing check stays failed, and junk in front
-    of a real token makes even a passing check fail (the pipe must hold exactly the token)."""
+    """Writing token-shaped bytes to every fd the program has (its response pipe among them):
+    a failing check stays failed, and junk in front of a real answer makes even a passing
+    check fail (the checker accepts only well-formed answers)."""
     spray = textwrap.dedent("""
         import secrets
         for fd in range(3, 64):
@@ -368,9 +370,9 @@ def test_guessed_tokens_on_every_fd_fail():
                 pass
     """)
     r, _ = attack(spray + "return 'no'")
-    assert r.tier == "FAIL" and r.errors == ["AssertionError"]
+    assert r.tier == "FAIL" and r.errors == ["BadResponse"]
     r, _ = attack(spray + "return 'pwned'")
-    assert r.tier == "FAIL" and r.errors == ["BadToken"]
+    assert r.tier == "FAIL" and r.errors == ["BadResponse"]
 
 
 STEAL = """
@@ -421,13 +423,12 @@ STEAL = """
 
 @needs_bwrap
 def test_the_harness_key_is_out_of_reach_of_introspection():
-    """The program looks for the harness's token writer through frames (sys._getframe, a
-    traceback's tb_frame, a signal handler's frame), gc and ctypes, calls it and exits: the
-    audit hook refuses each route. With the hook (and the harness's removal of
-    ``signal.signal``) disabled, each of the four frame/gc routes alone earns a PASS (checked
-    by hand), so a PASS here would mean a hole."""
+    """The program looks for a token writer through frames (sys._getframe, a traceback's
+    tb_frame, a signal handler's frame), gc and ctypes, calls whatever it finds and exits.
+    Since issue 38 the program's process holds no writer and no key (the verdict is made in
+    the checker process), so every route finds nothing that helps."""
     r, _ = attack(STEAL)
-    assert r.tier == "FAIL" and r.errors == ["AssertionError"]
+    assert r.tier == "FAIL" and r.errors[0] in {"AssertionError", "exit:0"}
 
 
 # ------------------------------------------------------------------ issue 24: type-strict checks
@@ -522,18 +523,24 @@ def test_patching_math_does_not_reach_the_check():
     assert r.tier == "FAIL" and r.errors == ["AssertionError"]
     r = run_program("import math\n\ndef f():\n    math.isclose = lambda *a, **k: True\n"
                     "    return 5.0\n", "def check(candidate):\n    x = candidate()\n"
-                    "    assert math.isclose(x, 1.0)\n")  # math: the program's name, a copy
+                    "    assert math.isclose(x, 1.0)\n",
+                    reference="import math\n")  # math: the reference's name
     assert r.tier == "FAIL" and r.errors == ["AssertionError"]
 
 
 @needs_bwrap
 def test_the_tests_own_names_take_precedence():
     """A program that defines a name the test file also defines (a helper, ``expected``) does
-    not change what the test computes; program names the test does not define stay visible."""
+    not change what the test computes; the check sees the reference program's names (its
+    helpers), never the program's."""
     unit = ("EXPECTED = 'pwned'\n\ndef ok(x):\n    return x == EXPECTED\n\n"
             "def check(candidate):\n    assert ok(candidate())\n    assert helper() == 2\n")
+    ref = "def helper():\n    return 2\n"
     r = run_program("def ok(x):\n    return True\n\nEXPECTED = 'no'\n\ndef helper():\n"
-                    "    return 2\n\ndef f():\n    return 'no'\n", unit)
+                    "    return 2\n\ndef f():\n    return 'no'\n", unit, reference=ref)
     assert r.tier == "FAIL" and r.errors == ["AssertionError"]
-    r = run_program("def helper():\n    return 2\n\ndef f():\n    return 'pwned'\n", unit)
+    r = run_program("def f():\n    return 'pwned'\n", unit, reference=ref)
     assert r.tier == "PASS"
+    # the program's own helper is not the test's: without a reference the name is missing
+    r = run_program("def helper():\n    return 2\n\ndef f():\n    return 'pwned'\n", unit)
+    assert r.tier == "FAIL" and r.errors == ["NameError"]

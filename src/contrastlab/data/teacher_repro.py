@@ -1,0 +1,127 @@
+"""Teacher states whose bytes do not depend on the CPU, the BLAS kernel or its thread count.
+
+Why (issue 38): the ``teacher_states`` stage runs the teacher in float32 and stores the
+signature states in float16. A float32 forward pass changes in its last bits with the
+summation order (another CPU's BLAS kernel, another thread count, another batch shape), and
+whenever such a change crosses a float16 rounding boundary the stored byte changes: on a fresh
+clone of the project's own machine kind the shard hashes moved and every code stage below
+reran. Here the pass runs in float64 (summation noise about ``1e-16`` relative per
+operation instead of ``6e-8``) and the results are rounded to grids far coarser than that
+noise: signature states to float16 directly from float64 (one rounding, 11 significant
+bits), body embeddings to :data:`BODY_BITS` significant bits (stored as float32). A stored
+value can then only change when the float64 result lies within the float64 noise of a grid
+boundary: about ``noise / grid`` (``~1e-13 / 1e-3`` for float16) of the values, against
+``~1e-7 / 1e-3`` for the float32 pass.
+
+Not wired into the stage: switching ``teacher_states`` to this function changes its output
+bytes once (float64 states round differently from float32 ones in about one float16 value in
+a thousand), so every code stage below it, the tuning stages included, would rerun once. The
+test (tests/code/test_teacher_repro.py) recomputes with 1 and 2 torch threads and with
+different batch shapes and compares bytes. Bidirectional teachers (MiniLM) only: the causal
+branch of :meth:`contrastlab.models.teacher.TeacherEncoder.encode_functions` casts the body
+states to float32 before their mean, which would need a change there.
+
+Public names: :func:`reproducible_functions`, :func:`round_significant`,
+:func:`states_bytes`, :data:`BODY_BITS`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+__all__ = ["BODY_BITS", "reproducible_functions", "round_significant", "states_bytes"]
+
+#: Significant bits kept of a body embedding value (relative grid ``2**-BODY_BITS``).
+BODY_BITS = 16
+
+
+def round_significant(x: torch.Tensor, bits: int = BODY_BITS) -> torch.Tensor:
+    """Round every value of ``x`` to ``bits`` significant bits (round half to even).
+
+    ``x = m * 2**e`` with ``0.5 <= |m| < 1`` (``torch.frexp``); ``m`` is rounded to a
+    multiple of ``2**-bits``. Zeros stay zero, signs are kept; non-finite values are
+    returned unchanged.
+
+    Args:
+        x: float tensor (float64 for the purpose here), any shape.
+        bits: significant bits kept, 1..24 (the result is exact in float32).
+
+    Returns:
+        float32 tensor, same shape.
+
+    Raises:
+        ValueError: ``bits`` outside 1..24 or ``x`` not floating point.
+    """
+    if not 1 <= bits <= 24:
+        raise ValueError(f"bits must be in 1..24, got {bits}")
+    if not x.is_floating_point():
+        raise ValueError(f"x must be a floating-point tensor, got {x.dtype}")
+    x64 = x.to(torch.float64)
+    m, e = torch.frexp(x64)
+    scale = float(2 ** bits)
+    y = torch.ldexp(torch.round(m * scale) / scale, e)
+    y = torch.where(torch.isfinite(x64), y, x64)
+    return y.to(torch.float32)
+
+
+def reproducible_functions(signatures: Sequence[str], bodies: Sequence[str], *,
+                           model: str = "minilm", layer: int | None = None,
+                           max_length: int = 256, max_sig_tokens: int = 32,
+                           batch_size: int = 64, body_bits: int = BODY_BITS
+                           ) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Signature token states and body embeddings as ``teacher_states`` stores them, computed
+    in float64 on the CPU and rounded to fixed grids (module docstring).
+
+    Args:
+        signatures, bodies: ``N`` strings each.
+        model, layer, max_length: the teacher (:class:`contrastlab.models.teacher.TeacherEncoder`).
+        max_sig_tokens: signature tokens kept.
+        batch_size: functions per forward pass (does not change the result's bytes, up to
+            the residual probability in the module docstring).
+        body_bits: significant bits kept of the body embeddings.
+
+    Returns:
+        ``(sig_states, body_emb)``: ``N`` float16 tensors ``[T_i, H]`` and a float32 tensor
+        ``[N, H]``, in input order.
+
+    Raises:
+        ValueError: a causal teacher (see the module docstring), or unequal lengths.
+    """
+    from ..models.teacher import TeacherEncoder
+
+    enc = TeacherEncoder(model, layer=layer, device="cpu", max_length=max_length,
+                         dtype=torch.float64)
+    if enc.is_causal:
+        raise ValueError("reproducible_functions supports bidirectional teachers only: the "
+                         "causal branch averages the body states in float32")
+    sig, emb = _encode64(enc, list(signatures), list(bodies), max_sig_tokens, batch_size)
+    return sig, round_significant(emb, body_bits)
+
+
+def _encode64(enc, signatures: list[str], bodies: list[str], max_sig_tokens: int,
+              batch_size: int) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """``encode_functions`` of a float64 encoder, with the body mean kept in float64."""
+    if len(signatures) != len(bodies):
+        raise ValueError(f"{len(signatures)} signatures but {len(bodies)} bodies")
+    keep = enc.max_length
+    enc.max_length = min(keep, max_sig_tokens)
+    try:
+        sig = enc.encode_tokens(signatures, batch_size, False)  # float64 -> float16, once
+    finally:
+        enc.max_length = keep
+    ids = enc._tokenize(bodies)
+    emb = torch.zeros((len(ids), enc.hidden_size), dtype=torch.float64)
+    with torch.inference_mode():
+        for idx in enc._batches([len(x) for x in ids], batch_size):
+            h, m = enc._forward([ids[i] for i in idx])
+            m = m.unsqueeze(-1).to(h.dtype)
+            emb[idx] = ((h * m).sum(1) / m.sum(1).clamp_min(1)).to(torch.float64).cpu()
+    return sig, emb
+
+
+def states_bytes(sig: Sequence[torch.Tensor], emb: torch.Tensor) -> bytes:
+    """The bytes the states would be stored as (for comparing two computations)."""
+    parts = [t.contiguous().numpy().tobytes() for t in sig]
+    return b"".join(parts) + emb.contiguous().numpy().tobytes()
