@@ -20,7 +20,7 @@ from ..errors import InputError, UnknownNameError
 from ..params.finetune import FINETUNE_VARIANTS, HEAD_LOSS
 from .data import label_matrix, label_names
 from .encoder import FinetuneEncoder
-from .evaluate import BASELINES, item_metrics
+from .metrics import BASELINES, item_metrics
 from .train import Inputs, embed_inputs, train_encoder
 
 __all__ = ["build_cache", "load_cache", "run_variant", "train_seed", "write_variant_outputs",
