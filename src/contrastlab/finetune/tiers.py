@@ -19,7 +19,7 @@ of ``q``'s tier, ``O = C \\ S``, and ``s(q, c)`` the cosine similarity:
   tie-break). Defined when ``O`` is non-empty (otherwise every embedding scores 1); a query
   with empty ``S`` scores 0 for every embedding, which the ceiling row shows.
 - ``wp_pair_sep`` -- one-token mutants of another tier: over the candidates ``o`` in ``O``
-  whose code tokens (:data:`contrastlab.finetune.run.TOKEN_PATTERN`, the TF-IDF tokens) are
+  whose code tokens (:data:`contrastlab.finetune.tfidf.TOKEN_PATTERN`, the TF-IDF tokens) are
   at most one edit (insertion, deletion or substitution of one token; Levenshtein 1966) from
   ``q``'s, the share with ``max_{x in S} s(q, x) > s(q, o)`` (ties one half; 0 when ``S`` is
   empty): is the query's nearest same-tier variant closer than its one-token mutant of
@@ -51,21 +51,37 @@ import torch.nn.functional as F
 
 from ..errors import InputError
 
-__all__ = ["TIER_METRICS", "REFERENCES", "ProblemSets", "code_tokens", "within_one_edit",
+__all__ = ["TIER_METRICS", "REFERENCES", "Reference", "CHANCE", "CEILING", "ProblemSets", "code_tokens", "within_one_edit",
            "problem_sets", "within_problem_metrics", "reference_metrics", "split_sets",
            "tier_items"]
 
 #: The within-problem metrics (module docstring), in table order.
 TIER_METRICS = ("wp_auc", "wp_nn_tier", "wp_pair_sep")
-#: Reference rows computed from the labels alone: name -> title.
-REFERENCES = {"tierblind": "tier-blind reference (own problem first, random order inside)",
-              "ceiling": "ceiling (best any embedding can reach)"}
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A row computed from the labels alone: ``competes`` = an attainable ranking, so a
+    candidate for the strongest baseline (the tier-blind reference), or a bound (the
+    ceiling), shown with its interval only."""
+
+    title: str
+    short: str
+    competes: bool
+
+
+#: The reference rows (module docstring), in table order.
+REFERENCES = {"tierblind": Reference("tier-blind reference (own problem first, random order inside)",
+                                     "tier-blind", True),
+              "ceiling": Reference("ceiling (best any embedding can reach)", "ceiling", False)}
+#: The row names of the chance level and the bound (keys of :data:`REFERENCES`).
+CHANCE, CEILING = "tierblind", "ceiling"
 
 
 def code_tokens(text: str) -> list[str]:
     """Code tokens of ``text``: identifiers, integers, runs of operator characters
-    (:data:`contrastlab.finetune.run.TOKEN_PATTERN`)."""
-    from .run import TOKEN_PATTERN
+    (:data:`contrastlab.finetune.tfidf.TOKEN_PATTERN`)."""
+    from .tfidf import TOKEN_PATTERN
 
     return re.findall(TOKEN_PATTERN, text)
 
@@ -196,7 +212,7 @@ def reference_metrics(sets: ProblemSets, k: int) -> dict[str, dict[str, np.ndarr
             blind["wp_nn_tier"][i], ceil["wp_nn_tier"][i] = n_s / n_c, float(n_s > 0)
         if (~same & near).any():
             blind["wp_pair_sep"][i], ceil["wp_pair_sep"][i] = n_s / (n_s + 1), float(n_s > 0)
-    return {"tierblind": blind, "ceiling": ceil}
+    return {CHANCE: blind, CEILING: ceil}
 
 
 def split_sets(problems, tiers, split, texts) -> dict[str, tuple[np.ndarray, np.ndarray, ProblemSets]]:
