@@ -109,7 +109,9 @@ def _tier(gain: float) -> dict:
             tables[s][m] = table(items, clusters, baseline="frozen", n_resamples=200,
                                  references=[CEILING])
     return {"baseline": "frozen", "baseline_rule": "best validation AUC", "rows": rows,
-            "references": [CHANCE, CEILING], "validation": {"mulsupcon": 0.7, "bce": 0.6},
+            "references": [CHANCE, CEILING], "chance": CHANCE, "ceiling": CEILING,
+            "reference_titles": {CHANCE: "tier-blind reference", CEILING: "ceiling (best)"},
+            "validation": {"mulsupcon": 0.7, "bce": 0.6},
             "pairs": {"n": 100, "differ_in_tier": 0.87}, "tables": tables}
 
 

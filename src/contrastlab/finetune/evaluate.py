@@ -203,7 +203,8 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
 
     Returns:
         ``(summary, items)``: ``summary = {"baseline", "baseline_rule", "validation",
-        "rows", "references", "pairs", "tables": {split: {metric: {row: stats}}}}`` and the
+        "rows", "references", "reference_titles", "chance", "ceiling", "pairs", "tables":
+        {split: {metric: {row: stats}}}}`` (``chance`` / ``ceiling``: the reference rows' names) and the
         per-query arrays ``items["<row>/<split>/<metric>"]`` ``[S, Q]`` float64.
 
     Raises:
@@ -212,7 +213,7 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
     """
     from pathlib import Path
 
-    from .tiers import CHANCE, REFERENCES, TIER_METRICS, reference_metrics, split_sets, tier_items
+    from .tiers import CEILING, CHANCE, REFERENCES, TIER_METRICS, reference_metrics, split_sets, tier_items
 
     problems = df["problem"].astype(str).to_numpy()
     tiers = df["tier"].astype(str).to_numpy()
@@ -249,6 +250,8 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
     clusters = {s: problems[q] for s, (q, _, _) in sets.items()}
     refs = [r for r, x in REFERENCES.items() if not x.competes]
     out = {"baseline": baseline, "rows": rows, "references": list(REFERENCES),
+           "reference_titles": {r: x.title for r, x in REFERENCES.items()},
+           "chance": CHANCE, "ceiling": CEILING,
            "baseline_rule": "best validation within-problem same-tier AUC (baselines and the "
                             "tier-blind reference)",
            "validation": val, "pairs": one_token_pairs(df), "tables": {}}

@@ -61,20 +61,16 @@ TIER_HEADS = {"wp_auc": "same-tier AUC within problem", "wp_nn_tier": "nearest s
               "wp_pair_sep": "one-token mutants separated", "knn5_pxt": "kNN@5 problem x tier (secondary)"}
 
 
-def _tier_title(name: str) -> str:
-    from ..finetune.tiers import REFERENCES
-
-    return REFERENCES[name].title if name in REFERENCES else TITLES.get(name, name)
+def _tier_title(name: str, tier: dict) -> str:
+    return tier.get("reference_titles", {}).get(name) or TITLES.get(name, name)
 
 
 def best_tier_row(tier: dict) -> str:
     """The trained row the tier headline reports: the best validation within-problem
     same-tier AUC (chosen on validation; ties broken by split a's mean)."""
-    from ..finetune.tiers import REFERENCES
-
     val = tier.get("validation", {})
     ta = tier["tables"]["a"]["wp_auc"]
-    trained = [r for r in tier["rows"] if r not in BASELINE_ROWS and r not in REFERENCES]
+    trained = [r for r in tier["rows"] if r not in BASELINE_ROWS and r not in tier["references"]]
     return max(trained, key=lambda r: (val.get(r, 0.0), ta[r]["mean"]))
 
 
@@ -84,9 +80,8 @@ def tier_headline(tier: dict) -> str:
     against the strongest baseline (paired, Holm) and the tier-blind reference, then the
     nearest-neighbour tier accuracy and the one-token mutants, each with reference and
     ceiling."""
-    from ..finetune.tiers import CEILING, CHANCE
-
     best, base = best_tier_row(tier), tier["baseline"]
+    chance, ceiling = tier["chance"], tier["ceiling"]
     t = {s: tier["tables"][s] for s in ("a", "b")}
     auc = t["a"]["wp_auc"]
 
@@ -101,21 +96,21 @@ def tier_headline(tier: dict) -> str:
     s = (f"Does fine-tuning rank a query's same-tier variants of its own problem above the other-tier "
          f"ones? {verdict}: on unseen submissions of seen problems (split a) the within-problem "
          f"same-tier AUC of {TITLES.get(best, best)} (the trained row with the best validation AUC) "
-         f"is {_pct(auc[best])}, {vs('a')}, {_tier_title(base)} {_pct(auc[base])}; the tier-blind "
-         f"reference is {_pct(auc[CHANCE])} by construction. On unseen problems (split b): "
+         f"is {_pct(auc[best])}, {vs('a')}, {_tier_title(base, tier)} {_pct(auc[base])}; the tier-blind "
+         f"reference is {_pct(auc[chance])} by construction. On unseen problems (split b): "
          f"{_pct(t['b']['wp_auc'][best])}, {vs('b')} ({_pct(t['b']['wp_auc'][base])}).")
     nn = t["a"].get("wp_nn_tier")
     if nn:
         s += (f" The nearest same-problem neighbour has the query's tier for {_pct(nn[best])} of "
-              f"split-a queries ({_tier_title(base)} {100 * nn[base]['mean']:.1f}%, tier-blind "
-              f"{100 * nn[CHANCE]['mean']:.1f}%, ceiling {100 * nn[CEILING]['mean']:.1f}%).")
+              f"split-a queries ({_tier_title(base, tier)} {100 * nn[base]['mean']:.1f}%, tier-blind "
+              f"{100 * nn[chance]['mean']:.1f}%, ceiling {100 * nn[ceiling]['mean']:.1f}%).")
     ps = t["a"].get("wp_pair_sep")
     if ps:
         pairs = tier.get("pairs", {})
         s += (f" Against a one-token mutant of another tier, the query's nearest same-tier variant is "
-              f"closer in {_pct(ps[best])} of split-a pairs ({_tier_title(base)} "
-              f"{100 * ps[base]['mean']:.1f}%, tier-blind {100 * ps[CHANCE]['mean']:.1f}%, ceiling "
-              f"{100 * ps[CEILING]['mean']:.1f}%)")
+              f"closer in {_pct(ps[best])} of split-a pairs ({_tier_title(base, tier)} "
+              f"{100 * ps[base]['mean']:.1f}%, tier-blind {100 * ps[chance]['mean']:.1f}%, ceiling "
+              f"{100 * ps[ceiling]['mean']:.1f}%)")
         if pairs.get("n"):
             s += (f"; {100 * pairs['differ_in_tier']:.0f}% of the {pairs['n']} same-problem pairs at "
                   f"most one code token apart differ in tier")
@@ -129,7 +124,7 @@ def _tier_table(summary: dict, split: str, title: str) -> Table:
     tier = summary["tier"]
     t = tier["tables"][split]
     cols = [c for c in TIER_HEADS if c in t]
-    rows = [[_tier_title(r), *[_cell(t[c][r]) for c in cols]] for r in tier["rows"]]
+    rows = [[_tier_title(r, tier), *[_cell(t[c][r]) for c in cols]] for r in tier["rows"]]
     n = {c: t[c][tier["rows"][0]]["n_items"] for c in cols}
     return Table(f"{title} (queries: " + ", ".join(f"{n[c]} {TIER_HEADS[c].split(' (')[0]}" for c in cols) + ")",
                  ["variant", *[TIER_HEADS[c] for c in cols]], rows)
@@ -324,7 +319,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
             "than an other-tier row at most one code token away (per such pair, averaged per query). "
             "Tier-blind reference: the expected score of ranking the own problem first in random order "
             "inside it (chance); ceiling: the best any embedding can reach (no candidate, no test). "
-            f"↑/↓ against the strongest baseline ({_tier_title(tier['baseline'])}, chosen by "
+            f"↑/↓ against the strongest baseline ({_tier_title(tier['baseline'], tier)}, chosen by "
             f"{tier['baseline_rule']}), paired cluster bootstrap over problems and seeds, Holm.")
         for s, title in (("a", "Tier within problem, split (a)"), ("b", "Tier within problem, split (b)")):
             sec.tables.append(_tier_table(summary, s, title))
