@@ -21,7 +21,8 @@ backbone's attention kernel differs):
 Text preparation is not part of the model: the encoder was trained on sources with their
 docstrings removed (``strip_docstrings`` in ``finetune_encoder.json``); pass texts prepared
 the same way (:func:`contrastlab.finetune.index.prepare_code`, or ``ast``: drop the first
-string-literal statement of every module, class and function body, then ``ast.unparse``).
+string-constant statement of every module, class and function body, an emptied body
+becoming ``pass``, then ``ast.unparse``).
 """
 
 from __future__ import annotations
