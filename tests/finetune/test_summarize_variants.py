@@ -116,6 +116,8 @@ def test_tier_tables_rank_the_cell_separating_row_first_against_chance_and_ceili
         with np.load(tmp_path / "items" / "good.npz") as z:
             assert out["tables"][s]["knn3_pxt"]["good"]["mean"] == pytest.approx(z[f"{s}/knn3_pxt"].mean())
         assert out["tables"][s]["knn3_pxt"][CEILING]["mean"] >= out["tables"][s]["knn3_pxt"]["good"]["mean"] - 1e-12
+    assert out["p_floor"] <= 0.005 and out["n_resamples"] >= 200
+    assert out["tables"]["a"]["wp_auc"]["good"]["n_resamples"] == out["n_resamples"]
     assert items["good/a/wp_auc"].shape[0] == 2 and items["frozen/a/wp_auc"].shape[0] == 1
 
 

@@ -193,7 +193,9 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
     reference rows (:data:`~contrastlab.finetune.tiers.REFERENCES`: tier-blind reference,
     ceiling) come from the labels alone. The strongest baseline is the baseline row or the
     tier-blind reference with the best validation ``wp_auc`` (mean over seeds and queries);
-    the ceiling is shown but is no candidate. ``knn{k}_pxt`` (the largest ``k`` of
+    the ceiling is shown but is no candidate. The bootstrap draws at least ``400 m`` times
+    (``m`` paired tests; rounded up to a thousand, never fewer than ``ft.eval.n_resamples``) so
+    that the smallest attainable Holm-corrected p (``p_floor``) is at most 0.005. ``knn{k}_pxt`` (the largest ``k`` of
     ``ft.eval.knn_k``, the rows' stored arrays) is added as the secondary column.
 
     Args:
@@ -203,7 +205,8 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
 
     Returns:
         ``(summary, items)``: ``summary = {"baseline", "baseline_rule", "validation",
-        "rows", "references", "reference_titles", "chance", "ceiling", "pairs", "tables":
+        "rows", "references", "reference_titles", "chance", "ceiling", "pairs", "n_resamples",
+        "p_floor", "tables":
         {split: {metric: {row: stats}}}}`` (``chance`` / ``ceiling``: the reference rows' names) and the
         per-query arrays ``items["<row>/<split>/<metric>"]`` ``[S, Q]`` float64.
 
@@ -249,15 +252,20 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
     baseline = max(pool, key=lambda b: val.get(b, -1.0))
     clusters = {s: problems[q] for s, (q, _, _) in sets.items()}
     refs = [r for r, x in REFERENCES.items() if not x.competes]
+    # enough draws that the smallest attainable Holm-corrected p, m * 2 / (R + 1) for m tests
+    # (stats.paired_pvalue), is at most alpha / 10 = 0.005 (issue 35: no floor above it)
+    n_tests = len(rows) - len(refs) - 1
+    draws = max(ft.eval.n_resamples, -(-400 * n_tests // 1000) * 1000)
     out = {"baseline": baseline, "rows": rows, "references": list(REFERENCES),
            "reference_titles": {r: x.title for r, x in REFERENCES.items()},
            "chance": CHANCE, "ceiling": CEILING,
            "baseline_rule": "best validation within-problem same-tier AUC (baselines and the "
                             "tier-blind reference)",
-           "validation": val, "pairs": one_token_pairs(df), "tables": {}}
+           "validation": val, "pairs": one_token_pairs(df), "n_resamples": draws,
+           "p_floor": n_tests * 2 / (draws + 1), "tables": {}}
     for s in ("a", "b"):  # a metric no query of the split defines is left out
         out["tables"][s] = {m: table({r: items[r][f"{s}/{m}"] for r in rows}, clusters[s],
-                                     baseline=baseline, n_resamples=ft.eval.n_resamples, seed=0,
+                                     baseline=baseline, n_resamples=draws, seed=0,
                                      references=refs)
                             for m in (*TIER_METRICS, knn)
                             if np.isfinite(items[CHANCE][f"{s}/{m}"]).any()}

@@ -320,7 +320,9 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
             "Tier-blind reference: the expected score of ranking the own problem first in random order "
             "inside it (chance); ceiling: the best any embedding can reach (no candidate, no test). "
             f"↑/↓ against the strongest baseline ({_tier_title(tier['baseline'], tier)}, chosen by "
-            f"{tier['baseline_rule']}), paired cluster bootstrap over problems and seeds, Holm.")
+            f"{tier['baseline_rule']}), paired cluster bootstrap over problems and seeds"
+            + (f" ({tier['n_resamples']} draws; smallest attainable Holm p {tier['p_floor']:.4f})"
+               if "n_resamples" in tier else "") + ", Holm.")
         for s, title in (("a", "Tier within problem, split (a)"), ("b", "Tier within problem, split (b)")):
             sec.tables.append(_tier_table(summary, s, title))
     for s, title in (("a", "Split (a): unseen submissions of seen problems"),
