@@ -195,8 +195,9 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
     tier-blind reference with the best validation ``wp_auc`` (mean over seeds and queries);
     the ceiling is shown but is no candidate. The bootstrap draws at least ``400 m`` times
     (``m`` paired tests; rounded up to a thousand, never fewer than ``ft.eval.n_resamples``) so
-    that the smallest attainable Holm-corrected p (``p_floor``) is at most 0.005. ``knn{k}_pxt`` (the largest ``k`` of
-    ``ft.eval.knn_k``, the rows' stored arrays) is added as the secondary column.
+    that the smallest attainable Holm-corrected p (``p_floor``) is at most 0.005.
+    ``knn{k}_pxt`` (the largest ``k`` of ``ft.eval.knn_k``, the rows' stored arrays) is added
+    as the secondary column.
 
     Args:
         ft: the ``finetune`` params section. df: the variants table (``problem``, ``tier``,
@@ -206,9 +207,9 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
     Returns:
         ``(summary, items)``: ``summary = {"baseline", "baseline_rule", "validation",
         "rows", "references", "reference_titles", "chance", "ceiling", "pairs", "n_resamples",
-        "p_floor", "tables":
-        {split: {metric: {row: stats}}}}`` (``chance`` / ``ceiling``: the reference rows' names) and the
-        per-query arrays ``items["<row>/<split>/<metric>"]`` ``[S, Q]`` float64.
+        "p_floor", "tables": {split: {metric: {row: stats}}}}`` (``chance`` / ``ceiling``: the
+        reference rows' names) and the per-query arrays ``items["<row>/<split>/<metric>"]``
+        ``[S, Q]`` float64.
 
     Raises:
         contrastlab.errors.InputError: a row's run folder or stored arrays are missing, or
@@ -216,7 +217,8 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
     """
     from pathlib import Path
 
-    from .tiers import CEILING, CHANCE, REFERENCES, TIER_METRICS, reference_metrics, split_sets, tier_items
+    from .tiers import (CEILING, CHANCE, REFERENCES, TIER_METRICS, reference_metrics, split_sets,
+                        tier_items)
 
     problems = df["problem"].astype(str).to_numpy()
     tiers = df["tier"].astype(str).to_numpy()

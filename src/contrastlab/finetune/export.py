@@ -6,8 +6,8 @@ without contrastlab.
 ``save_pretrained``, ``head.safetensors``, ``finetune_encoder.json``), the module files of a
 ``sentence_transformers.SentenceTransformer`` built from the same weights (Reimers &
 Gurevych 2019, Sentence-BERT): ``modules.json``, ``sentence_bert_config.json``,
-``tokenizer_config.json`` (``model_max_length`` = the encoder's ``max_length``), ``1_Pooling/`` (mean or CLS pooling, as trained), ``2_Dense/``
-(head layer 1, ReLU) and ``3_Dense/`` (head layer 2, identity) when the encoder has a
+``tokenizer_config.json`` (``model_max_length`` = the encoder's ``max_length``),
+``1_Pooling/`` (mean or CLS pooling, as trained), ``2_Dense/`` (head layer 1, ReLU) and ``3_Dense/`` (head layer 2, identity) when the encoder has a
 projection head, and ``4_Normalize/`` (L2 normalisation, as :meth:`FinetuneEncoder.project`).
 The folder then loads three ways, with the same embeddings up to float rounding (the
 backbone's attention kernel differs):
@@ -49,16 +49,19 @@ def sentence_transformer(encoder: FinetuneEncoder, folder: str | Path):
     ``encoder`` was saved; head weights copied): Transformer -> Pooling -> [Dense (ReLU) ->
     Dense] -> Normalize, on the CPU."""
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling, Transformer
+    from sentence_transformers.sentence_transformer.modules import (Dense, Normalize, Pooling,
+                                                                    Transformer)
 
     mods: list[nn.Module] = [Transformer(str(folder), max_seq_length=encoder.max_length),
                              Pooling(encoder.hidden_size, encoder.pooling)]
     if encoder.proj_dim:
         first, last = encoder.head[0], encoder.head[2]
         mods += [Dense(first.in_features, first.out_features, activation_function=nn.ReLU(),
-                       init_weight=first.weight.detach().clone(), init_bias=first.bias.detach().clone()),
+                       init_weight=first.weight.detach().clone(),
+                       init_bias=first.bias.detach().clone()),
                  Dense(last.in_features, last.out_features, activation_function=nn.Identity(),
-                       init_weight=last.weight.detach().clone(), init_bias=last.bias.detach().clone())]
+                       init_weight=last.weight.detach().clone(),
+                       init_bias=last.bias.detach().clone())]
     mods.append(Normalize())
     return SentenceTransformer(modules=mods, device="cpu")
 
