@@ -55,6 +55,8 @@ def test_query_cli_bad_input(index_dir, tmp_path):
 
 
 def test_mlflow_model_reloads_with_the_same_embeddings(index_dir, snippets, tmp_path, monkeypatch):
+    """The logged model is the sentence-transformers flavour (no contrastlab in its
+    requirements) and embeds prepared texts as the index's encoder does."""
     mlflow = pytest.importorskip("mlflow")
     from contrastlab.finetune.index import log_to_mlflow
 
@@ -66,11 +68,14 @@ def test_mlflow_model_reloads_with_the_same_embeddings(index_dir, snippets, tmp_
         uri = log_to_mlflow(folder)
         arts = {a.path for a in mlflow.MlflowClient().list_artifacts(mlflow.active_run().info.run_id, "index")}
     assert uri is not None and "index/index.faiss" in arts
-    reloaded = mlflow.pytorch.load_model(uri)
+    local = mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(tmp_path / "m"))
+    text = open(f"{local}/requirements.txt").read()
+    assert "sentence-transformers==" in text and "contrastlab" not in text
+    reloaded = mlflow.sentence_transformers.load_model(uri)
     want = EmbeddingModel(enc, True)(codes)
-    got = reloaded(codes)
+    got = torch.as_tensor(reloaded.encode([prepare_code(c, True) for c in codes]))
     assert got.shape == (len(codes), 8)
-    torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
     # and the index folder's own encoder agrees
     _, meta, model = load_index(folder)
     torch.testing.assert_close(model(codes), want, rtol=0, atol=1e-6)

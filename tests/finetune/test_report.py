@@ -90,3 +90,51 @@ def test_tuning_table_compares_trial_zero_with_the_choice(tmp_path):
     assert t.rows[0][1].startswith(f"{100 * values[0]:.1f} ±")
     assert t.rows[0][3] == f"{100 * (values[best] - values[0]):+.1f}"
     assert t.rows[0][4] == "3 / 2 / 0" and t.rows[0][6] == "temperature 0.25"
+
+
+def _tier(gain: float) -> dict:
+    from contrastlab.finetune.tiers import CEILING, CHANCE
+
+    rng = np.random.default_rng(1)
+    rows = ["mulsupcon", "bce", "frozen", "head", "tfidf", CHANCE, CEILING]
+    clusters = np.repeat(np.arange(12), 5)
+    tables = {}
+    for s in ("a", "b"):
+        tables[s] = {}
+        for m in ("wp_auc", "wp_nn_tier", "wp_pair_sep", "knn5_pxt"):
+            base = 0.4 + rng.random((3, 60)) * 0.2
+            items = {r: base + (gain if r == "mulsupcon" else 0.0) for r in rows}
+            items[CHANCE] = np.full((1, 60), 0.5)
+            items[CEILING] = np.ones((1, 60))
+            tables[s][m] = table(items, clusters, baseline="frozen", n_resamples=200,
+                                 references=[CEILING])
+    return {"baseline": "frozen", "baseline_rule": "best validation AUC", "rows": rows,
+            "references": [CHANCE, CEILING], "chance": CHANCE, "ceiling": CEILING,
+            "reference_titles": {CHANCE: "tier-blind reference", CEILING: "ceiling (best)"},
+            "validation": {"mulsupcon": 0.7, "bce": 0.6},
+            "pairs": {"n": 100, "differ_in_tier": 0.87}, "tables": tables}
+
+
+def test_tier_headline_leads_with_the_within_problem_metric(tmp_path):
+    """With tier tables, the headline answers with the within-problem AUC of the row chosen
+    on validation, against the strongest baseline (paired verdict) and the tier-blind
+    reference; the kNN@5 answer follows as the secondary metric; tables show every row plus
+    the reference and the ceiling."""
+    from contrastlab.finetune.tiers import CEILING
+
+    d = tmp_path / "reports" / "metrics" / "finetune"
+    d.mkdir(parents=True)
+    for gain, verdict in ((0.3, "Yes"), (0.0, "No")):
+        summ = {**_summary(0.0), "tier": _tier(gain)}
+        (d / "summary.json").write_text(json.dumps(summ))
+        sec = build_section(tmp_path, tmp_path)
+        auc = summ["tier"]["tables"]["a"]["wp_auc"]
+        assert f"? {verdict}:" in sec.headline
+        assert f"{100 * auc['mulsupcon']['mean']:.1f}%" in sec.headline
+        assert "50.0% [50.0, 50.0]" in sec.headline  # the tier-blind reference
+        assert sec.headline.index("same-tier AUC") < sec.headline.index("kNN@5 problem x tier purity")
+        assert ("significantly above" in sec.headline) == (gain > 0)
+        tier_tables = [t for t in sec.tables if t.title.startswith("Tier within problem")]
+        assert len(tier_tables) == 2 and len(tier_tables[0].rows) == 7
+        assert tier_tables[0].rows[-1][0].startswith("ceiling")
+        assert "n_items" in summ["tier"]["tables"]["a"]["wp_auc"][CEILING]

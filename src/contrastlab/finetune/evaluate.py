@@ -1,22 +1,10 @@
-"""Per-item metrics of code embeddings on the two splits, and the clustered-bootstrap table.
+"""The fine-tuning comparison (stage ``finetune_evaluate``): clustered-bootstrap tables.
 
-Split (a), *unseen submissions of seen problems*: queries = ``test_a`` rows, corpus =
-``train`` rows. Split (b), *unseen problems*: queries = ``test_b`` rows, corpus = the other
-``test_b`` rows (leave-one-out; no ``test_b`` problem was trained on). Validation (model
-selection only): queries = ``val`` rows, corpus = ``train`` rows.
-
-Per query (so that the bootstrap can resample queries by problem):
-
-- ``knn{k}_problem`` / ``knn{k}_tier`` / ``knn{k}_pxt``: fraction of the ``k`` nearest
-  corpus rows (cosine) with the same problem / tier / (problem, tier) -- kNN label purity;
-- ``ap``: average precision of the corpus ranking with "same problem and same tier" as the
-  relevant set (its mean over queries is the retrieval mAP); ``rank{k}``: 1 when a relevant
-  row is among the top ``k`` (Rank@k / success@k). Queries without any relevant corpus row
-  (a split-(b) cell of one variant) are left out of ``ap`` and ``rank{k}`` for every method
-  (relevance depends on the labels only), and counted;
-- ``probe_tier`` (split b): 1 when a multinomial logistic regression (L2, ``C = probe_c``;
-  scikit-learn ``lbfgs``) fitted on the ``train`` + ``val`` rows' embeddings predicts the
-  query's tier (linear-probe accuracy, Khosla et al. 2020 linear evaluation).
+The per-query metrics of every row are computed by ``finetune_encoder``
+(:mod:`contrastlab.finetune.metrics`: kNN purity, mAP, Rank@k, tier probe) and, here, from
+the stored embeddings, the within-problem tier metrics of :mod:`contrastlab.finetune.tiers`
+(same-tier AUC, the nearest same-problem neighbour's tier, one-token mutants of another
+tier) with the tier-blind reference and the data's ceiling as rows.
 
 :func:`table` turns the per-item arrays of every method (``[S, I]``: seeds x queries) into
 point estimates and CIs with :func:`contrastlab.evaluation.stats.bootstrap_per_item`
@@ -30,126 +18,16 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import numpy as np
-import torch
-import torch.nn.functional as F
-
 from ..errors import InputError
-from .train import knn_purity
+from .metrics import (BASELINES, average_precision_rows, item_metrics, knn_purity,  # noqa: F401
+                      metric_names)
 
 __all__ = ["item_metrics", "average_precision_rows", "table", "BASELINES", "metric_names",
-           "summarize_variants",
-           "purity_ceiling"]
-
-#: Baseline rows of the comparison (no fine-tuning or no neural encoder).
-BASELINES = ("frozen", "head", "tfidf")
-
-
-def average_precision_rows(sim: torch.Tensor, relevant: np.ndarray, ks: Sequence[int]
-                           ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
-    """AP and hit@k per query from a similarity matrix.
-
-    Args:
-        sim: ``[Q, N]`` similarities (higher = closer; ``-inf`` = excluded candidate).
-        relevant: bool ``[Q, N]``.
-        ks: cut-offs of Rank@k.
-
-    Returns:
-        ``(ap [Q], {k: hit [Q]})`` float64; NaN for a query with no relevant row.
-    """
-    order = torch.argsort(sim, dim=1, descending=True).numpy()
-    rel = np.take_along_axis(relevant, order, axis=1)
-    n_rel = rel.sum(1)
-    hits = np.cumsum(rel, axis=1)
-    ranks = np.arange(1, rel.shape[1] + 1)
-    ap = np.where(n_rel > 0, (rel * hits / ranks).sum(1) / np.maximum(n_rel, 1), np.nan)
-    out = {k: np.where(n_rel > 0, rel[:, :k].any(1).astype(np.float64), np.nan) for k in ks}
-    return ap.astype(np.float64), out
-
-
-def metric_names(knn_k: Sequence[int], rank_k: Sequence[int], split: str) -> list[str]:
-    names = [f"knn{k}_{w}" for k in knn_k for w in ("problem", "tier", "pxt")]
-    if split != "val":
-        names += ["ap", *[f"rank{k}" for k in rank_k]]
-    if split == "b":
-        names.append("probe_tier")
-    return names
-
-
-def _split_metrics(emb_c, emb_q, prob_c, prob_q, tier_c, tier_q, knn_k, rank_k, loo: bool) -> dict:
-    pxt_c = np.array([f"{a}|{b}" for a, b in zip(prob_c, tier_c)], dtype=object)
-    pxt_q = np.array([f"{a}|{b}" for a, b in zip(prob_q, tier_q)], dtype=object)
-    out: dict[str, np.ndarray] = {}
-    for k in knn_k:
-        for name, kc, kq in (("problem", prob_c, prob_q), ("tier", tier_c, tier_q),
-                             ("pxt", pxt_c, pxt_q)):
-            out[f"knn{k}_{name}"] = knn_purity(emb_c, kc, emb_q, kq, k, exclude_self=loo)
-    c = F.normalize(emb_c.float(), dim=1)
-    q = F.normalize(emb_q.float(), dim=1)
-    sim = q @ c.T
-    rel = pxt_q[:, None] == pxt_c[None, :]
-    if loo:
-        sim.fill_diagonal_(-float("inf"))
-        np.fill_diagonal(rel, False)
-    ap, hit = average_precision_rows(sim, rel, rank_k)
-    out["ap"] = ap
-    for k in rank_k:
-        out[f"rank{k}"] = hit[k]
-    return out
-
-
-def item_metrics(emb: torch.Tensor, problems, tiers, split, *, knn_k: Sequence[int] = (1, 5),
-                 rank_k: Sequence[int] = (1, 5, 10), probe_c: float = 1.0,
-                 with_val: bool = True) -> dict[str, dict[str, np.ndarray]]:
-    """Per-query metrics of one embedding table on the splits (module docstring).
-
-    Args:
-        emb: ``[N, D]`` embeddings of every row (dense float; rows are L2-normalised here).
-        problems, tiers, split: ``[N]`` labels and split names (``train``/``val``/``test_a``/
-            ``test_b``).
-        knn_k, rank_k, probe_c: see the module docstring.
-        with_val: also compute the validation metrics (``val`` key).
-
-    Returns:
-        ``{"a": {metric: [Q_a]}, "b": {metric: [Q_b]}, "val": {metric: [Q_val]}}`` float64
-        (NaN where a query has no relevant row, see the module docstring).
-
-    Raises:
-        InputError: shapes disagree or a split is empty.
-    """
-    from sklearn.linear_model import LogisticRegression
-
-    emb = torch.as_tensor(emb).float()
-    problems = np.asarray(problems, dtype=object)
-    tiers = np.asarray(tiers, dtype=object)
-    split = np.asarray(split, dtype=object)
-    if not (len(emb) == len(problems) == len(tiers) == len(split)):
-        raise InputError(f"emb {tuple(emb.shape)} and labels ({len(problems)}, {len(tiers)}, "
-                         f"{len(split)}) differ in length")
-    idx = {s: np.flatnonzero(split == s) for s in ("train", "val", "test_a", "test_b")}
-    for s in ("train", "test_a", "test_b"):
-        if not len(idx[s]):
-            raise InputError(f"split {s!r} is empty")
-    tr = idx["train"]
-    res = {"a": _split_metrics(emb[tr], emb[idx["test_a"]], problems[tr], problems[idx["test_a"]],
-                               tiers[tr], tiers[idx["test_a"]], knn_k, rank_k, loo=False)}
-    b = idx["test_b"]
-    res["b"] = _split_metrics(emb[b], emb[b], problems[b], problems[b], tiers[b], tiers[b],
-                              knn_k, rank_k, loo=True)
-    fit = np.concatenate([tr, idx["val"]])
-    x = F.normalize(emb, dim=1).numpy().astype(np.float64)
-    clf = LogisticRegression(C=probe_c, max_iter=2000)
-    clf.fit(x[fit], tiers[fit].astype(str))
-    res["b"]["probe_tier"] = (clf.predict(x[b]) == tiers[b].astype(str)).astype(np.float64)
-    if with_val and len(idx["val"]):
-        v = idx["val"]
-        vm = _split_metrics(emb[tr], emb[v], problems[tr], problems[v], tiers[tr], tiers[v],
-                            knn_k, rank_k, loo=False)
-        res["val"] = {k: vm[k] for k in vm if k.startswith("knn")}
-    return res
+           "summarize_variants", "purity_ceiling", "tier_tables", "row_embeddings", "one_token_pairs"]
 
 
 def table(items: Mapping[str, np.ndarray], clusters, *, baseline: str | None,
-          n_resamples: int = 1000, seed: int = 0) -> dict[str, dict]:
+          n_resamples: int = 1000, seed: int = 0, references: Sequence[str] = ()) -> dict[str, dict]:
     """One metric's table over methods: CIs clustered by problem.
 
     Args:
@@ -158,7 +36,9 @@ def table(items: Mapping[str, np.ndarray], clusters, *, baseline: str | None,
             every method alike).
         clusters: ``[I]`` problem id per query.
         baseline: the strongest baseline (tested against, see
-            :func:`contrastlab.evaluation.stats.summarize`); every method is a candidate.
+            :func:`contrastlab.evaluation.stats.summarize`); every method but the
+            ``references`` is a candidate (in the MCS and the Holm family).
+        references: rows shown with their CI only (e.g. the data's ceiling).
 
     Returns:
         :func:`~contrastlab.evaluation.stats.summarize` output plus ``n_items`` per method.
@@ -180,7 +60,8 @@ def table(items: Mapping[str, np.ndarray], clusters, *, baseline: str | None,
     arrs = {k: a[:, keep] for k, a in arrs.items()}
     cl = np.asarray(clusters, dtype=object)[keep].astype(str)
     point, reps = bootstrap_per_item(arrs, clusters=cl, n_resamples=n_resamples, seed=seed)
-    out = summarize(point, reps, baseline=baseline, candidates=list(arrs))
+    out = summarize(point, reps, baseline=baseline,
+                    candidates=[k for k in arrs if k not in set(references)])
     for k in out:
         out[k]["n_items"] = int(keep.sum())
     return out
@@ -259,3 +140,136 @@ def summarize_variants(ft, df, metrics_dir) -> dict:
             out["tables"][s][m] = table({v: items[v][f"{s}/{m}"] for v in names}, clusters[s],
                                         baseline=baseline, n_resamples=ft.eval.n_resamples, seed=0)
     return out
+
+
+def row_embeddings(ft, df, runs_dir, row: str):
+    """One row's stored embeddings ``[S, N, D]`` float32 (``<runs_dir>/<row>/embeddings.
+    safetensors``, written by ``finetune_encoder``). The TF-IDF row stores none (its folder
+    is empty): its embeddings are recomputed, deterministically, with
+    :func:`contrastlab.finetune.tfidf.tfidf_embeddings` (``[1, N, F]``).
+
+    Raises:
+        contrastlab.errors.InputError: the row's run folder is missing.
+    """
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    from .tfidf import tfidf_embeddings
+
+    run = Path(runs_dir) / row
+    if not run.is_dir():
+        raise InputError(f"{run}: missing; run finetune_encoder@{row} first")
+    f = run / "embeddings.safetensors"
+    if f.exists():
+        return load_file(str(f))["embeddings"]
+    train = df["split"].astype(str).to_numpy() == "train"
+    return tfidf_embeddings(df["text"].tolist(), train, ft.eval.tfidf_max_features)[None]
+
+
+def one_token_pairs(df) -> dict:
+    """Same-problem pairs of variants at most one code token apart
+    (:func:`contrastlab.finetune.tiers.within_one_edit`) over the whole table: their number
+    and the share that differ in tier."""
+    from .tiers import code_tokens, within_one_edit
+
+    n = diff = 0
+    for _, g in df.groupby("problem", sort=True):
+        toks = [code_tokens(t) for t in g["text"]]
+        tiers = g["tier"].astype(str).tolist()
+        for i in range(len(toks)):
+            for j in range(i + 1, len(toks)):
+                if within_one_edit(toks[i], toks[j]):
+                    n += 1
+                    diff += tiers[i] != tiers[j]
+    return {"n": n, "differ_in_tier": diff / n if n else float("nan")}
+
+
+def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarray]]:
+    """The within-problem tier comparison (:mod:`contrastlab.finetune.tiers`) of every row.
+
+    Each row's embeddings (:func:`row_embeddings`, every seed) give the per-query
+    ``wp_auc``, ``wp_nn_tier`` and ``wp_pair_sep`` on splits a, b and validation; the
+    reference rows (:data:`~contrastlab.finetune.tiers.REFERENCES`: tier-blind reference,
+    ceiling) come from the labels alone. The strongest baseline is the baseline row or the
+    tier-blind reference with the best validation ``wp_auc`` (mean over seeds and queries);
+    the ceiling is shown but is no candidate. The bootstrap draws at least ``400 m`` times
+    (``m`` paired tests; rounded up to a thousand, never fewer than ``ft.eval.n_resamples``) so
+    that the smallest attainable Holm-corrected p (``p_floor``) is at most 0.005.
+    ``knn{k}_pxt`` (the largest ``k`` of ``ft.eval.knn_k``, the rows' stored arrays) is added
+    as the secondary column.
+
+    Args:
+        ft: the ``finetune`` params section. df: the variants table (``problem``, ``tier``,
+            ``split``, ``text``). runs_dir: ``data/finetune/runs``. metrics_dir:
+            ``reports/metrics/finetune`` (``items/<row>.npz``).
+
+    Returns:
+        ``(summary, items)``: ``summary = {"baseline", "baseline_rule", "validation",
+        "rows", "references", "reference_titles", "chance", "ceiling", "pairs", "n_resamples",
+        "p_floor", "tables": {split: {metric: {row: stats}}}}`` (``chance`` / ``ceiling``: the
+        reference rows' names) and the per-query arrays ``items["<row>/<split>/<metric>"]``
+        ``[S, Q]`` float64.
+
+    Raises:
+        contrastlab.errors.InputError: a row's run folder or stored arrays are missing, or
+            the recomputed TF-IDF embeddings do not reproduce its stored kNN arrays.
+    """
+    from pathlib import Path
+
+    from .tiers import (CEILING, CHANCE, REFERENCES, TIER_METRICS, reference_metrics, split_sets,
+                        tier_items)
+
+    problems = df["problem"].astype(str).to_numpy()
+    tiers = df["tier"].astype(str).to_numpy()
+    split = df["split"].astype(str).to_numpy()
+    sets = split_sets(problems, tiers, split, df["text"].tolist())
+    kmax = max(ft.eval.knn_k)
+    knn = f"knn{kmax}_pxt"
+    names = [*ft.variants, *BASELINES]
+    items: dict[str, dict[str, np.ndarray]] = {}
+    for v in names:
+        f = Path(metrics_dir) / "items" / f"{v}.npz"
+        if not f.exists():
+            raise InputError(f"{f}: missing; run finetune_encoder@{v} first")
+        with np.load(f) as z:
+            stored = {s: z[f"{s}/{knn}"] for s in ("a", "b")}
+        emb = row_embeddings(ft, df, runs_dir, v)
+        per_seed = [tier_items(e, sets) for e in emb]
+        items[v] = {f"{s}/{m}": np.stack([p[s][m] for p in per_seed]) for s in per_seed[0]
+                    for m in per_seed[0][s]}
+        if not (Path(runs_dir) / v / "embeddings.safetensors").exists():
+            again = {s: knn_purity(emb[0][c], problems[c] + "|" + tiers[c], emb[0][q],
+                                   problems[q] + "|" + tiers[q], kmax, exclude_self=s == "b")
+                     for s, (q, c, _) in sets.items() if s in ("a", "b")}
+            if not all(np.array_equal(again[s], stored[s][0]) for s in ("a", "b")):
+                raise InputError(f"recomputed {v} embeddings do not reproduce {f}")
+        items[v].update({f"{s}/{knn}": stored[s] for s in ("a", "b")})
+    for s, (_, _, ps) in sets.items():
+        for r, d in reference_metrics(ps, kmax).items():
+            items.setdefault(r, {}).update({f"{s}/{m}": a[None] for m, a in d.items()})
+    rows = [*names, *REFERENCES]
+    val = {r: float(np.nanmean(items[r]["val/wp_auc"])) for r in rows if "val/wp_auc" in items[r]}
+    pool = [*BASELINES, *(r for r, x in REFERENCES.items() if x.competes)]
+    baseline = max(pool, key=lambda b: val.get(b, -1.0))
+    clusters = {s: problems[q] for s, (q, _, _) in sets.items()}
+    refs = [r for r, x in REFERENCES.items() if not x.competes]
+    # enough draws that the smallest attainable Holm-corrected p, m * 2 / (R + 1) for m tests
+    # (stats.paired_pvalue), is at most alpha / 10 = 0.005 (issue 35: no floor above it)
+    n_tests = len(rows) - len(refs) - 1
+    draws = max(ft.eval.n_resamples, -(-400 * n_tests // 1000) * 1000)
+    out = {"baseline": baseline, "rows": rows, "references": list(REFERENCES),
+           "reference_titles": {r: x.title for r, x in REFERENCES.items()},
+           "chance": CHANCE, "ceiling": CEILING,
+           "baseline_rule": "best validation within-problem same-tier AUC (baselines and the "
+                            "tier-blind reference)",
+           "validation": val, "pairs": one_token_pairs(df), "n_resamples": draws,
+           "p_floor": n_tests * 2 / (draws + 1), "tables": {}}
+    for s in ("a", "b"):  # a metric no query of the split defines is left out
+        out["tables"][s] = {m: table({r: items[r][f"{s}/{m}"] for r in rows}, clusters[s],
+                                     baseline=baseline, n_resamples=draws, seed=0,
+                                     references=refs)
+                            for m in (*TIER_METRICS, knn)
+                            if np.isfinite(items[CHANCE][f"{s}/{m}"]).any()}
+    flat = {f"{r}/{k}": a for r in rows for k, a in items[r].items()}
+    return out, flat

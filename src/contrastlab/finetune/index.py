@@ -7,11 +7,15 @@ Folder layout (:func:`write_index`)::
 
     <dir>/index.faiss     exact inner-product index, D = encoder output size
     <dir>/meta.json       {"rows": [{"id", "problem", "tier"}, ...], "dim": D, ...}
-    <dir>/model/          FinetuneEncoder.save() (backbone, tokenizer, head, settings)
+    <dir>/model/          FinetuneEncoder.save() (backbone, tokenizer, head, settings) plus
+                          the sentence-transformers module files
+                          (:func:`contrastlab.finetune.export.export_sentence_transformers`)
 
-:func:`log_to_mlflow` logs the encoder with the ``mlflow.pytorch`` flavour (a pickled
-:class:`EmbeddingModel`: ``predict`` on a list of source strings returns ``[N, D]``
-embeddings; reload with ``mlflow.pytorch.load_model``) and the folder as artifacts.
+The ``model/`` folder loads without contrastlab: ``SentenceTransformer(<dir>/model)`` or
+``transformers.AutoModel`` + pooling + head (:mod:`contrastlab.finetune.export`).
+:func:`log_to_mlflow` logs it with the ``mlflow.sentence_transformers`` flavour (its
+requirements: sentence-transformers, transformers, torch; no contrastlab) and the folder as
+artifacts.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from torch import nn
 
 from ..errors import InputError
 from .encoder import FinetuneEncoder
+from .export import export_sentence_transformers
 
 __all__ = ["EmbeddingModel", "write_index", "write_variant_index", "load_index", "search_codes", "prepare_code",
            "log_to_mlflow"]
@@ -46,7 +51,7 @@ def prepare_code(source: str, strip: bool) -> str:
 
 class EmbeddingModel(nn.Module):
     """An encoder plus its text preparation: ``forward(codes: list[str]) -> [N, D]`` float32
-    unit rows (the MLflow ``pytorch`` flavour's model)."""
+    unit rows (what :mod:`contrastlab.query` embeds submissions with)."""
 
     def __init__(self, encoder: FinetuneEncoder, strip_docstrings: bool = True):
         super().__init__()
@@ -90,6 +95,7 @@ def write_index(folder: str | Path, emb: torch.Tensor, rows: list[dict], encoder
         (tmp / "meta.json").write_text(json.dumps({"dim": int(x.shape[1]), "rows": rows,
                                                    **(extra or {})}, indent=1, sort_keys=True))
         encoder.save(tmp / "model", {"strip_docstrings": bool((extra or {}).get("strip_docstrings", True))})
+        export_sentence_transformers(tmp / "model", encoder)
     return folder
 
 
@@ -133,20 +139,29 @@ def search_codes(folder: str | Path, codes: Sequence[str], k: int = 5) -> list[l
 
 
 def log_to_mlflow(folder: str | Path, name: str = "encoder") -> str | None:
-    """Log the index folder's encoder (``mlflow.pytorch``) and the folder (artifacts under
-    ``index/``) to the active MLflow run.
+    """Log the index folder's encoder with the ``mlflow.sentence_transformers`` flavour
+    (``model/`` loaded as a ``SentenceTransformer``: reload with
+    ``mlflow.sentence_transformers.load_model(uri)`` or ``mlflow.pyfunc.load_model(uri)``, no
+    contrastlab needed; inputs are prepared texts, see :mod:`contrastlab.finetune.export`)
+    and the folder (artifacts under ``index/``) to the active MLflow run.
 
     Returns:
-        The model URI (``models:/...`` or ``runs:/...``), or ``None`` without an active run.
+        The model URI, or ``None`` without an active run.
     """
     import mlflow
+    import sentence_transformers
+    import torch as _torch
+    import transformers
 
     if mlflow.active_run() is None:
         return None
-    _, _, model = load_index(folder)
-    # pickle: the model takes strings, which the traced "pt2" format cannot
-    info = mlflow.pytorch.log_model(model, name=name, serialization_format="pickle",
-                                    pip_requirements=["torch", "transformers", "faiss-cpu"])
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(Path(folder) / "model"), device="cpu")
+    reqs = [f"sentence-transformers=={sentence_transformers.__version__}",
+            f"transformers=={transformers.__version__}",
+            f"torch=={_torch.__version__.split('+')[0]}"]
+    info = mlflow.sentence_transformers.log_model(model, name=name, pip_requirements=reqs)
     mlflow.log_artifacts(str(folder), artifact_path="index")
     return info.model_uri
 

@@ -20,15 +20,14 @@ from ..errors import InputError, UnknownNameError
 from ..params.finetune import FINETUNE_VARIANTS, HEAD_LOSS
 from .data import label_matrix, label_names
 from .encoder import FinetuneEncoder
-from .evaluate import BASELINES, item_metrics
+from .metrics import BASELINES, item_metrics
+from .tfidf import TOKEN_PATTERN, tfidf_embeddings  # noqa: F401 (TOKEN_PATTERN re-exported)
 from .train import Inputs, embed_inputs, train_encoder
 
 __all__ = ["build_cache", "load_cache", "run_variant", "train_seed", "write_variant_outputs",
            "load_with_overrides", "ALL_VARIANTS", "TOKEN_PATTERN"]
 
 ALL_VARIANTS = (*FINETUNE_VARIANTS, *BASELINES)
-#: Code tokens of the TF-IDF baseline: identifiers, integers, runs of operator characters.
-TOKEN_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*|\d+|[^\sA-Za-z0-9_]+"
 
 
 def _encoder(ft, layers=None, proj_dim=None) -> FinetuneEncoder:
@@ -88,16 +87,6 @@ def _advance(enc: FinetuneEncoder, inp: Inputs, level: int, batch_size: int) -> 
             hh = enc.run_blocks(h, m, inp.level, level)
             out += [hh[r, : len(x)].clone() for r, x in enumerate(part)]
     return Inputs(states=out, ids=inp.ids, level=level)
-
-
-def tfidf_embeddings(texts: list[str], train_mask: np.ndarray, max_features: int) -> torch.Tensor:
-    """Dense TF-IDF rows ``[N, F]`` float32 (L2-normalised by scikit-learn)."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
-    vec = TfidfVectorizer(token_pattern=TOKEN_PATTERN, lowercase=False, ngram_range=(1, 2),
-                          max_features=max_features, sublinear_tf=True)
-    vec.fit([t for t, m in zip(texts, train_mask) if m])
-    return torch.as_tensor(vec.transform(texts).toarray(), dtype=torch.float32)
 
 
 def train_seed(ft, base: Inputs, variant: str, seed: int, *, y, problems, keys, train_idx,

@@ -34,6 +34,7 @@ from torch import nn
 from ..errors import InputError
 from .data import PKSampler
 from .encoder import FinetuneEncoder, pad_states
+from .metrics import average_precision_rows, knn_purity  # noqa: F401 (knn_purity re-exported)
 
 __all__ = ["Inputs", "embed_inputs", "train_encoder", "knn_purity", "use_bf16"]
 
@@ -125,43 +126,10 @@ def embed_inputs(enc: FinetuneEncoder, inp: Inputs, idx: Sequence[int] | None = 
     return out
 
 
-def knn_purity(corpus: torch.Tensor, corpus_keys, queries: torch.Tensor, query_keys, k: int,
-               exclude_self: bool = False) -> np.ndarray:
-    """Per query, the fraction of its ``k`` nearest corpus rows (cosine) with the same key.
-
-    Args:
-        corpus: ``[N, D]``; queries: ``[Q, D]`` (any scale; rows are L2-normalised here).
-        corpus_keys, query_keys: ``[N]`` / ``[Q]`` hashable keys (e.g. ``"problem|tier"``).
-        k: neighbours (``<= N`` minus one when ``exclude_self``).
-        exclude_self: queries are the corpus itself (same order); a row is not its own
-            neighbour.
-
-    Returns:
-        float64 ``[Q]`` in ``[0, 1]``.
-
-    Raises:
-        InputError: ``k`` larger than the corpus allows.
-    """
-    c = F.normalize(corpus.float(), dim=1)
-    q = F.normalize(queries.float(), dim=1)
-    n = c.shape[0] - (1 if exclude_self else 0)
-    if not 1 <= k <= n:
-        raise InputError(f"k={k} but the corpus has {n} candidate rows")
-    sim = q @ c.T
-    if exclude_self:
-        sim.fill_diagonal_(-float("inf"))
-    nn_idx = sim.topk(k, dim=1).indices.numpy()
-    ck = np.asarray(corpus_keys, dtype=object)
-    qk = np.asarray(query_keys, dtype=object)
-    return (ck[nn_idx] == qk[:, None]).mean(1).astype(np.float64)
-
-
 def _val_map(e_tr: torch.Tensor, e_va: torch.Tensor, keys: np.ndarray, tr, va) -> float:
     """Validation retrieval mAP: validation rows query the training rows, relevant = same
     key (problem and tier). Unlike kNN@5 purity, which small cells cap near the frozen
     encoder's value, it moves with every rank change."""
-    from .evaluate import average_precision_rows
-
     sim = F.normalize(e_va, dim=1) @ F.normalize(e_tr, dim=1).T
     ap, _ = average_precision_rows(sim, keys[va][:, None] == keys[tr][None, :], [1])
     return float(np.nanmean(ap))

@@ -57,9 +57,90 @@ def _split_table(summary: dict, split: str, title: str) -> Table:
     return Table(f"{title} ({n} queries)", ["variant", *[HEADS[c] for c in cols]], rows)
 
 
+TIER_HEADS = {"wp_auc": "same-tier AUC within problem", "wp_nn_tier": "nearest same-problem neighbour's tier",
+              "wp_pair_sep": "one-token mutants separated", "knn5_pxt": "kNN@5 problem x tier (secondary)"}
+
+
+def _tier_title(name: str, tier: dict) -> str:
+    return tier.get("reference_titles", {}).get(name) or TITLES.get(name, name)
+
+
+def best_tier_row(tier: dict) -> str:
+    """The trained row the tier headline reports: the best validation within-problem
+    same-tier AUC (chosen on validation; ties broken by split a's mean)."""
+    val = tier.get("validation", {})
+    ta = tier["tables"]["a"]["wp_auc"]
+    trained = [r for r in tier["rows"] if r not in BASELINE_ROWS and r not in tier["references"]]
+    return max(trained, key=lambda r: (val.get(r, 0.0), ta[r]["mean"]))
+
+
+def tier_headline(tier: dict) -> str:
+    """The within-problem tier answer (``summary["tier"]``, :func:`contrastlab.finetune.
+    evaluate.tier_tables`): the best trained row's same-tier AUC with CIs on both splits
+    against the strongest baseline (paired, Holm) and the tier-blind reference, then the
+    nearest-neighbour tier accuracy and the one-token mutants, each with reference and
+    ceiling."""
+    best, base = best_tier_row(tier), tier["baseline"]
+    chance, ceiling = tier["chance"], tier["ceiling"]
+    t = {s: tier["tables"][s] for s in ("a", "b")}
+    auc = t["a"]["wp_auc"]
+
+    def vs(split: str, metric: str = "wp_auc") -> str:
+        st = t[split][metric][best]
+        p = st.get("p_vs_baseline_holm")
+        word = ("significantly above" if st.get("beats_baseline") else "significantly below"
+                if st.get("below_baseline") else "not significantly different from")
+        return f"{word} the strongest baseline" + (f" (Holm p = {p:.3f})" if p is not None else "")
+
+    verdict = "Yes" if auc[best].get("beats_baseline") else "No"
+    s = (f"Does fine-tuning rank a query's same-tier variants of its own problem above the other-tier "
+         f"ones? {verdict}: on unseen submissions of seen problems (split a) the within-problem "
+         f"same-tier AUC of {TITLES.get(best, best)} (the trained row with the best validation AUC) "
+         f"is {_pct(auc[best])}, {vs('a')}, {_tier_title(base, tier)} {_pct(auc[base])}; the tier-blind "
+         f"reference is {_pct(auc[chance])} by construction. On unseen problems (split b): "
+         f"{_pct(t['b']['wp_auc'][best])}, {vs('b')} ({_pct(t['b']['wp_auc'][base])}).")
+    nn = t["a"].get("wp_nn_tier")
+    if nn:
+        s += (f" The nearest same-problem neighbour has the query's tier for {_pct(nn[best])} of "
+              f"split-a queries ({_tier_title(base, tier)} {100 * nn[base]['mean']:.1f}%, tier-blind "
+              f"{100 * nn[chance]['mean']:.1f}%, ceiling {100 * nn[ceiling]['mean']:.1f}%).")
+    ps = t["a"].get("wp_pair_sep")
+    if ps:
+        pairs = tier.get("pairs", {})
+        s += (f" Against a one-token mutant of another tier, the query's nearest same-tier variant is "
+              f"closer in {_pct(ps[best])} of split-a pairs ({_tier_title(base, tier)} "
+              f"{100 * ps[base]['mean']:.1f}%, tier-blind {100 * ps[chance]['mean']:.1f}%, ceiling "
+              f"{100 * ps[ceiling]['mean']:.1f}%)")
+        if pairs.get("n"):
+            s += (f"; {100 * pairs['differ_in_tier']:.0f}% of the {pairs['n']} same-problem pairs at "
+                  f"most one code token apart differ in tier")
+        s += "."
+    return s
+
+
+def _tier_table(summary: dict, split: str, title: str) -> Table:
+    """One split's within-problem tier table: every row plus the tier-blind reference and the
+    ceiling; kNN@5 problem x tier as the secondary column."""
+    tier = summary["tier"]
+    t = tier["tables"][split]
+    cols = [c for c in TIER_HEADS if c in t]
+    rows = [[_tier_title(r, tier), *[_cell(t[c][r]) for c in cols]] for r in tier["rows"]]
+    n = {c: t[c][tier["rows"][0]]["n_items"] for c in cols}
+    return Table(f"{title} (queries: " + ", ".join(f"{n[c]} {TIER_HEADS[c].split(' (')[0]}" for c in cols) + ")",
+                 ["variant", *[TIER_HEADS[c] for c in cols]], rows)
+
+
 def headline(summary: dict, layers) -> str:
-    """The answer (verdict, kNN@5 problem x tier purity with CIs on both splits, its ceiling,
-    retrieval mAP, tier probe) from ``summary.json``."""
+    """The answer from ``summary.json``: the within-problem tier metrics first (when the
+    summary has them), then the kNN@5 problem x tier purity with CIs on both splits, its
+    ceiling, retrieval mAP and the tier probe."""
+    if "tier" in summary:
+        return (tier_headline(summary["tier"]) + " Secondary metric, kNN@5 problem x tier purity "
+                "(it mostly measures problem clustering) -- " + _purity_headline(summary, layers))
+    return _purity_headline(summary, layers)
+
+
+def _purity_headline(summary: dict, layers) -> str:
     ta, tb = summary["tables"]["a"]["knn5_pxt"], summary["tables"]["b"]["knn5_pxt"]
     best = best_trained(summary)
     fa, fb = ta["frozen"], tb["frozen"]
@@ -243,6 +324,23 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
             + ("Each trained row (losses, BCE, frozen + head) uses the temperature and learning "
                "rates its study chose on validation (table below; docs/finetune.md)."
                if tuned is not None else "Defaults for every loss, no tuning (docs/finetune.md)."))
+    if "tier" in summary:
+        tier = summary["tier"]
+        sec.notes.append(
+            "Tier within problem (docs/finetune.md, `contrastlab.finetune.tiers`): per query, only the "
+            "corpus rows of its own problem count. Same-tier AUC = share of (same-tier, other-tier) "
+            "pairs ranked in that order (ties one half; queries with both kinds); nearest neighbour's "
+            "tier = the most similar row of the problem has the query's tier (queries with an "
+            "other-tier row); one-token mutants separated = the query's nearest same-tier row is closer "
+            "than an other-tier row at most one code token away (per such pair, averaged per query). "
+            "Tier-blind reference: the expected score of ranking the own problem first in random order "
+            "inside it (chance); ceiling: the best any embedding can reach (no candidate, no test). "
+            f"↑/↓ against the strongest baseline ({_tier_title(tier['baseline'], tier)}, chosen by "
+            f"{tier['baseline_rule']}), paired cluster bootstrap over problems and seeds"
+            + (f" ({tier['n_resamples']} draws; smallest attainable Holm p {tier['p_floor']:.4f})"
+               if "n_resamples" in tier else "") + ", Holm.")
+        for s, title in (("a", "Tier within problem, split (a)"), ("b", "Tier within problem, split (b)")):
+            sec.tables.append(_tier_table(summary, s, title))
     for s, title in (("a", "Split (a): unseen submissions of seen problems"),
                      ("b", "Split (b): unseen problems")):
         sec.tables.append(_split_table(summary, s, title))

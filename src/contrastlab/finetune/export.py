@@ -1,0 +1,94 @@
+"""The fine-tuned encoder as a folder that ``sentence-transformers`` and ``transformers`` load
+without contrastlab.
+
+:func:`export_sentence_transformers` adds, to a folder written by
+:meth:`contrastlab.finetune.encoder.FinetuneEncoder.save` (backbone and tokenizer by
+``save_pretrained``, ``head.safetensors``, ``finetune_encoder.json``), the module files of a
+``sentence_transformers.SentenceTransformer`` built from the same weights (Reimers &
+Gurevych 2019, Sentence-BERT): ``modules.json``, ``sentence_bert_config.json``,
+``tokenizer_config.json`` (``model_max_length`` = the encoder's ``max_length``),
+``1_Pooling/`` (mean or CLS pooling, as trained), ``2_Dense/`` (head layer 1, ReLU) and ``3_Dense/`` (head layer 2, identity) when the encoder has a
+projection head, and ``4_Normalize/`` (L2 normalisation, as :meth:`FinetuneEncoder.project`).
+The folder then loads three ways, with the same embeddings up to float rounding (the
+backbone's attention kernel differs):
+
+- ``FinetuneEncoder.load(folder)`` (contrastlab);
+- ``sentence_transformers.SentenceTransformer(folder).encode(texts)`` (no contrastlab);
+- ``transformers.AutoModel.from_pretrained(folder)``: the backbone; masked mean of
+  ``last_hidden_state``, then ``2_Dense`` / ``3_Dense`` (``linear.weight``, ``linear.bias``
+  in their ``model.safetensors``), then L2 normalisation give the embeddings.
+
+Text preparation is not part of the model: the encoder was trained on sources with their
+docstrings removed (``strip_docstrings`` in ``finetune_encoder.json``); pass texts prepared
+the same way (:func:`contrastlab.finetune.index.prepare_code`, or ``ast``: drop the first
+string-constant statement of every module, class and function body, an emptied body
+becoming ``pass``, then ``ast.unparse``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from torch import nn
+
+from .encoder import FinetuneEncoder
+
+__all__ = ["export_sentence_transformers", "sentence_transformer", "ST_FILES"]
+
+#: What :func:`export_sentence_transformers` adds to the folder (files and module folders).
+#: ``tokenizer_config.json`` is replaced: sentence-transformers keeps ``max_seq_length`` in its
+#: ``model_max_length`` (contrastlab passes ``max_length`` explicitly, so nothing else changes).
+ST_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
+            "tokenizer_config.json", "1_Pooling", "2_Dense", "3_Dense", "4_Normalize")
+
+
+def sentence_transformer(encoder: FinetuneEncoder, folder: str | Path):
+    """A ``SentenceTransformer`` equal to ``encoder`` (backbone read from ``folder``, where
+    ``encoder`` was saved; head weights copied): Transformer -> Pooling -> [Dense (ReLU) ->
+    Dense] -> Normalize, on the CPU."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import (Dense, Normalize, Pooling,
+                                                                    Transformer)
+
+    mods: list[nn.Module] = [Transformer(str(folder), max_seq_length=encoder.max_length),
+                             Pooling(encoder.hidden_size, encoder.pooling)]
+    if encoder.proj_dim:
+        first, last = encoder.head[0], encoder.head[2]
+        mods += [Dense(first.in_features, first.out_features, activation_function=nn.ReLU(),
+                       init_weight=first.weight.detach().clone(),
+                       init_bias=first.bias.detach().clone()),
+                 Dense(last.in_features, last.out_features, activation_function=nn.Identity(),
+                       init_weight=last.weight.detach().clone(),
+                       init_bias=last.bias.detach().clone())]
+    mods.append(Normalize())
+    return SentenceTransformer(modules=mods, device="cpu")
+
+
+def export_sentence_transformers(folder: str | Path, encoder: FinetuneEncoder | None = None) -> Path:
+    """Add the ``sentence-transformers`` module files (:data:`ST_FILES`, module docstring)
+    to a saved encoder folder; the backbone, tokenizer and head files stay as they are.
+
+    Args:
+        folder: a :meth:`FinetuneEncoder.save` folder.
+        encoder: the encoder saved there (default: loaded from ``folder``).
+
+    Returns:
+        ``folder``.
+
+    Raises:
+        FileNotFoundError: ``folder`` is not a saved encoder.
+    """
+    folder = Path(folder)
+    encoder = FinetuneEncoder.load(folder) if encoder is None else encoder
+    model = sentence_transformer(encoder, folder)
+    with tempfile.TemporaryDirectory(dir=folder.parent) as tmp:
+        model.save(tmp)
+        for name in ST_FILES:
+            src = Path(tmp) / name
+            if src.is_dir():
+                shutil.copytree(src, folder / name, dirs_exist_ok=True)
+            elif src.exists():
+                shutil.copy2(src, folder / name)
+    return folder
