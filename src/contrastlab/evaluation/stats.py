@@ -33,7 +33,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 __all__ = ["resample_indices", "resample_counts", "Counts", "bootstrap_per_item", "paired_pvalue",
-           "holm", "summarize", "draws_for", "pvalue_floor", "choose_test", "resolution_note",
+           "holm", "summarize", "draws_for", "pvalue_floor", "choose_test", "resolution_note", "table_resolution",
            "bias_corrected_interval", "model_confidence_set", "prob_best", "group_identical",
            "friedman_nemenyi", "plot_cd"]
 
@@ -315,6 +315,16 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
     out = np.empty(m)
     out[order] = adj_sorted
     return out
+
+
+def table_resolution(stats: Mapping[str, Mapping]) -> str:
+    """:func:`resolution_note` of one :func:`summarize` result (its tested rows carry
+    ``n_resamples``, ``family_size`` and ``test``); ``""`` when no row was tested."""
+    tested = [e for e in stats.values() if isinstance(e, Mapping) and "test" in e]
+    if not tested:
+        return ""
+    e = tested[0]
+    return resolution_note(int(e["n_resamples"]), int(e["family_size"]), str(e["test"]))
 
 
 def bias_corrected_interval(point: float, reps: np.ndarray, confidence: float = 0.95
