@@ -106,6 +106,28 @@ def seed_tau(prev: list[float], mu: float, seed_sd_map: float) -> float:
     return float(np.clip(seed_sd_map / max(slope, 1e-6), 0.005, 0.5))
 
 
+def markdown_table(detail: dict) -> str:
+    """The docs/statistics.md table: data set, shape, metric, coverage, mean width."""
+    lines = ["| data set | shape simulated | metric | coverage | mean width | replications |",
+             "|---|---|---|---|---|---|"]
+    for name, e in detail.items():
+        if name.startswith("_"):
+            continue
+        st = e["settings"]
+        if "test_rows" in st:
+            shape = (f"{st['test_rows']} rows, {st['labels_with_positive']} labels with a test positive, "
+                     f"{st['seeds']} seeds, {st['draws']} draws")
+        elif "groups" in st:
+            shape = f"{st['queries']} queries in {st['groups']} groups, {st['seeds']} seeds, {st['draws']} draws"
+        elif "problems" in st:
+            shape = f"{st['queries']} queries in {st['problems']} problems, {st['seeds']} seeds, {st['draws']} draws"
+        else:
+            shape = f"{st['test_nodes']} nodes, {st['seeds']} seeds, {st['draws']} draws"
+        for m, v in e["metrics"].items():
+            lines.append(f"| {name} | {shape} | {m} | {v['coverage']:.3f} | {v['width']:.4f} | {v['n']} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", type=Path, default=ROOT / "reports" / "metrics" / "coverage.json")
@@ -208,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp:
             Path(tmp).write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+    print(markdown_table(detail))
     print(f"mAP reported over labels with >= {k_report} test positives; wrote {args.json}")
     bad = {f"{s}.{m}": c for s, d in out.items() for m, c in d.items() if not LO <= c <= HI}
     print("outside [0.92, 0.98]: " + (", ".join(f"{k} {v:.3f}" for k, v in bad.items()) or "none"))

@@ -45,17 +45,22 @@ def test_population_values_are_right():
 
 def test_graph_accuracy_interval_covers():
     # the graph track's shape: 1000 test nodes with node noise, 10 seeds
-    cov = coverage(sim_accuracy, N_REP, seed=1, n_items=1000, n_seeds=10, n_resamples=500)
+    cov = coverage(sim_accuracy, N_REP, seed=1, n_items=1000, n_seeds=10, n_resamples=250)
     _check(cov, "value")
     assert cov["value.contains_estimate"] == 1.0
 
 
-@pytest.mark.parametrize("binary,sd_item", [(True, 0.0), (False, 1.5)])
-def test_clustered_interval_covers_at_the_code_shape(binary, sd_item):
-    # the code track's 39 repository groups, 3 seeds: Rank@k (hits) and MRR (graded)
-    cov = coverage(sim_clustered, N_REP, seed=5, sizes=CODE_SIZES, n_seeds=3, link=0.3,
-                   sigma=0.8, sd_item=sd_item, binary=binary, n_resamples=500)
-    _check(cov, "value")
+@pytest.mark.parametrize("binary,link,sigma,sd_item", [(True, -0.15, 0.65, 0.0),
+                                                        (False, -1.0, 0.6, 1.5)])
+def test_clustered_interval_covers_at_the_code_shape(binary, link, sigma, sd_item):
+    # the code track's 39 repository groups, 3 seeds: Rank@10 (hits, mean ~0.46) and MRR
+    # (graded, ~0.31), with about the between-group spread of the committed ranks
+    # (bench/bench_coverage.code_shapes). 1000 replications (cheap; +-0.7 points binomial SE):
+    # with 39 clusters the graded mean covers about 0.93, a few-cluster shortfall of the
+    # cluster bootstrap (Cameron & Miller, J. Human Resources 2015), hence the 0.915 floor
+    cov = coverage(sim_clustered, 1000, seed=5, sizes=CODE_SIZES, n_seeds=3, link=link,
+                   sigma=sigma, sd_item=sd_item, binary=binary, n_resamples=400)
+    assert 0.915 <= cov["value.coverage"] <= 0.98, cov
 
 
 def test_fast_stratified_reps_have_the_law_of_the_pipelines():
