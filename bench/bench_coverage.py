@@ -9,15 +9,17 @@ the real shape from a population whose value is known, runs the report's procedu
   seed noise on the logit;
 - code: the real repository groups of the test signatures (sizes from
   reports/data/code/<row>_ranks.csv), 3 seeds; Rank@1/5/10 (hits) and MRR (graded), each
-  calibrated to the median row's value and between-group spread;
+  calibrated to the median row's value, between-group spread and seed-to-seed SD;
 - every multi-label set in multilabel.datasets: its real test size and the prevalence of each
   label with a test positive (data/multilabel/<set>/data.safetensors, from
   `dvc repro build_multilabel`), separation calibrated to the median row's test mAP and its
   seed noise to the median row's seed-to-seed SD of test mAP, 5 seeds;
   micro-/macro-F1 at two thresholds and mAP over labels with >= k test positives for every k
   of --min-pos; the report's k is the smallest with coverage >= 0.92 on every set;
-- fine-tuning: split a and split b, queries clustered by problem
-  (reports/data/finetune/humaneval_dataset.json), 3 seeds.
+- fine-tuning: split a and split b, queries clustered by problem (sizes from
+  reports/data/finetune/humaneval_dataset.json), 3 seeds; Rank@1, kNN@5 problem x tier purity
+  and AP at the median trained row's mean and seed-to-seed SD
+  (reports/metrics/finetune/items/<row>.npz).
 
 Writes ``{"<set>": {"<metric>": coverage}}`` (the metrics the report shows, mAP replaced by
 ``map_min<k>pos``) to --json and every figure (all k, widths, settings) beside it
@@ -54,6 +56,30 @@ def _link_for(mean: float, sd: float) -> float:
     return (lo + hi) / 2
 
 
+def _tau(mean: float, sd_seed: float) -> float:
+    """Seed SD on the logit scale from the real seed-to-seed SD of a mean (delta method)."""
+    return float(np.clip(sd_seed / max(mean * (1 - mean), 1e-3), 0.005, 0.5))
+
+
+def finetune_shapes(root: Path) -> dict[str, dict]:
+    """Per split and metric: mean and seed-to-seed SD of the median trained row
+    (reports/metrics/finetune/items/<row>.npz, ``[seeds, queries]`` per metric)."""
+    out: dict[str, dict] = {}
+    files = [f for f in sorted((root / "reports" / "metrics" / "finetune" / "items").glob("*.npz"))]
+    for split in ("a", "b"):
+        for metric, binary in (("rank1", True), ("knn5_pxt", False), ("ap", False)):
+            vals = []
+            for f in files:
+                with np.load(f) as z:
+                    a = z.get(f"{split}/{metric}")
+                    if a is not None and a.ndim == 2 and a.shape[0] > 1 and np.isfinite(a).all():
+                        vals.append((float(a.mean()), float(a.mean(1).std(ddof=1))))
+            if vals:
+                m, sd_seed = sorted(vals)[len(vals) // 2]
+                out[f"{split}/{metric}"] = {"mean": m, "tau": _tau(m, sd_seed), "binary": binary}
+    return out
+
+
 def code_shapes(root: Path) -> dict[str, dict]:
     """Cluster sizes and, per metric, the mean and between-group logit SD of the median row."""
     import pandas as pd
@@ -71,9 +97,12 @@ def code_shapes(root: Path) -> dict[str, dict]:
         for r in rows:
             v = f(r["rank"].to_numpy()).astype(float)
             per = pd.Series(v).groupby(r["repo"].to_numpy()).mean().to_numpy()
-            stats.append((v.mean(), np.std(logit(np.clip(per, 0.02, 0.98)))))
-        m, sd = sorted(stats)[len(stats) // 2]
-        out[metric] = {"mean": float(m), "sigma": float(max(sd, 0.2)), "binary": metric != "mrr"}
+            by_seed = pd.Series(v).groupby(r["seed"].to_numpy()).mean().to_numpy()
+            sd_seed = float(by_seed.std(ddof=1)) if by_seed.size > 1 else 0.0
+            stats.append((v.mean(), np.std(logit(np.clip(per, 0.02, 0.98))), sd_seed))
+        m, sd, sd_seed = sorted(stats)[len(stats) // 2]
+        out[metric] = {"mean": float(m), "sigma": float(max(sd, 0.2)), "binary": metric != "mrr",
+                       "tau": _tau(m, sd_seed)}
     return out
 
 
@@ -168,12 +197,12 @@ def main(argv: list[str] | None = None) -> int:
         for metric in ("rank_at_1", "rank_at_5", "rank_at_10", "mrr"):
             m = sh[metric]
             sd_item = 0.0 if m["binary"] else 1.5
-            link = _link_for(m["mean"], float(np.sqrt(m["sigma"] ** 2 + 0.1 ** 2 + sd_item ** 2)))
+            link = _link_for(m["mean"], float(np.sqrt(m["sigma"] ** 2 + m["tau"] ** 2 + sd_item ** 2)))
             run(f"code/{metric}", {metric: "value"}, sim_clustered, args.reps,
                 {"groups": len(sh["sizes"]), "queries": int(sum(sh["sizes"])), "seeds": 3,
                  "draws": args.draws, "mean": m["mean"], "group_sd_logit": m["sigma"],
-                 "query_sd_logit": sd_item},
-                sizes=sh["sizes"], n_seeds=3, link=link, sigma=m["sigma"], tau=0.1,
+                 "query_sd_logit": sd_item, "seed_sd_logit": m["tau"]},
+                sizes=sh["sizes"], n_seeds=3, link=link, sigma=m["sigma"], tau=m["tau"],
                 sd_item=sd_item, binary=m["binary"], n_resamples=args.draws)
     ml_sets = list(params.multilabel.datasets)
     for ds in ml_sets:
@@ -196,19 +225,20 @@ def main(argv: list[str] | None = None) -> int:
             thresholds=(1.0, mu / 2), min_pos=tuple(args.min_pos), n_resamples=args.ml_draws)
     if want("finetune"):
         d = json.loads((ROOT / "reports" / "data" / "finetune" / "humaneval_dataset.json").read_text())
-        for split in ("a", "b"):
+        fs = finetune_shapes(ROOT)
+        for key, m in fs.items():
+            split, metric = key.split("/")
             n_q, n_p = d["splits"][f"test_{split}"], d["problems_per_split"][f"test_{split}"]
             sizes = np.full(n_p, n_q // n_p)
             sizes[: n_q - sizes.sum()] += 1
-            for metric, binary, mean in (("rank_at_1", True, 0.45), ("knn5_pxt", False, 0.5),
-                                         ("ap", False, 0.5)):
-                sd_item = 0.0 if binary else 1.0
-                link = _link_for(mean, float(np.sqrt(1.0 + 0.1 ** 2 + sd_item ** 2)))
-                run(f"finetune/{split}/{metric}", {f"{split}_{metric}": "value"}, sim_clustered,
-                    args.reps, {"problems": n_p, "queries": n_q, "seeds": 3, "draws": args.draws,
-                                "mean": mean, "problem_sd_logit": 1.0, "query_sd_logit": sd_item},
-                    sizes=sizes.tolist(), n_seeds=3, link=link, sigma=1.0, tau=0.1, sd_item=sd_item,
-                    binary=binary, n_resamples=args.draws)
+            sd_item = 0.0 if m["binary"] else 1.0
+            link = _link_for(m["mean"], float(np.sqrt(1.0 + m["tau"] ** 2 + sd_item ** 2)))
+            run(f"finetune/{split}/{metric}", {f"{split}_{metric}": "value"}, sim_clustered,
+                args.reps, {"problems": n_p, "queries": n_q, "seeds": 3, "draws": args.draws,
+                            "mean": m["mean"], "problem_sd_logit": 1.0, "query_sd_logit": sd_item,
+                            "seed_sd_logit": m["tau"]},
+                sizes=sizes.tolist(), n_seeds=3, link=link, sigma=1.0, tau=m["tau"], sd_item=sd_item,
+                binary=m["binary"], n_resamples=args.draws)
     # the report's k: the smallest whose mAP interval covers >= LO on every multi-label set
     ks = [k for k in args.min_pos
           if all(detail[ds]["metrics"].get(f"map_min{k}pos", {}).get("coverage", 0) >= LO

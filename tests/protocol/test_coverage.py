@@ -54,12 +54,12 @@ def test_graph_accuracy_interval_covers():
                                                         (False, -1.0, 0.6, 1.5)])
 def test_clustered_interval_covers_at_the_code_shape(binary, link, sigma, sd_item):
     # the code track's 39 repository groups, 3 seeds: Rank@10 (hits, mean ~0.46) and MRR
-    # (graded, ~0.31), with about the between-group spread of the committed ranks
+    # (graded, ~0.31), with about the between-group spread and seed-to-seed SD of the committed ranks
     # (bench/bench_coverage.code_shapes). 1000 replications (cheap; +-0.7 points binomial SE):
     # with 39 clusters the graded mean covers about 0.93, a few-cluster shortfall of the
     # cluster bootstrap (Cameron & Miller, J. Human Resources 2015), hence the 0.915 floor
     cov = coverage(sim_clustered, 1000, seed=5, sizes=CODE_SIZES, n_seeds=3, link=link,
-                   sigma=sigma, sd_item=sd_item, binary=binary, n_resamples=400)
+                   sigma=sigma, tau=0.03, sd_item=sd_item, binary=binary, n_resamples=400)
     assert 0.915 <= cov["value.coverage"] <= 0.98, cov
 
 
@@ -81,8 +81,9 @@ def test_fast_stratified_reps_have_the_law_of_the_pipelines():
         assert a[ka].std() == pytest.approx(sd, rel=0.08)
 
 
-#: a medical-like split, scaled down: 300 rows, 12 labels at 0.3-30 % prevalence
-RARE = (0.003, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.1, 0.15, 0.2, 0.25, 0.3)
+#: a medical-like split, scaled down: 300 rows, 12 labels at 0.3-30 % prevalence, half of them
+#: with about 1-3 expected test positives
+RARE = (0.003, 0.003, 0.005, 0.005, 0.01, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3)
 
 
 def test_rare_labels_map_fails_and_map_over_labels_with_enough_positives_covers():
@@ -92,8 +93,8 @@ def test_rare_labels_map_fails_and_map_over_labels_with_enough_positives_covers(
     cj = ROOT / "reports" / "metrics" / "coverage_detail.json"
     k = json.loads(cj.read_text())["_summary"]["map_min_positives"] if cj.exists() else 10
     cov = coverage(sim_multilabel, 150, seed=3, n_items=300, n_seeds=5, prevalence=RARE, mu=2.0,
-                   min_pos=(1, k), n_resamples=250)
-    assert cov["map_k1.coverage"] < 0.85, cov         # the check can fail
+                   min_pos=(1, k), n_resamples=200)
+    assert cov["map_k1.coverage"] < 0.8, cov          # the check can fail
     assert 0.92 <= cov[f"map_k{k}.coverage"] <= 0.99, cov
     for key in ("micro_f1", "macro_f1"):
         assert 0.92 <= cov[f"{key}.coverage"] <= 0.99, cov
