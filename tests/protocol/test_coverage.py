@@ -88,10 +88,9 @@ RARE = (0.003, 0.003, 0.005, 0.005, 0.01, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3)
 
 def test_rare_labels_map_fails_and_map_over_labels_with_enough_positives_covers():
     """Where labels are rare the sample AP of a label with a few positives is biased up and no
-    bootstrap interval covers mAP over all labels; mAP over labels with >= k test positives
-    (k from the committed simulation) does, and so do micro- and macro-F1."""
-    cj = ROOT / "reports" / "metrics" / "coverage_detail.json"
-    k = json.loads(cj.read_text())["_summary"]["map_min_positives"] if cj.exists() else 10
+    bootstrap interval covers mAP over all labels; mAP over labels with >= 5 test positives
+    does here, and so do micro- and macro-F1 (the real sets' k: bench/bench_coverage.py)."""
+    k = 5
     cov = coverage(sim_multilabel, 150, seed=3, n_items=300, n_seeds=5, prevalence=RARE, mu=2.0,
                    min_pos=(1, k), n_resamples=200)
     assert cov["map_k1.coverage"] < 0.8, cov          # the check can fail

@@ -369,3 +369,32 @@ def test_wald_p_matches_the_normal_formula():
     assert paired_pvalue(np.zeros(10), point=0.0, method="wald") == 1.0
     with pytest.raises(ValueError):
         paired_pvalue(d, method="wald")
+
+
+def test_map_over_frequent_labels_matches_a_per_label_reference():
+    """map_min<k> = mean sklearn AP over the labels with >= k test positives, in the metrics
+    and in the stratified replicates (equal to map when every label qualifies)."""
+    from sklearn.metrics import average_precision_score
+
+    from contrastlab.evaluation.multilabel import (MAP_MIN_POSITIVES, multilabel_metrics,
+                                                   stratified_metric_reps)
+
+    rng = np.random.default_rng(3)
+    n = 200
+    y = np.zeros((n, 4), dtype=np.int64)
+    for c, npos in enumerate((2, 6, 15, 60)):                      # 2, 6, 15, 60 positives
+        y[rng.choice(n, npos, replace=False), c] = 1
+    s = 1 / (1 + np.exp(-(1.2 * y - 0.5 + rng.normal(0, 1, y.shape))))
+    m = multilabel_metrics(y, s)
+    for k in MAP_MIN_POSITIVES:
+        keep = [c for c in range(4) if y[:, c].sum() >= k]
+        ref = np.mean([average_precision_score(y[:, c], s[:, c]) for c in keep]) if keep else None
+        if ref is None:
+            assert f"map_min{k}" not in m
+        else:
+            assert m[f"map_min{k}"] == pytest.approx(ref) and m[f"map_min{k}_labels"] == len(keep)
+    r = stratified_metric_reps(y, s[None], np.array([0.5]), n_resamples=50, seed=0)
+    assert np.all(np.isfinite(r["map_min5"])) and not np.allclose(r["map_min5"], r["map"])
+    y2 = y[:, 2:]
+    r2 = stratified_metric_reps(y2, s[None, :, 2:], np.array([0.5]), n_resamples=50, seed=0)
+    np.testing.assert_allclose(r2["map_min10"], r2["map"])    # both labels have >= 10
