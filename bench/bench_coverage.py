@@ -177,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     detail_path = args.json.with_name("coverage_detail.json")
     detail = json.loads(detail_path.read_text()) if detail_path.exists() and args.only else {}
     want = lambda name: args.only is None or name in args.only  # noqa: E731
+    for group in ("code", "finetune"):  # a rerun group replaces all of its entries
+        if want(group):
+            for k in [k for k in detail if k.startswith(group + "/")]:
+                del detail[k]
 
     def run(name: str, metric_map: dict, sim, n_rep: int, settings: dict, **kw) -> None:
         t = time.time()
