@@ -1,50 +1,286 @@
-"""Coverage of the pipeline's 95 % bootstrap intervals by simulation, at full size.
+"""Simulated coverage of the report's 95 % intervals at every data set's own shape.
 
-For each interval procedure (graph accuracy, clustered Rank@k, multi-label mAP / micro-F1 /
-macro-F1) prints the fraction of replications whose interval covers the known population
-value, the ratio of that fraction to the nominal 0.95, the mean interval width and the
-fraction of intervals that contain their own estimate. The test suite runs the same
-simulators at 200 replications (tests/protocol/test_coverage.py).
+For each data set and metric the report gives an interval for, draws synthetic test sets of
+the real shape from a population whose value is known, runs the report's procedure (bootstrap
++ BC percentile interval) and counts how often the interval covers the population value
+(contrastlab.evaluation.coverage; docs/statistics.md explains each model):
 
-    python bench/bench_coverage.py --reps 1000
+- graph: 1000 test nodes x the final seeds (graph.final.seeds), node difficulty ~ Beta(8, 2),
+  seed noise on the logit;
+- code: the real repository groups of the test signatures (sizes from
+  reports/data/code/<row>_ranks.csv), 3 seeds; Rank@1/5/10 (hits) and MRR (graded), each
+  calibrated to the median row's value, between-group spread and seed-to-seed SD;
+- every multi-label set in multilabel.datasets: its real test size and the prevalence of each
+  label with a test positive (data/multilabel/<set>/data.safetensors, from
+  `dvc repro build_multilabel`), separation calibrated to the median row's test mAP and its
+  seed noise to the median row's seed-to-seed SD of test mAP, 5 seeds;
+  micro-/macro-F1 at two thresholds and mAP over labels with >= k test positives for every k
+  of --min-pos; per set, the report's k is the smallest with coverage >= 0.92 there
+  (map_min<k>pos in the output; none: no k covers, and the report gives that set's mAP
+  without a coverage claim);
+- fine-tuning: split a and split b, queries clustered by problem (sizes from
+  reports/data/finetune/humaneval_dataset.json), 3 seeds; Rank@1, kNN@5 problem x tier purity
+  and AP at the median trained row's mean and seed-to-seed SD
+  (reports/metrics/finetune/items/<row>.npz).
+
+Writes ``{"<set>": {"<metric>": coverage}}`` (the metrics the report shows, mAP replaced by
+``map_min<k>pos``) to --json and every figure (all k, widths, settings) beside it
+(``coverage_detail.json``). About 20 CPU-minutes at the defaults.
+
+    python bench/bench_coverage.py --json reports/metrics/coverage.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import time
+from pathlib import Path
 
-from contrastlab.evaluation.coverage import (coverage, sim_accuracy, sim_clustered_hits,
-                                             sim_multilabel)
+import numpy as np
+from scipy.special import expit, logit
+
+from contrastlab.evaluation.coverage import (calibrate_mu, coverage, population_clustered,
+                                             sim_accuracy, sim_clustered, sim_multilabel)
+from contrastlab.io import atomic_path
+from contrastlab.params import load_params
+
+ROOT = Path(__file__).resolve().parents[1]
+LO, HI = 0.92, 0.98
+
+
+def _link_for(mean: float, sd: float) -> float:
+    """``link`` with ``E[sigmoid(link + sd Z)] = mean`` (bisection)."""
+    lo, hi = -12.0, 12.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if population_clustered(mid, sd) < mean else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _tau(mean: float, sd_seed: float) -> float:
+    """Seed SD on the logit scale from the real seed-to-seed SD of a mean (delta method)."""
+    return float(np.clip(sd_seed / max(mean * (1 - mean), 1e-3), 0.005, 0.5))
+
+
+def finetune_shapes(root: Path) -> dict[str, dict]:
+    """Per split and metric: mean and seed-to-seed SD of the median trained row
+    (reports/metrics/finetune/items/<row>.npz, ``[seeds, queries]`` per metric)."""
+    out: dict[str, dict] = {}
+    files = [f for f in sorted((root / "reports" / "metrics" / "finetune" / "items").glob("*.npz"))]
+    for split in ("a", "b"):
+        for metric, binary in (("rank1", True), ("knn5_pxt", False), ("ap", False)):
+            vals = []
+            for f in files:
+                with np.load(f) as z:
+                    a = z.get(f"{split}/{metric}")
+                    if a is not None and a.ndim == 2 and a.shape[0] > 1 and np.isfinite(a).all():
+                        vals.append((float(a.mean()), float(a.mean(1).std(ddof=1))))
+            if vals:
+                m, sd_seed = sorted(vals)[len(vals) // 2]
+                out[f"{split}/{metric}"] = {"mean": m, "tau": _tau(m, sd_seed), "binary": binary}
+    return out
+
+
+def code_shapes(root: Path) -> dict[str, dict]:
+    """Cluster sizes and, per metric, the mean and between-group logit SD of the median row."""
+    import pandas as pd
+
+    files = sorted((root / "reports" / "data" / "code").glob("*_ranks.csv"))
+    rows = [pd.read_csv(f) for f in files if "seed" in pd.read_csv(f, nrows=1).columns]
+    if not rows:
+        raise SystemExit("no reports/data/code/<row>_ranks.csv with a seed column")
+    first = rows[0][rows[0]["seed"] == rows[0]["seed"].min()]
+    sizes = first.groupby("repo").size().to_numpy()
+    out = {"sizes": sizes.tolist()}
+    for metric, f in (("rank_at_1", lambda r: r <= 1), ("rank_at_5", lambda r: r <= 5),
+                      ("rank_at_10", lambda r: r <= 10), ("mrr", lambda r: 1.0 / r)):
+        stats = []
+        for r in rows:
+            v = f(r["rank"].to_numpy()).astype(float)
+            per = pd.Series(v).groupby(r["repo"].to_numpy()).mean().to_numpy()
+            by_seed = pd.Series(v).groupby(r["seed"].to_numpy()).mean().to_numpy()
+            sd_seed = float(by_seed.std(ddof=1)) if by_seed.size > 1 else 0.0
+            stats.append((v.mean(), np.std(logit(np.clip(per, 0.02, 0.98))), sd_seed))
+        m, sd, sd_seed = sorted(stats)[len(stats) // 2]
+        out[metric] = {"mean": float(m), "sigma": float(max(sd, 0.2)), "binary": metric != "mrr",
+                       "tau": _tau(m, sd_seed)}
+    return out
+
+
+def multilabel_shape(root: Path, ds: str) -> dict:
+    """Test size, the prevalences of labels with a test positive, and the target mAP."""
+    from safetensors.numpy import load_file
+
+    f = root / "data" / "multilabel" / ds / "data.safetensors"
+    if not f.exists():
+        raise SystemExit(f"{f} missing: run `dvc repro build_multilabel` (or dvc checkout) first")
+    y = load_file(str(f))["y_test"]
+    npos = y.sum(0)
+    runs = [json.loads(p.read_text()) for p in
+            (root / "reports" / "metrics" / "multilabel").glob(f"{ds}_*.json")]
+    maps = sorted(m["map"] for m in runs if isinstance(m.get("map"), float))
+    sds = sorted(m["map_std"] for m in runs if m.get("n_seeds", 1) > 1 and "map_std" in m)
+    return {"n": int(y.shape[0]), "prev": (npos[npos > 0] / y.shape[0]).tolist(),
+            "labels_without_positive": int((npos == 0).sum()), "counts": npos.tolist(),
+            "target_map": maps[len(maps) // 2] if maps else 0.5,
+            "seed_sd_map": sds[len(sds) // 2] if sds else 0.005}
+
+
+def seed_tau(prev: list[float], mu: float, seed_sd_map: float) -> float:
+    """The per-seed SD of the separation whose effect on the population mAP equals the real
+    seed-to-seed SD of test mAP (median row): ``seed_sd_map / (d mAP / d mu)``."""
+    from contrastlab.evaluation.coverage import population_ap
+
+    slope = (np.mean([population_ap(p, mu + 0.05) for p in prev])
+             - np.mean([population_ap(p, mu - 0.05) for p in prev])) / 0.1
+    return float(np.clip(seed_sd_map / max(slope, 1e-6), 0.005, 0.5))
+
+
+def markdown_table(detail: dict) -> str:
+    """The docs/statistics.md table: data set, shape, metric, coverage, mean width."""
+    lines = ["| data set | shape simulated | metric | coverage | mean width | replications |",
+             "|---|---|---|---|---|---|"]
+    for name, e in detail.items():
+        if name.startswith("_"):
+            continue
+        st = e["settings"]
+        if "test_rows" in st:
+            shape = (f"{st['test_rows']} rows, {st['labels_with_positive']} labels with a test positive, "
+                     f"{st['seeds']} seeds, {st['draws']} draws")
+        elif "groups" in st:
+            shape = f"{st['queries']} queries in {st['groups']} groups, {st['seeds']} seeds, {st['draws']} draws"
+        elif "problems" in st:
+            shape = f"{st['queries']} queries in {st['problems']} problems, {st['seeds']} seeds, {st['draws']} draws"
+        else:
+            shape = f"{st['test_nodes']} nodes, {st['seeds']} seeds, {st['draws']} draws"
+        for m, v in e["metrics"].items():
+            lines.append(f"| {name} | {shape} | {m} | {v['coverage']:.3f} | {v['width']:.4f} | {v['n']} |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=1000, help="replications per procedure")
+    ap.add_argument("--json", type=Path, default=ROOT / "reports" / "metrics" / "coverage.json")
+    ap.add_argument("--reps", type=int, default=200, help="replications per data set")
+    ap.add_argument("--large-reps", type=int, default=40,
+                    help="replications for multi-label sets over 3000 test rows (tmc2007-500)")
+    ap.add_argument("--draws", type=int, default=1000, help="bootstrap draws (graph, code, fine-tuning)")
+    ap.add_argument("--ml-draws", type=int, default=300, help="bootstrap draws (multi-label)")
+    ap.add_argument("--min-pos", type=int, nargs="+", default=[1, 5, 10, 20])
+    ap.add_argument("--only", nargs="*", default=None, help="data sets to (re)run; others kept")
+    ap.add_argument("--graph-seeds", type=int, default=None,
+                    help="graph final seeds (default: len(graph.final.seeds) in params.yaml)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat: a quick check that the benchmark runs (tests/foundation/test_bench_smoke.py)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes, one data set, output to a temporary folder: a quick check that "
+                         "the benchmark runs (tests/foundation/test_bench_smoke.py)")
     args = ap.parse_args(argv)
     if args.smoke:
-        args.reps = 3
-    runs = [
-        ("graph accuracy (1000 nodes x 10 seeds)", sim_accuracy,
-         dict(n_items=1000, n_seeds=10, n_resamples=1000)),
-        ("clustered Rank@k (39 groups x ~38 queries, 3 seeds)", sim_clustered_hits,
-         dict(n_resamples=1000)),
-        ("multi-label (600 rows, 5 labels, 3 seeds)", sim_multilabel,
-         dict(n_items=600, n_resamples=500)),
-        ("multi-label (300 rows, 5 labels, 5 seeds)", sim_multilabel,
-         dict(n_items=300, n_seeds=5, n_resamples=500)),
-    ]
-    if args.smoke:
-        runs = [(name, sim, {**kw, "n_resamples": 50}) for name, sim, kw in runs]
-    print(f"| procedure | metric | coverage | coverage / 0.95 | mean width | contains estimate |")
-    print("|---|---|---|---|---|---|")
-    for name, sim, kw in runs:
-        cov = coverage(sim, args.reps, seed=args.seed, **kw)
-        for key in sorted({k.split(".")[0] for k in cov}):
-            c = cov[f"{key}.coverage"]
-            print(f"| {name} | {key} | {c:.3f} | {c / 0.95:.3f} | {cov[f'{key}.width']:.4f} | "
-                  f"{cov[f'{key}.contains_estimate']:.3f} |", flush=True)
+        import tempfile
+        args.reps, args.large_reps, args.draws, args.ml_draws = 3, 2, 50, 20
+        args.only = ["graph"]
+        args.json = Path(tempfile.mkdtemp(prefix="bench_coverage_")) / "coverage.json"
+    params = load_params(ROOT / "params.yaml")
+    detail_path = args.json.with_name("coverage_detail.json")
+    detail = json.loads(detail_path.read_text()) if detail_path.exists() and args.only else {}
+    want = lambda name: args.only is None or name in args.only  # noqa: E731
+    for group in ("code", "finetune"):  # a rerun group replaces all of its entries
+        if want(group):
+            for k in [k for k in detail if k.startswith(group + "/")]:
+                del detail[k]
+
+    def run(name: str, metric_map: dict, sim, n_rep: int, settings: dict, **kw) -> None:
+        t = time.time()
+        cov = coverage(sim, n_rep, seed=args.seed, **kw)
+        res = {m: {"coverage": cov[f"{k}.coverage"], "width": cov[f"{k}.width"],
+                   "contains_estimate": cov[f"{k}.contains_estimate"], "n": int(cov[f"{k}.n"])}
+               for m, k in metric_map.items() if f"{k}.coverage" in cov}
+        detail[name] = {"metrics": res, "settings": {**settings, "replications": n_rep}}
+        print(f"{name}: " + ", ".join(f"{m} {v['coverage']:.3f}" for m, v in res.items())
+              + f" ({time.time() - t:.0f} s)", flush=True)
+
+    if want("graph"):
+        s = args.graph_seeds or len(params.graph.final.seeds)
+        run("graph", {"accuracy": "value"}, sim_accuracy, args.reps,
+            {"test_nodes": 1000, "seeds": s, "draws": args.draws, "node_difficulty": "Beta(8, 2)",
+             "seed_sd_logit": 0.15},
+            n_items=1000, n_seeds=s, n_resamples=args.draws)
+    if want("code"):
+        sh = code_shapes(ROOT)
+        for metric in ("rank_at_1", "rank_at_5", "rank_at_10", "mrr"):
+            m = sh[metric]
+            sd_item = 0.0 if m["binary"] else 1.5
+            link = _link_for(m["mean"], float(np.sqrt(m["sigma"] ** 2 + m["tau"] ** 2 + sd_item ** 2)))
+            run(f"code/{metric}", {metric: "value"}, sim_clustered, args.reps,
+                {"groups": len(sh["sizes"]), "queries": int(sum(sh["sizes"])), "seeds": 3,
+                 "draws": args.draws, "mean": m["mean"], "group_sd_logit": m["sigma"],
+                 "query_sd_logit": sd_item, "seed_sd_logit": m["tau"]},
+                sizes=sh["sizes"], n_seeds=3, link=link, sigma=m["sigma"], tau=m["tau"],
+                sd_item=sd_item, binary=m["binary"], n_resamples=args.draws)
+    ml_sets = list(params.multilabel.datasets)
+    for ds in ml_sets:
+        if not want(ds):
+            continue
+        sh = multilabel_shape(ROOT, ds)
+        mu = calibrate_mu(sh["prev"], sh["target_map"])
+        tau = seed_tau(sh["prev"], mu, sh["seed_sd_map"])
+        n_rep = args.reps if sh["n"] <= 3000 else args.large_reps
+        keys = {f"map_min{k}pos": f"map_k{k}" for k in args.min_pos}
+        keys.update({"micro_f1": "micro_f1", "macro_f1": "macro_f1",
+                     "micro_f1_val_t": "micro_f1_t2", "macro_f1_val_t": "macro_f1_t2"})
+        run(ds, keys, sim_multilabel, n_rep,
+            {"test_rows": sh["n"], "labels_with_positive": len(sh["prev"]),
+             "labels_without_positive": sh["labels_without_positive"],
+             "labels_at_or_above": {str(k): int(sum(c >= k for c in sh["counts"])) for k in args.min_pos},
+             "seeds": 5, "draws": args.ml_draws, "target_map": sh["target_map"], "mu": mu,
+             "seed_sd_map": sh["seed_sd_map"], "tau": tau, "thresholds_sd_units": [1.0, mu / 2]},
+            n_items=sh["n"], n_seeds=5, prevalence=tuple(sh["prev"]), mu=mu, tau=tau,
+            thresholds=(1.0, mu / 2), min_pos=tuple(args.min_pos), n_resamples=args.ml_draws)
+    if want("finetune"):
+        d = json.loads((ROOT / "reports" / "data" / "finetune" / "humaneval_dataset.json").read_text())
+        fs = finetune_shapes(ROOT)
+        for key, m in fs.items():
+            split, metric = key.split("/")
+            n_q, n_p = d["splits"][f"test_{split}"], d["problems_per_split"][f"test_{split}"]
+            sizes = np.full(n_p, n_q // n_p)
+            sizes[: n_q - sizes.sum()] += 1
+            sd_item = 0.0 if m["binary"] else 1.0
+            link = _link_for(m["mean"], float(np.sqrt(1.0 + m["tau"] ** 2 + sd_item ** 2)))
+            run(f"finetune/{split}/{metric}", {f"{split}_{metric}": "value"}, sim_clustered,
+                args.reps, {"problems": n_p, "queries": n_q, "seeds": 3, "draws": args.draws,
+                            "mean": m["mean"], "problem_sd_logit": 1.0, "query_sd_logit": sd_item,
+                            "seed_sd_logit": m["tau"]},
+                sizes=sizes.tolist(), n_seeds=3, link=link, sigma=1.0, tau=m["tau"], sd_item=sd_item,
+                binary=m["binary"], n_resamples=args.draws)
+    # per multi-label set, the report's k: the smallest whose mAP interval covers >= LO there
+    k_report: dict[str, int | None] = {}
+    for ds in ml_sets:
+        if ds in detail:
+            ok = [k for k in args.min_pos
+                  if detail[ds]["metrics"].get(f"map_min{k}pos", {}).get("coverage", 0) >= LO]
+            k_report[ds] = min(ok) if ok else None
+    out: dict[str, dict[str, float]] = {}
+    for name, e in detail.items():
+        if name.startswith("_"):
+            continue
+        if "/" in name:  # code/<metric>, finetune/<split>/<metric>
+            group = name.split("/")[0]
+            out.setdefault(group, {}).update({m: round(v["coverage"], 4) for m, v in e["metrics"].items()})
+            continue
+        k = k_report.get(name)
+        out[name] = {m: round(v["coverage"], 4) for m, v in e["metrics"].items()
+                     if not m.startswith("map_min") or (k is not None and m == f"map_min{k}pos")}
+    detail["_summary"] = {"map_min_positives": k_report, "interval": "BC percentile (BCa, a = 0)",
+                          "target": [LO, HI], "seed": args.seed}
+    for path, obj in ((detail_path, detail), (args.json, out)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            Path(tmp).write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+    print(markdown_table(detail))
+    print(f"mAP (frequent labels) per set, labels with >= k test positives: {k_report}; wrote {args.json}")
+    bad = {f"{s}.{m}": c for s, d in out.items() for m, c in d.items() if not LO <= c <= HI}
+    print("outside [0.92, 0.98]: " + (", ".join(f"{k} {v:.3f}" for k, v in bad.items()) or "none"))
     return 0
 
 

@@ -369,7 +369,16 @@ def _open(name: str, *, out_dir: Path, storage: str | None, seed: int, startup: 
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # The sampler's seed moves with the number of trials already told so a resumed study
-    # does not redraw the configurations of its first trials.
+    # does not redraw the configurations of its first trials. Workers sharing a study in an
+    # RDB would otherwise hold identically seeded samplers and draw the same configurations
+    # (tests/protocol/test_postgres.py): there each process also mixes in its host and pid
+    # (a shared study's order depends on the workers' interleaving anyway).
+    if storage is not None:
+        import os
+        import socket
+        import zlib
+
+        seed = seed ^ zlib.crc32(f"{socket.gethostname()}:{os.getpid()}".encode())
     sampler = optuna.samplers.TPESampler(seed=(seed + n_done) % 2**32, n_startup_trials=startup)
     store = optuna.storages.get_storage(_storage(out_dir, storage, heartbeat))
     kw = {"sampler": sampler}
@@ -497,7 +506,8 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
             budget (a diverging setting is a real outcome).
         n_trials: the budget of finished (complete + pruned + failed) trials.
         seed: base sampler seed; the study's TPE seed is :func:`sampler_seed` (``seed``,
-            ``track``, ``seed_key`` or ``variant``).
+            ``track``, ``seed_key`` or ``variant``); on a shared ``storage`` each worker
+            process mixes in its host and pid, so workers do not draw the same configurations.
         out_dir: folder of the journal file (``journal.log``) when ``storage`` is None.
         storage: Optuna RDB URL to share the study across processes and machines.
         fixed: the non-tuned configuration; part of the study's identity (digest).

@@ -137,6 +137,89 @@ def test_workers_starting_at_once_enqueue_the_default_once(pg_server, tmp_path):
     assert sum(len(o["ran"]) for o in outs) == 4
 
 
+# A worker of a TPE study on a continuous space. It records the trials whose parameters
+# Optuna's TPESampler drew from its Parzen estimators (TPESampler._sample, reached from both
+# the relative and the independent path once n_startup_trials trials have finished; before
+# that the sampler draws at random), and prints its evaluated values and that record as JSON
+# on its last line.
+TPE_WORKER = r"""
+import json, os, sys, time
+from pathlib import Path
+import optuna
+from contrastlab.tuning import SearchDim, run_study
+a = json.loads(sys.argv[1])
+tpe = []
+orig = optuna.samplers.TPESampler._sample
+def spy(self, study, trial, search_space):
+    tpe.append(trial.number)
+    return orig(self, study, trial, search_space)
+optuna.samplers.TPESampler._sample = spy
+Path(a["barrier"], str(os.getpid())).touch()
+t0 = time.time()
+while len(list(Path(a["barrier"]).iterdir())) < a["n_workers"] and time.time() - t0 < 60:
+    time.sleep(0.05)
+ran = []
+def objective(ch):
+    ran.append(ch["x"])
+    time.sleep(a["sleep"])
+    return -(ch["x"] - 0.7) ** 2
+space = {"x": SearchDim(type="float", low=0.0, high=1.0)}
+r = run_study(track="t", variant="tpe", space=space, objective=objective,
+              n_trials=a["n_trials"], seed=0, out_dir=a["out_dir"], storage=a["storage"],
+              startup_trials=a["startup"], default={"x": 0.5}, progress=False)
+print(json.dumps({"ran": ran, "tpe": tpe, "best": r.best_params}))
+"""
+
+
+def test_two_workers_sample_from_tpe_after_the_startup_trials(pg_server, tmp_path):
+    """Two processes run one 12-trial TPE study on PostgreSQL with 3 start-up trials and
+    nothing pre-loaded but the default: after the start-up trials both workers draw their
+    configurations from TPE on the shared history. Checks: the budget is met exactly (12
+    finished trials, surplus asks recorded as FAIL and never evaluated), every trial is a
+    distinct configuration evaluated by one worker, both workers sampled from TPE, and every
+    trial asked once at least ``n_startup`` trials had finished was a TPE draw (trial ``k``
+    is asked with at least ``k - 1`` finished trials when two workers each hold one)."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from contrastlab.tuning import SearchDim, study_name
+
+    n_trials, startup, n_workers = 12, 3, 2
+    url = pg_server.createdb("optuna_tpe")
+    barrier = tmp_path / "barrier-tpe"
+    barrier.mkdir()
+    args = json.dumps({"barrier": str(barrier), "n_workers": n_workers, "sleep": 0.25,
+                       "n_trials": n_trials, "startup": startup, "storage": url,
+                       "out_dir": str(tmp_path / "unused")})
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CONTRASTLAB_MLFLOW": "0"}
+    procs = [subprocess.Popen([sys.executable, "-c", TPE_WORKER, args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(n_workers)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    name = study_name("t", "tpe", {"x": SearchDim(type="float", low=0.0, high=1.0)})
+    trials = optuna.load_study(study_name=name, storage=url).get_trials()
+    kept = [t for t in trials if not t.user_attrs.get("surplus")]
+    complete = [t for t in kept if t.state == TrialState.COMPLETE]
+    assert len(kept) == len(complete) == n_trials                # the budget, exactly
+    assert all(t.state == TrialState.FAIL for t in trials if t.user_attrs.get("surplus"))
+    xs = [t.params["x"] for t in complete]
+    assert len(set(xs)) == n_trials                               # distinct configurations
+    ran = sorted(x for o in outs for x in o["ran"])
+    assert ran == sorted(xs)                                      # each evaluated once
+    assert all(o["ran"] for o in outs)                            # both workers took part
+    by_tpe = {k for o in outs for k in o["tpe"]}
+    queued = {t.number for t in trials if t.system_attrs.get("fixed_params")}
+    assert queued == {0} and 0 not in by_tpe                      # the default, enqueued
+    late = {t.number for t in kept if t.number >= startup + n_workers - 1}
+    assert len(late) >= n_trials - startup - n_workers + 1 and late <= by_tpe, (late, by_tpe)
+    assert all(o["tpe"] for o in outs), outs                      # both workers drew from TPE
+    early = {t.number for t in kept if 0 < t.number < startup}
+    assert not early & by_tpe                                     # start-up trials: random
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -122,14 +122,31 @@ from contrastlab.evaluation.stats import (bias_corrected_interval, group_identic
                                           model_confidence_set, prob_best)
 
 
-def test_bias_corrected_interval_contains_estimate_even_when_replicates_sit_above_it():
-    reps = np.linspace(0.39, 0.47, 1001)     # every replicate above the estimate 0.378
-    lo, hi = bias_corrected_interval(0.378, reps)
-    assert lo <= 0.378 <= hi
-    # the width is the replicates' 95 % range, shifted by their median (0.43) to the estimate
+def test_bc_interval_removes_the_bias_instead_of_hiding_it():
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(0)
+    # replicates centred on the estimate: the BC interval is the percentile interval
+    reps = rng.normal(0.5, 0.02, 20_001)
+    lo, hi = bias_corrected_interval(0.5, reps)
     q = np.quantile(reps, [0.025, 0.975])
-    assert hi - lo == pytest.approx(q[1] - q[0])
-    assert lo == pytest.approx(0.378 + q[0] - 0.43)
+    assert lo == pytest.approx(q[0], abs=2e-3) and hi == pytest.approx(q[1], abs=2e-3)
+    # replicates biased up by b = 0.01 (half an SE): the interval is centred on point - b,
+    # i.e. it moves down by about 2b relative to the percentile interval (Efron & Tibshirani
+    # 1993, Eq. 14.10 with a = 0: quantiles Phi(2 z0 -+ 1.96), z0 = -0.5)
+    reps = rng.normal(0.51, 0.02, 20_001)
+    lo, hi = bias_corrected_interval(0.5, reps)
+    assert (lo + hi) / 2 == pytest.approx(0.49, abs=2e-3)
+    z0 = norm.ppf(np.mean(reps < 0.5))                 # about -0.5
+    assert z0 == pytest.approx(-0.5, abs=0.03)
+    assert lo == pytest.approx(np.quantile(reps, norm.cdf(2 * z0 - norm.ppf(0.975))), abs=1e-12)
+    assert lo < 0.5 < hi  # |z0| < 1.96: contains the estimate
+    # every replicate above the estimate: z0 far below -1.96, the interval misses the estimate
+    # (the bootstrap itself says the estimate is off; no shift hides it)
+    reps = np.linspace(0.39, 0.47, 1001)
+    lo, hi = bias_corrected_interval(0.378, reps)
+    assert lo == pytest.approx(0.39) and hi < 0.378 + 0.02
+    assert bias_corrected_interval(0.3, np.full(50, 0.3)) == (0.3, 0.3)
     with pytest.raises(ValueError):
         bias_corrected_interval(0.5, np.array([]))
     with pytest.raises(ValueError):
@@ -239,3 +256,145 @@ def test_stratified_metric_reps_defined_paired_and_right():
         ref.append(average_precision_score(y[idx, 0], one[0, idx, 0]))
     assert reps.mean() == pytest.approx(np.mean(ref), abs=4 * np.std(ref) / np.sqrt(1500) + 2e-3)
     assert reps.std() == pytest.approx(np.std(ref), rel=0.12)
+
+
+# --- issue 35: resolution of the paired tests; vectorised draws ---
+
+def test_draws_for_gives_a_floor_at_most_alpha_over_10():
+    from contrastlab.evaluation.stats import draws_for, pvalue_floor
+
+    for m in (1, 2, 7, 12, 13, 24, 26, 40, 100):
+        r = draws_for(m, 0.05)
+        assert pvalue_floor(r, m) <= 0.005, (m, r)
+        assert r % 1000 == 0 and r >= 2000
+    assert draws_for(24) == 10_000          # 2 * 24 * 10 / 0.05 - 1 = 9599 -> 10,000
+    # the old 1000 draws: 24 rows give the floor 0.048 the issue measured
+    assert pvalue_floor(1000, 24) == pytest.approx(0.048, abs=1e-3)
+    with pytest.raises(ValueError):
+        draws_for(3, alpha=0.0)
+
+
+def test_a_huge_difference_reaches_the_floor():
+    from contrastlab.evaluation.stats import draws_for, pvalue_floor
+
+    rng = np.random.default_rng(0)
+    m = 26                                   # 26 tests: 2 * 26 / 1001 > 0.05 with 1000 draws
+    truth = rng.random((3, 800))
+    per = {f"r{k}": (truth < 0.5 + 0.01 * k).astype(float) for k in range(m)}
+    per["base"] = (truth < 0.2).astype(float)
+    r = draws_for(m)
+    point, reps = bootstrap_per_item(per, n_resamples=r, seed=0)
+    out = summarize(point, reps, baseline="base", test="bootstrap")
+    floor = pvalue_floor(r, m)
+    for k in range(m):
+        e = out[f"r{k}"]
+        assert e["p_vs_baseline_holm"] == pytest.approx(floor) and e["beats_baseline"]
+        assert e["p_floor"] == pytest.approx(floor) and e["family_size"] == m
+    # with 1000 draws the same data can reach only 2 * 26 / 1001 > alpha: nothing significant
+    point, reps = bootstrap_per_item(per, n_resamples=1000, seed=0)
+    old = summarize(point, reps, baseline="base", test="bootstrap")
+    assert not any(old[f"r{k}"]["beats_baseline"] for k in range(m))
+    # "auto" switches to the Wald p (no floor) for too few draws, and finds the difference
+    auto = summarize(point, reps, baseline="base")
+    assert auto["r0"]["test"] == "wald" and all(auto[f"r{k}"]["beats_baseline"] for k in range(m))
+
+
+def test_vectorised_draws_have_the_law_of_the_loop():
+    """resample_counts samples multiplicities directly; a plainly written loop of index draws
+    (the former resample_indices) must give the same marginals."""
+    from contrastlab.evaluation.stats import resample_counts
+
+    S, I, R = 4, 30, 20_000
+    new = resample_counts(S, I, n_resamples=R, seed=1)
+    rng = np.random.default_rng(2)
+    old_s = np.stack([np.bincount(rng.integers(0, S, S - 1), minlength=S) for _ in range(R)])
+    old_i = np.stack([np.bincount(rng.integers(0, I, I), minlength=I) for _ in range(R)])
+    assert new.seeds.shape == (R, S) and np.all(new.seeds.sum(1) == S - 1)
+    assert np.all(new.items.sum(1) == I)
+    for a, b, n, k in ((new.seeds, old_s, S - 1, S), (new.items, old_i, I, I)):
+        # multinomial(n, 1/k): mean n/k, variance n (1/k)(1 - 1/k), covariance -n/k^2
+        for x in (np.asarray(a, float), np.asarray(b, float)):
+            assert x.mean(0) == pytest.approx(np.full(k, n / k), abs=5 * np.sqrt(n / k / R))
+            assert x.var(0).mean() == pytest.approx(n / k * (1 - 1 / k), rel=0.05)
+        # the distribution of one unit's count agrees between the two (counts 0..3)
+        fa = [np.mean(np.asarray(a)[:, 0] == c) for c in range(4)]
+        fb = [np.mean(np.asarray(b)[:, 0] == c) for c in range(4)]
+        np.testing.assert_allclose(fa, fb, atol=0.02)
+    # clusters: whole groups, n - 1 of n
+    cl = resample_counts(3, 6, clusters=[0, 0, 1, 1, 1, 2], n_resamples=500, seed=0)
+    assert cl.clusters.shape == (500, 3) and np.all(cl.clusters.sum(1) == 2)
+    np.testing.assert_array_equal(cl.cluster_of, [0, 0, 1, 1, 1, 2])
+
+
+def test_paired_p_of_a_known_case_matches_a_plain_loop():
+    """The vectorised bootstrap (multiplicities, clusters aggregated) against a plain loop over
+    index draws, on a clustered case with a modest difference (p well inside (0, 1))."""
+    from contrastlab.evaluation.stats import resample_counts
+
+    rng = np.random.default_rng(5)
+    S, G = 3, 12
+    clusters = np.repeat(np.arange(G), rng.integers(3, 9, G))
+    I = clusters.size
+    u = rng.normal(0, 0.1, G)[clusters]
+    a = (rng.random((S, I)) < 0.6 + u).astype(float)
+    b = (rng.random((S, I)) < 0.55 + u).astype(float)
+    R = 20_000
+    point, reps = bootstrap_per_item({"a": a, "b": b}, clusters=clusters, n_resamples=R, seed=3)
+    p_new = paired_pvalue(reps["a"] - reps["b"])
+    # exact equality with the multiplicity formula on the same draws, written as a loop
+    cnt = resample_counts(S, I, clusters=clusters, n_resamples=50, seed=3)
+    _, small = bootstrap_per_item({"a": a}, draws=cnt)
+    for r in range(50):
+        w = cnt.clusters[r][clusters]
+        ref = (cnt.seeds[r] @ a @ w) / (cnt.seeds[r].sum() * w.sum())
+        assert small["a"][r] == pytest.approx(ref, rel=1e-12)
+    # the same p (up to Monte-Carlo error) from a loop of index draws, as the old code did
+    members = [np.flatnonzero(clusters == g) for g in range(G)]
+    loop = np.empty(R)
+    for r in range(R):
+        s = rng.integers(0, S, S - 1)
+        i = np.concatenate([members[k] for k in rng.integers(0, G, G - 1)])
+        loop[r] = a[np.ix_(s, i)].mean() - b[np.ix_(s, i)].mean()
+    p_loop = paired_pvalue(loop)
+    assert 0.001 < p_loop < 0.9
+    assert p_new == pytest.approx(p_loop, abs=4 * np.sqrt(p_loop * (1 - p_loop) / R) + 0.005)
+
+
+def test_wald_p_matches_the_normal_formula():
+    from scipy.stats import norm
+
+    d = np.random.default_rng(0).normal(0.01, 0.004, 5000)
+    p = paired_pvalue(d, point=0.01, method="wald")
+    assert p == pytest.approx(2 * norm.sf(0.01 / d.std(ddof=1)))
+    assert paired_pvalue(np.zeros(10), point=0.0, method="wald") == 1.0
+    with pytest.raises(ValueError):
+        paired_pvalue(d, method="wald")
+
+
+def test_map_over_frequent_labels_matches_a_per_label_reference():
+    """map_min<k> = mean sklearn AP over the labels with >= k test positives, in the metrics
+    and in the stratified replicates (equal to map when every label qualifies)."""
+    from sklearn.metrics import average_precision_score
+
+    from contrastlab.evaluation.multilabel import (MAP_MIN_POSITIVES, multilabel_metrics,
+                                                   stratified_metric_reps)
+
+    rng = np.random.default_rng(3)
+    n = 200
+    y = np.zeros((n, 4), dtype=np.int64)
+    for c, npos in enumerate((2, 6, 15, 60)):                      # 2, 6, 15, 60 positives
+        y[rng.choice(n, npos, replace=False), c] = 1
+    s = 1 / (1 + np.exp(-(1.2 * y - 0.5 + rng.normal(0, 1, y.shape))))
+    m = multilabel_metrics(y, s)
+    for k in MAP_MIN_POSITIVES:
+        keep = [c for c in range(4) if y[:, c].sum() >= k]
+        ref = np.mean([average_precision_score(y[:, c], s[:, c]) for c in keep]) if keep else None
+        if ref is None:
+            assert f"map_min{k}" not in m
+        else:
+            assert m[f"map_min{k}"] == pytest.approx(ref) and m[f"map_min{k}_labels"] == len(keep)
+    r = stratified_metric_reps(y, s[None], np.array([0.5]), n_resamples=50, seed=0)
+    assert np.all(np.isfinite(r["map_min5"])) and not np.allclose(r["map_min5"], r["map"])
+    y2 = y[:, 2:]
+    r2 = stratified_metric_reps(y2, s[None, :, 2:], np.array([0.5]), n_resamples=50, seed=0)
+    np.testing.assert_allclose(r2["map_min10"], r2["map"])    # both labels have >= 10

@@ -1,46 +1,53 @@
-"""Coverage of the project's bootstrap intervals, checked by simulation.
+"""Coverage of the project's bootstrap intervals, checked by simulation at each data set's shape.
 
 A 95% interval procedure is only as good as its coverage: over repeated samples from a
 population whose value is known, the interval should contain that value about 95% of the
-time. Each simulator below draws one synthetic data set shaped like a track's test data,
-runs exactly the interval procedure the pipeline uses for that track, and reports whether
-the interval covered the population value. :func:`coverage` repeats it.
+time. Each simulator below draws one synthetic test set shaped like a real one (its size,
+its clusters, its label prevalences, its seeds), runs the interval procedure the report uses
+for it (the bootstrap of :mod:`contrastlab.evaluation.stats` and the BC percentile interval,
+:func:`contrastlab.evaluation.stats.bias_corrected_interval`), and says whether the interval
+covered the population value. :func:`coverage` repeats it.
 
-- :func:`sim_accuracy`: graph node classification. Per-node difficulty ``p_i ~ Beta`` and a
-  per-seed logit shift ``delta_s ~ N(0, tau^2)`` (training-seed noise); the population value
-  is ``E[sigmoid(logit p + delta)]``. Procedure: two-level bootstrap over seeds and test
-  nodes (:func:`contrastlab.evaluation.stats.bootstrap_per_item`) and
-  :func:`contrastlab.evaluation.stats.bias_corrected_interval`.
-- :func:`sim_clustered_hits`: retrieval Rank@k with queries clustered by repository: a
-  cluster effect ``u_g ~ N(0, sigma^2)`` on the logit of the hit probability; procedure:
-  cluster bootstrap (whole repository groups) over seeds and queries.
-- :func:`sim_multilabel`: multi-label scores ``s = mu_s * y + N(0, 1)`` per label with a
-  per-seed separation ``mu_s ~ N(mu, tau^2)``; the population mAP and F1 at a threshold
-  follow from the two Gaussians by numerical integration (AP = integral of precision over
-  recall, Davis & Goadrich, ICML 2006); procedure:
-  :func:`contrastlab.evaluation.multilabel.stratified_metric_reps` and the same interval.
+- :func:`sim_accuracy`: graph node classification. Per-node difficulty ``p_i ~ Beta(a, b)``
+  (node noise) and a per-seed logit shift ``delta_s ~ N(0, tau^2)`` (training-seed noise);
+  population value ``E[sigmoid(logit p + delta)]``; two-level bootstrap over seeds and nodes.
+- :func:`sim_clustered`: a mean of per-query values with queries clustered (code retrieval:
+  repository groups; fine-tuning: HumanEval problems), given the real cluster sizes. Query
+  ``i`` of cluster ``g`` under seed ``s`` has ``eta = link + u_g + delta_s + e_i`` (normal
+  cluster, seed and query effects); the value is Bernoulli(sigmoid(eta)) for a hit rate
+  (Rank@k) or sigmoid(eta) for a graded one (reciprocal rank, purity, AP); the population
+  value is ``E[sigmoid(link + N(0, sigma^2 + tau^2 + sd_item^2))]`` (Gauss-Hermite).
+  Procedure: cluster bootstrap (n-1 of n clusters and seeds).
+- :func:`sim_multilabel`: per label, scores ``N(mu_s, 1)`` for positives and ``N(0, 1)`` for
+  negatives at the real prevalences (independent labels), ``mu_s ~ N(mu, tau^2)`` per seed;
+  population AP and F1 by numerical integration (AP = integral of precision over recall,
+  Davis & Goadrich, ICML 2006). Procedure: the stratified bootstrap of
+  :func:`contrastlab.evaluation.multilabel.stratified_metric_reps` (same law, written for
+  speed in :func:`stratified_reps_fast`; ``tests/protocol/test_coverage.py`` compares the two),
+  for mAP over all labels with a test positive and over labels with at least ``k``.
 
-Sources: Efron & Tibshirani, "An Introduction to the Bootstrap" (1993), Ch. 12-14 on
-coverage of bootstrap intervals; Field & Welsh, JRSS-B 2007, on bootstrapping clustered data.
+Sources: Efron & Tibshirani, "An Introduction to the Bootstrap" (1993), Ch. 12-14 on coverage
+of bootstrap intervals; Field & Welsh, JRSS-B 2007, on bootstrapping clustered data.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy.special import expit, logit
 from scipy.stats import norm
 
-from .multilabel import stratified_metric_reps
-from .stats import bias_corrected_interval, bootstrap_per_item, resample_indices
+from .stats import bias_corrected_interval, bootstrap_per_item, resample_counts
 
-__all__ = ["sim_accuracy", "sim_clustered_hits", "sim_multilabel", "coverage",
-           "population_accuracy", "population_ap", "population_f1"]
+__all__ = ["sim_accuracy", "sim_clustered", "sim_multilabel", "stratified_reps_fast", "coverage",
+           "population_accuracy", "population_ap", "population_f1", "population_clustered",
+           "calibrate_mu"]
 
 _GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(40)  # E[f(Z)], Z ~ N(0,1)
 _GH_W = _GH_W / _GH_W.sum()
+Result = tuple[float, float, float, float]  # (truth, estimate, low, high)
 
 
 @lru_cache(maxsize=32)
@@ -53,8 +60,8 @@ def population_accuracy(a: float, b: float, tau: float, n_mc: int = 400_000, see
 
 def sim_accuracy(rng: np.random.Generator, *, n_items: int = 1000, n_seeds: int = 10,
                  a: float = 8.0, b: float = 2.0, tau: float = 0.15, n_resamples: int = 1000,
-                 truth: float | None = None) -> tuple[float, float, float, float]:
-    """One replication: ``(truth, estimate, low, high)`` of the graph-accuracy procedure."""
+                 truth: float | None = None) -> Result:
+    """One replication of the graph-accuracy procedure: ``(truth, estimate, low, high)``."""
     truth = population_accuracy(a, b, tau) if truth is None else truth
     p = np.clip(rng.beta(a, b, n_items), 1e-9, 1 - 1e-9)
     delta = rng.normal(0, tau, n_seeds)
@@ -65,30 +72,29 @@ def sim_accuracy(rng: np.random.Generator, *, n_items: int = 1000, n_seeds: int 
     return truth, point["m"], lo, hi
 
 
-def sim_clustered_hits(rng: np.random.Generator, *, n_clusters: int = 39, mean_size: int = 38,
-                       n_seeds: int = 3, base: float = 0.45, sigma: float = 0.8, tau: float = 0.1,
-                       n_resamples: int = 1000, truth: float | None = None
-                       ) -> tuple[float, float, float, float]:
-    """One replication of the clustered Rank@k procedure: ``(truth, estimate, low, high)``.
+@lru_cache(maxsize=64)
+def population_clustered(link: float, sd: float) -> float:
+    """``E[sigmoid(link + sd Z)]``, ``Z ~ N(0, 1)`` (Gauss-Hermite, 40 nodes)."""
+    return float(np.sum(_GH_W * expit(link + sd * _GH_X)))
 
-    Cluster sizes are Poisson(mean_size) + 1; a query of cluster ``g`` under seed ``s`` is a
-    hit with probability ``sigmoid(logit(base) + u_g + delta_s)``. The population value is
-    the query-weighted expectation, ``E[sigmoid(logit(base) + sigma Z1 + tau Z2)]`` (cluster
-    size is independent of ``u_g``).
-    """
-    if truth is None:
-        truth = float(sum(w1 * w2 * expit(logit(base) + sigma * x1 + tau * x2)
-                          for x1, w1 in zip(_GH_X, _GH_W) for x2, w2 in zip(_GH_X, _GH_W)))
-    sizes = rng.poisson(mean_size, n_clusters) + 1
-    g = np.repeat(np.arange(n_clusters), sizes)
-    u = rng.normal(0, sigma, n_clusters)
-    delta = rng.normal(0, tau, n_seeds)
-    prob = expit(logit(base) + u[g][None] + delta[:, None])
-    hits = (rng.random(prob.shape) < prob).astype(float)
-    draws = resample_indices(n_seeds, g.size, clusters=g, n_resamples=n_resamples,
-                             seed=int(rng.integers(2**31)))
-    point, reps = bootstrap_per_item({"m": hits}, draws=draws)
+
+def sim_clustered(rng: np.random.Generator, *, sizes: Sequence[int], n_seeds: int = 3,
+                  link: float = 0.0, sigma: float = 0.8, tau: float = 0.1, sd_item: float = 0.0,
+                  binary: bool = True, n_resamples: int = 1000) -> Result:
+    """One replication of a clustered per-query mean (Rank@k, MRR, purity) at given cluster
+    sizes: ``(truth, estimate, low, high)``. Clusters are drawn anew (their effects
+    ``u_g ~ N(0, sigma^2)``), sizes fixed; see the module docstring for the model."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    g = np.repeat(np.arange(sizes.size), sizes)
+    eta = (link + rng.normal(0, sigma, sizes.size)[g][None] + rng.normal(0, tau, n_seeds)[:, None]
+           + rng.normal(0, sd_item, (1, g.size)))
+    prob = expit(eta)
+    x = (rng.random(prob.shape) < prob).astype(float) if binary else prob
+    draws = resample_counts(n_seeds, g.size, clusters=g, n_resamples=n_resamples,
+                            seed=int(rng.integers(2**31)))
+    point, reps = bootstrap_per_item({"m": x}, draws=draws)
     lo, hi = bias_corrected_interval(point["m"], reps["m"])
+    truth = population_clustered(float(link), float(np.sqrt(sigma**2 + tau**2 + sd_item**2)))
     return truth, point["m"], lo, hi
 
 
@@ -113,52 +119,188 @@ def population_f1(prevalence: np.ndarray, mu: np.ndarray, threshold: float) -> t
     return float(micro), macro
 
 
-@lru_cache(maxsize=32)
-def _ml_truth(prevalence: tuple[float, ...], mu: float, tau: float, threshold: float) -> dict[str, float]:
+@lru_cache(maxsize=64)
+def _ml_truth(prevalence: tuple[float, ...], mu: float, tau: float,
+              thresholds: tuple[float, ...]) -> tuple[np.ndarray, dict[str, float]]:
+    """Per-label population AP (averaged over ``mu_s ~ N(mu, tau^2)``) and the F1 values."""
     prev = np.asarray(prevalence, dtype=np.float64)
-    ap = micro = macro = 0.0
-    for x, w in zip(_GH_X, _GH_W):
+    ap = np.zeros(prev.size)
+    f1 = {}
+    for x, w in zip(_GH_X[10:30], _GH_W[10:30] / _GH_W[10:30].sum()):  # |x| < 4.5: enough
         m = mu + tau * x
-        ap += w * np.mean([population_ap(p, m) for p in prev])
-        mi, ma = population_f1(prev, np.full(prev.size, m), threshold)
-        micro += w * mi
-        macro += w * ma
-    return {"map": float(ap), "micro_f1": float(micro), "macro_f1": float(macro)}
+        ap += w * np.array([population_ap(p, m) for p in prev])
+        for j, t in enumerate(thresholds):
+            mi, ma = population_f1(prev, np.full(prev.size, m), t)
+            sfx = "" if j == 0 else "_t2"
+            f1["micro_f1" + sfx] = f1.get("micro_f1" + sfx, 0.0) + w * mi
+            f1["macro_f1" + sfx] = f1.get("macro_f1" + sfx, 0.0) + w * ma
+    return ap, f1
 
 
-def sim_multilabel(rng: np.random.Generator, *, n_items: int = 600, n_seeds: int = 3,
-                   prevalence: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.4), mu: float = 1.5,
-                   tau: float = 0.1, threshold: float = 1.0, n_resamples: int = 500,
-                   truth: dict[str, float] | None = None) -> dict[str, tuple[float, float, float, float]]:
-    """One replication of the multi-label procedure: metric -> ``(truth, estimate, low, high)``
-    for ``map``, ``micro_f1`` and ``macro_f1`` (labels independent; per-seed separation
-    ``mu_s ~ N(mu, tau^2)`` shared by the labels of a seed)."""
+def calibrate_mu(prevalence: Sequence[float], target_map: float) -> float:
+    """The separation ``mu`` whose population mAP at these prevalences is ``target_map``
+    (bisection on [0, 8]), so a simulated data set is as hard as the real one."""
+    prev = tuple(float(p) for p in prevalence)
+    lo, hi = 0.0, 8.0
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        if np.mean([population_ap(p, mid) for p in prev]) < target_map:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def stratified_reps_fast(y: np.ndarray, scores: np.ndarray, thresholds: Sequence[float], *,
+                         n_resamples: int, rng: np.random.Generator,
+                         min_pos: Sequence[int] = (1,)) -> dict[str, np.ndarray]:
+    """The stratified bootstrap of ``stratified_metric_reps`` (same law: seeds n-1 of n; per
+    label the number of positives ``max(1, Binomial(N, n_pos / N))``, positive and negative rows
+    resampled with replacement within their class), written per label from the positives'
+    ranks so a simulation at tmc2007-500's size (7077 rows) stays cheap.
+
+    Args:
+        y: {0,1} ``[N, C]`` test labels; scores: ``[S, N, C]``; thresholds: F1 thresholds (the
+            first gives ``micro_f1``/``macro_f1``, the second ``..._t2``).
+        min_pos: for each ``k``, ``map_k<k>``: the mean AP over labels with at least ``k``
+            positives in the test split (``k = 1`` is ``map``).
+
+    Returns:
+        metric -> ``[R]`` replicates (mean over the drawn seeds).
+    """
+    n_s, n, n_c = scores.shape
+    R = n_resamples
+    seed_idx = rng.integers(0, n_s, (R, max(1, n_s - 1)))
+    npos_all = y.sum(0)
+    per = {f"map_k{k}": np.zeros((R, n_s)) for k in min_pos}
+    f1 = {}
+    for j, _ in enumerate(thresholds):
+        sfx = "" if j == 0 else "_t2"
+        f1[sfx] = [np.zeros((R, n_s)) for _ in range(4)]  # tp, fp, fn, sum of per-label F1
+    thr = np.asarray(thresholds, dtype=np.float64)
+    rows = np.arange(R)[:, None]
+    for c in range(n_c):
+        pos, neg = np.flatnonzero(y[:, c]), np.flatnonzero(y[:, c] == 0)
+        if pos.size == 0:  # out of mAP; its false positives still count in micro-F1
+            k_pos = np.zeros(R, dtype=np.int64)
+        else:
+            k_pos = np.maximum(1, rng.binomial(n, pos.size / n, R)) if neg.size else np.full(R, n)
+        wp = _counts(rng, pos.size, k_pos)
+        # negatives: the drawn rows themselves (no [R, N] count matrix); per seed only the
+        # number of drawn negatives between consecutive cut points (the positives' scores and
+        # the thresholds) matters, for AP and for false positives alike
+        k_neg = n - k_pos
+        kmax = int(k_neg.max()) if neg.size else 0
+        picks = rng.integers(0, max(neg.size, 1), (R, kmax))
+        keep = np.arange(kmax)[None] < k_neg[:, None]
+        for s in range(n_s):
+            sp, sn = scores[s, pos, c], scores[s, neg, c]
+            cuts = np.concatenate([sp, thr])
+            order = np.argsort(-cuts, kind="stable")
+            rank = np.empty(cuts.size, dtype=np.int64)
+            rank[order] = np.arange(cuts.size)
+            nb = cuts.size + 1
+            if kmax:
+                b_of = np.searchsorted(-cuts[order], -sn, side="left")  # cuts above each negative
+                flat = (rows * nb + b_of[picks])[keep]
+                cum_b = np.cumsum(np.bincount(flat, minlength=R * nb).reshape(R, nb), 1)
+            else:
+                cum_b = np.zeros((R, nb))
+            for j, t in enumerate(thr):
+                tp = wp @ (sp >= t).astype(np.float64)
+                fp = cum_b[:, rank[sp.size + j]]                     # drawn negatives above t
+                fn = k_pos - tp
+                acc = f1["" if j == 0 else "_t2"]
+                acc[0][:, s] += tp
+                acc[1][:, s] += fp
+                acc[2][:, s] += fn
+                acc[3][:, s] += 2 * tp / np.maximum(2 * tp + fp + fn, 1e-12)
+            if pos.size == 0:
+                continue
+            op = np.argsort(-sp, kind="stable")
+            wpo = wp[:, op]
+            cum_p = np.cumsum(wpo, 1)                                  # [R, P]
+            cum_n = cum_b[:, rank[op]]                                 # drawn negatives above
+            ap = (wpo * cum_p / np.maximum(cum_p + cum_n, 1e-12)).sum(1) / k_pos
+            for k in min_pos:
+                if pos.size >= k:
+                    per[f"map_k{k}"][:, s] += ap
+    out = {}
+    for k in min_pos:
+        m = int((npos_all >= k).sum())
+        out[f"map_k{k}"] = per[f"map_k{k}"] / max(m, 1)
+    for sfx, (tp, fp, fn, fs) in f1.items():
+        out["micro_f1" + sfx] = 2 * tp / np.maximum(2 * tp + fp + fn, 1e-12)
+        out["macro_f1" + sfx] = fs / n_c
+    return {k: v[rows, seed_idx].mean(1) for k, v in out.items()}
+
+
+def _counts(rng: np.random.Generator, size: int, k: np.ndarray) -> np.ndarray:
+    """``[R, size]`` multiplicities of ``k[r]`` uniform draws with replacement from ``size``."""
+    R, kmax = k.size, int(k.max()) if k.size else 0
+    if kmax == 0 or size == 0:
+        return np.zeros((R, size))
+    pick = rng.integers(0, size, (R, kmax))
+    keep = np.arange(kmax)[None] < k[:, None]
+    flat = (np.arange(R)[:, None] * size + pick)[keep]
+    return np.bincount(flat, minlength=R * size).reshape(R, size).astype(np.float64)
+
+
+def _ap(y: np.ndarray, s: np.ndarray) -> float:
+    """Average precision of one label (sklearn's step-wise definition, no ties)."""
+    o = np.argsort(-s, kind="stable")
+    yo = y[o]
+    prec = np.cumsum(yo) / np.arange(1, yo.size + 1)
+    return float((prec * yo).sum() / max(yo.sum(), 1))
+
+
+def sim_multilabel(rng: np.random.Generator, *, n_items: int = 600, n_seeds: int = 5,
+                   prevalence: Sequence[float] = (0.05, 0.1, 0.2, 0.3, 0.4), mu: float = 1.5,
+                   tau: float = 0.1, thresholds: Sequence[float] = (1.0, 0.5),
+                   min_pos: Sequence[int] = (1,), n_resamples: int = 400) -> dict[str, Result]:
+    """One replication of the multi-label procedure at a data set's shape: metric ->
+    ``(truth, estimate, low, high)`` for ``map_k<k>`` (mean AP over labels with >= k test
+    positives; its truth is the population AP of those labels), ``micro_f1``, ``macro_f1``
+    and, for a second threshold, ``micro_f1_t2``, ``macro_f1_t2``. Labels independent."""
     prev = np.asarray(prevalence, dtype=np.float64)
-    truth = _ml_truth(tuple(prevalence), mu, tau, threshold) if truth is None else truth
+    ap_true, f1_true = _ml_truth(tuple(prev.tolist()), float(mu), float(tau), tuple(thresholds))
     y = (rng.random((n_items, prev.size)) < prev).astype(np.int64)
     mus = rng.normal(mu, tau, n_seeds)
     scores = mus[:, None, None] * y[None] + rng.normal(0, 1, (n_seeds, n_items, prev.size))
-    from .multilabel import multilabel_metrics
-
-    pts = {"map": [], "micro_f1": [], "macro_f1": []}
-    for j in range(n_seeds):
-        m = multilabel_metrics(y, scores[j], threshold=threshold)
-        for k in pts:
-            pts[k].append(m[k])
-    reps = stratified_metric_reps(y, scores, np.full(n_seeds, threshold), n_resamples=n_resamples,
-                                  seed=int(rng.integers(2**31)), threshold=threshold)
+    npos = y.sum(0)
+    est: dict[str, float] = {}
+    aps = np.array([[_ap(y[:, c], scores[s, :, c]) if npos[c] else np.nan for c in range(prev.size)]
+                    for s in range(n_seeds)])
+    truth: dict[str, float] = {}
+    for k in min_pos:
+        sel = npos >= max(k, 1)
+        if not sel.any():
+            continue
+        est[f"map_k{k}"] = float(aps[:, sel].mean())
+        truth[f"map_k{k}"] = float(ap_true[sel].mean())
+    for j, t in enumerate(thresholds):
+        sfx = "" if j == 0 else "_t2"
+        pred = scores >= t
+        tp = (pred & (y[None] == 1)).sum(1).astype(float)
+        fp = (pred & (y[None] == 0)).sum(1).astype(float)
+        fn = npos[None] - tp
+        est["micro_f1" + sfx] = float(np.mean(2 * tp.sum(1) / np.maximum(2 * tp.sum(1) + fp.sum(1) + fn.sum(1), 1)))
+        est["macro_f1" + sfx] = float(np.mean(2 * tp / np.maximum(2 * tp + fp + fn, 1e-12)))
+    truth.update(f1_true)
+    reps = stratified_reps_fast(y, scores, thresholds, n_resamples=n_resamples, rng=rng,
+                                min_pos=[k for k in min_pos if f"map_k{k}" in est])
     out = {}
-    for k in pts:
-        est = float(np.mean(pts[k]))
-        lo, hi = bias_corrected_interval(est, reps[k])
-        out[k] = (truth[k], est, lo, hi)
+    for key, e in est.items():
+        lo, hi = bias_corrected_interval(e, reps[key])
+        out[key] = (truth[key], e, lo, hi)
     return out
 
 
 def coverage(sim: Callable[..., object], n_rep: int, seed: int = 0, **kw) -> dict[str, float]:
     """Fraction of ``n_rep`` replications of ``sim`` whose interval covers the truth, per
-    metric (``"value"`` for single-metric simulators), plus the mean interval width and the
-    fraction of intervals containing their own estimate."""
+    metric (``"value"`` for single-metric simulators), plus the mean interval width, the
+    fraction of intervals containing their own estimate and the number of replications in
+    which the metric was defined (``.n``)."""
     rng = np.random.default_rng(seed)
     hits: dict[str, list[tuple[bool, float, bool]]] = {}
     for _ in range(n_rep):
@@ -166,5 +308,7 @@ def coverage(sim: Callable[..., object], n_rep: int, seed: int = 0, **kw) -> dic
         items = res.items() if isinstance(res, dict) else [("value", res)]
         for k, (truth, est, lo, hi) in items:
             hits.setdefault(k, []).append((lo <= truth <= hi, hi - lo, lo <= est <= hi))
-    return {f"{k}.{name}": float(np.mean([h[i] for h in v]))
-            for k, v in hits.items() for i, name in enumerate(("coverage", "width", "contains_estimate"))}
+    out = {f"{k}.{name}": float(np.mean([h[i] for h in v]))
+           for k, v in hits.items() for i, name in enumerate(("coverage", "width", "contains_estimate"))}
+    out.update({f"{k}.n": float(len(v)) for k, v in hits.items()})
+    return out

@@ -8,6 +8,12 @@ Conventions (Sim-Dis paper, Appendix C.2; Zhang & Wu 2024):
   ``average_precision_score`` on the scores, over labels with at least one positive in the
   test split (labels without positives have undefined AP and are left out; their count is
   returned as ``map_labels_skipped``).
+- mAP over frequent labels (``map_min<k>`` for each ``k`` of :data:`MAP_MIN_POSITIVES`): the
+  same mean over the labels with at least ``k`` test positives (their number:
+  ``map_min<k>_labels``). The AP of a label with a few test positives is biased upwards and no
+  bootstrap interval of mAP over all labels covers where labels are rare (medical, enron:
+  ``bench/bench_coverage.py``); the report shows, per data set, the smallest ``k`` whose
+  interval covers in that simulation (``reports/metrics/coverage.json``; docs/statistics.md).
 - precision@k: for each test sample, the fraction of its k top-scored labels that are
   true, averaged over samples (the extreme-classification convention, MIMIC P@8).
 All values are fractions in [0, 1]; reports multiply by 100 where they compare with the paper.
@@ -19,9 +25,15 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["multilabel_metrics", "precision_at_k", "knn_label_purity", "mean_average_precision",
+__all__ = ["MAP_MIN_POSITIVES", "multilabel_metrics", "precision_at_k", "knn_label_purity", "mean_average_precision",
            "choose_threshold", "label_thresholds", "bootstrap_metric_reps",
            "stratified_metric_reps"]
+
+
+#: The minimum numbers ``k`` of test positives of a label for which ``map_min<k>`` (mAP over
+#: the labels with at least ``k`` test positives) is computed; the report picks one per data
+#: set from the coverage simulation (bench/bench_coverage.py, reports/metrics/coverage.json).
+MAP_MIN_POSITIVES = (5, 10, 20, 40)
 
 
 def precision_at_k(y_true: np.ndarray, scores: np.ndarray, k: int) -> float:
@@ -54,7 +66,10 @@ def multilabel_metrics(y_true: np.ndarray, scores: np.ndarray, threshold: float 
         precision_at: k values for precision@k.
 
     Returns:
-        ``{"micro_f1", "macro_f1", "map", "map_labels_skipped", "p_at_<k>"...}`` as floats.
+        ``{"micro_f1", "macro_f1", "map", "map_labels_skipped", "p_at_<k>"...}`` as floats, and
+        for each ``k`` of :data:`MAP_MIN_POSITIVES` with such labels ``"map_min<k>"`` and
+        ``"map_min<k>_labels"`` (mAP over the labels with at least ``k`` test positives, and
+        their number).
 
     Raises:
         ValueError: shapes differ, or no label has a positive (mAP undefined).
@@ -75,6 +90,12 @@ def multilabel_metrics(y_true: np.ndarray, scores: np.ndarray, threshold: float 
         "map": float(average_precision_score(y_true[:, has_pos], scores[:, has_pos], average="macro")),
         "map_labels_skipped": float((~has_pos).sum()),
     }
+    for k in MAP_MIN_POSITIVES:
+        freq = y_true.sum(0) >= k
+        if freq.any():
+            out[f"map_min{k}"] = float(average_precision_score(y_true[:, freq], scores[:, freq],
+                                                               average="macro"))
+            out[f"map_min{k}_labels"] = float(freq.sum())
     for k in precision_at:
         out[f"p_at_{k}"] = precision_at_k(y_true, scores, int(k))
     return out
@@ -259,8 +280,8 @@ def stratified_metric_reps(y_true: np.ndarray, scores: np.ndarray, val_threshold
     defined in every draw and every label counts in every draw. The label-wise draws are independent of each other, so the
     correlation of two labels' errors through shared rows is not reproduced; the coverage
     simulation (``tests/protocol/test_coverage.py``) checks the result on independent labels.
-    Use the replicates with :func:`contrastlab.evaluation.stats.summarize`, whose median-bias
-    correction removes what the duplication still adds to AP.
+    Use the replicates with :func:`contrastlab.evaluation.stats.summarize` (BC percentile
+    intervals, which move down by the bias the duplication adds to AP).
 
     Per draw ``r`` and drawn seed ``j``: micro-F1 sums TP/FP/FN over labels (each label on its
     own rows), macro-F1 and mAP average the labels' F1 / AP (labels without any positive in
@@ -280,8 +301,9 @@ def stratified_metric_reps(y_true: np.ndarray, scores: np.ndarray, val_threshold
         chunk: draws processed at once (memory ``chunk x N`` floats per label).
 
     Returns:
-        ``{"micro_f1", "macro_f1", "micro_f1_val_t", "macro_f1_val_t", "map"}`` -> ``[R]``
-        float64 fractions in [0, 1].
+        ``{"micro_f1", "macro_f1", "micro_f1_val_t", "macro_f1_val_t", "map"}`` and
+        ``"map_min<k>"`` for each ``k`` of :data:`MAP_MIN_POSITIVES` that some label reaches ->
+        ``[R]`` float64 fractions in [0, 1].
 
     Raises:
         InputError: shapes disagree, or ``n_resamples < 1``.
@@ -303,7 +325,9 @@ def stratified_metric_reps(y_true: np.ndarray, scores: np.ndarray, val_threshold
     fn = {t: np.zeros((n_resamples, n_s)) for t in ("fix", "val")}
     f1sum = {t: np.zeros((n_resamples, n_s)) for t in ("fix", "val")}
     apsum = np.zeros((n_resamples, n_s))
+    apfreq = {k: np.zeros((n_resamples, n_s)) for k in MAP_MIN_POSITIVES}  # labels with >= k positives
     n_ap = 0
+    n_freq = {k: int((y.sum(0) >= k).sum()) for k in MAP_MIN_POSITIVES}
     label_seeds = rng.integers(0, 2**63 - 1, n_c)
     thr = {"fix": np.full(n_s, float(threshold)), "val": vt}
     for c in range(n_c):
@@ -347,11 +371,18 @@ def stratified_metric_reps(y_true: np.ndarray, scores: np.ndarray, val_threshold
                     wc = w[:, o]
                     wy = wc * yc[o]
                     prec = np.cumsum(wy, 1) / np.maximum(np.cumsum(wc, 1), 1e-12)
-                    apsum[lo:hi, j] += (wy * prec).sum(1) / np.maximum(wy.sum(1), 1e-12)
+                    ap = (wy * prec).sum(1) / np.maximum(wy.sum(1), 1e-12)
+                    apsum[lo:hi, j] += ap
+                    for k in MAP_MIN_POSITIVES:
+                        if pos.size >= k:
+                            apfreq[k][lo:hi, j] += ap
     per = {}
     for t, suffix in (("fix", ""), ("val", "_val_t")):
         per["micro_f1" + suffix] = 2 * tp[t] / np.maximum(2 * tp[t] + fp[t] + fn[t], 1e-12)
         per["macro_f1" + suffix] = f1sum[t] / n_c
     per["map"] = apsum / max(n_ap, 1)
+    for k in MAP_MIN_POSITIVES:
+        if n_freq[k]:
+            per[f"map_min{k}"] = apfreq[k] / n_freq[k]
     rows = np.arange(n_resamples)[:, None]
     return {k: v[rows, seed_idx].mean(1) for k, v in per.items()}

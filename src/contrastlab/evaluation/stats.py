@@ -32,7 +32,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["resample_indices", "bootstrap_per_item", "paired_pvalue", "holm", "summarize",
+__all__ = ["resample_indices", "resample_counts", "Counts", "bootstrap_per_item", "paired_pvalue",
+           "holm", "summarize", "draws_for", "pvalue_floor", "choose_test", "resolution_note", "table_resolution",
            "bias_corrected_interval", "model_confidence_set", "prob_best", "group_identical",
            "friedman_nemenyi", "plot_cd"]
 
@@ -64,34 +65,95 @@ def resample_indices(n_seeds: int, n_items: int, *, clusters: Sequence | np.ndar
     Raises:
         ValueError: non-positive sizes, or ``clusters`` of the wrong length.
     """
+    members, _ = _check_sizes(n_seeds, n_items, n_resamples, clusters)
+    rng = np.random.default_rng(seed)
+    m_seeds = max(1, n_seeds - 1)
+    # one vectorised call per array (no Python loop over draws): the rows are i.i.d. with the
+    # same law as the former loop's draws (uniform indices with replacement)
+    s = rng.integers(0, n_seeds, (n_resamples, m_seeds))
+    if members is None:
+        i = rng.integers(0, n_items, (n_resamples, n_items))
+        return [(s[r], i[r]) for r in range(n_resamples)]
+    picked = rng.integers(0, len(members), (n_resamples, max(1, len(members) - 1)))
+    return [(s[r], np.concatenate([members[k] for k in picked[r]])) for r in range(n_resamples)]
+
+
+def _check_sizes(n_seeds: int, n_items: int, n_resamples: int, clusters
+                 ) -> tuple[list[np.ndarray] | None, np.ndarray | None]:
+    """Validate sizes; return the members of each cluster and the item -> cluster index."""
     if n_seeds < 1 or n_items < 1 or n_resamples < 1:
         raise ValueError(f"need n_seeds, n_items, n_resamples >= 1 "
                          f"(got {n_seeds}, {n_items}, {n_resamples})")
+    if clusters is None:
+        return None, None
+    c = np.asarray(clusters)
+    if c.shape != (n_items,):
+        raise ValueError(f"clusters has shape {c.shape}; expected ({n_items},)")
+    _, inv = np.unique(c, return_inverse=True)
+    inv = inv.ravel()
+    return [np.flatnonzero(inv == k) for k in range(int(inv.max()) + 1)], inv
+
+
+class Counts:
+    """Bootstrap draws as multiplicity arrays (what a resample does to a mean), shared by every
+    method of a table.
+
+    Attributes:
+        seeds: ``[R, S]`` float64, how often each training seed is drawn (rows sum to
+            ``max(1, S - 1)``).
+        items: ``[R, I]`` uint16/int32 item multiplicities (rows sum to ``I``), or None with
+            clusters.
+        clusters: ``[R, G]`` float64 cluster multiplicities (rows sum to ``max(1, G - 1)``),
+            or None.
+        cluster_of: ``[I]`` int64 cluster index of each item, or None.
+    """
+
+    def __init__(self, seeds, items=None, clusters=None, cluster_of=None):
+        self.seeds, self.items, self.clusters, self.cluster_of = seeds, items, clusters, cluster_of
+
+    def __len__(self) -> int:
+        return int(self.seeds.shape[0])
+
+
+def resample_counts(n_seeds: int, n_items: int, *, clusters: Sequence | np.ndarray | None = None,
+                    n_resamples: int = 1000, seed: int = 0) -> Counts:
+    """The draws of :func:`resample_indices` as multiplicities, generated without a Python
+    loop, so ``R`` = 10,000-50,000 draws cost seconds (:func:`draws_for`).
+
+    A draw of ``k`` indices uniformly with replacement from ``n`` has multiplicities
+    ``Multinomial(k, 1/n, ..., 1/n)``; seeds and clusters are sampled as such (NumPy's
+    vectorised ``Generator.multinomial``), items as one ``[R, I]`` array of uniform indices
+    turned into counts by one ``bincount`` (faster for many categories). Same law as :func:`resample_indices` (the same ``n - 1``
+    top-level units: seeds; clusters when given, else ``I`` of ``I`` items), a different
+    random stream. ``tests/protocol/test_stats.py`` compares the two.
+
+    Args / Raises: as :func:`resample_indices`.
+
+    Returns:
+        :class:`Counts`.
+    """
+    members, inv = _check_sizes(n_seeds, n_items, n_resamples, clusters)
     rng = np.random.default_rng(seed)
-    members: list[np.ndarray] | None = None
-    if clusters is not None:
-        c = np.asarray(clusters)
-        if c.shape != (n_items,):
-            raise ValueError(f"clusters has shape {c.shape}; expected ({n_items},)")
-        _, inv = np.unique(c, return_inverse=True)
-        members = [np.flatnonzero(inv == k) for k in range(int(inv.max()) + 1)]
-    draws: list[Draw] = []
-    m_seeds = max(1, n_seeds - 1)
-    m_clusters = None if members is None else max(1, len(members) - 1)
-    for _ in range(n_resamples):
-        s = rng.integers(0, n_seeds, m_seeds)
-        if members is None:
-            i = rng.integers(0, n_items, n_items)
-        else:
-            picked = rng.integers(0, len(members), m_clusters)
-            i = np.concatenate([members[k] for k in picked])
-        draws.append((s, i))
-    return draws
+    ws = rng.multinomial(max(1, n_seeds - 1), np.full(n_seeds, 1.0 / n_seeds),
+                         size=n_resamples).astype(np.float64)
+    if members is None:
+        dtype = np.uint16 if n_items < 65535 else np.int32
+        wi = np.empty((n_resamples, n_items), dtype=dtype)
+        step = max(1, 4_000_000 // n_items)
+        for lo in range(0, n_resamples, step):
+            hi = min(n_resamples, lo + step)
+            picks = rng.integers(0, n_items, (hi - lo, n_items))       # I uniform draws a row
+            flat = (np.arange(hi - lo)[:, None] * n_items + picks).ravel()
+            wi[lo:hi] = np.bincount(flat, minlength=(hi - lo) * n_items).reshape(hi - lo, n_items)
+        return Counts(ws, items=wi)
+    g = len(members)
+    wc = rng.multinomial(max(1, g - 1), np.full(g, 1.0 / g), size=n_resamples).astype(np.float64)
+    return Counts(ws, clusters=wc, cluster_of=inv.astype(np.int64))
 
 
 def bootstrap_per_item(per_item: Mapping[str, np.ndarray], *, clusters=None,
                        n_resamples: int = 1000, seed: int = 0,
-                       draws: Sequence[Draw] | None = None
+                       draws: Sequence[Draw] | Counts | None = None, chunk: int = 2000
                        ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """Point estimates and bootstrap replicates of mean per-item scores.
 
@@ -100,8 +162,11 @@ def bootstrap_per_item(per_item: Mapping[str, np.ndarray], *, clusters=None,
             test item under each seed, e.g. 0/1 correctness or reciprocal rank. All methods
             must share ``S`` and ``I`` (seed ``k`` and item ``j`` mean the same thing in every
             method: the pairing).
-        clusters, n_resamples, seed: see :func:`resample_indices` (ignored if ``draws``).
-        draws: precomputed draws (to share them with other metrics of the same table).
+        clusters, n_resamples, seed: see :func:`resample_counts` (ignored if ``draws``); the
+            default draws are :func:`resample_counts`'s.
+        draws: precomputed draws (to share them with other metrics of the same table): a
+            :class:`Counts` or a list from :func:`resample_indices`.
+        chunk: draws processed at once (memory ``chunk x I`` floats).
 
     Returns:
         ``(point, reps)``: ``point[name]`` = the mean over seeds and items; ``reps[name]``
@@ -118,34 +183,122 @@ def bootstrap_per_item(per_item: Mapping[str, np.ndarray], *, clusters=None,
         raise ValueError(f"methods have different [seeds, items] shapes: {sorted(shapes)}")
     (S, I), = shapes
     if draws is None:
-        draws = resample_indices(S, I, clusters=clusters, n_resamples=n_resamples, seed=seed)
-    R = len(draws)
-    ws = np.zeros((R, S))
-    wi = np.zeros((R, I))
-    for r, (s, i) in enumerate(draws):
-        ws[r] = np.bincount(s, minlength=S)
-        wi[r] = np.bincount(i, minlength=I)
-    denom = ws.sum(1) * wi.sum(1)
+        draws = resample_counts(S, I, clusters=clusters, n_resamples=n_resamples, seed=seed)
+    if not isinstance(draws, Counts):  # a list of index pairs: their multiplicities
+        draws = Counts(np.stack([np.bincount(s, minlength=S) for s, _ in draws]).astype(np.float64),
+                       items=np.stack([np.bincount(i, minlength=I) for _, i in draws]))
+    ws = draws.seeds
+    if ws.shape[1] != S:
+        raise ValueError(f"draws are over {ws.shape[1]} seeds; the scores have {S}")
     point = {k: float(a.mean()) for k, a in arrs.items()}
-    # sum_s sum_i ws[r,s] * x[s,i] * wi[r,i]: [R,S] @ [S,I] -> [R,I], weighted by wi.
-    reps = {k: ((ws @ a) * wi).sum(1) / denom for k, a in arrs.items()}
+    # rep_r = sum_s sum_i ws[r,s] x[s,i] wi[r,i] / (sum ws[r] * sum wi[r])
+    if draws.items is None:  # clusters: sum the items of each cluster first ([S, G])
+        g = draws.cluster_of
+        if g is None or g.shape != (I,):
+            raise ValueError("cluster draws do not match the number of items")
+        wc = draws.clusters
+        sizes = np.bincount(g, minlength=wc.shape[1]).astype(np.float64)
+        denom = ws.sum(1) * (wc @ sizes)
+        reps = {}
+        for k, a in arrs.items():
+            per_cluster = np.stack([np.bincount(g, weights=row, minlength=wc.shape[1]) for row in a])
+            reps[k] = ((ws @ per_cluster) * wc).sum(1) / denom
+        return point, reps
+    wi_all = draws.items
+    if wi_all.shape[1] != I:
+        raise ValueError(f"draws are over {wi_all.shape[1]} items; the scores have {I}")
+    R = len(draws)
+    reps = {k: np.empty(R) for k in arrs}
+    for lo in range(0, R, chunk):
+        hi = min(R, lo + chunk)
+        wi = wi_all[lo:hi].astype(np.float64)
+        denom = ws[lo:hi].sum(1) * wi.sum(1)
+        for k, a in arrs.items():
+            reps[k][lo:hi] = ((ws[lo:hi] @ a) * wi).sum(1) / denom
     return point, reps
 
 
-def paired_pvalue(diff_reps: np.ndarray) -> float:
-    """Two-sided paired-bootstrap p-value of ``H0: difference = 0``.
+def paired_pvalue(diff_reps: np.ndarray, *, point: float | None = None,
+                  method: str = "bootstrap") -> float:
+    """Two-sided paired p-value of ``H0: difference = 0`` from bootstrap replicates.
 
-    ``diff_reps`` ``[R]``: bootstrap replicates of a difference ``a - b`` computed on shared
-    draws. The p-value is twice the smaller tail mass of the replicates at zero, with the
-    ``+1`` correction of Davison & Hinkley (1997, Eq. 4.11) so it is never 0, capped at 1.
-    An identically zero difference gives ``p = 1`` (a tie).
+    Args:
+        diff_reps: ``[R]`` bootstrap replicates of a difference ``a - b`` on shared draws.
+        point: the observed difference (needed by ``method="wald"``).
+        method: ``"bootstrap"``: twice the smaller tail mass of the replicates at zero, with
+            the ``+1`` correction of Davison & Hinkley (1997, Eq. 4.11) so it is never 0,
+            capped at 1; its smallest value is ``2 / (R + 1)`` (:func:`pvalue_floor`).
+            ``"wald"``: ``2 Phi(-|point| / se)`` with ``se`` the standard deviation of the
+            replicates (the bootstrap standard error; Efron & Tibshirani 1993, Ch. 6 and
+            Sec. 16.4; Wasserman, "All of Statistics", 2004, Sec. 10.1, the Wald test): no
+            floor, valid when the difference is close to normal (means over many items).
+
+    Returns:
+        float p in (0, 1]. An identically zero difference gives ``p = 1`` (a tie).
+
+    Raises:
+        ValueError: no replicates, an unknown method, or ``wald`` without ``point``.
     """
     d = np.asarray(diff_reps, dtype=np.float64)
     if d.size == 0:
         raise ValueError("no bootstrap replicates")
+    if method == "wald":
+        if point is None:
+            raise ValueError("the Wald test needs the observed difference (point=)")
+        se = float(d.std(ddof=1)) if d.size > 1 else 0.0
+        if se <= 1e-15 * max(1.0, abs(point)):
+            return 1.0 if abs(point) <= 1e-15 else float(np.nextafter(0.0, 1.0))
+        from scipy.stats import norm
+
+        return float(min(1.0, 2 * norm.sf(abs(point) / se)))
+    if method != "bootstrap":
+        raise ValueError(f"unknown test {method!r} (bootstrap or wald)")
     lo = (1 + np.count_nonzero(d <= 0)) / (d.size + 1)
     hi = (1 + np.count_nonzero(d >= 0)) / (d.size + 1)
     return float(min(1.0, 2 * min(lo, hi)))
+
+
+def pvalue_floor(n_resamples: int, m: int) -> float:
+    """Smallest attainable Holm-adjusted paired-bootstrap p over a family of ``m`` tests:
+    ``min(1, m * 2 / (R + 1))`` (the raw floor of :func:`paired_pvalue` times Holm's first
+    multiplier; every later adjusted p is at least that). ``m = 0`` gives 0."""
+    if m <= 0:
+        return 0.0
+    return float(min(1.0, 2.0 * m / (n_resamples + 1)))
+
+
+def draws_for(m: int, alpha: float = 0.05, *, ratio: float = 10.0, minimum: int = 2000,
+              step: int = 1000) -> int:
+    """Number of bootstrap draws ``R`` whose Holm floor (:func:`pvalue_floor`) over ``m`` tests
+    is at most ``alpha / ratio``: ``R + 1 >= 2 m ratio / alpha``, rounded up to a multiple of
+    ``step`` and at least ``minimum``; e.g. 10,000 for 24 rows at alpha 0.05 (the floor 0.0048).
+    At ``R = 10,000`` the Monte-Carlo error of a p near 0.05 is about 0.002 (Davison &
+    Hinkley 1997, Sec. 4.2.5), negligible beside alpha."""
+    if m < 0 or not 0 < alpha < 1 or ratio <= 0:
+        raise ValueError(f"need m >= 0, 0 < alpha < 1, ratio > 0 (got {m}, {alpha}, {ratio})")
+    need = int(np.ceil(2.0 * m * ratio / alpha)) - 1
+    return int(max(minimum, -(-need // step) * step))
+
+
+def choose_test(n_resamples: int, m: int, alpha: float = 0.05, ratio: float = 10.0) -> str:
+    """``"bootstrap"`` when the paired bootstrap's Holm floor over ``m`` tests with ``R`` draws
+    is at most ``alpha / ratio``; otherwise ``"wald"`` (the normal approximation with the
+    bootstrap standard error, :func:`paired_pvalue`), which has no floor. Tables whose
+    replicates are computed in the report use :func:`draws_for` and get the bootstrap test;
+    the Wald test serves replicates stored by a stage with fewer draws."""
+    return "bootstrap" if pvalue_floor(n_resamples, m) <= alpha / ratio else "wald"
+
+
+def resolution_note(n_resamples: int, m: int, test: str = "bootstrap", *,
+                    correction: str = "Holm") -> str:
+    """Caption text stating the draws, the family size and the smallest attainable corrected
+    p, e.g. ``"10,000 paired bootstrap draws; Holm over 24 comparisons; smallest attainable
+    p 0.0048"``."""
+    if test == "wald":
+        return (f"{n_resamples:,} paired bootstrap draws; p from the normal approximation with "
+                f"the bootstrap SE (Wald), {correction} over {m} comparisons; no floor")
+    return (f"{n_resamples:,} paired bootstrap draws; {correction} over {m} comparisons; "
+            f"smallest attainable p {pvalue_floor(n_resamples, m):.2g}")
 
 
 def holm(pvalues: Sequence[float]) -> np.ndarray:
@@ -167,21 +320,33 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
     return out
 
 
+def table_resolution(stats: Mapping[str, Mapping]) -> str:
+    """:func:`resolution_note` of one :func:`summarize` result (its tested rows carry
+    ``n_resamples``, ``family_size`` and ``test``); ``""`` when no row was tested."""
+    tested = [e for e in stats.values() if isinstance(e, Mapping) and "test" in e]
+    if not tested:
+        return ""
+    e = tested[0]
+    return resolution_note(int(e["n_resamples"]), int(e["family_size"]), str(e["test"]))
+
+
 def bias_corrected_interval(point: float, reps: np.ndarray, confidence: float = 0.95
                             ) -> tuple[float, float]:
-    """Percentile interval of bootstrap replicates after removing their median bias.
+    """Bias-corrected (BC) percentile interval: BCa with acceleration 0 (Efron, "Nonparametric
+    standard errors and confidence intervals", Can. J. Statist. 1981; Efron & Tibshirani,
+    "An Introduction to the Bootstrap", 1993, Sec. 14.3, Eq. 14.10-14.14 with ``a = 0``).
 
-    ``[point + q_lo - m, point + q_hi - m]`` with ``q_lo, q_hi`` the ``(1 -+ confidence) / 2``
-    quantiles of ``reps`` and ``m`` their median: the percentile interval (Efron & Tibshirani,
-    "An Introduction to the Bootstrap", 1993, Ch. 13) translated by the bootstrap estimate of
-    the statistic's bias (ibid., Sec. 10.6, with the median in place of the mean so the shift
-    is robust to skewed replicates). For a mean of per-item scores the median of the
-    replicates equals the estimate up to Monte-Carlo noise and nothing changes; for statistics
-    a resample inflates (average precision on resampled rows, where a duplicated positive
-    raises the precision of its own rank) the plain percentile interval can miss its own
-    estimate, this one cannot: ``point`` is the median of the shifted replicates, so it lies
-    inside the interval whenever ``confidence > 0``. Coverage is checked by simulation
-    (``tests/protocol/test_coverage.py``, ``bench/bench_coverage.py``).
+    ``z0 = Phi^-1(#(reps < point) / R)`` (ties count half) measures the median bias of the
+    replicates; the interval is the ``(Phi(2 z0 - z), Phi(2 z0 + z))`` quantiles of ``reps``
+    with ``z = Phi^-1((1 + confidence) / 2)``. When the replicates sit above the estimate
+    (average precision on resampled rows, where a duplicated positive raises the precision of
+    its own rank; ``z0 < 0``) the interval moves *down* by about twice that bias, centring it
+    on ``point - bias`` (the bias-corrected estimate) instead of on ``point``: the bias is
+    removed, not hidden. For a mean of per-item scores ``z0 ~ 0`` and this is the percentile
+    interval. The interval contains ``point`` iff ``|z0| <= z`` (the estimate lies inside the
+    central ``confidence`` part of its own bootstrap distribution). Coverage is checked by
+    simulation at every data set's shape (``bench/bench_coverage.py``,
+    ``reports/metrics/coverage.json``).
 
     Args:
         point: the estimate on the original data (float).
@@ -189,11 +354,14 @@ def bias_corrected_interval(point: float, reps: np.ndarray, confidence: float = 
         confidence: two-sided level in (0, 1).
 
     Returns:
-        ``(low, high)`` floats with ``low <= point <= high``.
+        ``(low, high)`` floats, ``low <= high``; ``(point, point)`` when every replicate
+        equals ``point``.
 
     Raises:
         ValueError: no replicates, non-finite replicates or point, or a level outside (0, 1).
     """
+    from scipy.stats import norm
+
     r = np.asarray(reps, dtype=np.float64).ravel()
     if r.size == 0:
         raise ValueError("no bootstrap replicates")
@@ -201,9 +369,14 @@ def bias_corrected_interval(point: float, reps: np.ndarray, confidence: float = 
         raise ValueError(f"confidence must lie in (0, 1) (got {confidence})")
     if not (np.isfinite(r).all() and np.isfinite(point)):
         raise ValueError("bootstrap replicates and the point estimate must be finite")
-    q = (1 - confidence) / 2
-    lo, med, hi = np.quantile(r, [q, 0.5, 1 - q])
-    return float(point + (lo - med)), float(point + (hi - med))
+    below = np.count_nonzero(r < point) + 0.5 * np.count_nonzero(r == point)
+    if below == r.size / 2 and np.all(r == point):
+        return float(point), float(point)
+    frac = np.clip(below / r.size, 0.5 / r.size, 1 - 0.5 / r.size)
+    z0 = norm.ppf(frac)
+    z = norm.ppf((1 + confidence) / 2)
+    lo, hi = np.quantile(r, norm.cdf([2 * z0 - z, 2 * z0 + z]))
+    return float(lo), float(hi)
 
 
 def prob_best(reps: Mapping[str, np.ndarray], *, higher_is_better: bool = True) -> dict[str, float]:
@@ -343,8 +516,8 @@ def group_identical(outputs: Mapping[str, Sequence[np.ndarray]], *, atol: float 
 
 def summarize(point: Mapping[str, float], reps: Mapping[str, np.ndarray], *,
               higher_is_better: bool = True, alpha: float = 0.05, confidence: float = 0.95,
-              baseline: str | None = None, candidates: Sequence[str] | None = None
-              ) -> dict[str, dict]:
+              baseline: str | None = None, candidates: Sequence[str] | None = None,
+              test: str = "auto") -> dict[str, dict]:
     """One table's statistics: CIs, the selection-aware best set, tests against a baseline.
 
     Args:
@@ -359,6 +532,11 @@ def summarize(point: Mapping[str, float], reps: Mapping[str, np.ndarray], *,
             difference is significant after Holm.
         candidates: methods that compete for "best" (default: every method). Baselines belong
             here; leave out only reference rows (published numbers, ablations).
+        test: paired test of each family (:func:`paired_pvalue`): ``"bootstrap"``,
+            ``"wald"`` or ``"auto"`` (:func:`choose_test`: the bootstrap tail p when its Holm
+            floor over the family is at most ``alpha / 10``, else the Wald p). The family of
+            the baseline tests is every other candidate against the baseline (``m`` = their
+            number): the comparisons a reader is promised.
 
     Returns:
         method -> ``{"mean", "ci_low", "ci_high", "n_resamples"}`` and, for candidates,
@@ -398,7 +576,19 @@ def summarize(point: Mapping[str, float], reps: Mapping[str, np.ndarray], *,
     mcs = model_confidence_set({c: point[c] for c in cands}, {c: reps[c] for c in cands},
                                alpha=alpha, higher_is_better=higher_is_better)
     others = [c for c in cands if c != best]
-    p_best = [paired_pvalue(sign * (np.asarray(reps[best]) - np.asarray(reps[c]))) for c in others]
+    n_rep = int(next(iter(sizes))[0]) if next(iter(sizes)) else 1
+
+    def pick(m: int) -> str:
+        if test == "auto":
+            return choose_test(n_rep, m, alpha)
+        if test not in ("bootstrap", "wald"):
+            raise ValueError(f"unknown test {test!r} (auto, bootstrap or wald)")
+        return test
+
+    t_best = pick(len(others))
+    p_best = [paired_pvalue(sign * (np.asarray(reps[best]) - np.asarray(reps[c])),
+                            point=sign * float(point[best] - point[c]), method=t_best)
+              for c in others]
     p_best_holm = holm(p_best)
     for c in cands:
         out[c].update(p_best=pb[c], in_mcs=mcs[c]["in_mcs"], p_mcs=mcs[c]["p_mcs"],
@@ -409,7 +599,10 @@ def summarize(point: Mapping[str, float], reps: Mapping[str, np.ndarray], *,
                       p_vs_best=p, p_vs_best_holm=float(ph))
     if baseline is not None:
         tested = [c for c in cands if c != baseline]
-        p_base = [paired_pvalue(sign * (np.asarray(reps[c]) - np.asarray(reps[baseline])))
+        t_base = pick(len(tested))
+        floor = pvalue_floor(n_rep, len(tested)) if t_base == "bootstrap" else 0.0
+        p_base = [paired_pvalue(sign * (np.asarray(reps[c]) - np.asarray(reps[baseline])),
+                                point=sign * float(point[c] - point[baseline]), method=t_base)
                   for c in tested]
         for c, p, ph in zip(tested, p_base, holm(p_base)):
             delta = float(point[c] - point[baseline])
@@ -417,7 +610,8 @@ def summarize(point: Mapping[str, float], reps: Mapping[str, np.ndarray], *,
             out[c].update(delta_vs_baseline=delta, p_vs_baseline=p,
                           p_vs_baseline_holm=float(ph),
                           beats_baseline=sig and sign * delta > 0,
-                          below_baseline=sig and sign * delta < 0)
+                          below_baseline=sig and sign * delta < 0,
+                          test=t_base, family_size=len(tested), p_floor=floor)
     return out
 
 

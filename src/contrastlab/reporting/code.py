@@ -306,7 +306,7 @@ def only_in_top10(ranks: dict, a: str, b: str, k: int = 10) -> float:
                           for i in range(n)]))
 
 
-def table_stats(ranks: dict, repo, n_resamples: int = 1000, seed: int = 0,
+def table_stats(ranks: dict, repo, n_resamples: int | None = None, seed: int = 0,
                 baseline: str | None = None) -> dict[str, dict]:
     """CIs, best-row statistics and paired tests for Rank@1/5/10 and MRR from per-query ranks.
 
@@ -316,6 +316,9 @@ def table_stats(ranks: dict, repo, n_resamples: int = 1000, seed: int = 0,
         repo: ``[I]`` bootstrap clusters (repository groups of the test queries).
         baseline: the strongest baseline (chosen on validation by the caller); every row is
             tested against it.
+        n_resamples: bootstrap draws; default :func:`contrastlab.evaluation.stats.draws_for`
+            of the largest family (every row but one against the strongest baseline), so the
+            smallest attainable Holm p is at most alpha / 10.
 
     Returns:
         metric -> ``{"best": summarize(...), "baseline": ..., "bm25": ...}``
@@ -326,7 +329,7 @@ def table_stats(ranks: dict, repo, n_resamples: int = 1000, seed: int = 0,
     """
     import numpy as np
 
-    from ..evaluation.stats import bootstrap_per_item, resample_indices, summarize
+    from ..evaluation.stats import bootstrap_per_item, draws_for, resample_counts, summarize
 
     # untrained rows (baselines and their hybrids) have one deterministic run: repeated per seed
     multi = [k for k, v in ranks.items() if v.shape[0] > 1 or not _untrained(k)]
@@ -334,7 +337,8 @@ def table_stats(ranks: dict, repo, n_resamples: int = 1000, seed: int = 0,
     mats = {k: (np.repeat(v[:1], s, 0) if v.shape[0] == 1 else v[:s]).astype(np.float64)
             for k, v in ranks.items()}
     n_items = next(iter(mats.values())).shape[1]
-    draws = resample_indices(s, n_items, clusters=repo, n_resamples=n_resamples, seed=seed)
+    n_resamples = n_resamples or draws_for(max(1, len(ranks) - 1))
+    draws = resample_counts(s, n_items, clusters=repo, n_resamples=n_resamples, seed=seed)
     per_metric = {"rank_at_1": lambda r: (r <= 1), "rank_at_5": lambda r: (r <= 5),
                   "rank_at_10": lambda r: (r <= 10), "mrr": lambda r: 1.0 / r}
     names = list(ranks)
@@ -354,6 +358,18 @@ def table_stats(ranks: dict, repo, n_resamples: int = 1000, seed: int = 0,
                                        baseline=CONTROL_HYBRID)
         out[metric] = res
     return out
+
+
+def _resolution(stats: dict) -> str:
+    """Draws, family size and floor of a :func:`table_stats` result, for its caption."""
+    from ..evaluation.stats import resolution_note
+
+    rows = stats["rank_at_10"]["best"]
+    tested = [e for e in rows.values() if "test" in e]
+    n_res = next(iter(rows.values()))["n_resamples"]
+    if not tested:
+        return f"{n_res:,} bootstrap draws"
+    return resolution_note(n_res, tested[0]["family_size"], tested[0]["test"])
 
 
 def _ci(st: dict, pct: bool, digits: int) -> Cell:
@@ -475,14 +491,15 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
             "camelCase split, lower-cased, the whole identifier kept too; ties count against the "
             "true body); the sentence-embedding row is the teacher as its authors use it (all "
             "layers, mean pooling, normalised, raw space). Cells: mean [95 % CI], bias-corrected "
-            "percentile CI from 1,000 bootstrap draws over seeds and over test queries clustered by "
-            "repository group (related distributions form one group; near-duplicate bodies never "
+            "(BC) percentile CI (Efron & Tibshirani 1993, Sec. 14.3) from the bootstrap over seeds "
+            "and over test queries clustered by repository group (related distributions form one group; near-duplicate bodies never "
             "straddle the split). P(best): share of draws in which the row has the highest "
             "Rank@10; in MCS: member of the 95 % model confidence set (Hansen, Lunde & Nason 2011) "
             "over every row, baselines included. 'vs strongest baseline': Rank@10 difference in "
             "points to the baseline with the best validation Rank@10"
             + (f" ({_title(baseline, metrics.get(baseline))})" if baseline else "")
-            + ", Holm-corrected paired-bootstrap p; ▲/▼ significantly above/below. Trained rows: "
+            + ", Holm-corrected paired-bootstrap p; ▲/▼ significantly above/below ("
+            + _resolution(stats) + "). Trained rows: "
             "mean over seeds; 'from the zero-shot map': the predictor adds a correction to the "
             "centred zero-shot map and epoch 0 (the map itself) may be kept by early stopping. "
             + ("Hybrids: BM25 fused with each trained predictor per seed, by reciprocal-rank "
@@ -522,7 +539,7 @@ def _preset_provenance(root: Path, name: str) -> str:
             f"(params `code` hash `{h}`), not by params.yaml's `code` section.")
 
 
-def default_vs_tuned(root: Path, loaded: dict, n_resamples: int = 1000) -> Table | None:
+def default_vs_tuned(root: Path, loaded: dict, n_resamples: int | None = None) -> Table | None:
     """Each tuned loss's declared configuration (``default_code@<v>``: trial 0 of its study,
     run on the final seeds) against its tuned choice (``train_code@<v>``): validation and test
     Rank@10 side by side, test CIs and the paired difference from one bootstrap over seeds and
@@ -530,7 +547,8 @@ def default_vs_tuned(root: Path, loaded: dict, n_resamples: int = 1000) -> Table
     import numpy as np
     import pandas as pd
 
-    from ..evaluation.stats import bootstrap_per_item, holm, paired_pvalue, resample_indices, summarize
+    from ..evaluation.stats import (bootstrap_per_item, choose_test, draws_for, holm, paired_pvalue,
+                                    resample_counts, resolution_note, summarize)
 
     mdir = root / "reports" / "metrics" / "code" / "default"
     ddir = root / "reports" / "data" / "code" / "default"
@@ -548,13 +566,17 @@ def default_vs_tuned(root: Path, loaded: dict, n_resamples: int = 1000) -> Table
     if not mats:
         return None
     s = min(x.shape[0] for x in mats.values())
-    draws = resample_indices(s, next(iter(mats.values())).shape[1], clusters=loaded["repo"],
-                             n_resamples=n_resamples, seed=0)
+    names = list(vals)
+    n_resamples = n_resamples or draws_for(len(names))
+    test = choose_test(n_resamples, len(names))
+    draws = resample_counts(s, next(iter(mats.values())).shape[1], clusters=loaded["repo"],
+                            n_resamples=n_resamples, seed=0)
     point, reps = bootstrap_per_item({k: (x[:s] <= 10).astype(np.float64) for k, x in mats.items()},
                                      draws=draws)
     st = summarize(point, reps)
-    names = list(vals)
-    p = holm([paired_pvalue(reps[f"{v}|tuned"] - reps[f"{v}|default"]) for v in names])
+    p = holm([paired_pvalue(reps[f"{v}|tuned"] - reps[f"{v}|default"],
+                            point=point[f"{v}|tuned"] - point[f"{v}|default"], method=test)
+              for v in names])
     rows = []
     for v, ph in zip(names, p):
         d, t = st[f"{v}|default"], st[f"{v}|tuned"]
@@ -572,9 +594,9 @@ def default_vs_tuned(root: Path, loaded: dict, n_resamples: int = 1000) -> Table
                       "study), trained on the final seeds by default_code; tuned: the study's choice "
                       "(train_code). Validation: mean over seeds of the best validation Rank@10 "
                       "(the early-stopping epoch); test: 1,477 signatures against all bodies, 95 % "
-                      "CI and paired p from 1,000 bootstrap draws over seeds and queries clustered "
-                      "by repository group, Holm over the losses. The from-scratch ablations are "
-                      "not tuned and have no row.")
+                      "CI (BC percentile) and paired p from the bootstrap over seeds and queries "
+                      "clustered by repository group (" + resolution_note(n_resamples, len(names), test)
+                      + "). The from-scratch ablations are not tuned and have no row.")
 
 
 def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | None:

@@ -54,7 +54,11 @@ def _split_table(summary: dict, split: str, title: str) -> Table:
     cols = [c for c in COLUMNS[split] if c in t]
     rows = [[TITLES.get(v, v), *[_cell(t[c][v]) for c in cols]] for v in summary["variants"]]
     n = t[cols[0]][summary["variants"][0]]["n_items"]
-    return Table(f"{title} ({n} queries)", ["variant", *[HEADS[c] for c in cols]], rows)
+    from ..evaluation.stats import table_resolution
+
+    note = table_resolution(t[cols[0]])  # draws, test and smallest attainable Holm p
+    return Table(f"{title} ({n} queries)", ["variant", *[HEADS[c] for c in cols]], rows,
+                 note=f"Paired tests against the strongest baseline: {note}." if note else "")
 
 
 TIER_HEADS = {"wp_auc": "same-tier AUC within problem", "wp_nn_tier": "nearest same-problem neighbour's tier",
@@ -316,7 +320,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
             f"mutants, tier by sandboxed execution of each assertion), splits {d['splits']}. Split (a): "
             "queries = held-out variants of training problems (stratified by problem x tier), corpus = "
             "training variants. Split (b): queries and leave-one-out corpus = the variants of held-out "
-            "problems. Cells: mean over seeds and queries in % [95% CI, bias-corrected percentile "
+            "problems. Cells: mean over seeds and queries in % [95% CI, bias-corrected (BC) percentile "
             "interval of a bootstrap resampling problems (clusters) and n-1 of n seeds]; bold = in the 95% "
             "Model Confidence Set (Hansen, Lunde & Nason 2011); ↑/↓ = significantly better/worse than "
             f"the strongest baseline ({TITLES.get(summary['baseline'], summary['baseline'])}, chosen by "

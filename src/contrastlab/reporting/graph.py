@@ -66,7 +66,6 @@ REFERENCES: list[tuple[str, float, str]] = [
 ]
 
 _ALPHA = 0.05
-_RESAMPLES = 2000
 
 
 def _read_json(path: Path) -> dict | None:
@@ -105,7 +104,7 @@ def graph_statistics(root: Path, variants: list[str]) -> dict | None:
     are repeated across seeds; the untrained GCN uses the same seed list as the variants
     (seed k paired with seed k).
     """
-    from ..evaluation.stats import bootstrap_per_item, summarize
+    from ..evaluation.stats import bootstrap_per_item, draws_for, summarize
 
     data = Path(root) / "reports" / "data" / "graph"
     per_item: dict[str, np.ndarray] = {}
@@ -134,7 +133,8 @@ def graph_statistics(root: Path, variants: list[str]) -> dict | None:
             per_item["random_gcn"] = rnd[0][[rnd[1].index(c) for c in want]]
     bases = [b for b in BASELINES if b in per_item]
     cands = list(per_item)
-    point, reps = bootstrap_per_item(per_item, n_resamples=_RESAMPLES, seed=0)
+    n_res = draws_for(len(cands) - 1, _ALPHA)  # family: every other row vs the strongest baseline
+    point, reps = bootstrap_per_item(per_item, n_resamples=n_res, seed=0)
     bjson = _read_json(Path(root) / "reports" / "metrics" / "graph" / "baselines.json") or {}
     val = {b: bjson.get(b, {}).get("val_acc") for b in bases}
     by = "validation" if bases and all(v is not None for v in val.values()) else "test"
@@ -142,7 +142,14 @@ def graph_statistics(root: Path, variants: list[str]) -> dict | None:
     strongest = max(bases, key=key) if bases else None
     stats = summarize(point, reps, baseline=strongest, candidates=cands, alpha=_ALPHA)
     return {"stats": stats, "baseline": strongest, "baseline_by": by, "n_seeds": S,
-            "n_test": I, "candidates": cands, "variants": [v for v in variants if v in stats]}
+            "n_test": I, "candidates": cands, "n_resamples": n_res, "variants": [v for v in variants if v in stats]}
+
+
+def _resolution(st: dict) -> str:
+    """Caption text: draws, paired test and smallest attainable Holm p of the table."""
+    from ..evaluation.stats import table_resolution
+
+    return table_resolution(st["stats"]) or f"{st['n_resamples']:,} bootstrap draws"
 
 
 def _hp(chosen: dict | None) -> str:
@@ -244,10 +251,11 @@ def _default_table(root: Path, names: list[str], tuned: dict, metrics: dict,
 
 
 def _ablation_table(root: Path, names: list[str], digits: int) -> Table | None:
-    from ..evaluation.stats import bootstrap_per_item, holm, paired_pvalue
+    from ..evaluation.stats import bootstrap_per_item, draws_for, holm, paired_pvalue, resolution_note
 
     data = Path(root) / "reports" / "data" / "graph"
     rows, pvals, rec = [], [], []
+    n_res = draws_for(len(names), _ALPHA)
     mdir = Path(root) / "reports" / "metrics" / "graph"
     for n in names:
         ab = _correct(data / "ablation" / f"{n}_test_pred.csv")
@@ -263,7 +271,7 @@ def _ablation_table(root: Path, names: list[str], digits: int) -> Table | None:
             continue
         a = ab[0][[ab[1].index(c) for c in seeds]]
         m = main[0][[main[1].index(c) for c in seeds]]
-        point, reps = bootstrap_per_item({"all_nodes": a, "batch": m}, n_resamples=_RESAMPLES,
+        point, reps = bootstrap_per_item({"all_nodes": a, "batch": m}, n_resamples=n_res,
                                          seed=0)
         pvals.append(paired_pvalue(reps["all_nodes"] - reps["batch"]))
         rec.append((n, point, len(seeds)))
@@ -279,7 +287,7 @@ def _ablation_table(root: Path, names: list[str], digits: int) -> Table | None:
                  note=("Same chosen hyperparameters and the same seeds; only the number of "
                        "nodes per loss batch differs (graph.final.ablation_batch_nodes). "
                        "The hyperparameters were tuned at the default batch, which favours "
-                       "that column."))
+                       "that column. " + resolution_note(n_res, len(rec)) + "."))
 
 
 @style.styled
@@ -483,9 +491,9 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -
          "chosen hyperparameters (on validation)", "source"],
         rows,
         note=("Accuracy on the 1000 test nodes of the public split, mean over the final seeds "
-              "(graph.final.seeds); 95% CI: bias-corrected percentile bootstrap over seeds "
-              f"(n-1 of n) and test nodes ({_RESAMPLES} draws; Efron & Tibshirani 1993, Sec. "
-              "10.6). Every row except the italic published ones competes for best: P(best) = "
+              "(graph.final.seeds); 95% CI: bias-corrected (BC) percentile bootstrap over seeds "
+              "(n-1 of n) and test nodes (Efron & Tibshirani 1993, Sec. 14.3). "
+              + _resolution(st) + ". Every row except the italic published ones competes for best: P(best) = "
               "share of bootstrap draws in which the row is the best; \"in 95% MCS\" = member "
               "of the 95% Model Confidence Set (Hansen, Lunde & Nason 2011, T_max statistic), "
               "the selection-aware set tied for best. Δ vs the strongest baseline (the "

@@ -9,8 +9,8 @@ Per data set, a table in the format of the Sim-Dis paper's Table 1 (rows: the co
 variants, the exploratory hybrids, and the baselines: BCE-trained MLP, binary-relevance
 logistic regression, ExtraTrees, RandomForest, kNN; columns micro- and macro-F1 at threshold
 0.5, the same at the global threshold chosen on validation, mAP, and the probability of being
-the best on mAP), each cell ``mean [95% CI]`` in %: mean over seeds, bias-corrected percentile
-CI (it contains the estimate) of the stratified bootstrap over seeds and each label's positive
+the best on mAP), each cell ``mean [95% CI]`` in %: mean over seeds, bias-corrected (BC) percentile
+CI of the stratified bootstrap over seeds and each label's positive
 and negative test rows (``stratified_metric_reps``; ``contrastlab.evaluation.stats.summarize``).
 Every row, baselines included, competes for "best": bold = in the 95% Model Confidence Set
 (Hansen, Lunde & Nason 2011: "tied for best", selection-aware); ``↑`` / ``↓`` = significantly
@@ -51,7 +51,7 @@ TABLE1_ROWS = [*(n for n, v in _TABLE.items() if v.kind == "contrastive"), *HYBR
 CONTRASTIVE = [x for x in TABLE1_ROWS if x not in BASELINES and x not in HYBRID_ROWS]
 METRICS = [("micro_f1", "micro-F1 @0.5"), ("macro_f1", "macro-F1 @0.5"),
            ("micro_f1_val_t", "micro-F1 @val-t"), ("macro_f1_val_t", "macro-F1 @val-t"),
-           ("map", "mAP")]
+           ("map", "mAP"), ("map_frequent", "mAP (frequent labels)")]
 
 
 def short(v: str) -> str:
@@ -129,6 +129,58 @@ def table_stats(runs: dict[str, dict], reps: dict[str, dict[str, np.ndarray]]) -
         out[key] = summarize({v: runs[v][key] for v in names}, {v: reps[v][key] for v in names},
                              alpha=ALPHA, baseline=base, candidates=cands)
     return out
+
+
+def _resolution(st: dict) -> str:
+    """Caption text: draws, test and smallest attainable Holm p of a :func:`table_stats` result
+    (``stats.summarize`` picks the Wald p from the bootstrap SE when the stored draws are too
+    few for the bootstrap tail p to reach alpha / 10 after Holm)."""
+    from ..evaluation.stats import resolution_note
+
+    tested = [e for e in st.get("map", {}).values() if "test" in e]
+    if not tested:
+        return ""
+    return resolution_note(tested[0]["n_resamples"], tested[0]["family_size"], tested[0]["test"]) + ". "
+
+
+def _frequent_k(coverage_json: Path, ds: str, runs: dict[str, dict], reps: dict[str, dict]) -> int | None:
+    """The data set's ``k`` of "mAP (frequent labels)": the ``map_min<k>pos`` entry of
+    ``reports/metrics/coverage.json`` (the smallest ``k`` whose interval covers in the
+    simulation at this set's shape, bench/bench_coverage.py). Copies ``map_min<k>`` of the
+    metrics and replicates to the ``map_frequent`` column. Returns ``k``; -1 when the
+    simulation ran for this set and found no such ``k``; None when it did not run."""
+    cov = json.loads(coverage_json.read_text()).get(ds) if coverage_json.exists() else None
+    if cov is None:
+        return None
+    keys = [m for m in cov if m.startswith("map_min")]
+    if not keys:
+        return -1
+    k = int(keys[0][len("map_min"):-len("pos")])
+    for v, m in runs.items():
+        if f"map_min{k}" in m:
+            m["map_frequent"] = m[f"map_min{k}"]
+            if v in reps and f"map_min{k}" in reps[v]:
+                reps[v]["map_frequent"] = reps[v][f"map_min{k}"]
+    return k
+
+
+def _frequent_note(runs: dict[str, dict], dataset_json: Path, k: int | None) -> str:
+    """Caption text for the ``map_frequent`` column: its ``k``, how many labels it averages
+    and how many rarer ones it leaves out; or why there is none."""
+    if k == -1:
+        return ("mAP: no interval of mAP, over all labels or over the labels with at least 5-40 "
+                "test positives, reaches 95 % coverage in the simulation at this set's shape "
+                "(reports/metrics/coverage.json): its CIs carry no coverage claim. ")
+    nf = next((m[f"map_min{k}_labels"] for m in runs.values() if f"map_min{k}_labels" in m), None)
+    if k is None or nf is None:
+        return ""
+    n_lab = json.loads(dataset_json.read_text())["test"]["labels"] if dataset_json.exists() else None
+    left = f"; the other {n_lab - int(nf)} label(s) left out" if n_lab is not None else ""
+    return (f"mAP (frequent labels): mean AP over the {int(nf)} labels with at least {k} test "
+            f"positives{left}. The AP of a label with fewer positives is biased upwards and the "
+            "interval of mAP over all labels does not reach 95 % coverage at this set's shape, "
+            f"this one does (k = {k}: the smallest that does; reports/metrics/coverage.json, "
+            "docs/statistics.md). ")
 
 
 def _cell(st: dict | None, m: dict, key: str) -> Cell:
@@ -374,9 +426,9 @@ def default_vs_tuned(mdir: Path, tdir: Path) -> Table | None:
     stratified draws, ``stratified_metric_reps(seed=0)``), Holm-corrected within each data set
     (one family per data set, as in the per-data-set tables).
     None when no default run exists."""
-    from ..evaluation.stats import bias_corrected_interval, holm, paired_pvalue
+    from ..evaluation.stats import bias_corrected_interval, choose_test, holm, paired_pvalue
 
-    rows, ps, deltas, same = [], [], [], []
+    rows, ps, deltas, same, diffs = [], [], [], [], []
     for v in TABLE1_ROWS:
         f = tdir / f"{v}.json"
         if not f.exists():
@@ -394,15 +446,18 @@ def default_vs_tuned(mdir: Path, tdir: Path) -> Table | None:
                 lo, hi = bias_corrected_interval(point, reps)
                 cells.append(f"{100 * point:.2f} [{100 * lo:.1f}, {100 * hi:.1f}]")
             rows.append([TITLES[v], ds, *cells, f"{100 * (t - d):+.2f}"])
-            ps.append(paired_pvalue(tr - dr))
+            diffs.append(tr - dr)
             deltas.append(t - d)
             same.append(e.get("best_trial") == 0)
     if not rows:
         return None
-    adj = np.ones(len(ps))  # Holm within each data set (a family per data set, as in its table)
+    adj = np.ones(len(rows))  # Holm within each data set (a family per data set, as in its table)
+    tests = set()
     for ds in {row[1] for row in rows}:
         idx = [i for i, row in enumerate(rows) if row[1] == ds]
-        adj[idx] = holm([ps[i] for i in idx])
+        test = choose_test(diffs[idx[0]].size, len(idx), ALPHA)  # Wald when the draws are too few
+        tests.add(test)
+        adj[idx] = holm([paired_pvalue(diffs[i], point=deltas[i], method=test) for i in idx])
     out = []
     for row, q, delta, sm in zip(rows, adj, deltas, same):
         verdict = ("trial 0 won: the same run" if sm else
@@ -416,7 +471,11 @@ def default_vs_tuned(mdir: Path, tdir: Path) -> Table | None:
                  note=f"{len(out)} variant x data set pairs: tuning raised test mAP significantly in {up}, "
                       f"lowered it significantly in {down}. Both runs use the final seeds and the same "
                       "stratified bootstrap draws (paired); CIs as in the tables above; p = paired "
-                      "bootstrap (Davison & Hinkley 1997), Holm over each data set's pairs, alpha 0.05. "
+                      + ("bootstrap (Davison & Hinkley 1997)" if tests == {"bootstrap"} else
+                         f"test on {diffs[0].size:,} draws ({' / '.join(sorted(tests))}: the bootstrap tail p "
+                         "where its Holm floor is at most alpha/10, else the normal approximation with the "
+                         "bootstrap SE)")
+                      + ", Holm over each data set's pairs, alpha 0.05. "
                       "The tuned choice was picked on cross-validated validation mAP, never on test.")
 
 
@@ -452,7 +511,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         "themselves: they reuse those rows' choices). "
         f"Seeds per cell: {', '.join(str(n) for n in n_seeds)} (kNN is deterministic: one run, its output "
         "standing for every seed in the bootstrap). Cells: test mean [95% CI] in %; CI = bias-corrected "
-        "percentile interval (Efron & Tibshirani 1993, Sec. 10.6; it contains the estimate) of a "
+        "(BC) percentile interval (Efron & Tibshirani 1993, Sec. 14.3) of a "
         "stratified bootstrap: seeds and, per label, its positive and negative test rows resampled "
         "(1000 draws shared by all rows of a table, so differences are paired). "
         "'@0.5' = F1 at threshold 0.5; '@val-t' = F1 at one global threshold per model chosen on validation "
@@ -460,8 +519,9 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         "Every row, baselines included, competes for best: bold = in the 95% Model Confidence Set (Hansen, "
         "Lunde & Nason 2011; 'tied for best', selection-aware); P(best) = share of draws in which the row "
         "has the highest mAP; ↑ / ↓ = significantly better / worse than the strongest baseline (the "
-        "baseline with the highest validation mAP, named in each caption; paired bootstrap, Holm over the "
-        "table's rows, alpha 0.05).")
+        "baseline with the highest validation mAP, named in each caption; paired test on the shared "
+        "draws, Holm over the rows tested against it, alpha 0.05; each caption gives the draws, the test "
+        "and the smallest attainable corrected p).")
     s.notes.append(
         "Sim-Dis rows: `/|P|` multiplies each positive's log-probability by K^s K^d and divides by the "
         "number of positives; `/ΣK` divides by the sum of the factors instead; `Eq. 13 literal` puts "
@@ -478,6 +538,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
 
     for ds, r in runs.items():
         reps = load_reps(mdir / "reps", ds, list(r))
+        k_freq = _frequent_k(root / "reports" / "metrics" / "coverage.json", ds, r, reps)
         st = table_stats(r, reps)
         st["_pairs"] = {(a, b): paired_pvalue(reps[a]["map"] - reps[b]["map"])
                         for a, b in (("hybrid_et", "extratrees"), ("hybrid_concat", CONTRASTIVE_BASE))
@@ -502,6 +563,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                                     + (f"† = final runs of the previous protocol, not redone (CPU time): replicates "
                                        f"from the plain row bootstrap (biased for mAP), old tuning ({len(stale)} "
                                        f"row(s)). " if stale else "")
+                                    + _resolution(st) + _frequent_note(r, ddir / f"{ds}_dataset.json", k_freq)
                                     + f"Mean validation thresholds: {thr}.")))
         cur = figures_dir / f"multilabel_{ds}_curves.png"
         if _curve_figure(ds, pdir, present, cur):
