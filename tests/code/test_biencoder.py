@@ -176,3 +176,70 @@ def test_signature_index_and_query_cli(model_dir, tmp_path, capsys):
     assert "to_upper" in capsys.readouterr().out
     with pytest.raises(InputError):
         write_code_index(tmp_path / "bad", emb[:2], meta, enc)
+
+
+@pytest.mark.slow
+def test_biencoder_stages_end_to_end(model_dir, tmp_path):
+    """biencoder_cache -> tune_biencoder -> train_biencoder (both trainers) -> hybrid_biencoder on
+    16 functions, then the signature index through the query CLI."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    root = Path(__file__).resolve().parents[2]
+    names = ["add", "read", "parse", "mean", "upper", "fetch", "sort", "even"]
+    sigs = [f"def {n}_{r}(x, y):" for r in range(2) for n in names]
+    bodies = [f"return {n}_helper(x) + {r} * y" for r in range(2) for n in names]
+    n = len(sigs)
+    d = tmp_path / "d"
+    d.mkdir()
+    pd.DataFrame({"id": range(n), "repo": ["a"] * 8 + ["b"] * 4 + ["c"] * 4, "path": "m.py",
+                  "qualname": [s[4:s.index("(")] for s in sigs], "signature": sigs, "body": bodies}
+                 ).to_parquet(d / "f.parquet")
+    pd.DataFrame({"id": range(n), "repo_group": ["a"] * 8 + ["b"] * 4 + ["c"] * 4,
+                  "dup_group": range(n), "split": ["train"] * 8 + ["val"] * 4 + ["test"] * 4}
+                 ).to_parquet(d / "s.parquet")
+    (d / "baselines.json").write_text(json.dumps({"baselines": {"bm25": {"k1": 1.2, "b": 0.75}}}))
+    params = tmp_path / "params.yaml"
+    params.write_text(
+        "code:\n  baselines: {fusion_weights: [0.0, 0.5, 1.0]}\n  biencoder:\n"
+        f"    model: {model_dir}\n    max_length: 16\n    steps: 2\n    batch_size: 4\n"
+        "    seeds: [0, 1]\n    device: cpu\n    threads: 1\n    index_row: be_a\n"
+        "    tune: {trials: 1, startup_trials: 1, seeds: [100]}\n    rows:\n"
+        "      be_a: {loss: infonce, search: {lr: {type: float, low: 1.0e-5, high: 1.0e-3, log: true}}}\n"
+        "      be_st: {trainer: sentence_transformers, learn_temperature: false}\n")
+    env = {**os.environ, "CONTRASTLAB_MLFLOW": "0", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": str(root / "src")}
+    io = ["--params", str(params), "--functions", str(d / "f.parquet"), "--splits", str(d / "s.parquet")]
+    cache = ["--cache", str(d / "cache.safetensors")]
+    out = ["--models", str(d / "models"), "--metrics", str(tmp_path / "m"), "--data", str(tmp_path / "r"),
+           "--plots", str(tmp_path / "p")]
+    steps = [["stages/biencoder_cache.py", *io, "--out", str(d / "cache.safetensors")],
+             ["stages/tune_biencoder.py", *io, *cache, "--row", "be_a", "--tuned", str(tmp_path / "t"),
+              "--history", str(tmp_path / "h"), "--journal", str(tmp_path / "j")],
+             ["stages/train_biencoder.py", *io, *cache, "--row", "be_a", "--tuned", str(tmp_path / "t"), *out],
+             ["stages/train_biencoder.py", *io, *cache, "--row", "be_st", "--tuned", str(tmp_path / "t"), *out],
+             ["stages/hybrid_biencoder.py", *io, "--models", str(d / "models"),
+              "--baselines", str(d / "baselines.json"), "--metrics", str(tmp_path / "m" / "hybrids_biencoder.json"),
+              "--ranks", str(tmp_path / "r" / "hybrids_biencoder_ranks.csv")]]
+    for s in steps:
+        r = subprocess.run([sys.executable, str(root / s[0]), *s[1:]], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=400)
+        assert r.returncode == 0, f"{s[0]}: {r.stderr[-2000:]}"
+    a = json.loads((tmp_path / "m" / "be_a.json").read_text())
+    st = json.loads((tmp_path / "m" / "be_st.json").read_text())
+    assert a["tuned"] is True and st["tuned"] is False and a["n_seeds"] == 2 and a["corpus_size"] == n
+    assert a["per_seed"][0]["tokens"] == st["per_seed"][0]["tokens"]  # the same pairs
+    assert 0 <= a["rank_at_1"] <= a["rank_at_10"] <= 1 and "sentence-transformers" in st["title"]
+    ranks = pd.read_csv(tmp_path / "r" / "be_a_ranks.csv")
+    assert len(ranks) == 2 * 4 and ranks["rank"].between(1, n).all()
+    h = json.loads((tmp_path / "m" / "hybrids_biencoder.json").read_text())
+    assert set(h["hybrids"]) == {"rrf_be_a", "fusion_be_a", "rrf_be_st", "fusion_be_st"}
+    from contrastlab.biencoder.index import search_signatures
+
+    hits = search_signatures(d / "models" / "be_a" / "index", [sigs[12]], k=n)
+    assert sorted(h["id"] for h in hits[0]) == list(range(n))
