@@ -4,6 +4,8 @@ Usage::
 
     python -m contrastlab.query --index data/finetune/index --code my_solution.py -k 5
     python -m contrastlab.query --index data/finetune/index --codes submissions.jsonl -k 5
+    python -m contrastlab.query --index data/code/biencoder/biencoder_infonce/index \
+        --signature "def f(a, b)" -k 5
 
 ``--codes`` reads many submissions: a ``.jsonl`` file (one JSON object per line with
 ``code`` or ``source``, and optionally ``id``) or a ``.json`` list of such objects. For each
@@ -11,10 +13,13 @@ submission the ``k`` nearest indexed submissions are printed with their problem,
 (PASS / PARTIAL / FAIL) and cosine similarity; ``--json`` prints the same as JSON.
 
 The index folder is written by the ``finetune_evaluate`` stage
-(:func:`contrastlab.finetune.index.write_index`). Bad input (a missing, empty, binary,
-non-UTF-8 or oversized file, a directory where a file belongs, code that is not valid
-Python, an index folder that is not one, ``-k`` not an integer in 1..10000) ends with one
-line, ``error: ...``, and exit status 2.
+(:func:`contrastlab.finetune.index.write_index`). ``--signature`` (repeatable) searches a
+fine-tuned code index instead (``train_biencoder@<row>``,
+:func:`contrastlab.biencoder.index.write_code_index`): the ``k`` bodies of the corpus nearest
+to each signature, with repository, path, qualified name and cosine similarity. Bad input (a
+missing, empty, binary, non-UTF-8 or oversized file, a directory where a file belongs, code
+that is not valid Python, an index folder that is not one, ``-k`` not an integer in
+1..10000) ends with one line, ``error: ...``, and exit status 2.
 """
 
 from __future__ import annotations
@@ -94,9 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--code", type=text_file("--code file"), help="one Python file")
     src.add_argument("--codes", type=text_file("--codes file"),
                      help=".jsonl or .json file of submissions")
+    src.add_argument("--signature", action="append",
+                     help="a function signature (repeatable): search a code index for its body")
     ap.add_argument("-k", type=_k, default=5, help=f"neighbours per query (1..{MAX_K})")
     ap.add_argument("--json", action="store_true", help="print JSON")
     args = ap.parse_args(argv)
+    if args.signature:
+        return _signatures(args)
     if args.code:
         text = read_text_file(args.code, "--code file")
         queries = [(args.code, python_source(text, args.code))]
@@ -113,6 +122,23 @@ def main(argv: list[str] | None = None) -> int:
         for h in hits:
             print(f"  {h['rank']:>2}. {h['similarity']:.4f}  problem {h['problem']:<6} "
                   f"tier {h['tier']:<7} id {h['id']}")
+    return 0
+
+
+def _signatures(args) -> int:
+    from .biencoder.index import search_signatures
+
+    if any(not q.strip() for q in args.signature):
+        raise InputError("--signature is empty")
+    res = search_signatures(args.index, args.signature, args.k)
+    if args.json:
+        print(json.dumps([{"query": q, "neighbours": r} for q, r in zip(args.signature, res)], indent=1))
+        return 0
+    for q, hits in zip(args.signature, res):
+        print(f"signature {q!r}:")
+        for h in hits:
+            print(f"  {h['rank']:>2}. {h['similarity']:.4f}  {h.get('repo', '?')}:{h.get('path', '?')} "
+                  f"{h.get('qualname', '')}  {h['signature'].splitlines()[-1] if h['signature'] else ''}")
     return 0
 
 

@@ -132,3 +132,33 @@ def test_gzipped_hybrid_ranks_give_the_same_table(tmp_path):
     f.unlink()
     rows = [[str(c) for c in r] for r in build_section(tmp_path, tmp_path / "fig").tables[0].rows]
     assert rows == plain and any(r[0].startswith("BM25 + predictor") for r in rows)
+
+
+def test_biencoder_rows_and_their_fusions_join_the_table(tmp_path):
+    from contrastlab.reporting.code import _load_table
+
+    _write(tmp_path, with_hybrids=True)
+    m = tmp_path / "reports" / "metrics" / "code"
+    d = tmp_path / "reports" / "data" / "code"
+    ids, repo = np.arange(N), [f"r{i % REPOS}" for i in np.arange(N)]
+    pd.concat([pd.DataFrame({"id": ids, "repo": repo, "seed": s, "rank": _ranks(0.9, 30 + s)})
+               for s in range(3)]).to_csv(d / "biencoder_infonce_ranks.csv", index=False)
+    title = "Bi-encoder fine-tuned, InfoNCE, top 1 layer, shared tower"
+    (m / "biencoder_infonce.json").write_text(json.dumps({
+        "title": title, "trainer": "contrastlab", "loss": "infonce", "residual": False, "n_seeds": 3,
+        "val_rank_at_10": 0.8, "lr": 5e-5, "temperature": 0.05, "tuned": False, "steps": 24,
+        "corpus_size": 500, "median_rank": 1}))
+    pd.concat([pd.DataFrame({"id": ids, "repo": repo, "hybrid": "fusion_biencoder_infonce", "seed": s,
+                             "rank": _ranks(0.95, 40 + s)}) for s in range(3)]).to_csv(
+        d / "hybrids_biencoder_ranks.csv", index=False)
+    (m / "hybrids_biencoder.json").write_text(json.dumps({"hybrids": {"fusion_biencoder_infonce": {
+        "variant": "biencoder_infonce", "kind": "fusion", "n_seeds": 3, "weight": 0.4,
+        "median_rank": 1}}, "corpus_size": 500}))
+    loaded = _load_table(tmp_path, "code")
+    assert {"biencoder_infonce", "fusion_biencoder_infonce", "rrf_infonce"} <= set(loaded["metrics"])
+    assert "hybrids_biencoder" not in loaded["metrics"]
+    rows = {r[0]: r for r in build_section(tmp_path, tmp_path / "fig").tables[0].rows}
+    assert rows[title][7] == "24 steps"
+    assert f"BM25 + fine-tuned encoder, score fusion (w=0.4): {title}" in rows
+    s = build_section(tmp_path, tmp_path / "fig")
+    assert title in s.headline  # the best trained row on validation is named

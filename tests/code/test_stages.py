@@ -97,7 +97,7 @@ def test_code_stages_end_to_end(tmp_path):
     assert set(b["baselines"]) == {"zeroshot_raw", "zeroshot_centred", "ridge", "bm25",
                                    "sentence", "zeroshot_centred_l6"}
     assert b["baselines"]["bm25"]["k1"] in (0.6, 0.9, 1.2, 1.5, 2.0)
-    assert len(b["baselines"]["bm25"]["bm25_grid"]) == 20
+    assert len(b["baselines"]["bm25"]["bm25_grid"]) == 25  # 5 k1 x 5 b (b up to 1.0)
     br = pd.read_csv(tmp_path / "curves" / "baselines_ranks.csv")
     assert (br.groupby("baseline").size() == m["n_queries"]).all()
     h = json.loads((tmp_path / "metrics" / "hybrids.json").read_text())

@@ -24,7 +24,7 @@ from ..training.code_inputs import load_code_data, load_code_texts
 from ..utils import pick_device, set_cpu_threads
 from .retrieval import rank_metrics
 
-__all__ = ["run_hybrids", "KEYS"]
+__all__ = ["run_hybrids", "fuse_with_bm25", "KEYS"]
 
 KEYS = ("rank_at_1", "rank_at_5", "rank_at_10", "mrr", "median_rank")
 
@@ -54,11 +54,9 @@ def run_hybrids(code, baselines: str, models_dir: str, functions: str, splits: s
     targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
     sigs, bodies = load_code_texts(functions, teacher)
     bm = read_json(baselines)["baselines"]["bm25"]
-    bm25 = BM25Scorer(bodies, bm["k1"], bm["b"])
     va, te = data.rows("val"), data.rows("test")
     corpus = targets.corpus.numpy()
     dev = pick_device(code.evaluate.device)
-    grid = [float(w) for w in code.baselines.fusion_weights]
     # per dense ranker and seed: validation and test queries [Q, D] and the corpus [N, D] they
     # are scored against (per chunk, below)
     preds: dict[str, dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
@@ -80,6 +78,32 @@ def run_hybrids(code, baselines: str, models_dir: str, functions: str, splits: s
         qs, ds, _ = encode_all(code, sigs, bodies, [])["sentence"]
         qs, ds = F.normalize(qs.float(), dim=-1).numpy(), F.normalize(ds.float(), dim=-1).numpy()
         preds["sentence"] = {0: (qs[va], qs[te], ds)}
+
+    out, frames = fuse_with_bm25(code, bm, sigs, bodies, preds, va, te, data.repo, chunk)
+    metrics = {"hybrids": out, "corpus_size": int(len(corpus)), "n_queries": int(len(te))}
+    ranks = pd.concat(frames) if frames else pd.DataFrame(columns=["id", "repo", "hybrid", "seed", "rank"])
+    return metrics, ranks
+
+
+def fuse_with_bm25(code, bm: dict, sigs: list[str], bodies: list[str], preds: dict, va, te, repo,
+                   chunk: int = 1024) -> tuple[dict, list]:
+    """BM25 (``bm``: its chosen ``k1``, ``b``) fused with each dense ranker of ``preds``.
+
+    Args:
+        code: the ``code`` params (``baselines.fusion_weights``, ``baselines.rrf_k``).
+        sigs, bodies: every function's texts (row order of the corpus).
+        preds: ranker -> seed -> ``(val queries [Qv, D], test queries [Qt, D], corpus [N, D])``
+            (unit rows; the corpus may differ per ranker and seed).
+        va, te: validation and test rows (each query's own body is that row of the corpus).
+        repo: ``[N]`` repository group of every row (written with the ranks).
+
+    Returns:
+        ``(hybrids, frames)``: ``rrf_<ranker>`` and ``fusion_<ranker>`` metrics (mean and per
+        seed, the weight chosen on validation and its grid) and the test-rank DataFrames
+        (``id, repo, hybrid, seed, rank``).
+    """
+    bm25 = BM25Scorer(bodies, bm["k1"], bm["b"])
+    grid = [float(w) for w in code.baselines.fusion_weights]
 
     def chunks(rows):
         for a in range(0, len(rows), chunk):
@@ -117,7 +141,7 @@ def run_hybrids(code, baselines: str, models_dir: str, functions: str, splits: s
             for name, rows_ in per.items():
                 r = test[name, s]
                 rows_.append({**rank_metrics(r), "seed": s})
-                frames.append(pd.DataFrame({"id": te, "repo": data.repo[te], "hybrid": name,
+                frames.append(pd.DataFrame({"id": te, "repo": np.asarray(repo)[te], "hybrid": name,
                                             "seed": s, "rank": r}))
         for name, rows_ in per.items():
             m = {k: float(np.mean([r[k] for r in rows_])) for k in KEYS}
@@ -131,6 +155,4 @@ def run_hybrids(code, baselines: str, models_dir: str, functions: str, splits: s
             out[name] = m
             print(f"hybrid_code: {name:28s} test R@10 {m['rank_at_10']:.2%} MRR {m['mrr']:.4f}"
                   + (f" (w={w:g})" if "weight" in m else ""))
-    metrics = {"hybrids": out, "corpus_size": int(len(corpus)), "n_queries": int(len(te))}
-    ranks = pd.concat(frames) if frames else pd.DataFrame(columns=["id", "repo", "hybrid", "seed", "rank"])
-    return metrics, ranks
+    return out, frames

@@ -15,6 +15,7 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..losses.registry import declared_params
+from .biencoder import BiencoderParams
 from ..tuning import SearchDim, TuneParams
 
 #: Distributions the project's own install brings (pure Python), used as repositories offline.
@@ -278,7 +279,7 @@ class BaselineParams(BaseModel):
         default_factory=lambda: [0.01, 0.1, 1.0, 10.0, 100.0, 1000.0], min_length=1)
     bm25_k1: list[float] = Field(default_factory=lambda: [0.6, 0.9, 1.2, 1.5, 2.0], min_length=1,
                                  description="BM25 k1 grid (> 0)")
-    bm25_b: list[float] = Field(default_factory=lambda: [0.3, 0.5, 0.75, 0.9], min_length=1,
+    bm25_b: list[float] = Field(default_factory=lambda: [0.3, 0.5, 0.75, 0.9, 1.0], min_length=1,
                                 description="BM25 b grid (in [0, 1])")
     sentence: bool = Field(True, description="add the teacher's sentence-embedding row")
     sentence_max_tokens: int = Field(
@@ -367,6 +368,7 @@ class CodeParams(BaseModel):
     baselines: BaselineParams = BaselineParams()
     tune: CodeTune = CodeTune()
     evaluate: EvalParams = EvalParams()
+    biencoder: BiencoderParams = BiencoderParams()
 
     @model_validator(mode="after")
     def _tune_seeds_apart(self) -> "CodeParams":

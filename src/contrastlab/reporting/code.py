@@ -75,10 +75,13 @@ def _title(name: str, m: dict | None) -> str:
     if name in TITLES:
         return TITLES[name]
     m = m or {}
+    if m.get("title") and not _is_hybrid(name):  # a row that declares its title (bi-encoder rows)
+        return m["title"]
     if name.startswith("zeroshot_centred_l"):
         return f"zero-shot teacher, centred, layer {name.rsplit('_l', 1)[1]} (baseline)"
     if _is_hybrid(name):
-        what = "baseline" if _is_baseline(m.get("variant", "")) else "predictor"
+        what = ("baseline" if _is_baseline(m.get("variant", "")) else "fine-tuned encoder"
+                if (m.get("_variant_metrics") or {}).get("trainer") else "predictor")
         kind = (f"BM25 + {what}, reciprocal-rank fusion" if name.startswith("rrf_") else
                 f"BM25 + {what}, score fusion (w={m.get('weight', float('nan')):g})")
         return f"{kind}: {_title(m.get('variant', name.split('_', 1)[1]), m.get('_variant_metrics'))}"
@@ -247,7 +250,7 @@ def _load_table(root: Path, name: str) -> dict | None:
             metrics[k] = {**m, "corpus_size": b["corpus_size"], "n_seeds": 0}
             ranks[k] = part["rank"].to_numpy()[None, :]
     for f in sorted(mdir.glob("*.json")):
-        if f.stem in ("baselines", "hybrids") or not (ddir / f"{f.stem}_ranks.csv").exists():
+        if f.stem == "baselines" or f.stem.startswith("hybrids") or not (ddir / f"{f.stem}_ranks.csv").exists():
             continue
         m = json.loads(f.read_text())
         r = pd.read_csv(ddir / f"{f.stem}_ranks.csv").sort_values(["seed", "id"])
@@ -261,11 +264,13 @@ def _load_table(root: Path, name: str) -> dict | None:
             continue  # a stale file evaluated on another split
         metrics[f.stem] = m
         ranks[f.stem] = mat
-    hfile = mdir / "hybrids.json"
-    # the seed corpus's hybrid ranks are kept gzipped (6.7 MB as plain CSV)
-    hranks = next((p for p in (ddir / "hybrids_ranks.csv", ddir / "hybrids_ranks.csv.gz")
-                   if p.exists()), None)
-    if hfile.exists() and hranks is not None and order is not None:
+    # hybrids.json (hybrid_code) and hybrids_<x>.json (e.g. hybrid_biencoder); the seed
+    # corpus's hybrid ranks are kept gzipped (6.7 MB as plain CSV)
+    for hfile in sorted(mdir.glob("hybrids*.json")):
+        hranks = next((p for p in (ddir / f"{hfile.stem}_ranks.csv", ddir / f"{hfile.stem}_ranks.csv.gz")
+                       if p.exists()), None)
+        if hranks is None or order is None:
+            continue
         h = json.loads(hfile.read_text())
         hr = pd.read_csv(hranks)
         for k, m in h["hybrids"].items():
@@ -468,7 +473,8 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
             hp = (f"lr={m.get('lr', float('nan')):.2g}"
                   + (f", τ0={m['temperature']:.3g}" if _contrastive(m.get("loss")) else "")
                   + (" (tuned)" if m.get("tuned") else ""))
-            seeds, epoch = str(m.get("n_seeds", "-")), f"{m.get('best_epoch', float('nan')):.1f}"
+            seeds, epoch = str(m.get("n_seeds", "-")), (f"{m['steps']} steps" if "steps" in m else
+                                                         f"{m.get('best_epoch', float('nan')):.1f}")
         if n == baseline or "delta_vs_baseline" not in r10:
             vs_base = "-" if n != baseline else "(strongest baseline)"
         else:

@@ -1,0 +1,84 @@
+"""What ``train_biencoder@<row>`` writes: metrics, per-query ranks, the Rank@k curve, the
+training curve, the embeddings of every seed (for the BM25 fusions) and the query index.
+
+The metrics JSON has the keys of the code table's trained rows (``reports/metrics/code/
+<variant>.json``: ``rank_at_1/5/10`` as fractions, ``mrr``, ``median_rank``, ``per_seed``,
+``val_rank_at_10``, ``n_seeds``, ``corpus_size``, ``n_queries``, ``lr``, ``temperature``,
+``loss``, ``tuned``) plus ``title``, ``trainer``, ``layers``, ``steps``, ``batch_size`` and
+the training tokens per seed. No wall time (run-dependent values stay out of hashed outputs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["row_title", "row_metrics", "write_row_outputs"]
+
+
+def row_title(be, row) -> str:
+    """Report title of a row, from its declaration (trainer, loss, trained layers, towers)."""
+    from ..losses import get_spec
+
+    what = ("every layer" if be.layers == "all" else
+            f"top {be.layers} layer{'s' if be.layers != 1 else ''}")
+    if row.trainer == "sentence_transformers":
+        return f"Bi-encoder fine-tuned by sentence-transformers (MNRL), {what}"
+    towers = "shared tower" if be.towers == "shared" else "separate towers"
+    return f"Bi-encoder fine-tuned, {get_spec(row.loss).title}, {what}, {towers}"
+
+
+def row_metrics(be, name: str, res: dict[str, Any], pairs, tuned: bool) -> dict[str, Any]:
+    """The metrics JSON of a row (module docstring) from :func:`contrastlab.biencoder.run.run_row`."""
+    from ..evaluation.retrieval import rank_metrics
+
+    row = res["row"]
+    keys = ("rank_at_1", "rank_at_5", "rank_at_10", "mrr", "median_rank")
+    per = [{**rank_metrics(r), "seed": inf["seed"], "val_rank_at_10": float(np.mean(v <= 10)),
+            "tokens": int(inf["tokens"]), "final_temperature": float(inf["temperature"])}
+           for r, v, inf in zip(res["ranks"]["test"], res["ranks"]["val"], res["info"])]
+    n = len(pairs.ids)
+    m = {k: float(np.mean([p[k] for p in per])) for k in keys}
+    m.update(val_rank_at_10=float(np.mean([p["val_rank_at_10"] for p in per])), per_seed=per,
+             n_seeds=len(per), corpus_size=n, n_queries=int(len(pairs.rows("test"))),
+             chance_rank_at_10=10.0 / n, variant=name, title=row_title(be, row),
+             trainer=row.trainer, loss=row.loss, lr=float(row.lr), temperature=float(row.temperature),
+             learn_temperature=bool(row.learn_temperature), residual=False, tuned=bool(tuned),
+             layers=be.layers, towers=be.towers if row.trainer == "contrastlab" else "shared",
+             steps=be.steps, batch_size=be.batch_size, max_length=be.max_length, model=be.model)
+    return m
+
+
+def write_row_outputs(be, name: str, res: dict[str, Any], pairs, tuned: bool, *, metrics_dir,
+                      data_dir, plots_dir, models_dir, k_max: int = 100) -> dict[str, Any]:
+    """Write every output of the row atomically; returns the metrics."""
+    from ..evaluation.retrieval import rank_at_k_curve
+    from ..io import save_safetensors, write_csv, write_json
+    from .index import write_code_index
+
+    m = row_metrics(be, name, res, pairs, tuned)
+    write_json(Path(metrics_dir) / f"{name}.json", m)
+    te = pairs.rows("test")
+    ranks = pd.concat([pd.DataFrame({"id": pairs.ids[te], "repo": pairs.repo[te], "seed": inf["seed"],
+                                     "rank": r}) for r, inf in zip(res["ranks"]["test"], res["info"])])
+    write_csv(Path(data_dir) / f"{name}_ranks.csv", ranks)
+    curve = np.mean([rank_at_k_curve(r, k_max) for r in res["ranks"]["test"]], axis=0)
+    write_csv(Path(data_dir) / f"{name}_rank_curve.csv",
+              pd.DataFrame({"k": np.arange(1, k_max + 1), "rank_at_k": curve}))
+    rows = [{"seed": inf["seed"], "step": s, "loss": lo, "temperature": t}
+            for inf in res["info"] if inf["curve"]
+            for s, lo, t in zip(inf["curve"]["step"], inf["curve"]["loss"], inf["curve"]["temperature"])]
+    write_csv(Path(plots_dir) / f"{name}.csv",
+              pd.DataFrame(rows, columns=["seed", "step", "loss", "temperature"]))
+    out = Path(models_dir) / name
+    save_safetensors(out / "embeddings.safetensors",
+                     {"sig": res["emb"]["sig"].contiguous(), "body": res["emb"]["body"].contiguous(),
+                      "sig_rows": __import__("torch").as_tensor(res["sig_rows"]),
+                      "seeds": __import__("torch").as_tensor([inf["seed"] for inf in res["info"]])})
+    sig_enc, _ = res["models"][0]
+    write_code_index(out / "index", res["emb"]["body"][0], pairs.meta, sig_enc,
+                     {"row": name, "seed": res["info"][0]["seed"], "title": m["title"]})
+    return m

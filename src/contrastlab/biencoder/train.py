@@ -1,0 +1,235 @@
+"""The bi-encoder training loop (trainer ``contrastlab``) and FAISS hard-negative mining.
+
+Per step, ``batch_size`` training pairs per process (a seeded permutation of the training
+rows, epoch after epoch; rank ``r`` takes slice ``r`` of each global batch) are embedded by
+the signature tower and the body tower (one module when ``towers: shared``), running only
+the trained top blocks on the cached lower states (:func:`contrastlab.finetune.train.
+_forward_rows`, mean pooling, L2-normalised). The loss is the registry's InfoNCE over cosine
+logits with a learnable temperature (van den Oord et al. 2018, Eq. 4; ``tau`` clamped to
+``[0.01, 1]``) computed by :func:`contrastlab.losses.distributed_infonce_loss`: the bodies of
+every rank are gathered *with* gradient (both towers train) and each rank backpropagates
+its share of the global mean times the world size; parameter gradients are then averaged
+over ranks (:mod:`contrastlab.distributed`), so ``W`` processes equal one process on the
+global batch.
+
+``infonce_hardneg``: every ``hardneg_refresh`` steps (and before the first) the current body
+tower embeds the training bodies into a FAISS inner-product index and each training
+signature's top neighbours, minus its own body and every body of its near-duplicate group,
+give ``hardneg_k`` hard negatives (Xiong et al. 2021, ANCE, Sec. 3: negatives from an
+asynchronously refreshed index); they are embedded with gradient in the step and appended to
+the denominator (:func:`contrastlab.losses.infonce.infonce_hardneg_loss`).
+
+AdamW (Loshchilov & Hutter 2019), linear warm-up then cosine decay
+(:func:`contrastlab.training.multilabel.warmup_cosine`), gradient clipping; bf16 autocast on
+CUDA (``bf16: auto``). The last state is kept (a fixed budget of steps; model selection
+happens in the study, on validation).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import InputError
+
+__all__ = ["load_cache", "BiEncoder", "TrainResult", "pair_batches", "mine_hard_negatives", "train_biencoder"]
+
+
+def load_cache(tensors: dict[str, torch.Tensor]):
+    """``(sig Inputs, body Inputs)`` (:class:`contrastlab.finetune.train.Inputs`) from
+    :func:`build_cache` tensors; states as float32."""
+    from ..finetune.run import load_cache as _load
+
+    out = []
+    for part in ("sig", "body"):
+        t = {"ids": tensors[f"{part}_ids"], "lengths": tensors[f"{part}_lengths"],
+             "level": tensors["level"]}
+        if f"{part}_states" in tensors:
+            t["states"] = tensors[f"{part}_states"].float()
+        out.append(_load(t))
+    return out[0], out[1]
+
+
+class BiEncoder(nn.Module):
+    """Signature and body towers (the same module when shared) and the loss's log-temperature."""
+
+    def __init__(self, encoder, towers: str = "shared", temperature: float = 0.05,
+                 learn_temperature: bool = True):
+        super().__init__()
+        from ..losses.infonce import InfoNCELoss
+
+        if towers not in ("shared", "separate"):
+            raise InputError(f"towers must be 'shared' or 'separate', got {towers!r}")
+        self.sig = encoder
+        self.body = encoder if towers == "shared" else copy.deepcopy(encoder)
+        self.towers = towers
+        self.loss = InfoNCELoss(temperature, learnable=learn_temperature)
+
+    def encoder_parameters(self) -> list[nn.Parameter]:
+        seen, out = set(), []
+        for t in (self.sig, self.body):
+            for p in t.encoder_parameters():
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    out.append(p)
+        return out
+
+
+def pair_batches(train_idx: np.ndarray, batch: int, steps: int, seed: int) -> np.ndarray:
+    """``[steps, batch]`` training rows: seeded permutations of ``train_idx`` one after another
+    (a batch never holds a row twice unless ``batch > len(train_idx)``, refused).
+
+    Raises:
+        InputError: fewer training rows than ``batch``.
+    """
+    train_idx = np.asarray(train_idx)
+    if len(train_idx) < batch:
+        raise InputError(f"{len(train_idx)} training pairs for a batch of {batch}")
+    rng = np.random.default_rng(seed)
+    per = len(train_idx) // batch
+    out = []
+    while len(out) < steps:
+        perm = train_idx[rng.permutation(len(train_idx))]
+        out += [perm[i * batch:(i + 1) * batch] for i in range(per)]
+    return np.stack(out[:steps])
+
+
+def mine_hard_negatives(q: torch.Tensor, corpus: torch.Tensor, positive: np.ndarray,
+                        dup: np.ndarray, k: int) -> np.ndarray:
+    """``k`` hard negatives per query: its nearest corpus rows by inner product (FAISS
+    ``IndexFlatIP``), skipping the positive and every row of the positive's near-duplicate
+    group.
+
+    Args:
+        q: ``[Q, D]`` query embeddings; corpus: ``[N, D]`` (both unit rows).
+        positive: ``[Q]`` corpus row of each query's own body; dup: ``[N]`` group per corpus row.
+        k: negatives per query (``<`` the corpus rows outside a group).
+
+    Returns:
+        int64 ``[Q, k]`` corpus rows, nearest first.
+
+    Raises:
+        InputError: not enough candidates outside a query's group.
+    """
+    from ..evaluation.retrieval import build_index, search
+
+    dup = np.asarray(dup)
+    width = k + 1 + int(np.bincount(dup - dup.min()).max())
+    if width > len(corpus):
+        raise InputError(f"cannot mine {k} negatives from {len(corpus)} rows")
+    _, nn_idx = search(build_index(corpus, "cpu"), q, width)
+    out = np.empty((len(q), k), dtype=np.int64)
+    for i, row in enumerate(nn_idx):
+        g = dup[positive[i]]
+        keep = [j for j in row if j >= 0 and j != positive[i] and dup[j] != g][:k]
+        if len(keep) < k:
+            raise InputError(f"query {i}: only {len(keep)} negatives outside its group")
+        out[i] = keep
+    return out
+
+
+@dataclass
+class TrainResult:
+    curve: dict[str, list[float]] = field(default_factory=lambda: {"step": [], "loss": [], "temperature": []})
+    tokens: int = 0
+    seconds: float = 0.0   # wall time of the steps (never written to hashed outputs)
+
+
+def train_biencoder(model: BiEncoder, sig_inp, body_inp, train_idx, dup, *, be, row, seed: int,
+                    device: str | torch.device = "cpu", log_every: int = 8) -> TrainResult:
+    """Fine-tune ``model`` in place for ``be.steps`` steps (module docstring).
+
+    Args:
+        model: :class:`BiEncoder` whose towers freeze ``inp.level`` blocks.
+        sig_inp, body_inp: :class:`contrastlab.finetune.train.Inputs` of every function.
+        train_idx: training rows; dup: ``[N]`` near-duplicate group of every row.
+        be: ``code.biencoder`` params (steps, batch_size, weight_decay, warmup, grad_clip,
+            lr_temperature, hardneg_k, hardneg_refresh, sub_batch, batch_size_encode, bf16).
+        row: the row's :class:`contrastlab.params.biencoder.BiencoderRow` (loss, lr, ...).
+        seed: training seed (batches: ``seed``; the same pairs for every row).
+
+    Returns:
+        :class:`TrainResult` (loss and temperature every ``log_every`` steps, tokens seen).
+
+    Raises:
+        FloatingPointError: a non-finite loss (names the step).
+        InputError: cached states at another level than the towers freeze.
+    """
+    from ..distributed import ddp_loss_scale, rank, world_size
+    from ..finetune.train import _forward_rows, embed_inputs, use_bf16
+    from ..losses import distributed_infonce_loss
+    from ..training.multilabel import warmup_cosine
+
+    for t, inp in ((model.sig, sig_inp), (model.body, body_inp)):
+        if inp.states is not None and inp.level != t.n_frozen:
+            raise InputError(f"cached states are at level {inp.level}, the encoder freezes {t.n_frozen} blocks")
+    dev = torch.device(device)
+    bf16 = use_bf16(be.bf16, dev)
+    model.to(dev).train()
+    enc_params = model.encoder_parameters()
+    groups = [{"params": enc_params, "lr": row.lr, "weight_decay": be.weight_decay}]
+    if row.learn_temperature:
+        groups.append({"params": [model.loss.log_temperature], "lr": be.lr_temperature, "weight_decay": 0.0})
+    opt = torch.optim.AdamW(groups)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(be.steps, be.warmup))
+    w, r = world_size(), rank()
+    batches = pair_batches(train_idx, be.batch_size * w, be.steps, seed)
+    hard = row.loss == "infonce_hardneg"
+    train_idx = np.asarray(train_idx)
+    pos_in_train = {int(j): i for i, j in enumerate(train_idx)}
+    negs = None
+    res = TrainResult()
+    trainable = [p for g in groups for p in g["params"]]
+    acc, cnt = 0.0, 0
+    t0 = time.perf_counter()
+    for step in range(1, be.steps + 1):
+        if hard and (negs is None or (step - 1) % be.hardneg_refresh == 0):
+            q = embed_inputs(model.sig, sig_inp, train_idx, be.batch_size_encode, bf16, be.sub_batch)
+            c = embed_inputs(model.body, body_inp, train_idx, be.batch_size_encode, bf16, be.sub_batch)
+            local = mine_hard_negatives(q, c, np.arange(len(train_idx)), np.asarray(dup)[train_idx],
+                                        be.hardneg_k)
+            negs = train_idx[local]
+            model.train()
+        rows = batches[step - 1][r * be.batch_size:(r + 1) * be.batch_size]
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
+            zs = _forward_rows(model.sig, sig_inp, rows, sub_batch=be.sub_batch).float()
+            zb = _forward_rows(model.body, body_inp, rows, sub_batch=be.sub_batch).float()
+            hn = None
+            if hard:
+                nrows = negs[[pos_in_train[int(j)] for j in rows]]            # [B, K]
+                hn = _forward_rows(model.body, body_inp, nrows.reshape(-1),
+                                   sub_batch=be.sub_batch).float().reshape(len(rows), be.hardneg_k, -1)
+            val = distributed_infonce_loss(zs, zb, model.loss.log_temperature, hn,
+                                           targets_with_grad=True)
+        if not torch.isfinite(val):
+            raise FloatingPointError(f"loss {row.loss!r} is {val.item()} at step {step}")
+        (val * ddp_loss_scale()).backward()
+        if w > 1:  # average over ranks (each backpropagated W times its share)
+            for prm in trainable:
+                if prm.grad is not None:
+                    torch.distributed.all_reduce(prm.grad)
+                    prm.grad /= w
+        if be.grad_clip:
+            torch.nn.utils.clip_grad_norm_(enc_params, be.grad_clip)
+        opt.step()
+        sched.step()
+        lens = [len(sig_inp.ids[i]) + len(body_inp.ids[i]) for i in rows]
+        if hard:
+            lens += [len(body_inp.ids[i]) for i in nrows.reshape(-1)]
+        res.tokens += int(sum(lens))
+        acc += float(val.detach())
+        cnt += 1
+        if step % log_every == 0 or step == be.steps:
+            res.curve["step"].append(step)
+            res.curve["loss"].append(acc / cnt)
+            res.curve["temperature"].append(model.loss.temperature)
+            acc, cnt = 0.0, 0
+    res.seconds = time.perf_counter() - t0
+    model.eval()
+    return res
