@@ -84,7 +84,7 @@ class GraphFinal(_Strict):
 
     seeds: list[Seed] = Field(default_factory=lambda: list(range(10)), min_length=1,
                               max_length=1000)
-    ablation_seeds: list[Seed] = Field(default_factory=lambda: list(range(10)), max_length=1000,
+    ablation_seeds: list[Seed] = Field(default_factory=lambda: [0, 1, 2], max_length=1000,
                                        description="[] turns the ablation off.")
     default_seeds: list[Seed] = Field(
         default_factory=lambda: list(range(10)), max_length=1000,

@@ -419,8 +419,7 @@ def _supervised_table(refs: dict, names: list[str], tests: dict, digits: int) ->
                 rows.append([f"{_title(n)} vs {_sup_title(r)}", f.format(t["a"]), "-", "-",
                              t["n_seeds"], "-", *_test_cells(t, digits, "above", "below"), "-"])
     return Table(
-        "Supervised references: GCN and GAT trained on the same 140 labels, and each loss "
-        "against them",
+        "Supervised references trained on the same 140 labels, and each loss against them",
         ["row", "test acc", "95% CI", "val acc", "seeds", "chosen hyperparameters (on "
          "validation)", "Δ loss - reference (p, Holm)", "loss vs reference", "published"],
         rows,
