@@ -27,7 +27,7 @@ import torch
 from ..data.planetoid import load_planetoid
 from ..models.gcn import GCNEncoder
 from ..tracking import stage_run
-from ..training.graph import embed, propagate_features
+from ..training.graph_features import embed, propagate_features
 from .probe import logreg_probe, row_normalize
 from .stats import bootstrap_per_item, summarize
 

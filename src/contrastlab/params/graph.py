@@ -14,6 +14,9 @@ Layout::
       tune: {trials, startup_trials, seed, storage, seeds}   # equal budget per variant
       final: {seeds, ablation_seeds, ablation_batch_nodes, default_seeds}   # final runs on the chosen config
       baselines: {sgc_k, normalize}   # SGC's K and the probe normalisation, chosen on validation
+      supervised:                 # supervised references on the 140 training labels (issue 37)
+        gcn: {arch: gcn, hidden: 16, dropout: 0.5, lr: 0.01, weight_decay: 5e-4, search: {...}}
+        gat: {arch: gat, hidden: 8, heads: 8, dropout: 0.6, lr: 0.005, search: {...}}
       variants:                   # one DVC stage per key (tune_graph@<key>, train_graph@<key>)
         ntxent: {loss: ntxent, temperature: 0.4, search: {temperature: {...}, lr: {...}}}
         mixco: {loss: mixco, temperature: 0.4, alpha: 1.0, weight: 1.0, search: {...}}
@@ -79,12 +82,12 @@ class GraphFinal(_Strict):
     """``graph.final``: seeds of the final runs of each variant's chosen configuration, and
     the loss-batch ablation (the same choices with ``ablation_batch_nodes``)."""
 
-    seeds: list[Seed] = Field(default_factory=lambda: list(range(5)), min_length=1,
+    seeds: list[Seed] = Field(default_factory=lambda: list(range(10)), min_length=1,
                               max_length=1000)
     ablation_seeds: list[Seed] = Field(default_factory=lambda: [0, 1, 2], max_length=1000,
                                        description="[] turns the ablation off.")
     default_seeds: list[Seed] = Field(
-        default_factory=lambda: [0, 1, 2], max_length=1000,
+        default_factory=lambda: list(range(10)), max_length=1000,
         description="Seeds of the untuned (default) configuration's runs (default_graph); "
         "[] turns them off.")
     ablation_batch_nodes: Optional[int] = Field(
@@ -146,6 +149,61 @@ class GraphBaselines(_Strict):
         default_factory=lambda: [1, 2, 3, 4], min_length=1)
     normalize: list[Literal["l2", "standard", "row", "none"]] = Field(
         default_factory=lambda: ["none", "standard"], min_length=1)
+
+
+class GraphSupervised(_Strict):
+    """``graph.supervised.<name>``: a supervised reference row (issue 37), a GNN trained end
+    to end on the public split's training labels (:mod:`contrastlab.training.graph_supervised`),
+    tuned like the losses (``graph.tune``) and run on ``graph.final.seeds``. ``arch``: ``gcn``
+    (Kipf & Welling, ICLR 2017) or ``gat`` (Velickovic et al., ICLR 2018); the declared
+    values are the papers' Cora settings (Sec. 5.2 / 3.3). ``search`` may tune ``hidden``,
+    ``heads``, ``dropout``, ``lr`` and ``weight_decay``."""
+
+    arch: Literal["gcn", "gat"]
+    hidden: int = Field(16, ge=1, le=4096, description="Hidden features (per head for GAT).")
+    heads: int = Field(1, ge=1, le=64, description="Attention heads of the first layer (GAT).")
+    out_heads: int = Field(1, ge=1, le=64, description="Heads of the output layer, averaged (GAT).")
+    dropout: Rate = 0.5
+    lr: float = Field(0.01, gt=0.0, le=1.0)
+    weight_decay: float = Field(5e-4, ge=0.0, le=1.0)
+    weight_decay_layers: Literal["first", "every"] = Field(
+        "first", description="L2 on the first layer only (Kipf & Welling) or on every layer (GAT; `every`).")
+    epochs: int = Field(200, ge=1, le=100_000,
+                        description="Full-batch Adam steps; the epoch is chosen on validation.")
+    search: dict[str, SearchDim] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _searchable(self) -> "GraphSupervised":
+        bad = sorted(set(self.search) - set(SUPERVISED_TUNABLE))
+        if bad:
+            raise ValueError(f"search: {', '.join(bad)} cannot be tuned here "
+                             f"(tunable: {', '.join(SUPERVISED_TUNABLE)})")
+        if self.arch == "gcn" and ({"heads", "out_heads"} & set(self.search)):
+            raise ValueError("search: a GCN has no attention heads")
+        return self
+
+
+#: What a supervised reference's ``search`` may tune.
+SUPERVISED_TUNABLE = ("hidden", "heads", "dropout", "lr", "weight_decay")
+
+
+def _default_supervised() -> dict:
+    """The shipped supervised references (= params.yaml): the papers' Cora settings, each
+    tuned over its own space with the losses' budget."""
+    lr = {"type": "float", "low": 1e-3, "high": 5e-2, "log": True}
+    wd = {"type": "float", "low": 1e-5, "high": 1e-2, "log": True}
+    drop = {"type": "float", "low": 0.0, "high": 0.8}
+    return {
+        "gcn": GraphSupervised(arch="gcn", hidden=16, dropout=0.5, lr=0.01, weight_decay=5e-4,
+                               weight_decay_layers="first", search={
+                                   "hidden": {"type": "categorical", "choices": [16, 32, 64, 128]},
+                                   "dropout": drop, "lr": lr, "weight_decay": wd}),
+        "gat": GraphSupervised(arch="gat", hidden=8, heads=8, dropout=0.6, lr=0.005,
+                               weight_decay=5e-4, weight_decay_layers="every", search={
+                                   "hidden": {"type": "categorical", "choices": [8, 16]},
+                                   "heads": {"type": "categorical", "choices": [4, 8]},
+                                   "dropout": drop, "lr": lr, "weight_decay": wd}),
+    }
 
 
 #: Shared training knobs a variant's ``search`` may tune besides its loss keywords.
@@ -227,12 +285,19 @@ class GraphParams(_Strict):
     final: GraphFinal = GraphFinal()
     baselines: GraphBaselines = GraphBaselines()
     variants: dict[str, GraphVariant] = Field(default_factory=_default_variants)
+    supervised: dict[str, GraphSupervised] = Field(
+        default_factory=_default_supervised,
+        description="Supervised reference rows (tune_graph_supervised / train_graph_supervised); "
+        "{} turns them off.")
 
     @model_validator(mode="after")
     def _check(self) -> "GraphParams":
-        for name in self.variants:
+        for name in [*self.variants, *self.supervised]:
             if not re.fullmatch(r"[A-Za-z0-9_\-]+", name):
                 raise ValueError(f"variant name {name!r}: use letters, digits, _ or -")
+        both = sorted(set(self.variants) & set(self.supervised))
+        if both:  # one name, one row of the report
+            raise ValueError(f"{', '.join(both)}: both a variant and a supervised reference")
         for name, v in self.variants.items():
             n_hard = (v.model_extra or {}).get("n_hard")
             if isinstance(n_hard, int) or "n_hard" in v.search:  # MoCHi's hardest negatives

@@ -1,0 +1,292 @@
+"""Supervised reference rows of the graph track: a GCN (Kipf & Welling, ICLR 2017) and a GAT
+(Velickovic et al., ICLR 2018) trained end to end on the labels of the public split's 140
+training nodes (issue 37): the same labels the linear probe of the self-supervised encoders
+sees, so a contrastive loss "at or above the supervised GCN" has learned at least as much
+from the graph as supervision with those labels does.
+
+Protocol (the same as ``tune_graph``, :mod:`contrastlab.training.graph_tune`): each reference
+of ``graph.supervised`` gets its own Optuna study with ``graph.tune``'s budget, sampler,
+pruner and tuning seeds (disjoint from the final seeds); trial 0 is the declared
+configuration; the objective is the validation accuracy (500 nodes) of the chosen epoch,
+mean over the tuning seeds, reported to the pruner after each seed. The choice is then
+trained on ``graph.final.seeds`` and scored once on the 1000 test nodes
+(:func:`run_supervised_final`; the same files as a self-supervised variant's final runs).
+
+Training (both papers, Sec. 5.2 / 3.3): row-normalised bag-of-words features, full-batch
+Adam on the cross-entropy of the training nodes for ``epochs`` steps, dropout on the input of
+each layer (and, for GAT, on the attention coefficients); weight decay on the first layer
+only (``weight_decay_layers: first``, Kipf & Welling) or on every layer (``every``, GAT).
+Model selection inside a run: the epoch with the highest validation accuracy (ties: the
+lower validation loss, then the earlier epoch), a simplification of the papers' early
+stopping on the validation loss (GCN: window 10; GAT: patience 100); the test nodes are
+read once, at that epoch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..errors import InputError
+
+__all__ = ["SupervisedGNN", "build_model", "train_supervised", "run_supervised_tuning",
+           "supervised_config", "run_supervised_final", "ARCHS"]
+
+#: Architectures a ``graph.supervised`` entry may name (its ``arch`` field).
+ARCHS = ("gcn", "gat")
+
+
+class SupervisedGNN(nn.Module):
+    """Two message-passing layers ``in -> hidden x heads -> classes``.
+
+    ``arch="gcn"``: ``GCNConv -> ReLU -> dropout -> GCNConv`` (Kipf & Welling 2017, Eq. 9).
+    ``arch="gat"``: ``GATConv`` with ``heads`` heads of ``hidden`` features concatenated ->
+    ELU -> dropout -> ``GATConv`` with ``out_heads`` heads averaged (Velickovic et al. 2018,
+    Eq. 5-6; attention dropout ``dropout`` on both layers).
+    ``forward(x [N, F] float, edge_index [2, E] long) -> logits [N, classes]``.
+
+    Raises:
+        InputError: an unknown ``arch`` or a size below 1.
+    """
+
+    def __init__(self, arch: str, in_dim: int, n_classes: int, *, hidden: int, heads: int = 1,
+                 out_heads: int = 1, dropout: float = 0.5):
+        super().__init__()
+        from torch_geometric.nn import GATConv, GCNConv
+
+        if arch not in ARCHS:
+            raise InputError(f"unknown supervised architecture {arch!r}; use {', '.join(ARCHS)}")
+        if min(in_dim, n_classes, hidden, heads, out_heads) < 1:
+            raise InputError("supervised GNN sizes must be >= 1")
+        self.arch, self.dropout = arch, float(dropout)
+        if arch == "gcn":  # one fixed graph (transductive): the normalisation is cached
+            self.conv1 = GCNConv(in_dim, hidden, cached=True)
+            self.conv2 = GCNConv(hidden, n_classes, cached=True)
+        else:
+            self.conv1 = GATConv(in_dim, hidden, heads=heads, dropout=dropout)
+            self.conv2 = GATConv(hidden * heads, n_classes, heads=out_heads, concat=False,
+                                 dropout=dropout)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        x = _dropout(x, self.dropout, self.training)
+        h = self.conv1(x, edge_index)
+        h = F.relu(h) if self.arch == "gcn" else F.elu(h)
+        h = F.dropout(h, self.dropout, self.training)
+        return self.conv2(h, edge_index)
+
+
+def _dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Inverted dropout (Srivastava et al., JMLR 2014) of a dense or sparse COO (coalesced)
+    ``x``; for a sparse ``x`` only the stored non-zeros are drawn (the zeros stay zero under
+    any mask, so the distribution is the same)."""
+    if not training or p <= 0:
+        return x
+    if not x.is_sparse:
+        return F.dropout(x, p, True)
+    vals = x.values()
+    keep = (torch.rand(vals.shape[0], device=vals.device) >= p).to(vals.dtype) / (1.0 - p)
+    return torch.sparse_coo_tensor(x.indices(), vals * keep, x.shape, is_coalesced=True,
+                                   check_invariants=False)
+
+
+def build_model(cfg: dict, in_dim: int, n_classes: int) -> SupervisedGNN:
+    """:class:`SupervisedGNN` from a configuration dict (``arch``, ``hidden``, ``heads``,
+    ``out_heads``, ``dropout``)."""
+    return SupervisedGNN(cfg["arch"], in_dim, n_classes, hidden=int(cfg["hidden"]),
+                         heads=int(cfg.get("heads", 1)), out_heads=int(cfg.get("out_heads", 1)),
+                         dropout=float(cfg["dropout"]))
+
+
+def _features(data) -> torch.Tensor:
+    from ..evaluation.probe import row_normalize
+
+    return torch.from_numpy(row_normalize(data.x)).float().to_sparse_coo().coalesce()
+
+
+def train_supervised(data, cfg: dict, seed: int, *, x: torch.Tensor | None = None,
+                     return_pred: bool = False) -> dict:
+    """Train one seed of a supervised reference and pick its epoch on validation.
+
+    Args:
+        data: the Planetoid ``Data`` (``x`` [N, F], ``edge_index``, ``y`` [N] long and the
+            public-split boolean masks).
+        cfg: ``arch``, ``hidden``, ``heads``, ``out_heads``, ``dropout``, ``lr``,
+            ``weight_decay``, ``weight_decay_layers`` (``first`` | ``every``), ``epochs``.
+        seed: seeds the initialisation and the dropout masks (``torch.manual_seed``).
+        x: the row-normalised features, sparse COO (computed when ``None``; bag-of-words
+            rows are about 1 % non-zero, so the first layer is several times cheaper).
+        return_pred: include ``test_pred`` (``[n_test]`` int64 predicted classes).
+
+    Returns:
+        ``{"val_acc", "test_acc", "epoch", "val_loss"}`` (fractions; ``epoch`` 1-based) at the
+        chosen epoch, and ``test_pred`` when asked.
+
+    Raises:
+        FloatingPointError: the training loss became NaN or infinite.
+        InputError: ``weight_decay_layers`` not ``first`` or ``every``.
+    """
+    layers = cfg.get("weight_decay_layers", "every")
+    if layers not in ("first", "every"):
+        raise InputError(f"weight_decay_layers must be first or every, got {layers!r}")
+    x = _features(data) if x is None else x
+    torch.manual_seed(seed)
+    n_classes = int(data.y.max()) + 1
+    model = build_model(cfg, x.shape[1], n_classes)
+    wd = float(cfg["weight_decay"])
+    if layers == "first":
+        groups = [{"params": model.conv1.parameters(), "weight_decay": wd},
+                  {"params": model.conv2.parameters(), "weight_decay": 0.0}]
+    else:
+        groups = [{"params": model.parameters(), "weight_decay": wd}]
+    opt = torch.optim.Adam(groups, lr=float(cfg["lr"]))
+    ei, y = data.edge_index, data.y
+    tr, va, te = data.train_mask, data.val_mask, data.test_mask
+    best = None  # (val_acc, -val_loss, -epoch) and the test predictions at that epoch
+    for epoch in range(1, int(cfg["epochs"]) + 1):
+        model.train()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x, ei)[tr], y[tr])
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"loss became {float(loss.detach())} at epoch {epoch} (lower the lr?)")
+        loss.backward()
+        opt.step()
+        model.eval()
+        with torch.no_grad():
+            out = model(x, ei)
+            pred = out.argmax(1)
+            val_acc = float((pred[va] == y[va]).float().mean())
+            val_loss = float(F.cross_entropy(out[va], y[va]))
+        key = (val_acc, -val_loss, -epoch)
+        if best is None or key > best[0]:
+            best = (key, pred[te].clone())
+    (val_acc, neg_loss, neg_epoch), test_pred = best
+    res = {"val_acc": val_acc, "test_acc": float((test_pred == y[te]).float().mean()),
+           "epoch": -neg_epoch, "val_loss": -neg_loss}
+    if return_pred:
+        res["test_pred"] = test_pred.numpy()
+    return res
+
+
+def supervised_config(g, name: str, choices: dict | None = None) -> dict:
+    """The configuration of ``graph.supervised.<name>`` (a ``GraphParams``) with tuned
+    ``choices`` applied (names as in its ``search``).
+
+    Raises:
+        UnknownNameError: no such reference (a ``KeyError``).
+    """
+    from ..tuning import apply_choices
+
+    if name not in g.supervised:
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError(f"graph.supervised has no {name!r} (known: {', '.join(g.supervised)})")
+    cfg = g.supervised[name].model_dump(exclude={"search"})
+    return apply_choices(cfg, choices or {})
+
+
+def run_supervised_tuning(g, name: str, data_path: str, study_dir: str, tuned_dir: str,
+                          plots_dir: str):
+    """Tune reference ``name`` of ``graph.supervised`` under ``graph.tune`` (module docstring).
+
+    Writes ``<study_dir>/<name>/journal.log``, ``<tuned_dir>/<name>.json`` and
+    ``<plots_dir>/<name>.csv`` (trial history). Returns the
+    :class:`contrastlab.tuning.TuneResult`.
+    """
+    from ..data.planetoid import load_planetoid
+    from ..io import write_csv
+    from ..tracking import stage_run
+    from ..tuning import run_study, study_history, tune_kwargs, write_tuned
+
+    base = supervised_config(g, name)
+    space = g.supervised[name].search
+    torch.set_num_threads(g.threads)
+    data, _ = load_planetoid(data_path, g.dataset)
+    x = _features(data)
+    tune = g.tune
+    fixed = {"config": base, "seeds": tune.seeds, "objective": "val_acc", "kind": "supervised"}
+
+    def objective(choices: dict, report=None):
+        cfg = supervised_config(g, name, choices)
+        accs = []
+        for k, s in enumerate(tune.seeds, start=1):
+            accs.append(train_supervised(data, cfg, s, x=x)["val_acc"])
+            if report is not None and k < len(tune.seeds):
+                report(k, float(np.mean(accs)))  # may raise optuna.TrialPruned
+        se = float(np.std(accs, ddof=1) / np.sqrt(len(accs))) if len(accs) > 1 else 0.0
+        return float(np.mean(accs)), se
+
+    default = {k: base[k.partition(".")[0]] for k in space}
+    with stage_run("graph", f"tune_graph_supervised@{name}",
+                   {"reference": name, "tune": tune.model_dump(), "base": base}) as tracker:
+        res = run_study(track="graph", variant=f"supervised-{name}", space=space,
+                        objective=objective, out_dir=f"{study_dir}/{name}", fixed=fixed,
+                        tracker=tracker, default=default, **tune_kwargs(tune))
+        tracker.log_metrics({"best_val_acc": res.best_value, "n_complete": res.n_complete,
+                             "n_failed": res.n_failed})
+    write_tuned(f"{tuned_dir}/{name}.json", res, track="graph", variant=name,
+                objective="accuracy on the 500 validation nodes (chosen epoch)", space=space,
+                n_trials=tune.trials)
+    write_csv(f"{plots_dir}/{name}.csv",
+              study_history(track="graph", variant=f"supervised-{name}", space=space,
+                            out_dir=f"{study_dir}/{name}", storage=tune.storage, fixed=fixed))
+    return res
+
+
+def run_supervised_final(g, name: str, *, data_path: str, tuned_dir: str, metrics_dir: str,
+                         report_data_dir: str) -> dict:
+    """Train the tuned choice of reference ``name`` on every seed of ``graph.final.seeds`` and
+    score it once on the test nodes.
+
+    Writes ``<metrics_dir>/<name>.json`` (``logreg_acc_*`` keys as a variant's metrics, so
+    the report reads both alike: mean, bias-corrected bootstrap 95 % CI over seeds and test
+    nodes, per-seed accuracies, validation accuracy and chosen epoch per seed, the choice and
+    the whole configuration) and ``<report_data_dir>/<name>_test_pred.csv`` (``node``, ``y``,
+    ``seed_<k>``). Returns the metrics.
+    """
+    import pandas as pd
+
+    from ..data.planetoid import load_planetoid
+    from ..evaluation.stats import bootstrap_per_item, summarize
+    from ..io import write_csv, write_json
+    from ..tracking import stage_run
+    from ..tuning import read_tuned
+
+    chosen = read_tuned(f"{tuned_dir}/{name}.json")
+    cfg = supervised_config(g, name, chosen)
+    seeds = list(g.final.seeds)
+    torch.set_num_threads(g.threads)
+    data, _ = load_planetoid(data_path, g.dataset)
+    x = _features(data)
+    y_test = data.y[data.test_mask].numpy()
+    preds, runs = {}, []
+    with stage_run("graph", f"train_graph_supervised@{name}",
+                   {"reference": name, "seeds": seeds, **cfg}) as tracker:
+        for s in seeds:
+            r = train_supervised(data, cfg, s, x=x, return_pred=True)
+            preds[f"seed_{s}"] = r.pop("test_pred")
+            runs.append(r)
+            print(f"train_graph_supervised@{name} seed {s}: val {r['val_acc']:.4f} "
+                  f"test {r['test_acc']:.4f} (epoch {r['epoch']})", flush=True)
+        correct = np.stack([preds[f"seed_{s}"] == y_test for s in seeds]).astype(float)
+        point, reps = bootstrap_per_item({name: correct}, n_resamples=2000, seed=0)
+        st = summarize(point, reps)[name]
+        test = [r["test_acc"] for r in runs]
+        m = {"reference": name, "arch": cfg["arch"], "n_seeds": len(seeds), "seeds": seeds,
+             "n_test": int(len(y_test)), "epochs": cfg["epochs"],
+             "logreg_acc_mean": st["mean"], "logreg_acc_ci_low": st["ci_low"],
+             "logreg_acc_ci_high": st["ci_high"],
+             "logreg_acc_std": float(np.std(test, ddof=1)) if len(test) > 1 else 0.0,
+             "logreg_val_acc_mean": float(np.mean([r["val_acc"] for r in runs])),
+             "logreg_val_acc": [r["val_acc"] for r in runs],
+             "chosen_epoch": [r["epoch"] for r in runs],
+             **{f"logreg_acc_seed{s}": a for s, a in zip(seeds, test)},
+             "tuned": chosen, "config": cfg}
+        tracker.log_metrics({k: v for k, v in m.items() if isinstance(v, float)})
+    m = {k: round(v, 6) if isinstance(v, float) else v for k, v in m.items()}
+    write_json(f"{metrics_dir}/{name}.json", m)
+    write_csv(f"{report_data_dir}/{name}_test_pred.csv",
+              pd.DataFrame({"node": torch.nonzero(data.test_mask).flatten().numpy(),
+                            "y": y_test, **preds}))
+    return m

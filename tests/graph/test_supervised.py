@@ -1,0 +1,226 @@
+"""Supervised GCN / GAT references (Kipf & Welling 2017; Velickovic et al. 2018) and the
+paired tests of the graph report (default vs tuned, loss vs reference)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from contrastlab.errors import InputError
+from contrastlab.params import ParamsError, load_params
+from contrastlab.training.graph_supervised import (SupervisedGNN, _dropout, supervised_config,
+                                                   train_supervised)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _toy_graph(n_per: int = 20, seed: int = 0):
+    """Two communities with class-informative sparse features; 10 train, 10 val, rest test."""
+    from torch_geometric.data import Data
+
+    g = torch.Generator().manual_seed(seed)
+    n = 2 * n_per
+    y = torch.arange(n) // n_per
+    x = (torch.rand(n, 30, generator=g) < 0.1).float()
+    x[torch.arange(n), 10 * y + torch.randint(0, 10, (n,), generator=g)] = 1.0
+    src, dst = [], []
+    for i in range(n):
+        for j in range(i + 1, n):
+            p = 0.3 if y[i] == y[j] else 0.02
+            if torch.rand(1, generator=g).item() < p:
+                src += [i, j]
+                dst += [j, i]
+    perm = torch.randperm(n, generator=g)
+    masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]
+    masks[0][perm[:10]] = True
+    masks[1][perm[10:20]] = True
+    masks[2][perm[20:]] = True
+    return Data(x=x, edge_index=torch.tensor([src, dst]), y=y, train_mask=masks[0],
+                val_mask=masks[1], test_mask=masks[2])
+
+
+_GCN = {"arch": "gcn", "hidden": 8, "heads": 1, "out_heads": 1, "dropout": 0.5, "lr": 0.05,
+        "weight_decay": 5e-4, "weight_decay_layers": "first", "epochs": 30}
+_GAT = {**_GCN, "arch": "gat", "heads": 2, "weight_decay_layers": "every"}
+
+
+@pytest.mark.parametrize("cfg", [_GCN, _GAT])
+def test_model_shapes_and_unknown_arch(cfg):
+    data = _toy_graph()
+    m = SupervisedGNN(cfg["arch"], 30, 2, hidden=4, heads=cfg["heads"])
+    out = m(data.x.to_sparse_coo().coalesce(), data.edge_index)
+    assert out.shape == (40, 2) and out.dtype == torch.float32
+    with pytest.raises(InputError, match="unknown supervised architecture"):
+        SupervisedGNN("mlp", 30, 2, hidden=4)
+
+
+def test_sparse_dropout_keeps_zeros_scales_survivors_and_is_identity_in_eval():
+    torch.manual_seed(0)
+    x = torch.tensor([[0.0, 2.0, 0.0], [4.0, 0.0, 6.0]]).to_sparse_coo().coalesce()
+    assert _dropout(x, 0.5, False) is x and _dropout(x, 0.0, True) is x
+    out = _dropout(x, 0.5, True).to_dense()
+    dense = x.to_dense()
+    assert torch.all(out[dense == 0] == 0)  # zeros stay zero
+    kept = out[dense != 0]
+    assert torch.all((kept == 0) | torch.isclose(kept, 2 * dense[dense != 0]))
+    # the keep rate over many draws is 1 - p (binomial, 6 sigma)
+    big = torch.ones(200, 50).to_sparse_coo().coalesce()
+    rate = float((_dropout(big, 0.3, True).to_dense() > 0).float().mean())
+    assert abs(rate - 0.7) < 6 * np.sqrt(0.21 / 10_000)
+
+
+@pytest.mark.parametrize("cfg", [_GCN, _GAT])
+def test_training_is_deterministic_and_test_is_read_at_the_chosen_epoch(cfg):
+    data = _toy_graph()
+    torch.set_num_threads(1)
+    r = train_supervised(data, cfg, 3, return_pred=True)
+    again = train_supervised(data, cfg, 3, return_pred=True)
+    assert np.array_equal(again.pop("test_pred"), r["test_pred"])
+    assert again == {k: v for k, v in r.items() if k != "test_pred"}
+    assert 1 <= r["epoch"] <= cfg["epochs"]
+    # evaluation draws no random numbers, so the run cut at the chosen epoch is the same model
+    # at that epoch: its best is that epoch, with the same validation and test accuracy
+    cut = train_supervised(data, {**cfg, "epochs": r["epoch"]}, 3, return_pred=True)
+    assert cut["epoch"] == r["epoch"] and cut["val_acc"] == r["val_acc"]
+    assert cut["test_acc"] == r["test_acc"] and np.array_equal(cut["test_pred"], r["test_pred"])
+    # the test accuracy is the share of correct predicted classes on the test nodes
+    y = data.y[data.test_mask].numpy()
+    assert r["test_acc"] == pytest.approx(float(np.mean(r["test_pred"] == y)))
+    # the choice maximises the validation accuracy over epochs: no shorter run beats it
+    for e in (1, max(1, r["epoch"] // 2), cfg["epochs"]):
+        assert train_supervised(data, {**cfg, "epochs": e}, 3)["val_acc"] <= r["val_acc"] + 1e-12
+    assert r["test_acc"] > 0.6  # two separable communities (chance 0.5)
+
+
+def test_bad_weight_decay_layers_and_nan_loss():
+    data = _toy_graph()
+    with pytest.raises(InputError, match="weight_decay_layers"):
+        train_supervised(data, {**_GCN, "weight_decay_layers": "last"}, 0)
+    with pytest.raises(FloatingPointError, match="epoch"):
+        train_supervised(data, {**_GCN, "lr": float("inf")}, 0)
+
+
+def test_params_declare_the_references_and_refuse_bad_searches(tmp_path):
+    g = load_params(ROOT / "params.yaml").graph
+    archs = {v.arch for v in g.supervised.values()}
+    assert archs == {"gcn", "gat"}
+    for name, v in g.supervised.items():
+        assert v.search and set(v.search) <= {"hidden", "heads", "dropout", "lr", "weight_decay"}
+        cfg = supervised_config(g, name, {"lr": 0.02})
+        assert cfg["lr"] == 0.02 and "search" not in cfg
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    gcn = next(n for n, v in g.supervised.items() if v.arch == "gcn")
+    for bad, match in (({"search": {"heads": {"type": "categorical", "choices": [2, 4]}}},
+                        "no attention heads"),
+                       ({"search": {"epochs": {"type": "int", "low": 1, "high": 9}}},
+                        "cannot be tuned"),
+                       ({"dropout": 1.0}, "dropout"), ({"arch": "mlp"}, "arch")):
+        r = json.loads(json.dumps(raw))
+        r["graph"]["supervised"][gcn].update(bad)
+        f = tmp_path / "p.yaml"
+        f.write_text(yaml.safe_dump(r))
+        with pytest.raises(ParamsError, match=match):
+            load_params(f)
+    r = json.loads(json.dumps(raw))
+    r["graph"]["supervised"] = {next(iter(g.variants)): r["graph"]["supervised"][gcn]}
+    f.write_text(yaml.safe_dump(r))
+    with pytest.raises(ParamsError, match="both a variant and a supervised"):
+        load_params(f)
+
+
+# ------------------------------------------------------------------ report: paired tests
+def _pred_csv(path: Path, y: np.ndarray, correct: np.ndarray, seeds) -> None:
+    """A predictions file whose seed_k column is right where ``correct[k]`` is 1."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cols = {f"seed_{s}": np.where(c > 0, y, (y + 1) % 7) for s, c in zip(seeds, correct)}
+    pd.DataFrame({"node": np.arange(len(y)), "y": y, **cols}).to_csv(path, index=False)
+
+
+def test_paired_tests_against_a_per_seed_reference(tmp_path):
+    from contrastlab.reporting.graph import _paired_tests, default_vs_tuned
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 7, 300)
+    base = (rng.random((4, 300)) < 0.7).astype(float)
+    better = np.maximum(base, (rng.random((4, 300)) < 0.5))  # strictly more correct nodes
+    out = _paired_tests({"same": (base, base), "better": (better, base)}, n_resamples=2000)
+    assert out["same"]["delta"] == 0 and out["same"]["p"] == 1.0
+    assert out["better"]["delta"] == pytest.approx(better.mean() - base.mean())
+    assert out["better"]["p"] == pytest.approx(2 / 2001)  # every draw is above zero: the floor
+    assert out["better"]["p_holm"] == pytest.approx(min(1.0, 2 * out["better"]["p"]))
+    # default vs tuned pairs the seeds both ran (default 0-2, tuned 0-4): 3 seeds
+    data = tmp_path / "reports" / "data" / "graph"
+    tuned = np.vstack([better[:3], base[:2]])
+    _pred_csv(data / "x_test_pred.csv", y, tuned, range(5))
+    _pred_csv(data / "default" / "x_test_pred.csv", y, base[:3], range(3))
+    t = default_vs_tuned(tmp_path, ["x", "missing"])
+    assert set(t) == {"x"} and t["x"]["n_seeds"] == 3
+    assert t["x"]["delta"] == pytest.approx(better[:3].mean() - base[:3].mean())
+
+
+def test_headline_sentences_say_helped_or_not():
+    from contrastlab.reporting.graph import _tuning_sentence
+
+    ns = {"a": {"delta": 0.01, "p": 0.2, "p_holm": 0.4, "n_seeds": 10}}
+    assert "Tuning did not help" in _tuning_sentence(ns, 3) and "10 seeds" in _tuning_sentence(ns, 3)
+    sig = {"a": {"delta": 0.02, "p": 0.001, "p_holm": 0.002, "n_seeds": 10},
+           "b": {"delta": -0.02, "p": 0.001, "p_holm": 0.002, "n_seeds": 10}}
+    s = _tuning_sentence(sig, 3)
+    assert "Tuning helped" in s and "significantly worse after tuning" in s
+    assert _tuning_sentence({}, 3) == ""
+
+
+# ------------------------------------------------------------------ stages on real Cora
+def _stage(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "stages" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.main
+
+
+def test_supervised_stages_on_real_cora(tmp_path):
+    """tune (trial 0 = the declared setting) -> final runs on the final seeds, both
+    references, with a tiny budget."""
+    from contrastlab.data.cora import prepare_cora
+
+    cora = tmp_path / "planetoid"
+    prepare_cora(ROOT / "data" / "vendor" / "planetoid" / "Cora", cora)
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    g = raw["graph"]
+    g["tune"].update(trials=2, startup_trials=1, seeds=[100], max_resource=1)
+    g["final"]["seeds"] = [0, 1]
+    for v in g["supervised"].values():
+        v["epochs"] = 3
+    p = tmp_path / "params.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "o"
+    for name, v in g["supervised"].items():
+        assert _stage("tune_graph_supervised")([
+            "--name", name, "--params", str(p), "--data", str(cora), "--study-dir",
+            str(out / "tune"), "--tuned", str(out / "tuned"), "--plots", str(out / "tp")]) == 0
+        chosen = json.loads((out / "tuned" / f"{name}.json").read_text())
+        assert chosen["budget_trials"] == 2 and set(chosen["params"]) == set(v["search"])
+        hist = pd.read_csv(out / "tp" / f"{name}.csv")
+        assert len(hist) == 2 and (out / "tune" / name / "journal.log").exists()
+        assert _stage("train_graph_supervised")([
+            "--name", name, "--params", str(p), "--data", str(cora), "--tuned",
+            str(out / "tuned"), "--metrics", str(out / "m"), "--report-data", str(out / "d")]) == 0
+        m = json.loads((out / "m" / f"{name}.json").read_text())
+        assert m["n_seeds"] == 2 and m["arch"] == v["arch"] and m["epochs"] == 3
+        assert m["logreg_acc_ci_low"] <= m["logreg_acc_mean"] <= m["logreg_acc_ci_high"]
+        assert all(1 <= e <= 3 for e in m["chosen_epoch"])
+        for k, val in chosen["params"].items():
+            assert m["config"][k] == pytest.approx(val)
+        pred = pd.read_csv(out / "d" / f"{name}_test_pred.csv")
+        assert list(pred.columns) == ["node", "y", "seed_0", "seed_1"] and len(pred) == 1000
+        acc = [float((pred[f"seed_{s}"] == pred["y"]).mean()) for s in (0, 1)]
+        assert m["logreg_acc_mean"] == pytest.approx(np.mean(acc), abs=1e-6)
+        assert "time" not in json.dumps(m)
