@@ -103,9 +103,21 @@ def test_malformed_label_xml_names_the_file(tmp_path):
         read_label_xml(tmp_path / "missing.xml")
 
 
-def test_optional_dataset_missing_names_path(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"bibtex-train\.arff.*optional_root"):
-        load_mulan("bibtex", VENDOR, tmp_path)
+def test_missing_vendored_file_names_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"bibtex-train\.arff"):
+        load_mulan("bibtex", tmp_path, tmp_path)
+
+
+def test_bibtex_is_vendored_with_checksums():
+    """bibtex (159 labels) is vendored like the six default sets: SHA256SUMS verified, the
+    published row counts and label count."""
+    from contrastlab.data.multilabel import MULAN, mulan_paths, read_label_xml
+    from contrastlab.io import verify_sha256sums
+
+    assert MULAN["bibtex"].vendored
+    p = mulan_paths("bibtex", VENDOR, "/nonexistent")
+    verify_sha256sums(p["sums"].parent, p["sums"])
+    assert len(read_label_xml(p["xml"])) == 159
 
 
 def test_checksum_mismatch_is_reported(tmp_path):

@@ -1,5 +1,5 @@
 """The multi-label report's row statistics: strongest baseline chosen on validation, every row
-a candidate for best, identical-output rows merged before the rank test, the headline."""
+a candidate for best, a declared alias ranked once, one Friedman family per metric, the headline."""
 
 import numpy as np
 
@@ -39,18 +39,57 @@ def test_strongest_baseline_on_validation_all_rows_compete_and_baseline_wins():
     assert "On every data set a baseline has the higher test mAP" in text
 
 
-def test_identical_outputs_merge_into_one_column():
-    same = ["%064x" % i for i in range(5)]
-    runs = {ds: {"any": {"test_scores_sha256": same}, "simdis_eq13": {"test_scores_sha256": list(same)},
-                 "mulsupcon": {"test_scores_sha256": ["%064x" % (i + 9) for i in range(5)]},
-                 "knn": {"test_scores_sha256": same[:1]}}
-            for ds in ("a", "b")}
-    groups = rep.identical_groups(runs, ["any", "simdis_eq13", "mulsupcon", "knn"], ["a", "b"])
-    assert groups == [["any", "simdis_eq13"], ["mulsupcon"], ["knn"]]
-    assert rep.short("any = simdis_eq13") == "ANY = Sim-Dis Eq. 13"
-    # one seed differing on one data set keeps them apart
-    runs["b"]["simdis_eq13"]["test_scores_sha256"] = same[:4] + ["f" * 64]
-    assert rep.identical_groups(runs, ["any", "simdis_eq13"], ["a", "b"]) == [["any"], ["simdis_eq13"]]
+def test_declared_alias_is_one_row_and_ranked_once(tmp_path):
+    """Sim-Dis Eq. 13 is declared an alias of ANY (variants.yaml alias_of): it is no row of its
+    own, ANY's row names it, the params refuse to train it, and the Friedman family ranks ANY
+    once even when a stale Eq. 13 metrics file with different numbers is present."""
+    import pytest
+
+    from contrastlab.params.multilabel import ALIASES, MultilabelParams
+
+    assert rep.ALIASES == ALIASES == {"simdis_eq13": "any"}
+    assert "simdis_eq13" not in rep.TABLE1_ROWS and "any" in rep.CONTRASTIVE
+    assert rep.short("any") == "ANY = Sim-Dis Eq. 13" and "alias" in rep.TITLES["any"]
+    assert "simdis_eq13" not in MultilabelParams().losses
+    with pytest.raises(ValueError, match="alias"):
+        MultilabelParams(losses=["any", "simdis_eq13"])
+    rng = np.random.default_rng(0)
+    runs = {ds: {v: {"map": float(rng.uniform()), "macro_f1_val_t": float(rng.uniform())}
+                 for v in ("any", "simdis_eq13", "mulsupcon", "extratrees")} for ds in "abcd"}
+    fr, figs, tabs = rep.friedman_family(runs, ["any", "simdis_eq13", "mulsupcon", "extratrees"],
+                                         list("abcd"), "map", "mAP", tmp_path)
+    assert fr["n_methods"] == 3 and set(fr["avg_ranks"]) == {"any", "mulsupcon", "extratrees"}
+    assert (tmp_path / "multilabel_cd_map.png").exists() and "alias" in figs[0].caption
+    # a family per metric: the macro-F1 ranks come from the macro-F1 values
+    fr2, _, _ = rep.friedman_family(runs, ["any", "mulsupcon", "extratrees"], list("abcd"),
+                                    "macro_f1_val_t", "macro-F1 @val-t", tmp_path)
+    best = {ds: max(("any", "mulsupcon", "extratrees"), key=lambda v: runs[ds][v]["macro_f1_val_t"])
+            for ds in "abcd"}
+    for v in ("any", "mulsupcon", "extratrees"):  # independent rank sum: 1 point per first place
+        firsts = sum(best[ds] == v for ds in "abcd")
+        assert (fr2["avg_ranks"][v] == 1.0) == (firsts == 4)
+    assert (tmp_path / "multilabel_cd_macro_f1_val_t.png").exists()
+
+
+def test_headline_names_its_metric_and_restricts_the_claim():
+    """On mAP the baseline wins; on macro-F1 a loss is significantly above it: the mAP sentence
+    says no loss beats the baseline on mAP, the macro-F1 sentences say where one does."""
+    rng = np.random.default_rng(1)
+    noise = 0.01 * rng.normal(size=1000)
+
+    def run(mp, f1, val):
+        return {"map": mp, "macro_f1": f1, "macro_f1_val_t": f1, "micro_f1": f1, "micro_f1_val_t": f1,
+                "val_map": val, "n_seeds": 5}
+
+    runs = {"mulsupcon": run(0.48, 0.40, 0.50), "extratrees": run(0.53, 0.34, 0.56)}
+    reps = {v: {k: r[k] + noise + 0.001 * rng.normal(size=1000) for k in r if k not in ("val_map", "n_seeds")}
+            for v, r in runs.items()}
+    st = rep.table_stats(runs, reps)
+    text = rep.headline({"yeast": runs}, {"yeast": st}, None)
+    assert "No contrastive loss is significantly above the strongest baseline on mAP" in text
+    assert "No contrastive loss is significantly above the strongest baseline on macro-F1" not in text
+    assert "on test macro-F1 @val-t" in text and "contrastive row wins significantly on 1" in text
+    assert "On macro-F1 @0.5, contrastive rows significantly above the strongest baseline: yeast MulSupCon 40.00" in text
 
 
 def test_trial0_values_reads_the_declared_configuration_per_data_set(tmp_path):

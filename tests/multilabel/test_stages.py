@@ -186,10 +186,13 @@ def test_bad_params_and_missing_inputs_give_clear_errors(tmp_path, stage_cmd):
     assert r.returncode == 2 and "unknown data set" in r.stderr and "imagenet" in r.stderr
 
 
-def test_optional_dataset_missing_is_named(tmp_path, stage_cmd):
+def test_missing_data_file_is_named(tmp_path, stage_cmd):
     params = _params(tmp_path)
-    r = _run([*stage_cmd("build_multilabel@bibtex"), "--params", str(params)], tmp_path)
-    assert r.returncode == 2 and "bibtex-train.arff" in r.stderr and "optional_root" in r.stderr
+    doc = yaml.safe_load(params.read_text())
+    doc["multilabel"]["vendor_root"] = str(tmp_path / "none")
+    params.write_text(yaml.safe_dump(doc))
+    r = _run([*stage_cmd("build_multilabel@yeast"), "--params", str(params)], tmp_path)
+    assert r.returncode == 2 and "yeast-train.arff" in r.stderr
 
 
 def test_tuned_final_without_tuned_dir_is_refused(tmp_path):

@@ -6,10 +6,9 @@ every other attribute is a feature). Both the dense form (comma-separated rows) 
 sparse form (``{index value, ...}`` rows, absent entries are 0) are read with the
 ``liac-arff`` package (``scipy.io.arff`` cannot read sparse rows).
 
-Which files the default pipeline reads: yeast, enron, tmc2007-500, scene, emotions and
-medical are vendored under ``data/vendor/mulan/`` (checked against ``SHA256SUMS``); bibtex is
-read from an optional root (default ``../shared/datasets`` relative to the repository),
-and a missing file raises ``FileNotFoundError`` naming the path. Every known set is also
+Which files the pipeline reads: yeast, enron, tmc2007-500, scene, emotions, medical and
+bibtex are vendored under ``data/vendor/mulan/`` (checked against ``SHA256SUMS``); a missing
+file raises ``FileNotFoundError`` naming the path. Every known set is also
 checked against its published row counts (so a file cut at a line boundary, which still
 parses, is an error).
 
@@ -66,7 +65,7 @@ MULAN: dict[str, MulanSpec] = {
     "scene": MulanSpec("scene", "scene", vendored=True, rows=(1211, 1196)),
     "emotions": MulanSpec("emotions", "emotions", vendored=True, rows=(391, 202)),
     "medical": MulanSpec("medical", "medical", vendored=True, rows=(333, 645)),
-    "bibtex": MulanSpec("bibtex", "bibtex", rows=(4880, 2515)),
+    "bibtex": MulanSpec("bibtex", "bibtex", vendored=True, rows=(4880, 2515)),
 }
 
 

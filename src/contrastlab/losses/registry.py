@@ -265,7 +265,7 @@ VARIANT_TABLE = Path(__file__).with_name("variants.yaml")
 VARIANT_TRACKS = {"graph": "graph", "code": "code", "multilabel": "multilabel",
                   "finetune": "multilabel"}
 _VFIELDS = {"loss", "kwargs", "kind", "title", "short", "cite", "factors", "paper", "params",
-            "seed_alias"}
+            "seed_alias", "alias_of"}
 
 
 @dataclass(frozen=True)
@@ -288,6 +288,8 @@ class VariantSpec:
             "table4": [[COCO micro, macro], [AAPD micro, macro]]}`` (in %).
         params: the declared configuration (schema default of ``<track>.variants.<name>``).
         seed_alias: variant whose tuning sampler seed this one uses (or ``None``).
+        alias_of: variant this one equals as a method (the same gradient, e.g. Sim-Dis Eq. 13 =
+            ANY, Huang et al. 2025, Eq. 13): it is not trained, its row is the alias's (or ``None``).
     """
 
     name: str
@@ -301,6 +303,7 @@ class VariantSpec:
     paper: dict[str, Any] = field(default_factory=dict)
     params: dict[str, Any] | None = None
     seed_alias: str | None = None
+    alias_of: str | None = None
 
     def label(self, hybrid_base: str = "") -> str:
         """:attr:`title` with ``{hybrid_base}`` filled in."""
@@ -328,7 +331,8 @@ def _variant_spec(track: str, name: str, e: dict, where: str) -> VariantSpec:
                        str(e.get("short") or title.split(" (")[0]),
                        str(e.get("cite") or (spec.cite if spec else "")),
                        tuple(bool(x) for x in factors) if factors else None,
-                       dict(e.get("paper") or {}), e.get("params"), e.get("seed_alias"))
+                       dict(e.get("paper") or {}), e.get("params"), e.get("seed_alias"),
+                       e.get("alias_of"))
 
 
 def load_variant_table(path: str | Path = VARIANT_TABLE) -> dict[str, dict[str, Any]]:
@@ -355,6 +359,11 @@ def load_variant_table(path: str | Path = VARIANT_TABLE) -> dict[str, dict[str, 
                       "variants": {str(n): _variant_spec(track, str(n), dict(e or {}),
                                                          f"{path}: {track}.variants.{n}")
                                    for n, e in (sec.get("variants") or {}).items()}}
+        vs = out[track]["variants"]
+        for n, v in vs.items():
+            if v.alias_of is not None and (v.alias_of not in vs or vs[v.alias_of].alias_of is not None):
+                raise InputError(f"{path}: {track}.variants.{n}: alias_of {v.alias_of!r} is not a "
+                                 f"variant of {track} that is not itself an alias")
     return out
 
 

@@ -24,6 +24,10 @@ KNOWN_DATASETS = ["yeast", "enron", "tmc2007-500", "scene", "emotions", "bibtex"
 #: keyword arguments (:data:`VARIANT_LOSS`); the hybrids are rows of their own stage.
 _TABLE = {n: v for n, v in track_variants("multilabel").items() if v.kind != "hybrid"}
 KNOWN_LOSSES = list(_TABLE)
+#: Declared aliases (``alias_of`` in the variant table): variant -> the variant it equals as a
+#: method (Sim-Dis Eq. 13 read literally has ANY's gradient, Huang et al. 2025, Eq. 13). An
+#: alias is not trained: its row is its target's.
+ALIASES: dict[str, str] = {n: v.alias_of for n, v in _TABLE.items() if v.alias_of}
 #: Baselines: no contrastive loss (``logreg``, ``bce`` and the scikit-learn models below).
 BASELINES = tuple(n for n, v in _TABLE.items() if v.kind == "baseline")
 #: Hyperparameters of the scikit-learn baselines (``multilabel.variants.<name>.model`` and the
@@ -36,6 +40,9 @@ MODEL_KEYS: dict[str, tuple[str, ...]] = {
     "extratrees": ("n_estimators", "max_depth", "max_features", "min_samples_leaf"),
     "randomforest": ("n_estimators", "max_depth", "max_features", "min_samples_leaf"),
     "knn": ("k", "weights", "metric"),
+    # binary-relevance HistGradientBoosting (contrastlab.training.multilabel_hgb.HGB_KEYS)
+    "hgb": ("max_iter", "learning_rate", "max_leaf_nodes", "min_samples_leaf", "l2_regularization",
+            "validation_fraction", "n_iter_no_change"),
 }
 #: Defaults of :data:`MODEL_KEYS` (scikit-learn's classifier defaults, 500 trees; kNN k = 10),
 #: the ``model`` blocks of the variant table.
@@ -248,7 +255,8 @@ class MultilabelParams(_Strict):
 
     datasets: list[str] = Field(default_factory=lambda: ["yeast", "enron", "tmc2007-500", "scene",
                                                          "emotions", "medical"])
-    losses: list[str] = Field(default_factory=lambda: list(KNOWN_LOSSES))
+    losses: list[str] = Field(default_factory=lambda: [n for n in KNOWN_LOSSES if n not in ALIASES],
+                              description="Variants trained (an alias of ALIASES is trained once, as its target).")
     seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(default_factory=lambda: [0, 1, 2, 3, 4], min_length=1)
     vendor_root: str = Field("data/vendor/mulan", description="Vendored MULAN sets (repo-relative).")
     optional_root: str = Field("../shared/datasets", description="Folder holding mulan/ for the "
@@ -275,6 +283,10 @@ class MultilabelParams(_Strict):
         bad = [x for x in v if x not in known]
         if bad:
             raise ValueError(f"unknown loss(es) {bad}; known: {known}")
+        alias = [f"{x} (= {ALIASES[x]})" for x in v if x in ALIASES]
+        if alias:
+            raise ValueError(f"{', '.join(alias)}: declared an alias (the same gradient, variants.yaml "
+                             "alias_of); it is trained once, as its target: list the target")
         return v
 
     @field_validator("seeds")

@@ -17,9 +17,11 @@ Every row, baselines included, competes for "best": bold = in the 95% Model Conf
 better / worse than the strongest baseline (the baseline row with the highest validation mAP;
 paired bootstrap, Holm). Then the Table 4 ablation (ANY / Sim only / Dis only / Sim-Dis), the
 Friedman test with the Nemenyi critical-difference diagram of average ranks across data sets
-(Demsar 2006; rows with identical test outputs on every data set and seed merged into one
-column first, ``stats.group_identical``), the tuned choices, curves (training loss and
-validation mAP per check) and the paper's own numbers.
+(Demsar 2006), once on mAP and once on macro-F1 at the validation threshold (two families,
+the same protocol), over distinct methods: a variant the variant table declares an alias of
+another (``alias_of``: Sim-Dis Eq. 13 = ANY, the same gradient) is not a row of its own, its
+target's row names it. Then the tuned choices, curves (training loss and validation mAP per
+check) and the paper's own numbers.
 """
 
 from __future__ import annotations
@@ -42,12 +44,19 @@ _TABLE = track_variants("multilabel")
 #: params.yaml by :func:`_add_registry_rows`).
 CONTRASTIVE_BASE = role("multilabel", "hybrid_base")
 _BASE_SHORT = _TABLE[CONTRASTIVE_BASE].short
+#: Declared aliases (``alias_of``): variant -> the variant it equals as a method. An alias is
+#: not a row: its target's row carries its name (one method, shown once, ranked once).
+ALIASES = {n: v.alias_of for n, v in _TABLE.items() if v.alias_of}
 TITLES = {n: v.label(_BASE_SHORT) for n, v in _TABLE.items()}
-#: Short names (CD diagram, merged Friedman columns).
+#: Short names (CD diagram, headlines).
 SHORT = {n: v.short_label(_BASE_SHORT) for n, v in _TABLE.items()}
+for _a, _t in ALIASES.items():
+    TITLES[_t] = f"{TITLES[_t]} = {SHORT[_a]} (alias: the same gradient)"
+    SHORT[_t] = f"{SHORT[_t]} = {SHORT[_a]}"
 BASELINES = [n for n, v in _TABLE.items() if v.kind == "baseline"]
 HYBRID_ROWS = [n for n, v in _TABLE.items() if v.kind == "hybrid"]
-TABLE1_ROWS = [*(n for n, v in _TABLE.items() if v.kind == "contrastive"), *HYBRID_ROWS, *BASELINES]
+TABLE1_ROWS = [*(n for n, v in _TABLE.items() if v.kind == "contrastive" and n not in ALIASES), *HYBRID_ROWS,
+               *BASELINES]
 CONTRASTIVE = [x for x in TABLE1_ROWS if x not in BASELINES and x not in HYBRID_ROWS]
 METRICS = [("micro_f1", "micro-F1 @0.5"), ("macro_f1", "macro-F1 @0.5"),
            ("micro_f1_val_t", "micro-F1 @val-t"), ("macro_f1_val_t", "macro-F1 @val-t"),
@@ -55,9 +64,7 @@ METRICS = [("micro_f1", "micro-F1 @0.5"), ("macro_f1", "macro-F1 @0.5"),
 
 
 def short(v: str) -> str:
-    """Short display name of a row or of a merged group ``"a = b"``."""
-    if " = " in v:
-        return " = ".join(short(x) for x in v.split(" = "))
+    """Short display name of a row (an alias's target names its alias: ``ANY = Sim-Dis Eq. 13``)."""
     return SHORT.get(v) or TITLES.get(v, v).split(" (")[0]
 ALPHA = 0.05
 #: Sim-Dis paper (Huang et al. 2025) Table 1 (image data, ResNet-50) and Table 2 (AAPD,
@@ -207,11 +214,15 @@ def dataset_stats(ddir: Path, datasets: list[str]) -> list[list]:
     return rows
 
 
-def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict | None) -> str:
-    """One paragraph from the numbers: the Friedman winner across data sets (average mAP rank,
-    distinct methods), then per data set the best contrastive row (highest test mAP, chosen on
-    test, which favours it) against the strongest baseline (chosen on validation) with the
-    paired-bootstrap p (Holm), saying plainly where a baseline wins."""
+#: The macro-F1 column of the second Friedman family and headline: F1 at the global threshold
+#: chosen on validation (the forests' probabilities are not calibrated to 0.5).
+F1_KEY, F1_LABEL = "macro_f1_val_t", "macro-F1 @val-t"
+
+
+def _metric_headline(stats: dict[str, dict], fr: dict | None, key: str, label: str) -> list[str]:
+    """Sentences of one metric ``key`` (named ``label`` in every claim): the Friedman winner, then
+    per data set the best contrastive row (highest test value, chosen on test, which favours
+    it) against the strongest baseline (chosen on validation mAP), paired bootstrap, Holm."""
     parts = []
     if fr:
         ranks = fr["avg_ranks"]
@@ -219,20 +230,19 @@ def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict 
         best = order[0]
         tied = [v for v in order[1:] if ranks[v] - ranks[best] <= fr["cd"]]
         parts.append(
-            f"Across {fr['n_datasets']} data sets, {short(best)} has the best average mAP rank "
+            f"On {label}: across {fr['n_datasets']} data sets, {short(best)} has the best average {label} rank "
             f"({ranks[best]:.2f} of {fr['n_methods']} distinct methods); Friedman p = {fr['friedman_p']:.3g}, "
             f"Nemenyi CD = {fr['cd']:.2f}, so {len(tied)} other method(s) are within the critical difference"
             + (f" ({', '.join(short(v) for v in tied[:4])}{', ...' if len(tied) > 4 else ''})." if tied else "."))
-        is_c = lambda v: all(x in CONTRASTIVE for x in v.split(" = "))  # noqa: E731
-        cbest = min((v for v in ranks if is_c(v)), key=ranks.get, default=None)
-        bbest = min((v for v in ranks if all(x in BASELINES for x in v.split(" = "))), key=ranks.get, default=None)
+        cbest = min((v for v in ranks if v in CONTRASTIVE), key=ranks.get, default=None)
+        bbest = min((v for v in ranks if v in BASELINES), key=ranks.get, default=None)
         if cbest and bbest:
-            parts.append(f"The best-ranked contrastive loss is {short(cbest)} ({ranks[cbest]:.2f}), the "
+            parts.append(f"The best-ranked contrastive loss on {label} is {short(cbest)} ({ranks[cbest]:.2f}), the "
                          f"best-ranked baseline {short(bbest)} ({ranks[bbest]:.2f})"
                          + (": a baseline ranks first." if ranks[bbest] < ranks[cbest] else "."))
     wins, sig_wins, closs, sig_closs = [], [], [], []
     for ds, st in stats.items():
-        m = st.get("map")
+        m = st.get(key)
         base = st.get("_baseline")
         if not m or not base or base not in m:
             continue
@@ -252,8 +262,8 @@ def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict 
             (sig_closs if m[cb].get("beats_baseline") else closs).append(txt)
     if wins or sig_wins or closs or sig_closs:
         n = len(wins) + len(sig_wins) + len(closs) + len(sig_closs)
-        s = ("Best contrastive row (highest test mAP, which favours it) against the strongest baseline "
-             "(highest validation mAP) on test mAP, paired bootstrap: ")
+        s = (f"Best contrastive row (highest test {label}, which favours it) against the strongest baseline "
+             f"(highest validation mAP) on test {label}, paired bootstrap: ")
         bits = []
         if sig_wins:
             bits.append(f"the baseline wins significantly on {len(sig_wins)} of {n} data sets ({'; '.join(sig_wins)})")
@@ -265,7 +275,31 @@ def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict 
             bits.append(f"the contrastive row wins significantly on {len(sig_closs)} ({'; '.join(sig_closs)})")
         parts.append(s + "; ".join(bits) + ".")
         if len(sig_wins) + len(wins) == n:
-            parts.append("On every data set a baseline has the higher test mAP than every contrastive loss.")
+            parts.append(f"On every data set a baseline has the higher test {label} than every contrastive loss.")
+        if not sig_closs:
+            parts.append(f"No contrastive loss is significantly above the strongest baseline on {label} on any "
+                         "data set.")
+    return parts
+
+
+def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict | None,
+             fr_f1: dict | None = None) -> str:
+    """One paragraph from the numbers, every claim naming its metric: on mAP (``fr``: its
+    Friedman result), then on macro-F1 at the validation threshold (``fr_f1``), each the
+    Friedman winner and the best contrastive row against the strongest baseline per data set;
+    then every contrastive row significantly above the strongest baseline on macro-F1 @0.5."""
+    parts = _metric_headline(stats, fr, "map", "mAP")
+    if any(F1_KEY in st for st in stats.values()):
+        parts += _metric_headline(stats, fr_f1, F1_KEY, F1_LABEL)
+    up = []
+    for ds, st in stats.items():
+        m, base = st.get("macro_f1", {}), st.get("_baseline")
+        if base in m:
+            up += [f"{ds} {short(v)} {100 * m[v]['mean']:.2f} vs {short(base)} {100 * m[base]['mean']:.2f} "
+                   f"(p_Holm = {m[v]['p_vs_baseline_holm']:.3g})"
+                   for v in CONTRASTIVE if v in m and m[v].get("beats_baseline")]
+    if up:
+        parts.append(f"On macro-F1 @0.5, contrastive rows significantly above the strongest baseline: {'; '.join(up)}.")
     hy = []
     for ds, st in stats.items():
         m = st.get("map", {})
@@ -296,22 +330,38 @@ def _fmt(x) -> str:
     return f"{x:.3g}" if isinstance(x, float) else str(x)
 
 
-def identical_groups(runs: dict[str, dict[str, dict]], variants: list[str], datasets: list[str]) -> list[list[str]]:
-    """:func:`contrastlab.evaluation.stats.group_identical` over the rows' test outputs on
-    ``datasets``: each row's per-seed SHA-256 of its float32 test scores
-    (``test_scores_sha256`` in its metrics JSON), so two rows group when every seed's scores
-    are bitwise equal on every data set. Rows without digests stay alone."""
-    from ..evaluation.stats import group_identical
+def friedman_family(runs: dict[str, dict[str, dict]], methods: list[str], datasets: list[str], key: str,
+                    label: str, figures_dir: Path) -> tuple[dict | None, list, list]:
+    """Friedman test + Nemenyi critical difference (Demsar 2006) of ``key`` over ``methods``
+    (distinct methods: no alias of :data:`ALIASES` among them) on ``datasets``: its own family,
+    one test per metric. Returns ``(result or None, [Figure], [Table])``."""
+    from ..evaluation.stats import friedman_nemenyi, plot_cd
+    import pandas as pd
 
-    have = [v for v in variants if all("test_scores_sha256" in runs[ds].get(v, {}) for ds in datasets)]
-    outs = {v: [np.frombuffer(bytes.fromhex(h), dtype=np.uint8) for ds in datasets
-                for h in runs[ds][v]["test_scores_sha256"]] for v in have}
-    groups: list[list[str]] = []
-    for n in sorted({len(o) for o in outs.values()}):  # rows with as many seeds compare (kNN: one)
-        groups += group_identical({v: o for v, o in outs.items() if len(o) == n})
-    order = {v: i for i, v in enumerate(variants)}
-    groups += [[v] for v in variants if v not in have]
-    return sorted(groups, key=lambda g: order[g[0]])
+    methods = [v for v in methods if v not in ALIASES]
+    if len(datasets) < 2 or len(methods) < 3:
+        return None, [], []
+    df = pd.DataFrame({v: [runs[ds][v][key] for ds in datasets] for v in methods}, index=datasets)
+    fr = friedman_nemenyi(df, higher_is_better=True, alpha=ALPHA)
+    cdp = Path(figures_dir) / f"multilabel_cd_{key}.png"
+    plot_cd({**fr, "avg_ranks": {short(k): v for k, v in fr["avg_ranks"].items()}}, cdp,
+            title=f"{label}, {fr['n_datasets']} data sets")
+    alias_note = "; ".join(f"{TITLES[t]}: {_TABLE[a].short} is declared its alias (variants.yaml alias_of) "
+                           "and trained and ranked once" for a, t in ALIASES.items() if t in methods)
+    fig = Figure(f"Critical-difference diagram ({label})", cdp,
+                 f"Average {label} ranks of {fr['n_methods']} distinct methods over {fr['n_datasets']} data "
+                 f"sets (1 = best; hybrids left out{'; ' + alias_note if alias_note else ''}); methods joined by a "
+                 f"bar are within the Nemenyi critical difference {fr['cd']:.2f} (alpha {ALPHA}). "
+                 f"Friedman chi2 = {fr['friedman_stat']:.2f}, p = {fr['friedman_p']:.3g}.")
+    order = sorted(fr["avg_ranks"], key=fr["avg_ranks"].get)
+    tab = Table(f"Average {label} rank across data sets (Friedman / Nemenyi)",
+                ["Method", "average rank"] + datasets,
+                [[TITLES[v], f"{fr['avg_ranks'][v]:.2f}"] + [f"{100 * runs[ds][v][key]:.2f}" for ds in datasets]
+                 for v in order],
+                note=f"Friedman chi2 = {fr['friedman_stat']:.2f}, p = {fr['friedman_p']:.3g}; "
+                     f"Nemenyi CD = {fr['cd']:.2f} at alpha {ALPHA} (Demsar 2006); {fr['n_methods']} distinct "
+                     f"methods, a family of its own (one test per metric); the exploratory hybrids left out.")
+    return fr, [fig], [tab]
 
 
 def _save(fig, path: Path) -> None:
@@ -483,8 +533,6 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
     """The multi-label section, or None when no multi-label metrics exist."""
     import pandas as pd
 
-    from ..evaluation.stats import friedman_nemenyi, plot_cd
-
     root = Path(root)
     _add_registry_rows(root)
     mdir = root / "reports" / "metrics" / "multilabel"
@@ -505,7 +553,8 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         "then a linear logistic layer fitted to convergence (L-BFGS) on the frozen encoder. Baselines: the "
         "same MLP trained end to end with BCE; binary-relevance logistic regression (C on a 1e-4..1e3 log "
         "grid chosen on validation, the grid extended past an edge); scikit-learn ExtraTrees and "
-        "RandomForest (500 trees, native multi-output); a kNN scorer (mean label vector of the k nearest "
+        "RandomForest (500 trees, native multi-output); HistGradientBoosting (one scikit-learn "
+        "HistGradientBoostingClassifier per label, early stopping on 10% of its training rows); a kNN scorer (mean label vector of the k nearest "
         "training rows). Hybrids (exploratory): the encoder of the " + short(CONTRASTIVE_BASE) + " rows with "
         "the raw features beside it, under the same linear probe or under ExtraTrees (not tuned "
         "themselves: they reuse those rows' choices). "
@@ -524,8 +573,10 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         "and the smallest attainable corrected p).")
     s.notes.append(
         "Sim-Dis rows: `/|P|` multiplies each positive's log-probability by K^s K^d and divides by the "
-        "number of positives; `/ΣK` divides by the sum of the factors instead; `Eq. 13 literal` puts "
-        "the factor inside the log as printed, which only adds a constant: its gradient equals ANY's.")
+        "number of positives; `/ΣK` divides by the sum of the factors instead; Eq. 13 read literally puts "
+        "the factor inside the log as printed, which only adds a constant: its gradient equals ANY's, so the "
+        "variant table declares it an alias of ANY (`alias_of`): it is trained once, as ANY, shown as ANY's "
+        "row (`ANY = Sim-Dis Eq. 13`) and ranked once.")
     rows = dataset_stats(ddir, list(runs))
     if rows:
         s.tables.append(Table("Multi-label data sets",
@@ -586,34 +637,13 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         s.notes.append(f"Data sets without every model's final runs under the current protocol "
                        f"({', '.join(d for d in runs if d not in full)}) are left out of the Friedman test and the "
                        "critical-difference diagram.")
-    groups = identical_groups(runs, union, full)
-    merged = {" = ".join(g): g[0] for g in groups}
-    if any(len(g) > 1 for g in groups):
-        s.notes.append("Rows with identical test outputs on every data set and seed (float32 scores compared "
-                       "by SHA-256, `stats.group_identical`) are one method for the Friedman test and the "
-                       "critical-difference diagram, counted once: "
-                       + "; ".join(" = ".join(TITLES[v] for v in g) for g in groups if len(g) > 1) + ".")
-    if len(full) >= 2 and len(merged) >= 3:
-        df = pd.DataFrame({k: [runs[ds][v]["map"] for ds in full] for k, v in merged.items()}, index=full)
-        fr = friedman_nemenyi(df, higher_is_better=True, alpha=ALPHA)
-        cdp = figures_dir / "multilabel_cd_map.png"
-        plot_cd({**fr, "avg_ranks": {short(k): v for k, v in fr["avg_ranks"].items()}}, cdp,
-                title=f"mAP, {fr['n_datasets']} data sets")
-        s.figures.append(Figure("Critical-difference diagram (mAP)", cdp,
-                                f"Average ranks of {fr['n_methods']} distinct methods over {fr['n_datasets']} data "
-                                f"sets (1 = best; identical-output rows merged, hybrids left out); methods joined by a "
-                                f"bar are within the Nemenyi critical difference {fr['cd']:.2f} (alpha {ALPHA}). "
-                                f"Friedman chi2 = {fr['friedman_stat']:.2f}, p = {fr['friedman_p']:.3g}."))
-        order = sorted(fr["avg_ranks"], key=fr["avg_ranks"].get)
-        s.tables.append(Table("Average mAP rank across data sets (Friedman / Nemenyi)",
-                              ["Method", "average rank"] + full,
-                              [[" = ".join(TITLES[x] for x in v.split(" = ")), f"{fr['avg_ranks'][v]:.2f}"]
-                               + [f"{100 * runs[ds][merged[v]]['map']:.2f}" for ds in full] for v in order],
-                              note=f"Friedman chi2 = {fr['friedman_stat']:.2f}, p = {fr['friedman_p']:.3g}; "
-                                   f"Nemenyi CD = {fr['cd']:.2f} at alpha {ALPHA} (Demsar 2006); "
-                                   f"{fr['n_methods']} distinct methods (rows with identical outputs merged), the "
-                                   "exploratory hybrids left out."))
-    s.headline = headline(runs, stats, fr)
+    fr, fr_f1 = None, None
+    for key, label in (("map", "mAP"), (F1_KEY, F1_LABEL)):
+        res, figs, tabs = friedman_family(runs, union, full, key, label, figures_dir)
+        s.figures += figs
+        s.tables += tabs
+        fr, fr_f1 = (res, fr_f1) if key == "map" else (fr, res)
+    s.headline = headline(runs, stats, fr, fr_f1)
     s.comparison = _comparison(stats, [f for f in s.figures if f.path.name == "multilabel_cd_map.png"])
     # Table 4 ablation
     mark = {True: "✓", False: "×"}

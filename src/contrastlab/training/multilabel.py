@@ -24,7 +24,8 @@ scikit-learn liblinear, one classifier per label, C picked from the log grid ``l
 validation mAP; a choice at the grid's edge extends the grid by a decade, at most
 ``logreg_extend`` times, then raises), ``extratrees`` / ``randomforest`` (scikit-learn's
 native multi-output Extremely Randomized Trees, Geurts, Ernst & Wehenkel, Mach. Learn. 2006,
-and Random Forest, Breiman, Mach. Learn. 2001; ``n_jobs = 1``) and ``knn`` (a
+and Random Forest, Breiman, Mach. Learn. 2001; ``n_jobs = 1``), ``hgb`` (binary-relevance
+histogram gradient boosting, :mod:`contrastlab.training.multilabel_hgb`) and ``knn`` (a
 label-averaging k-nearest-neighbour scorer, cosine or Euclidean, uniform or inverse-distance
 weights; deterministic, so its seeds give identical outputs). Their hyperparameters
 (``cfg.model``) are tuned on validation like the losses.
@@ -67,7 +68,7 @@ __all__ = ["TrainConfig", "SeedResult", "warmup_cosine", "mask_views", "MemoryQu
            "cv_objective"]
 
 #: Baselines fitted by scikit-learn in :func:`run_seed` (no encoder, no optimiser steps).
-SKLEARN_BASELINES = ("logreg", "extratrees", "randomforest", "knn")
+SKLEARN_BASELINES = ("logreg", "extratrees", "randomforest", "knn", "hgb")
 
 
 #: scikit-learn distances of the kNN baseline (the first is the default).
@@ -589,6 +590,12 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
     elif cfg.variant in ("extratrees", "randomforest"):
         s_val, s_te = forest_scores(cfg.variant, data["x_train"], data["y_train"],
                                     [data["x_val"], data["x_test"]], cfg.model, seed)
+        curve = {}
+    elif cfg.variant == "hgb":
+        from .multilabel_hgb import hgb_scores
+
+        s_val, s_te = hgb_scores(data["x_train"], data["y_train"], [data["x_val"], data["x_test"]], cfg.model,
+                                 seed, cfg.threads)
         curve = {}
     elif cfg.variant == "knn":
         s_val, s_te = (knn_scores(data["x_train"], data["y_train"], q, int(cfg.model.get("k", 10)),
