@@ -113,6 +113,9 @@ def _short(name: str, m: dict | None) -> str:
         return name
     from . import short_label
 
+    if m.get("trainer"):  # a fine-tuned bi-encoder row (contrastlab.biencoder)
+        return ("Bi-enc ST (MNRL)" if m["trainer"] == "sentence_transformers"
+                else f"Bi-enc {short_label('code', loss)}")
     return f"{short_label('code', loss)} ({'zs' if m.get('residual') else 'scratch'})"
 
 

@@ -219,10 +219,27 @@ def _purity_figure(summary: dict, path: Path) -> None:
 
 
 def _comparison(summary: dict):
-    """kNN@5 problem x tier purity on both splits as the report's first figure and headline
-    (:mod:`.figures`; the headline reads split a)."""
+    """The report's first figure and headline (:mod:`.figures`): the within-problem same-tier
+    AUC on both splits when ``summary["tier"]`` has it (the headline reads split a; the
+    tier-blind reference is the chance row, the ceiling a published-style reference), else
+    kNN@5 problem x tier purity."""
     from .figures import Comparison, Panel, rows_from_stats
 
+    tier = summary.get("tier")
+    if tier and "wp_auc" in tier["tables"].get("a", {}):
+        refs = set(tier.get("references", []))
+        rows_all = [r for r in tier["rows"] if r != "ceiling"]
+        panels = [Panel(t, rows_from_stats(
+            tier["tables"][s]["wp_auc"], rows_all,
+            kind=lambda v: "baseline" if v in BASELINE_ROWS or v in refs else "loss",
+            short=lambda v: SHORT.get(v, "tier-blind" if v == tier.get("chance") else v),
+            title=lambda v: _tier_title(v, tier), baseline=tier["baseline"],
+            published=[("ceiling", tier["tables"][s]["wp_auc"]["ceiling"]["mean"])]
+            if "ceiling" in tier["tables"][s]["wp_auc"] else ()))
+            for s, t in (("a", "seen problems (split a)"), ("b", "unseen problems (split b)"))
+            if "wp_auc" in tier["tables"].get(s, {})]
+        return Comparison("within-problem same-tier AUC", panels, primary=0, noun="split",
+                          title="Within-problem same-tier AUC, 95 % CI")
     panels = [Panel(t, rows_from_stats(
         summary["tables"][s]["knn5_pxt"], summary["variants"],
         kind=lambda v: "baseline" if v in BASELINE_ROWS else "loss", short=SHORT, title=TITLES,
