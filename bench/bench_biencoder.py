@@ -52,7 +52,12 @@ def main() -> None:
     ap.add_argument("--model", default="minilm")
     ap.add_argument("--functions", default=None)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes, one step: a quick check that the benchmark runs "
+                         "(tests/foundation/test_bench_smoke.py)")
     args = ap.parse_args()
+    if args.smoke:
+        args.pairs, args.steps, args.batch, args.max_length = 16, 1, 4, 16
     torch.set_num_threads(args.threads)
     from contrastlab.biencoder.data import Pairs, build_cache
     from contrastlab.biencoder.run import train_row
