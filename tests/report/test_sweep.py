@@ -165,9 +165,14 @@ def test_bad_input_is_a_clear_error(bad, msg):
         experiment_rows(bad)
 
 
-def test_missing_json_file_and_repo(tmp_path):
-    with pytest.raises(InputError, match="no such file"):
+def test_missing_json_file_and_repo(tmp_path, capsys):
+    """A missing --json file fails the argument check (one error line, exit status 2); a
+    missing --repo folder raises InputError (one line and exit 2 through run_stage)."""
+    with pytest.raises(SystemExit) as e:
         main(["--json", str(tmp_path / "nope.json")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no such --json file" in err[0], err
     with pytest.raises(InputError, match="no such folder"):
         main(["--repo", str(tmp_path / "nope")])
 

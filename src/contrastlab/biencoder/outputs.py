@@ -23,7 +23,7 @@ def row_title(be, row) -> str:
     """Report title of a row, from its declaration (trainer, loss, trained layers, towers)."""
     from ..losses import get_spec
 
-    what = ("every layer" if be.layers == "all" else
+    what = ("every layer" if be.layers == "all" else  # not a loss name
             f"top {be.layers} layer{'s' if be.layers != 1 else ''}")
     if row.trainer == "sentence_transformers":
         return f"Bi-encoder fine-tuned by sentence-transformers (MNRL), {what}"

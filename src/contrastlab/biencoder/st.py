@@ -31,9 +31,9 @@ def _freeze(st_model, layers) -> None:
 
     auto = st_model[0].auto_model
     blocks = _layer_list(auto)
-    k = len(blocks) if layers == "all" else int(layers)
+    k = len(blocks) if layers == "all" else int(layers)  # not a loss name
     for p in st_model.parameters():
-        p.requires_grad_(layers == "all")
+        p.requires_grad_(layers == "all")  # not a loss name
     for b in list(blocks)[len(blocks) - k:]:
         for p in b.parameters():
             p.requires_grad_(True)

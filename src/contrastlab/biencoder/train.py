@@ -28,6 +28,7 @@ happens in the study, on validation).
 from __future__ import annotations
 
 import copy
+import inspect
 import time
 from dataclasses import dataclass, field
 
@@ -36,6 +37,11 @@ import torch
 from torch import nn
 
 from ..errors import InputError
+from ..losses.registry import get_loss
+
+#: What the registry losses this module trains consume (scripts/stage_deps.py reads it: the
+#: bi-encoder stages depend on the digests of the losses with these needs).
+LOSS_NEEDS = ("targets",)
 
 __all__ = ["load_cache", "BiEncoder", "TrainResult", "pair_batches", "mine_hard_negatives", "train_biencoder"]
 
@@ -179,7 +185,8 @@ def train_biencoder(model: BiEncoder, sig_inp, body_inp, train_idx, dup, *, be, 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(be.steps, be.warmup))
     w, r = world_size(), rank()
     batches = pair_batches(train_idx, be.batch_size * w, be.steps, seed)
-    hard = row.loss == "infonce_hardneg"
+    # hard negatives when the registry's loss function takes them (as in training/code.py)
+    hard = "hard_negatives" in inspect.signature(get_loss(row.loss)).parameters
     train_idx = np.asarray(train_idx)
     pos_in_train = {int(j): i for i, j in enumerate(train_idx)}
     negs = None

@@ -219,7 +219,8 @@ def forest_figure(c: Comparison, stem: Path) -> tuple[Path, Path]:
     n, cols = len(c.panels), min(len(c.panels), 3)
     nrows = math.ceil(n / cols)
     single = n == 1
-    h_row = 0.21 if single else 0.17
+    # rows get thinner past about 22 so a long table's figure still fits above the fold
+    h_row = min(0.21 if single else 0.17, 4.6 / max(1, len(order)))
     height = nrows * (0.55 + h_row * len(order)) + 0.9
     fig, grid = plt.subplots(nrows, cols, figsize=style.figsize(height, 10.5 if n > 1 else 9.0),
                              squeeze=False, sharey=True)

@@ -103,11 +103,11 @@ def _across(c: Comparison) -> tuple[str, str, dict]:
              f"strongest baseline ({c.metric}), significantly below on {below}, above on "
              f"{above} ({c.test}; Wilcoxon {_p(p_w)}).")
     if above == 0 and below == 0:
-        second = (f"Take-away: on {c.metric}, no loss differs significantly from the strongest "
-                  f"baseline on any {c.noun}.")
+        second = (f"Take-away: no loss differs significantly from the strongest baseline on "
+                  f"any {c.noun}.")
     elif above == 0:
-        second = (f"Take-away: on {c.metric}, no contrastive loss is significantly above the "
-                  f"strongest baseline on any {c.noun}"
+        second = (f"Take-away: no contrastive loss is significantly above the strongest baseline "
+                  f"on any {c.noun}"
                   + (f"; prefer {win}." if count[win][0].kind == "baseline" else "."))
     elif above == n:
         second = f"Take-away: a contrastive loss beats the strongest baseline on every {c.noun}."

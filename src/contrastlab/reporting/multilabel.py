@@ -512,7 +512,9 @@ def default_vs_tuned(mdir: Path, tdir: Path) -> Table | None:
             cells = []
             for point, reps in ((d, dr), (t, tr)):
                 lo, hi = bias_corrected_interval(point, reps)
-                cells.append(f"{100 * point:.2f} [{100 * lo:.1f}, {100 * hi:.1f}]")
+                cells.append(f"{100 * point:.2f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+                             if lo - 1e-12 <= point <= hi + 1e-12 else
+                             f"{100 * point:.2f} {NO_CI_MARK}")  # NO_CI_NOTE
             rows.append([TITLES[v], ds, *cells, f"{100 * (t - d):+.2f}"])
             diffs.append(tr - dr)
             deltas.append(t - d)
@@ -544,7 +546,8 @@ def default_vs_tuned(mdir: Path, tdir: Path) -> Table | None:
                          "where its Holm floor is at most alpha/10, else the normal approximation with the "
                          "bootstrap SE)")
                       + ", Holm over each data set's pairs, alpha 0.05. "
-                      "The tuned choice was picked on cross-validated validation mAP, never on test.")
+                      "The tuned choice was picked on cross-validated validation mAP, never on test."
+                      + (" " + NO_CI_NOTE if any(NO_CI_MARK in c for r in out for c in r[2:4]) else ""))
 
 
 def build_section(root: Path, figures_dir: Path) -> Section | None:
