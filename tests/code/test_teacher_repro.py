@@ -79,3 +79,40 @@ def test_causal_teachers_are_refused(monkeypatch):
     monkeypatch.setattr(teacher, "_is_causal", lambda config: True)
     with pytest.raises(ValueError, match="bidirectional"):
         reproducible_functions(["def f():"], ["    pass"], layer=1, max_length=16)
+
+
+def test_the_stage_writes_the_same_shards_for_other_thread_and_worker_counts(tmp_path, monkeypatch):
+    """The ``teacher_states`` stage itself (:func:`run_teacher_states`) takes the float64 path
+    for MiniLM: with 1 thread and 2 forked workers, and with 2 threads in one process and
+    another batch size, every shard and the index are byte-identical, and the index records
+    the precision. (Forked workers run one thread each: a process that has already run
+    multi-threaded OpenMP regions cannot safely fork, which is why the stage forks first.)"""
+    import hashlib
+    import json
+
+    import pandas as pd
+
+    from contrastlab.data.teacher_repro import PRECISION
+    from contrastlab.params import CodeParams
+    from contrastlab.training.code_teacher import run_teacher_states
+
+    monkeypatch.setenv("CONTRASTLAB_TIMINGS", str(tmp_path / "timings"))
+    fn = tmp_path / "functions.parquet"
+    pd.DataFrame({"id": range(len(SIGS)), "signature": SIGS, "body": BODIES}).to_parquet(fn)
+    keep = torch.get_num_threads()
+    digests = []
+    try:
+        for threads, workers, batch in ((1, 2, 64), (2, 1, 3)):
+            code = CodeParams().model_copy(deep=True)
+            code.teacher = code.teacher.model_copy(update={
+                "threads": threads, "workers": workers, "batch_size": batch, "shard_size": 4,
+                "max_sig_tokens": 16, "max_body_tokens": 64, "device": "cpu"})
+            out = tmp_path / f"t{threads}"
+            r = run_teacher_states(code, fn, out)
+            assert r["settings"]["precision"] == PRECISION and len(r["shards"]) == 3
+            digests.append({p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+                            for p in sorted(out.iterdir())})
+    finally:
+        torch.set_num_threads(keep)
+    assert len(digests[0]) == 4 and digests[0] == digests[1]
+    assert json.loads((tmp_path / "t1" / "index.json").read_text())["settings"]["precision"] == PRECISION

@@ -13,16 +13,16 @@ value can then only change when the float64 result lies within the float64 noise
 boundary: about ``noise / grid`` (``~1e-13 / 1e-3`` for float16) of the values, against
 ``~1e-7 / 1e-3`` for the float32 pass.
 
-Not wired into the stage: switching ``teacher_states`` to this function changes its output
-bytes once (float64 states round differently from float32 ones in about one float16 value in
-a thousand), so every code stage below it, the tuning stages included, would rerun once. The
-test (tests/code/test_teacher_repro.py) recomputes with 1 and 2 torch threads and with
-different batch shapes and compares bytes. Bidirectional teachers (MiniLM) only: the causal
-branch of :meth:`contrastlab.models.teacher.TeacherEncoder.encode_functions` casts the body
-states to float32 before their mean, which would need a change there.
+The ``teacher_states`` stage uses :func:`encode_reproducible` for every bidirectional teacher
+(MiniLM, the default), on the CPU and on a GPU alike (:func:`contrastlab.training.code_teacher.run_teacher_states`).
+The test (tests/code/test_teacher_repro.py) recomputes with 1 and 2 torch threads and with
+different batch shapes and compares bytes. Bidirectional teachers only: the causal branch of
+:meth:`contrastlab.models.teacher.TeacherEncoder.encode_functions` casts the body states to
+float32 before their mean, so a causal teacher keeps the native-precision pass (and its
+states may differ between machines by float rounding).
 
-Public names: :func:`reproducible_functions`, :func:`round_significant`,
-:func:`states_bytes`, :data:`BODY_BITS`.
+Public names: :func:`encode_reproducible`, :func:`reproducible_functions`,
+:func:`round_significant`, :func:`states_bytes`, :data:`BODY_BITS`, :data:`PRECISION`.
 """
 
 from __future__ import annotations
@@ -31,10 +31,15 @@ from typing import Sequence
 
 import torch
 
-__all__ = ["BODY_BITS", "reproducible_functions", "round_significant", "states_bytes"]
+__all__ = ["BODY_BITS", "PRECISION", "encode_reproducible", "reproducible_functions",
+           "round_significant", "states_bytes"]
 
 #: Significant bits kept of a body embedding value (relative grid ``2**-BODY_BITS``).
 BODY_BITS = 16
+
+#: How the stored states were computed (part of the teacher settings' fingerprint, so shards
+#: computed another way are recomputed rather than mixed in).
+PRECISION = f"float64 pass; signature states float16, body embeddings {BODY_BITS} bits"
 
 
 def round_significant(x: torch.Tensor, bits: int = BODY_BITS) -> torch.Tensor:
@@ -96,6 +101,37 @@ def reproducible_functions(signatures: Sequence[str], bodies: Sequence[str], *,
     if enc.is_causal:
         raise ValueError("reproducible_functions supports bidirectional teachers only: the "
                          "causal branch averages the body states in float32")
+    return encode_reproducible(enc, signatures, bodies, max_sig_tokens=max_sig_tokens,
+                               batch_size=batch_size, body_bits=body_bits)
+
+
+def encode_reproducible(enc, signatures: Sequence[str], bodies: Sequence[str], *,
+                        max_sig_tokens: int = 32, batch_size: int = 64,
+                        body_bits: int = BODY_BITS, progress: bool = False
+                        ) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """The states of ``N`` functions from a float64 teacher, rounded to fixed grids.
+
+    Args:
+        enc: a bidirectional :class:`contrastlab.models.teacher.TeacherEncoder` built with
+            ``dtype=torch.float64`` (any device).
+        signatures, bodies: ``N`` strings each.
+        max_sig_tokens: signature tokens kept.
+        batch_size: functions per forward pass (the bytes do not depend on it).
+        body_bits: significant bits kept of the body embeddings.
+        progress: accepted for the stage's call signature; no bar is shown.
+
+    Returns:
+        ``(sig_states, body_emb)``: ``N`` float16 tensors ``[T_i, H]`` (CPU) and a float32
+        tensor ``[N, H]`` whose values carry ``body_bits`` significant bits.
+
+    Raises:
+        ValueError: a causal or non-float64 encoder, or unequal lengths.
+    """
+    if enc.is_causal:
+        raise ValueError("encode_reproducible supports bidirectional teachers only: the "
+                         "causal branch averages the body states in float32")
+    if enc.dtype != torch.float64:
+        raise ValueError(f"encode_reproducible needs a float64 encoder, got {enc.dtype}")
     sig, emb = _encode64(enc, list(signatures), list(bodies), max_sig_tokens, batch_size)
     return sig, round_significant(emb, body_bits)
 
