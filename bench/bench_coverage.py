@@ -21,7 +21,9 @@ the real shape from a population whose value is known, runs the report's procedu
 - fine-tuning: split a and split b, queries clustered by problem (sizes from
   reports/data/finetune/humaneval_dataset.json), 3 seeds; Rank@1, kNN@5 problem x tier purity
   and AP at the median trained row's mean and seed-to-seed SD
-  (reports/metrics/finetune/items/<row>.npz).
+  (reports/metrics/finetune/items/<row>.npz), and the within-problem tier metrics of the
+  headline (same-tier AUC, nearest same-problem neighbour's tier, one-token mutants
+  separated; reports/metrics/finetune/tier_items.npz) over the queries where they are defined.
 
 Writes ``{"<set>": {"<metric>": coverage}}`` (the metrics the report shows, mAP replaced by
 ``map_min<k>pos``) to --json and every figure (all k, widths, settings) beside it
@@ -79,6 +81,26 @@ def finetune_shapes(root: Path) -> dict[str, dict]:
             if vals:
                 m, sd_seed = sorted(vals)[len(vals) // 2]
                 out[f"{split}/{metric}"] = {"mean": m, "tau": _tau(m, sd_seed), "binary": binary}
+    # the within-problem tier metrics (the fine-tuning headline): per row ``[seeds, queries]``
+    # in tier_items.npz, undefined (NaN) for queries without another tier in their problem
+    tier = root / "reports" / "metrics" / "finetune" / "tier_items.npz"
+    if tier.exists():
+        with np.load(tier) as z:
+            for split in ("a", "b"):
+                for metric, binary in (("wp_auc", False), ("wp_nn_tier", True), ("wp_pair_sep", False)):
+                    vals = []
+                    for key in z.files:
+                        if not key.endswith(f"/{split}/{metric}"):
+                            continue
+                        a = z[key]
+                        cols = np.isfinite(a).all(0) if a.ndim == 2 else np.zeros(0, bool)
+                        if a.ndim == 2 and a.shape[0] > 1 and cols.sum() > 1:
+                            a = a[:, cols]
+                            vals.append((float(a.mean()), float(a.mean(1).std(ddof=1)), int(cols.sum())))
+                    if vals:
+                        m, sd_seed, n_q = sorted(vals)[len(vals) // 2]
+                        out[f"{split}/{metric}"] = {"mean": m, "tau": _tau(m, sd_seed),
+                                                    "binary": binary, "queries": n_q}
     return out
 
 
@@ -242,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         fs = finetune_shapes(ROOT)
         for key, m in fs.items():
             split, metric = key.split("/")
-            n_q, n_p = d["splits"][f"test_{split}"], d["problems_per_split"][f"test_{split}"]
+            n_q, n_p = m.get("queries", d["splits"][f"test_{split}"]), d["problems_per_split"][f"test_{split}"]
             sizes = np.full(n_p, n_q // n_p)
             sizes[: n_q - sizes.sum()] += 1
             sd_item = 0.0 if m["binary"] else 1.0

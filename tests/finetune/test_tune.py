@@ -120,3 +120,29 @@ def test_scores_are_validation_only(tiny_setup):
                    tmp / f"h{k}", tmp / f"j{k}")
         values.append(pd.read_csv(tmp / f"h{k}" / "all.csv")["value"].to_numpy())
     np.testing.assert_allclose(values[0], values[1])
+
+
+def test_the_cache_bytes_do_not_depend_on_threads_or_batch_size(tiny_setup):
+    """Issue 38: the lower-layer cache is a float64 pass rounded to a fixed grid, so 1 and 2
+    threads and another encoding batch size give the same bytes; the values stay within the
+    grid of the float32 pass's."""
+    import torch
+
+    from contrastlab.finetune.run import _encoder, build_cache
+
+    ft, df, cache, _ = tiny_setup
+    texts = df["text"].tolist()
+    keep = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        other = build_cache(ft.model_copy(update={"batch_size_encode": 3}), texts)
+    finally:
+        torch.set_num_threads(keep)
+    for k in cache:
+        assert cache[k].dtype == other[k].dtype
+        assert cache[k].numpy().tobytes() == other[k].numpy().tobytes(), k
+    enc = _encoder(ft, proj_dim=0)
+    f32 = torch.cat(enc.lower_states(enc.tokenize(texts), ft.batch_size_encode))
+    assert f32.shape == cache["states"].shape
+    torch.testing.assert_close(cache["states"], f32, rtol=2 ** -15, atol=1e-5)
+    assert not torch.equal(cache["states"], f32)  # rounded: not the float32 bytes
