@@ -23,13 +23,12 @@ BODIES = ["return a + b", "with open(path) as f:\n    return f.read()", "return 
           "return sorted(items)", "return n % 2 == 0"]
 
 
-@pytest.fixture
-def model_dir(tmp_path_factory):
+def save_tiny_model(d) -> None:
+    """A seeded random 2-layer BERT (hidden 32, dropout off) with the MiniLM tokenizer in ``d``."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     from contrastlab.models.teacher import resolve_model
 
-    d = tmp_path_factory.mktemp("tiny")
     tok = AutoTokenizer.from_pretrained(resolve_model("minilm"))
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -37,6 +36,12 @@ def model_dir(tmp_path_factory):
                      attention_probs_dropout_prob=0.0)
     BertModel(cfg, add_pooling_layer=False).save_pretrained(d)
     tok.save_pretrained(d)
+
+
+@pytest.fixture
+def model_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny")
+    save_tiny_model(d)
     return d
 
 

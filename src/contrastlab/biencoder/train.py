@@ -160,13 +160,14 @@ def train_biencoder(model: BiEncoder, sig_inp, body_inp, train_idx, dup, *, be, 
         seed: training seed (batches: ``seed``; the same pairs for every row).
 
     Returns:
-        :class:`TrainResult` (loss and temperature every ``log_every`` steps, tokens seen).
+        :class:`TrainResult` (loss and temperature every ``log_every`` steps, tokens seen). The
+        logged loss is the global batch's (summed over ranks, the same on every rank).
 
     Raises:
         FloatingPointError: a non-finite loss (names the step).
         InputError: cached states at another level than the towers freeze.
     """
-    from ..distributed import ddp_loss_scale, rank, world_size
+    from ..distributed import all_reduce_sum, ddp_loss_scale, rank, world_size
     from ..finetune.train import _forward_rows, embed_inputs, use_bf16
     from ..losses import distributed_infonce_loss
     from ..training.multilabel import warmup_cosine
@@ -230,7 +231,7 @@ def train_biencoder(model: BiEncoder, sig_inp, body_inp, train_idx, dup, *, be, 
         if hard:
             lens += [len(body_inp.ids[i]) for i in nrows.reshape(-1)]
         res.tokens += int(sum(lens))
-        acc += float(val.detach())
+        acc += float(all_reduce_sum(val.detach()))  # the global-batch mean (val: this rank's share)
         cnt += 1
         if step % log_every == 0 or step == be.steps:
             res.curve["step"].append(step)
