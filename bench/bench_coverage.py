@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="replications for multi-label sets over 3000 test rows (tmc2007-500)")
     ap.add_argument("--draws", type=int, default=1000, help="bootstrap draws (graph, code, fine-tuning)")
     ap.add_argument("--ml-draws", type=int, default=300, help="bootstrap draws (multi-label)")
-    ap.add_argument("--min-pos", type=int, nargs="+", default=[1, 5, 10, 20])
+    ap.add_argument("--min-pos", type=int, nargs="+", default=[1, 5, 10, 20, 40])
     ap.add_argument("--only", nargs="*", default=None, help="data sets to (re)run; others kept")
     ap.add_argument("--graph-seeds", type=int, default=None,
                     help="graph final seeds (default: len(graph.final.seeds) in params.yaml)")
