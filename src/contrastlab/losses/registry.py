@@ -264,14 +264,16 @@ VARIANT_TABLE = Path(__file__).with_name("variants.yaml")
 #: Which tracks the variant table may hold (the finetune track trains the multi-label losses).
 VARIANT_TRACKS = {"graph": "graph", "code": "code", "multilabel": "multilabel",
                   "finetune": "multilabel"}
-_VFIELDS = {"loss", "kwargs", "kind", "title", "short", "cite", "factors", "paper", "params",
-            "seed_alias", "alias_of"}
+_VFIELDS = {"loss", "kwargs", "kind", "title", "short", "cite", "factors", "paper", "seed_alias",
+            "alias_of"}
 
 
 @dataclass(frozen=True)
 class VariantSpec:
     """A row of a track's comparison (an entry of ``variants.yaml``, or a registered loss the
-    track can train with, which is a variant of its own name).
+    track can train with, which is a variant of its own name). Its configuration (values and
+    search space) is not here: it is written once, in ``params.yaml``
+    (``<track>.variants.<name>``).
 
     Attributes:
         name: variant name (``params.yaml``'s ``<track>.variants`` key, metrics file stem).
@@ -286,7 +288,6 @@ class VariantSpec:
             Table 4) or ``None``.
         paper: numbers the paper reports for it, ``{"table1": {dataset: [micro, macro, mAP]},
             "table4": [[COCO micro, macro], [AAPD micro, macro]]}`` (in %).
-        params: the declared configuration (schema default of ``<track>.variants.<name>``).
         seed_alias: variant whose tuning sampler seed this one uses (or ``None``).
         alias_of: variant this one equals as a method (the same gradient, e.g. Sim-Dis Eq. 13 =
             ANY, Huang et al. 2025, Eq. 13): it is not trained, its row is the alias's (or ``None``).
@@ -301,7 +302,6 @@ class VariantSpec:
     cite: str = ""
     factors: tuple[bool, bool] | None = None
     paper: dict[str, Any] = field(default_factory=dict)
-    params: dict[str, Any] | None = None
     seed_alias: str | None = None
     alias_of: str | None = None
 
@@ -315,6 +315,9 @@ class VariantSpec:
 
 
 def _variant_spec(track: str, name: str, e: dict, where: str) -> VariantSpec:
+    if "params" in e:
+        raise InputError(f"{where}: params: a variant's configuration (values and search space) "
+                         f"is written in params.yaml only, as {track}.variants.{name}; remove it here")
     unknown = set(e) - _VFIELDS
     if unknown:
         raise InputError(f"{where}: unknown keys {sorted(unknown)} (keys: {', '.join(sorted(_VFIELDS))})")
@@ -331,8 +334,7 @@ def _variant_spec(track: str, name: str, e: dict, where: str) -> VariantSpec:
                        str(e.get("short") or title.split(" (")[0]),
                        str(e.get("cite") or (spec.cite if spec else "")),
                        tuple(bool(x) for x in factors) if factors else None,
-                       dict(e.get("paper") or {}), e.get("params"), e.get("seed_alias"),
-                       e.get("alias_of"))
+                       dict(e.get("paper") or {}), e.get("seed_alias"), e.get("alias_of"))
 
 
 def load_variant_table(path: str | Path = VARIANT_TABLE) -> dict[str, dict[str, Any]]:
@@ -401,11 +403,3 @@ def role(track: str, key: str) -> str:
     """
     return VARIANTS[track]["roles"][key]
 
-
-def declared_params(track: str) -> dict[str, dict]:
-    """``{variant: params}``: the declared configuration of every variant of ``track`` that
-    has one (the schema default of ``params.yaml``'s ``<track>.variants``), deep copies."""
-    import copy
-
-    return {n: copy.deepcopy(v.params) for n, v in track_variants(track).items()
-            if v.params is not None}

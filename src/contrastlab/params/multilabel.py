@@ -5,6 +5,11 @@ The multi-label track (Sim-Dis paper, Appendix C.4 protocol) runs every loss in
 ``build_multilabel@<ds>`` -> ``multilabel.data.<ds>`` (+ ``reuters``/``humaneval`` blocks),
 ``train_multilabel@<ds>-<loss>`` -> ``multilabel.train``, ``multilabel.seeds``,
 ``multilabel.data.<ds>``, ``multilabel.variants.<loss>``.
+
+``params.yaml`` is the one place a variant's configuration (values, search space, model
+hyperparameters) is written: the schema has no per-variant defaults. A variant a params file
+does not write gets :class:`VariantParams`' field defaults and the keyword arguments its row
+of the variant table binds (:func:`variant_loss`).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..losses.registry import declared_params, role, track_variants
+from ..losses.registry import role, track_variants
 
 #: Every data set name the track can build (MULAN sets + Reuters + HumanEval).
 KNOWN_DATASETS = ["yeast", "enron", "tmc2007-500", "scene", "emotions", "bibtex", "medical",
@@ -30,24 +35,23 @@ KNOWN_LOSSES = list(_TABLE)
 ALIASES: dict[str, str] = {n: v.alias_of for n, v in _TABLE.items() if v.alias_of}
 #: Baselines: no contrastive loss (``logreg``, ``bce`` and the scikit-learn models below).
 BASELINES = tuple(n for n, v in _TABLE.items() if v.kind == "baseline")
-#: Hyperparameters of the scikit-learn baselines (``multilabel.variants.<name>.model`` and the
-#: keys their search spaces and tuned choices may set). Trees (Geurts, Ernst & Wehenkel 2006;
-#: Breiman 2001; scikit-learn's native multi-output forests): ``n_estimators``, ``max_depth``
-#: (0 = unlimited), ``max_features`` (``sqrt``, ``log2`` or a fraction in (0, 1]),
-#: ``min_samples_leaf``. kNN: ``k``, ``weights`` (``uniform`` or ``distance``), ``metric``
-#: (``cosine`` or ``euclidean``).
-MODEL_KEYS: dict[str, tuple[str, ...]] = {
-    "extratrees": ("n_estimators", "max_depth", "max_features", "min_samples_leaf"),
-    "randomforest": ("n_estimators", "max_depth", "max_features", "min_samples_leaf"),
-    "knn": ("k", "weights", "metric"),
+#: Hyperparameters of the scikit-learn baselines and the value a ``model`` block that leaves
+#: one out takes (``multilabel.variants.<name>.model``; the keys their search spaces and tuned
+#: choices may set). Trees (Geurts, Ernst & Wehenkel 2006; Breiman 2001; scikit-learn's native
+#: multi-output forests): ``n_estimators`` (500), ``max_depth`` (0 = unlimited),
+#: ``max_features`` (``sqrt``, ``log2`` or a fraction in (0, 1]), ``min_samples_leaf``.
+#: kNN: ``k`` (10), ``weights`` (``uniform`` or ``distance``), ``metric`` (``cosine`` or
+#: ``euclidean``). HistGradientBoosting: scikit-learn's defaults.
+MODEL_DEFAULTS: dict[str, dict] = {
+    "extratrees": {"n_estimators": 500, "max_depth": 0, "max_features": "sqrt", "min_samples_leaf": 1},
+    "randomforest": {"n_estimators": 500, "max_depth": 0, "max_features": "sqrt", "min_samples_leaf": 1},
+    "knn": {"k": 10, "weights": "distance", "metric": "cosine"},  # not a loss name (the kNN metric)
     # binary-relevance HistGradientBoosting (contrastlab.training.multilabel_hgb.HGB_KEYS)
-    "hgb": ("max_iter", "learning_rate", "max_leaf_nodes", "min_samples_leaf", "l2_regularization",
-            "validation_fraction", "n_iter_no_change"),
+    "hgb": {"max_iter": 100, "learning_rate": 0.1, "max_leaf_nodes": 31, "min_samples_leaf": 20,
+            "l2_regularization": 0.0, "validation_fraction": 0.1, "n_iter_no_change": 10},
 }
-#: Defaults of :data:`MODEL_KEYS` (scikit-learn's classifier defaults, 500 trees; kNN k = 10),
-#: the ``model`` blocks of the variant table.
-MODEL_DEFAULTS: dict[str, dict] = {n: dict(p["model"]) for n, p in declared_params("multilabel").items()
-                                   if "model" in p}
+#: The keys of :data:`MODEL_DEFAULTS`, per baseline.
+MODEL_KEYS: dict[str, tuple[str, ...]] = {n: tuple(d) for n, d in MODEL_DEFAULTS.items()}
 #: Variant -> (registry loss, default keyword arguments). Sim-Dis (Huang et al. 2025, Eq. 13):
 #: ``simdis`` weights each positive's log-probability by K^s K^d and normalises by |P(i)|,
 #: ``simdis_sum`` normalises by sum_p K_ip, ``simdis_eq13`` is Eq. 13 literally (K inside the
@@ -245,11 +249,6 @@ DATA_DEFAULTS: dict[str, dict] = {
     "humaneval": {"batch_size": 128},
 }
 
-#: The variants of params.yaml: the declared configurations of the variant table (the
-#: schema's defaults equal params.yaml; a test checks it).
-DEFAULT_VARIANTS: dict[str, dict] = declared_params("multilabel")
-
-
 class MultilabelParams(_Strict):
     """``multilabel:`` section. Unknown keys are rejected."""
 
@@ -264,7 +263,9 @@ class MultilabelParams(_Strict):
     data: dict[str, DatasetParams] = Field(default_factory=dict)
     custom: dict[str, CustomDataset] = Field(default_factory=dict, description="User data sets.")
     train: TrainParams = TrainParams()
-    variants: dict[str, VariantParams] = Field(default_factory=dict)
+    variants: dict[str, VariantParams] = Field(
+        default_factory=dict, description="Per-variant configuration, written in params.yaml "
+        "only (no per-variant defaults: a variant left out gets VariantParams' field defaults).")
     tune: MultilabelTune = MultilabelTune()
     hybrids: list[Literal["hybrid_concat", "hybrid_et"]] = Field(
         default_factory=lambda: ["hybrid_concat", "hybrid_et"],
@@ -308,7 +309,7 @@ class MultilabelParams(_Strict):
             self.data.setdefault(d, DatasetParams.model_validate(DATA_DEFAULTS.get(d, {})))
         for x in dict.fromkeys([*KNOWN_LOSSES, *self.losses]):
             self.variants.setdefault(x, VariantParams.model_validate(
-                DEFAULT_VARIANTS.get(x, {"kwargs": dict(variant_loss(x)[1])})))
+                {"kwargs": dict(variant_loss(x)[1])}))
         for x, v in self.variants.items():
             if v.model and x not in MODEL_KEYS:
                 raise ValueError(f"variants.{x}.model: only the scikit-learn baselines "
