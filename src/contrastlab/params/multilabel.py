@@ -35,15 +35,12 @@ BASELINES = tuple(n for n, v in _TABLE.items() if v.kind == "baseline")
 #: Breiman 2001; scikit-learn's native multi-output forests): ``n_estimators``, ``max_depth``
 #: (0 = unlimited), ``max_features`` (``sqrt``, ``log2`` or a fraction in (0, 1]),
 #: ``min_samples_leaf``. kNN: ``k``, ``weights`` (``uniform`` or ``distance``), ``metric``
-#: (``cosine`` or ``euclidean``).
-MODEL_KEYS: dict[str, tuple[str, ...]] = {
-    "extratrees": ("n_estimators", "max_depth", "max_features", "min_samples_leaf"),
-    "randomforest": ("n_estimators", "max_depth", "max_features", "min_samples_leaf"),
-    "knn": ("k", "weights", "metric"),
-    # binary-relevance HistGradientBoosting (contrastlab.training.multilabel_hgb.HGB_KEYS)
-    "hgb": ("max_iter", "learning_rate", "max_leaf_nodes", "min_samples_leaf", "l2_regularization",
-            "validation_fraction", "n_iter_no_change"),
-}
+#: (``cosine`` or ``euclidean``). HistGradientBoosting: ``contrastlab.training.multilabel_hgb.HGB_KEYS``.
+#: Declared by the variant table (``model_keys``).
+MODEL_KEYS: dict[str, tuple[str, ...]] = {n: v.model_keys for n, v in _TABLE.items()
+                                          if v.model_keys is not None}
+#: The exploratory hybrid rows of the variant table (stage ``train_multilabel_hybrid``).
+HYBRIDS: tuple[str, ...] = tuple(n for n, v in track_variants("multilabel").items() if v.kind == "hybrid")
 #: Defaults of :data:`MODEL_KEYS` (scikit-learn's classifier defaults, 500 trees; kNN k = 10),
 #: the ``model`` blocks of the variant table.
 MODEL_DEFAULTS: dict[str, dict] = {n: dict(p["model"]) for n, p in declared_params("multilabel").items()
@@ -266,8 +263,8 @@ class MultilabelParams(_Strict):
     train: TrainParams = TrainParams()
     variants: dict[str, VariantParams] = Field(default_factory=dict)
     tune: MultilabelTune = MultilabelTune()
-    hybrids: list[Literal["hybrid_concat", "hybrid_et"]] = Field(
-        default_factory=lambda: ["hybrid_concat", "hybrid_et"],
+    hybrids: list[str] = Field(
+        default_factory=lambda: list(HYBRIDS),
         description="Exploratory rows: the encoder of hybrid_base with the raw features beside its "
         "output, under the linear probe (hybrid_concat) or ExtraTrees (hybrid_et); stage "
         "train_multilabel_hybrid, not tuned (reuses hybrid_base's and extratrees' choices).")
@@ -287,6 +284,14 @@ class MultilabelParams(_Strict):
         if alias:
             raise ValueError(f"{', '.join(alias)}: declared an alias (the same gradient, variants.yaml "
                              "alias_of); it is trained once, as its target: list the target")
+        return v
+
+    @field_validator("hybrids")
+    @classmethod
+    def _known_hybrids(cls, v: list[str]) -> list[str]:
+        bad = [x for x in v if x not in HYBRIDS]
+        if bad:
+            raise ValueError(f"unknown hybrid(s) {bad}; known: {list(HYBRIDS)}")
         return v
 
     @field_validator("seeds")
