@@ -27,8 +27,8 @@ check) and the paper's own numbers.
 from __future__ import annotations
 
 import dataclasses
-
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,37 +37,94 @@ from ..losses.registry import role, title, track_variants
 from . import Cell, Figure, Section, Table, style
 
 __all__ = ["build_section", "load_metrics", "load_reps", "dataset_stats", "headline", "default_vs_tuned",
-           "PAPER_TABLE1", "PAPER_TABLE4"]
+           "PAPER_TABLE1", "PAPER_TABLE4", "Rows", "rows_for", "ROWS"]
 
 #: The rows, their labels and the paper's numbers: the multi-label section of the variant
 #: table (``contrastlab/losses/variants.yaml``; a hybrid's labels name its ``hybrid_base``).
 _TABLE = track_variants("multilabel")
-#: The contrastive variant whose encoder the hybrids use (multilabel.hybrid_base; read from
-#: params.yaml by :func:`_add_registry_rows`).
-CONTRASTIVE_BASE = role("multilabel", "hybrid_base")
-_BASE_SHORT = _TABLE[CONTRASTIVE_BASE].short
 #: Declared aliases (``alias_of``): variant -> the variant it equals as a method. An alias is
 #: not a row: its target's row carries its name (one method, shown once, ranked once).
 ALIASES = {n: v.alias_of for n, v in _TABLE.items() if v.alias_of}
-TITLES = {n: v.label(_BASE_SHORT) for n, v in _TABLE.items()}
-#: Short names (CD diagram, headlines).
-SHORT = {n: v.short_label(_BASE_SHORT) for n, v in _TABLE.items()}
-for _a, _t in ALIASES.items():
-    TITLES[_t] = f"{TITLES[_t]} = {SHORT[_a]} (alias: the same gradient)"
-    SHORT[_t] = f"{SHORT[_t]} = {SHORT[_a]}"
 BASELINES = [n for n, v in _TABLE.items() if v.kind == "baseline"]
 HYBRID_ROWS = [n for n, v in _TABLE.items() if v.kind == "hybrid"]
-TABLE1_ROWS = [*(n for n, v in _TABLE.items() if v.kind == "contrastive" and n not in ALIASES), *HYBRID_ROWS,
-               *BASELINES]
-CONTRASTIVE = [x for x in TABLE1_ROWS if x not in BASELINES and x not in HYBRID_ROWS]
+
+
+@dataclass(frozen=True)
+class Rows:
+    """The rows of the section and their labels, built from the variant table (and the
+    ``multilabel`` params, :func:`rows_for`); nothing module-level is changed per report.
+
+    Attributes:
+        base: the contrastive variant whose encoder the hybrids use (``hybrid_base``).
+        titles: row label per variant (an alias's target names its alias).
+        shorts: short names (CD diagram, headlines).
+        table1: the row order of the tables (contrastive variants, hybrids, baselines).
+        contrastive: the contrastive rows of ``table1``.
+    """
+
+    base: str
+    titles: dict[str, str]
+    shorts: dict[str, str]
+    table1: list[str]
+    contrastive: list[str]
+
+    def short(self, v: str) -> str:
+        """Short display name of a row (an alias's target names its alias: ``ANY = Sim-Dis Eq. 13``)."""
+        return self.shorts.get(v) or self.titles.get(v, v).split(" (")[0]
+
+    def hybrid_pairs(self) -> list[tuple[str, str]]:
+        """``(hybrid, reference)`` of every hybrid row: the baseline whose model it reuses
+        (``model_of``), else the ``hybrid_base`` variant; hybrids reusing a baseline first."""
+        return sorted(((h, _TABLE[h].model_of or self.base) for h in HYBRID_ROWS),
+                      key=lambda p: _TABLE[p[0]].model_of is None)
+
+
+def rows_for(ml=None) -> Rows:
+    """The rows for the ``multilabel`` params section ``ml`` (``None``: the variant table's
+    own, ``hybrid_base`` its role): the hybrids' labels name ``ml.hybrid_base``'s short name;
+    a loss of ``ml.losses`` beyond the table (a loss added to the registry) is a contrastive
+    row titled by its registry title, before the hybrids."""
+    base = role("multilabel", "hybrid_base")
+    base_short = _TABLE[base].short
+    titles = {n: v.label(base_short) for n, v in _TABLE.items()}
+    shorts = {n: v.short_label(base_short) for n, v in _TABLE.items()}
+    for a, t in ALIASES.items():
+        titles[t] = f"{titles[t]} = {shorts[a]} (alias: the same gradient)"
+        shorts[t] = f"{shorts[t]} = {shorts[a]}"
+    table1 = [*(n for n, v in _TABLE.items() if v.kind == "contrastive" and n not in ALIASES), *HYBRID_ROWS,
+              *BASELINES]
+    contrastive = [x for x in table1 if x not in BASELINES and x not in HYBRID_ROWS]
+    if ml is not None:
+        base = ml.hybrid_base
+        first = Rows(base, titles, shorts, table1, contrastive)
+        base_short = first.short(base)
+        for h in HYBRID_ROWS:
+            titles[h] = _TABLE[h].label(base_short)
+            shorts[h] = _TABLE[h].short_label(base_short)
+        for v in ml.losses:
+            if v not in table1:
+                table1.insert(table1.index(HYBRID_ROWS[0]), v)
+                contrastive.append(v)
+                titles[v] = title(v)
+    return Rows(base, titles, shorts, table1, contrastive)
+
+
+#: The variant table's own rows (the report builds its rows from params, :func:`rows_for`).
+ROWS = rows_for()
+#: The contrastive variant whose encoder the hybrids use (the table's ``hybrid_base`` role).
+CONTRASTIVE_BASE = ROWS.base
+TITLES = ROWS.titles
+SHORT = ROWS.shorts
+TABLE1_ROWS = ROWS.table1
+CONTRASTIVE = ROWS.contrastive
 METRICS = [("micro_f1", "micro-F1 @0.5"), ("macro_f1", "macro-F1 @0.5"),
            ("micro_f1_val_t", "micro-F1 @val-t"), ("macro_f1_val_t", "macro-F1 @val-t"),
            ("map", "mAP"), ("map_frequent", "mAP (frequent labels)")]
 
 
-def short(v: str) -> str:
+def short(v: str, rows: Rows = ROWS) -> str:
     """Short display name of a row (an alias's target names its alias: ``ANY = Sim-Dis Eq. 13``)."""
-    return SHORT.get(v) or TITLES.get(v, v).split(" (")[0]
+    return rows.short(v)
 ALPHA = 0.05
 #: Sim-Dis paper (Huang et al. 2025) Table 1 (image data, ResNet-50) and Table 2 (AAPD,
 #: RoBERTa), in %: ``{dataset: {variant: (micro-F1, macro-F1, mAP or None)}}``.
@@ -83,16 +140,21 @@ PAPER_TABLE4: dict[str, tuple] = {
                        key=lambda nv: 2 * nv[1].factors[1] + nv[1].factors[0])}
 
 
+def _tuned(v: str) -> bool:
+    """False for a row that picks its own hyperparameter inside every run (``tuned: false``)."""
+    return _TABLE[v].tuned if v in _TABLE else True
+
+
 def _paper_name(v: str) -> str:
     """The loss's name in the paper (its registry title)."""
     return title(_TABLE[v].loss or v)
 
 
-def load_metrics(metrics_dir: Path) -> dict[str, dict[str, dict]]:
+def load_metrics(metrics_dir: Path, rows: Rows = ROWS) -> dict[str, dict[str, dict]]:
     """``{dataset: {variant: metrics}}`` from ``<dataset>_<variant>.json`` files (a file whose
-    name does not end in a known variant is skipped)."""
+    name does not end in a known variant of ``rows`` is skipped)."""
     out: dict[str, dict[str, dict]] = {}
-    names = sorted(TITLES, key=len, reverse=True)  # "simdis_sum" before "simdis"
+    names = sorted(rows.titles, key=len, reverse=True)  # a longer name first: its suffix may be a name
     for f in sorted(Path(metrics_dir).glob("*.json")):
         for v in names:
             if f.stem.endswith("_" + v):
@@ -119,14 +181,14 @@ def strongest_baseline(runs: dict[str, dict]) -> str | None:
     return max(have, key=lambda v: runs[v]["val_map"]) if have else None
 
 
-def table_stats(runs: dict[str, dict], reps: dict[str, dict[str, np.ndarray]]) -> dict[str, dict]:
+def table_stats(runs: dict[str, dict], reps: dict[str, dict[str, np.ndarray]], rows: Rows = ROWS) -> dict[str, dict]:
     """Per metric: :func:`contrastlab.evaluation.stats.summarize` over the variants that have
     replicates; candidates = every row (losses, hybrids and baselines); baseline = the strongest
     baseline (:func:`strongest_baseline`, chosen on validation mAP). ``out["_baseline"]`` names it."""
     from ..evaluation.stats import summarize
 
     out: dict = {}
-    names = [v for v in TABLE1_ROWS if v in runs and v in reps]
+    names = [v for v in rows.table1 if v in runs and v in reps]
     if len(names) < 2:
         return out
     base = strongest_baseline({v: runs[v] for v in names})
@@ -237,7 +299,7 @@ def dataset_stats(ddir: Path, datasets: list[str]) -> list[list]:
 F1_KEY, F1_LABEL = "macro_f1_val_t", "macro-F1 @val-t"
 
 
-def _metric_headline(stats: dict[str, dict], fr: dict | None, key: str, label: str) -> list[str]:
+def _metric_headline(stats: dict[str, dict], fr: dict | None, key: str, label: str, rows: Rows) -> list[str]:
     """Sentences of one metric ``key`` (named ``label`` in every claim): the Friedman winner, then
     per data set the best contrastive row (highest test value, chosen on test, which favours
     it) against the strongest baseline (chosen on validation mAP), paired bootstrap, Holm."""
@@ -248,15 +310,15 @@ def _metric_headline(stats: dict[str, dict], fr: dict | None, key: str, label: s
         best = order[0]
         tied = [v for v in order[1:] if ranks[v] - ranks[best] <= fr["cd"]]
         parts.append(
-            f"On {label}: across {fr['n_datasets']} data sets, {short(best)} has the best average {label} rank "
+            f"On {label}: across {fr['n_datasets']} data sets, {rows.short(best)} has the best average {label} rank "
             f"({ranks[best]:.2f} of {fr['n_methods']} distinct methods); Friedman p = {fr['friedman_p']:.3g}, "
             f"Nemenyi CD = {fr['cd']:.2f}, so {len(tied)} other method(s) are within the critical difference"
-            + (f" ({', '.join(short(v) for v in tied[:4])}{', ...' if len(tied) > 4 else ''})." if tied else "."))
-        cbest = min((v for v in ranks if v in CONTRASTIVE), key=ranks.get, default=None)
+            + (f" ({', '.join(rows.short(v) for v in tied[:4])}{', ...' if len(tied) > 4 else ''})." if tied else "."))
+        cbest = min((v for v in ranks if v in rows.contrastive), key=ranks.get, default=None)
         bbest = min((v for v in ranks if v in BASELINES), key=ranks.get, default=None)
         if cbest and bbest:
-            parts.append(f"The best-ranked contrastive loss on {label} is {short(cbest)} ({ranks[cbest]:.2f}), the "
-                         f"best-ranked baseline {short(bbest)} ({ranks[bbest]:.2f})"
+            parts.append(f"The best-ranked contrastive loss on {label} is {rows.short(cbest)} ({ranks[cbest]:.2f}), the "
+                         f"best-ranked baseline {rows.short(bbest)} ({ranks[bbest]:.2f})"
                          + (": a baseline ranks first." if ranks[bbest] < ranks[cbest] else "."))
     wins, sig_wins, closs, sig_closs = [], [], [], []
     for ds, st in stats.items():
@@ -264,16 +326,16 @@ def _metric_headline(stats: dict[str, dict], fr: dict | None, key: str, label: s
         base = st.get("_baseline")
         if not m or not base or base not in m:
             continue
-        cands = [v for v in CONTRASTIVE if v in m]
+        cands = [v for v in rows.contrastive if v in m]
         if not cands:
             continue
         cb = max(cands, key=lambda v: m[v]["mean"])
         d, ph = m[cb]["delta_vs_baseline"], m[cb]["p_vs_baseline_holm"]
-        txt = (f"{ds}: {short(cb)} {100 * m[cb]['mean']:.1f} vs {short(base)} {100 * m[base]['mean']:.1f} "
+        txt = (f"{ds}: {rows.short(cb)} {100 * m[cb]['mean']:.1f} vs {rows.short(base)} {100 * m[base]['mean']:.1f} "
                f"(p_Holm = {ph:.3g})")
         btest = max((v for v in BASELINES if v in m), key=lambda v: m[v]["mean"])
         if btest != base:
-            txt += f", best baseline on test {short(btest)} {100 * m[btest]['mean']:.1f}"
+            txt += f", best baseline on test {rows.short(btest)} {100 * m[btest]['mean']:.1f}"
         if d < 0:
             (sig_wins if m[cb].get("below_baseline") else wins).append(txt)
         else:
@@ -301,44 +363,44 @@ def _metric_headline(stats: dict[str, dict], fr: dict | None, key: str, label: s
 
 
 def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict | None,
-             fr_f1: dict | None = None) -> str:
+             fr_f1: dict | None = None, rows: Rows = ROWS) -> str:
     """One paragraph from the numbers, every claim naming its metric: on mAP (``fr``: its
     Friedman result), then on macro-F1 at the validation threshold (``fr_f1``), each the
     Friedman winner and the best contrastive row against the strongest baseline per data set;
     then every contrastive row significantly above the strongest baseline on macro-F1 @0.5."""
-    parts = _metric_headline(stats, fr, "map", "mAP")
+    parts = _metric_headline(stats, fr, "map", "mAP", rows)
     if any(F1_KEY in st for st in stats.values()):
-        parts += _metric_headline(stats, fr_f1, F1_KEY, F1_LABEL)
+        parts += _metric_headline(stats, fr_f1, F1_KEY, F1_LABEL, rows)
     up = []
     for ds, st in stats.items():
         m, base = st.get("macro_f1", {}), st.get("_baseline")
         if base in m:
-            up += [f"{ds} {short(v)} {100 * m[v]['mean']:.2f} vs {short(base)} {100 * m[base]['mean']:.2f} "
+            up += [f"{ds} {rows.short(v)} {100 * m[v]['mean']:.2f} vs {rows.short(base)} {100 * m[base]['mean']:.2f} "
                    f"(p_Holm = {m[v]['p_vs_baseline_holm']:.3g})"
-                   for v in CONTRASTIVE if v in m and m[v].get("beats_baseline")]
+                   for v in rows.contrastive if v in m and m[v].get("beats_baseline")]
     if up:
         parts.append(f"On macro-F1 @0.5, contrastive rows significantly above the strongest baseline: {'; '.join(up)}.")
     hy = []
     for ds, st in stats.items():
         m = st.get("map", {})
-        for h, ref in (("hybrid_et", "extratrees"), ("hybrid_concat", CONTRASTIVE_BASE)):
+        for h, ref in rows.hybrid_pairs():
             if h in m and ref in m and "_pairs" in st and (h, ref) in st["_pairs"]:
-                hy.append(f"{ds} {short(h)} − {short(ref)} = {100 * (m[h]['mean'] - m[ref]['mean']):+.1f} "
+                hy.append(f"{ds} {rows.short(h)} − {rows.short(ref)} = {100 * (m[h]['mean'] - m[ref]['mean']):+.1f} "
                           f"(p = {st['_pairs'][(h, ref)]:.3g})")
     if hy:
         parts.append("Hybrids (exploratory, mAP points): " + "; ".join(hy) + ".")
     return " ".join(parts)
 
 
-def _comparison(stats: dict[str, dict], lead: list):
+def _comparison(stats: dict[str, dict], lead: list, rows: Rows):
     """Test mAP per data set (small multiples) as the report's first figure and headline
     (:mod:`.figures`); ``lead``: the critical-difference diagram, shown beside it."""
     from .figures import Comparison, Panel, rows_from_stats
 
     kind = {v: "baseline" if v in BASELINES else "hybrid" if v in HYBRID_ROWS else "loss"
-            for v in TABLE1_ROWS}
-    panels = [Panel(ds, rows_from_stats(st["map"], list(st["map"]), kind=kind, short=short,
-                                        title=TITLES, baseline=st.get("_baseline")))
+            for v in rows.table1}
+    panels = [Panel(ds, rows_from_stats(st["map"], list(st["map"]), kind=kind, short=rows.short,
+                                        title=rows.titles, baseline=st.get("_baseline")))
               for ds, st in stats.items() if st.get("map")]
     return Comparison("test mAP", panels, primary=None, noun="data set", lead=lead,
                       title="Multi-label: test mAP per data set, 95 % CI")
@@ -349,7 +411,7 @@ def _fmt(x) -> str:
 
 
 def friedman_family(runs: dict[str, dict[str, dict]], methods: list[str], datasets: list[str], key: str,
-                    label: str, figures_dir: Path) -> tuple[dict | None, list, list]:
+                    label: str, figures_dir: Path, rows: Rows = ROWS) -> tuple[dict | None, list, list]:
     """Friedman test + Nemenyi critical difference (Demsar 2006) of ``key`` over ``methods``
     (distinct methods: no alias of :data:`ALIASES` among them) on ``datasets``: its own family,
     one test per metric. Returns ``(result or None, [Figure], [Table])``."""
@@ -362,9 +424,9 @@ def friedman_family(runs: dict[str, dict[str, dict]], methods: list[str], datase
     df = pd.DataFrame({v: [runs[ds][v][key] for ds in datasets] for v in methods}, index=datasets)
     fr = friedman_nemenyi(df, higher_is_better=True, alpha=ALPHA)
     cdp = Path(figures_dir) / f"multilabel_cd_{key}.png"
-    plot_cd({**fr, "avg_ranks": {short(k): v for k, v in fr["avg_ranks"].items()}}, cdp,
+    plot_cd({**fr, "avg_ranks": {rows.short(k): v for k, v in fr["avg_ranks"].items()}}, cdp,
             title=f"{label}, {fr['n_datasets']} data sets")
-    alias_note = "; ".join(f"{TITLES[t]}: {_TABLE[a].short} is declared its alias (variants.yaml alias_of) "
+    alias_note = "; ".join(f"{rows.titles[t]}: {_TABLE[a].short} is declared its alias (variants.yaml alias_of) "
                            "and trained and ranked once" for a, t in ALIASES.items() if t in methods)
     fig = Figure(f"Critical-difference diagram ({label})", cdp,
                  f"Average {label} ranks of {fr['n_methods']} distinct methods over {fr['n_datasets']} data "
@@ -374,7 +436,7 @@ def friedman_family(runs: dict[str, dict[str, dict]], methods: list[str], datase
     order = sorted(fr["avg_ranks"], key=fr["avg_ranks"].get)
     tab = Table(f"Average {label} rank across data sets (Friedman / Nemenyi)",
                 ["Method", "average rank"] + datasets,
-                [[TITLES[v], f"{fr['avg_ranks'][v]:.2f}"] + [f"{100 * runs[ds][v][key]:.2f}" for ds in datasets]
+                [[rows.titles[v], f"{fr['avg_ranks'][v]:.2f}"] + [f"{100 * runs[ds][v][key]:.2f}" for ds in datasets]
                  for v in order],
                 note=f"Friedman chi2 = {fr['friedman_stat']:.2f}, p = {fr['friedman_p']:.3g}; "
                      f"Nemenyi CD = {fr['cd']:.2f} at alpha {ALPHA} (Demsar 2006); {fr['n_methods']} distinct "
@@ -387,7 +449,7 @@ def _save(fig, path: Path) -> None:
 
 
 @style.styled
-def _curve_figure(ds: str, plots_dir: Path, variants: list[str], path: Path) -> bool:
+def _curve_figure(ds: str, plots_dir: Path, variants: list[str], path: Path, rows: Rows = ROWS) -> bool:
     """Training loss and validation mAP per check (mean over seeds) of every trained variant;
     one colour per variant in both panels, one legend beside them."""
     import matplotlib.pyplot as plt
@@ -397,14 +459,14 @@ def _curve_figure(ds: str, plots_dir: Path, variants: list[str], path: Path) -> 
     any_curve = False
     for i, v in enumerate(variants):
         f = plots_dir / f"{ds}_{v}.csv"
-        if not f.exists() or v == "logreg":
+        if not f.exists():
             continue
         df = pd.read_csv(f)
-        if "step" not in df:
+        if "step" not in df:  # a scikit-learn baseline: no steps (logistic regression: its C grid)
             continue
         g = df.groupby("step").mean(numeric_only=True).reset_index()
-        label = TITLES[v].split(" (")[0] if v not in ("simdis_sum", "simdis_eq13") else v
-        if v != "bce":
+        label = _legend(v, rows)
+        if v not in BASELINES:  # the BCE MLP's loss is not a contrastive loss
             ax1.plot(g["step"], g["loss"], color=f"C{i % 10}", label=label)
         ax2.plot(g["step"], g["val_map"], color=f"C{i % 10}", label=label)
         any_curve = True
@@ -422,6 +484,14 @@ def _curve_figure(ds: str, plots_dir: Path, variants: list[str], path: Path) -> 
     else:
         plt.close(fig)
     return any_curve
+
+
+def _legend(v: str, rows: Rows) -> str:
+    """Legend label of ``v`` in the curve figure: its title up to " (", or its name when an
+    earlier row's title starts the same (the Sim-Dis weightings)."""
+    head = rows.titles[v].split(" (")[0]
+    earlier = list(rows.titles)[:list(rows.titles).index(v)]
+    return v if any(rows.titles[u].split(" (")[0] == head for u in earlier) else head
 
 
 @style.styled
@@ -442,32 +512,14 @@ def _weights_figure(ds: str, csv: Path, path: Path) -> None:
     _save(fig, path)
 
 
-def _add_registry_rows(root: Path) -> None:
-    """Rows for losses named in ``multilabel.losses`` beyond the built-in variants (a loss
-    added to the registry), titled by ``LossSpec.title``, appended to the row order."""
-    from ..losses.registry import get_spec
+def _rows_of(root: Path) -> Rows:
+    """The rows of the ``multilabel`` section of ``root/params.yaml`` (the project's own when
+    ``root`` has none): :func:`rows_for`."""
     from ..params import load_params
     from ..utils import repo_root
 
-    global CONTRASTIVE_BASE
     pfile = root / "params.yaml"
-    try:
-        ml = load_params(pfile if pfile.exists() else repo_root() / "params.yaml").multilabel
-    except Exception:  # noqa: BLE001 - the report still renders the built-in rows
-        return
-    losses = ml.losses
-    CONTRASTIVE_BASE = ml.hybrid_base
-    for h in HYBRID_ROWS:
-        TITLES[h] = _TABLE[h].label(short(ml.hybrid_base))
-        SHORT[h] = _TABLE[h].short_label(short(ml.hybrid_base))
-    for v in losses:
-        if v not in TABLE1_ROWS:
-            TABLE1_ROWS.insert(TABLE1_ROWS.index(HYBRID_ROWS[0]), v)
-            CONTRASTIVE.append(v)
-            try:
-                TITLES[v] = get_spec(v).title or v
-            except Exception:  # noqa: BLE001
-                TITLES[v] = v
+    return rows_for(load_params(pfile if pfile.exists() else repo_root() / "params.yaml").multilabel)
 
 
 def trial0_values(history_csv: Path) -> dict[str, tuple[float, float]]:
@@ -486,7 +538,7 @@ def trial0_values(history_csv: Path) -> dict[str, tuple[float, float]]:
     return {str(d): (float(v), float(e)) for d, v, e in zip(h["dataset"], h["value"], se)}
 
 
-def default_vs_tuned(mdir: Path, tdir: Path) -> Table | None:
+def default_vs_tuned(mdir: Path, tdir: Path, rowset: Rows = ROWS) -> Table | None:
     """Test mAP of every tuned variant with its ``params.yaml`` values (trial 0; stage
     ``default_multilabel@<dataset>``, files under ``<mdir>/default/<dataset>/``) beside its tuned choices (the
     final runs), per tuned data set: each with its bias-corrected bootstrap CI, the
@@ -497,7 +549,7 @@ def default_vs_tuned(mdir: Path, tdir: Path) -> Table | None:
     from ..evaluation.stats import bias_corrected_interval, choose_test, holm, paired_pvalue
 
     rows, ps, deltas, same, diffs = [], [], [], [], []
-    for v in TABLE1_ROWS:
+    for v in rowset.table1:
         f = tdir / f"{v}.json"
         if not f.exists():
             continue
@@ -515,7 +567,7 @@ def default_vs_tuned(mdir: Path, tdir: Path) -> Table | None:
                 cells.append(f"{100 * point:.2f} [{100 * lo:.1f}, {100 * hi:.1f}]"
                              if lo - 1e-12 <= point <= hi + 1e-12 else
                              f"{100 * point:.2f} {NO_CI_MARK}")  # NO_CI_NOTE
-            rows.append([TITLES[v], ds, *cells, f"{100 * (t - d):+.2f}"])
+            rows.append([rowset.titles[v], ds, *cells, f"{100 * (t - d):+.2f}"])
             diffs.append(tr - dr)
             deltas.append(t - d)
             same.append(e.get("best_trial") == 0)
@@ -555,12 +607,12 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
     import pandas as pd
 
     root = Path(root)
-    _add_registry_rows(root)
+    rowset = _rows_of(root)
     mdir = root / "reports" / "metrics" / "multilabel"
     pdir = root / "reports" / "plots" / "multilabel"
     ddir = root / "reports" / "data" / "multilabel"
     tdir = root / "reports" / "tuned" / "multilabel"
-    runs = load_metrics(mdir) if mdir.exists() else {}
+    runs = load_metrics(mdir, rowset) if mdir.exists() else {}
     runs = {ds: r for ds, r in runs.items() if any("micro_f1_val_t" in m for m in r.values())}
     if not runs:
         return None
@@ -576,7 +628,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         "grid chosen on validation, the grid extended past an edge); scikit-learn ExtraTrees and "
         "RandomForest (500 trees, native multi-output); HistGradientBoosting (one scikit-learn "
         "HistGradientBoostingClassifier per label, early stopping on 10% of its training rows); a kNN scorer (mean label vector of the k nearest "
-        "training rows). Hybrids (exploratory): the encoder of the " + short(CONTRASTIVE_BASE) + " rows with "
+        "training rows). Hybrids (exploratory): the encoder of the " + rowset.short(rowset.base) + " rows with "
         "the raw features beside it, under the same linear probe or under ExtraTrees (not tuned "
         "themselves: they reuse those rows' choices). "
         f"Seeds per cell: {', '.join(str(n) for n in n_seeds)} (kNN is deterministic: one run, its output "
@@ -612,24 +664,24 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
     for ds, r in runs.items():
         reps = load_reps(mdir / "reps", ds, list(r))
         k_freq = _frequent_k(root / "reports" / "metrics" / "coverage.json", ds, r, reps)
-        st = table_stats(r, reps)
+        st = table_stats(r, reps, rowset)
         st["_pairs"] = {(a, b): paired_pvalue(reps[a]["map"] - reps[b]["map"])
-                        for a, b in (("hybrid_et", "extratrees"), ("hybrid_concat", CONTRASTIVE_BASE))
+                        for a, b in rowset.hybrid_pairs()
                         if a in reps and b in reps and "map" in reps[a] and "map" in reps[b]}
         stats[ds] = st
-        present = [v for v in TABLE1_ROWS if v in r]
+        present = [v for v in rowset.table1 if v in r]
         base = st.get("_baseline")
         stale = [v for v in present if "tuned_source" not in r[v]]  # final runs of the previous protocol
-        trs = [[TITLES[v] + (" — strongest baseline" if v == base else "") + (" †" if v in stale else "")]
+        trs = [[rowset.titles[v] + (" — strongest baseline" if v == base else "") + (" †" if v in stale else "")]
                + [_cell(st.get(k, {}).get(v), r[v], k) for k, _ in METRICS]
                + [f"{st['map'][v]['p_best']:.2f}" if "map" in st and "p_best" in st["map"].get(v, {}) else "-"]
                for v in present]
         thr = ", ".join(f"{v} {r[v].get('threshold_val', float('nan')):.2f}" for v in present)
         src = sorted({r[v]["tuned_source"] for v in present
-                      if v not in HYBRID_ROWS and v != "logreg" and "tuned_source" in r[v]}) or ["-"]
+                      if v not in HYBRID_ROWS and _tuned(v) and "tuned_source" in r[v]}) or ["-"]
         s.tables.append(Table(f"{ds}: Table 1 format (test, %)", ["Method"] + [t for _, t in METRICS] + ["P(best) mAP"],
                               trs,
-                              note=(f"Strongest baseline (highest validation mAP): {short(base) if base else 'none'}; "
+                              note=(f"Strongest baseline (highest validation mAP): {rowset.short(base) if base else 'none'}; "
                                     "↑/↓ against it (the validation mAP of the BCE MLP and of the logistic "
                                     "regression is the maximum over their checkpoints / C grid, so it favours them). "
                                     f"Hyperparameters: {'; '.join(src)}. "
@@ -639,7 +691,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                                     + _resolution(st) + _frequent_note(r, ddir / f"{ds}_dataset.json", k_freq)
                                     + f"Mean validation thresholds: {thr}.")))
         cur = figures_dir / f"multilabel_{ds}_curves.png"
-        if _curve_figure(ds, pdir, present, cur):
+        if _curve_figure(ds, pdir, present, cur, rowset):
             s.figures.append(Figure(f"{ds}: training curves", cur,
                                     "Mean over seeds of the training loss between checks and the validation mAP "
                                     "at each check; training stops after `patience` checks without a better "
@@ -653,7 +705,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                                     "training rows, by multi-label relation R1..R5 (paper Eq. 8-15)."))
     # Friedman + Nemenyi across data sets (mAP)
     fr = None
-    union = [v for v in TABLE1_ROWS if v not in HYBRID_ROWS and any(v in r for r in runs.values())]
+    union = [v for v in rowset.table1 if v not in HYBRID_ROWS and any(v in r for r in runs.values())]
     full = [ds for ds, r in runs.items() if all(v in r and "tuned_source" in r[v] for v in union)]
     if len(full) < len(runs):
         s.notes.append(f"Data sets without every model's final runs under the current protocol "
@@ -661,12 +713,12 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                        "critical-difference diagram.")
     fr, fr_f1 = None, None
     for key, label in (("map", "mAP"), (F1_KEY, F1_LABEL)):
-        res, figs, tabs = friedman_family(runs, union, full, key, label, figures_dir)
+        res, figs, tabs = friedman_family(runs, union, full, key, label, figures_dir, rowset)
         s.figures += figs
         s.tables += tabs
         fr, fr_f1 = (res, fr_f1) if key == "map" else (fr, res)
-    s.headline = headline(runs, stats, fr, fr_f1)
-    s.comparison = _comparison(stats, [f for f in s.figures if f.path.name == "multilabel_cd_map.png"])
+    s.headline = headline(runs, stats, fr, fr_f1, rowset)
+    s.comparison = _comparison(stats, [f for f in s.figures if f.path.name == "multilabel_cd_map.png"], rowset)
     # Table 4 ablation
     mark = {True: "✓", False: "×"}
     abl = [(v, mark[_TABLE[v].factors[0]], mark[_TABLE[v].factors[1]]) for v in PAPER_TABLE4]
@@ -686,7 +738,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                                    "per-data-set tables (tests over all models of that data set)."))
     # tuned choices, per variant and tuned data set
     trow, tuned_ds = [], set()
-    for v in TABLE1_ROWS:
+    for v in rowset.table1:
         f = tdir / f"{v}.json"
         if not f.exists():
             continue
@@ -696,7 +748,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
             tuned_ds.add(ds)
             se = e.get("best_value_se")
             d0 = t0.get(ds)
-            trow.append([TITLES[v], ds, ", ".join(f"{k}={_fmt(x)}" for k, x in sorted(e["params"].items())),
+            trow.append([rowset.titles[v], ds, ", ".join(f"{k}={_fmt(x)}" for k, x in sorted(e["params"].items())),
                          "-" if d0 is None else f"{100 * d0[0]:.2f}" + (f" ± {100 * d0[1]:.2f}" if d0[1] == d0[1] else ""),
                          f"{100 * e['best_value']:.2f}" + (f" ± {100 * se:.2f}" if se is not None else ""),
                          str(e.get("best_trial", "-")), f"{e.get('n_complete', '-')}/{t.get('budget_trials', '-')}"])
@@ -714,7 +766,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
                                       "params.yaml values: the losses' choices of the earlier joint tuning "
                                       "(emotions + medical, 4 trials), the forests' and kNN's defaults."
                                       if untuned else "")))
-    dvt = default_vs_tuned(mdir, tdir)
+    dvt = default_vs_tuned(mdir, tdir, rowset)
     if dvt is not None:
         s.tables.append(dvt)
         verdicts = [r[-1] for r in dvt.rows]
