@@ -15,9 +15,19 @@ import numpy as np
 import torch
 
 from ..errors import InputError
+from ..losses.registry import VariantSpec, track_variants
+
+#: ``needs`` of the registry losses this module loads (read by scripts/stage_deps.py).
+LOSS_NEEDS = ("multilabels",)
 
 __all__ = ["TrainConfig", "SeedResult", "warmup_cosine", "mask_views", "MemoryQueue",
-           "resolve_loss", "ridge_probe_scores"]
+           "resolve_loss", "ridge_probe_scores", "track_row"]
+
+
+def track_row(name: str) -> VariantSpec | None:
+    """The multi-label row ``name`` of the variant table (its ``kind``, ``method``,
+    ``estimator``, ``model_of``, ...), or None when the table has no such row."""
+    return track_variants("multilabel").get(name)
 
 @dataclass
 class TrainConfig:

@@ -49,8 +49,8 @@ import numpy as np
 from ..errors import InputError
 from ..io import atomic_path, write_csv, write_json
 from ..tracking import Tracker, variant_run
-from ..losses.registry import track_variants
 from .multilabel import HYBRIDS, make_config, resolve_loss, run_seeds, summarize
+from .multilabel_core import track_row
 
 __all__ = ["FinalPaths", "run_final", "DEFAULT_SOURCE", "tuned_choices", "dataset_digest",
            "mlflow_params", "log_seed", "curve_figure", "N_RESAMPLES"]
@@ -207,7 +207,7 @@ def run_final(ml, ds: str, variant: str, paths: FinalPaths, default: bool = Fals
 
     data = load_file(str(src / "data.safetensors"))
     base = ml.hybrid_base if variant in HYBRIDS else variant
-    row = track_variants("multilabel").get(variant)
+    row = track_row(variant)
     # a hybrid reusing a baseline's model (model_of) reuses its tuned choices too
     model_of = row.model_of if row is not None else None
     model_choices = None
@@ -220,7 +220,7 @@ def run_final(ml, ds: str, variant: str, paths: FinalPaths, default: bool = Fals
         choices, source = tuned_choices(tdir / f"{base}.json", ds)
         if model_of is not None:
             model_choices, msource = tuned_choices(tdir / f"{model_of}.json", ds)
-            source = f"encoder {base}: {source}; {track_variants('multilabel')[model_of].short}: {msource}"
+            source = f"encoder {base}: {source}; {track_row(model_of).short}: {msource}"
     cfg = make_config(ml, ds, variant, meta["encoder"], choices, model_choices)
     seeds = ml.seeds[:1] if row is not None and row.deterministic else list(ml.seeds)
     stage = f"{'default' if default else 'train'}_multilabel@{ds}-{variant}"

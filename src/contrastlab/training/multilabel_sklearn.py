@@ -148,9 +148,9 @@ def forest_scores(kind: str, x: np.ndarray, y: np.ndarray, queries: list[np.ndar
     """
     import sklearn.ensemble
 
-    from ..losses.registry import track_variants
+    from .multilabel_core import track_row
 
-    spec = track_variants("multilabel").get(kind)
+    spec = track_row(kind)
     if spec is None or spec.method != "forest":
         raise InputError(f"forest_scores: unknown kind {kind!r}")
     cls = getattr(sklearn.ensemble, spec.estimator)
