@@ -39,11 +39,9 @@ PROBE_METHODS = ("features", "propagated", "untrained_encoder")
 
 def probe_rows() -> dict[str, str]:
     """``{method: row name}`` of the graph track's feature baselines (variants.yaml)."""
-    from ..losses.registry import track_variants
+    from ..losses.registry import method_row
 
-    rows = {v.method: n for n, v in track_variants("graph").items()
-            if v.kind == "baseline" and v.method in PROBE_METHODS}
-    return {m: rows[m] for m in PROBE_METHODS}
+    return {m: method_row("graph", m) for m in PROBE_METHODS}
 
 
 def select_on_validation(feats: dict, masks, probe: dict, normalizes) -> tuple[dict, tuple]:

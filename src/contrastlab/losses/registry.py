@@ -415,6 +415,21 @@ def variant_spec(track: str, name: str) -> VariantSpec:
                            f"{', '.join([*table, *(n for n in names_for(VARIANT_TRACKS[track]) if n not in table)])}")
 
 
+def method_row(track: str, method: str) -> str:
+    """The name of the row of ``track`` whose ``method`` is ``method`` (``variants.yaml``),
+    e.g. ``method_row("code", "lexical")``: code that computes a baseline names its output by
+    the table, not by a literal. Reads only the variant table (no loss).
+
+    Raises:
+        contrastlab.errors.UnknownNameError: no row, or more than one, has that method.
+    """
+    rows = [n for n, v in track_variants(track).items() if v.method == method]
+    if len(rows) != 1:
+        raise UnknownNameError(f"{track}: {len(rows)} rows of variants.yaml have method {method!r} "
+                               f"({', '.join(rows) or 'none'}); expected one")
+    return rows[0]
+
+
 def role(track: str, key: str) -> str:
     """The variant with the job ``key`` in ``track`` (``variants.yaml`` ``roles``), e.g.
     ``role("multilabel", "hybrid_base")``.
