@@ -59,8 +59,8 @@ import numpy as np
 import torch
 
 from ..errors import InputError, UnknownNameError
-from ..evaluation.multilabel import choose_threshold, knn_label_purity, label_thresholds, mean_average_precision, \
-    multilabel_metrics
+from ..evaluation.multilabel import (choose_threshold, knn_label_purity, label_thresholds,
+                                     mean_average_precision, multilabel_metrics)
 from ..losses.registry import track_variants
 from .multilabel_bce import train_bce
 from .multilabel_contrastive import fit_linear, train_contrastive
