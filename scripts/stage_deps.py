@@ -395,10 +395,7 @@ def generated(root: Path) -> tuple[list[dict], dict[str, dict]]:
     params = _params_doc(root)
     if not all(isinstance(params.get(t), dict) for t in ("graph", "code", "multilabel")):
         return [], {}
-    try:
-        from contrastlab.params.multilabel import BASELINES
-    except ImportError:  # pragma: no cover - the package is installed with the project
-        BASELINES = ("logreg", "bce", "extratrees", "randomforest", "knn")
+    from contrastlab.params.multilabel import BASELINES
     ml = params["multilabel"]
     names = {"graph": list(params["graph"].get("variants") or {}),
              "code": list(params["code"].get("variants") or {}),

@@ -74,7 +74,8 @@ def loss_code(p: Params, raw: dict) -> dict:
     ``variants.<track>.<variant>``: ``{"loss", "sha256"}`` of the loss of one variant
     (``{"loss": null}`` for a baseline without a contrastive loss), and for a row of
     ``variants.yaml`` ``variant_sha256``, the hash of what it binds for training: its loss, its
-    ``kwargs`` and its configuration, the ``<track>.variants.<name>`` block of ``raw`` as
+    ``kwargs``, how a baseline or hybrid is fitted (``method``, ``estimator``, ``model_keys``
+    defaults, ``model_of``, ``deterministic``, ``tuned``) and its configuration, the ``<track>.variants.<name>`` block of ``raw`` as
     written (null where the file has none); a per-variant stage depends on exactly this key, so adding a loss, or editing a file that
     only other losses use, leaves it up to date (docs/usage.md).
     """
@@ -102,6 +103,15 @@ def loss_code(p: Params, raw: dict) -> dict:
         row = track_variants(track).get(variant) if track else None
         if row is not None:
             bound = {"loss": row.loss, "kwargs": row.kwargs, "params": declared(track, variant)}
+            # how a baseline or hybrid row is fitted (the fields training dispatches on), only
+            # where set, so a loss row's hash is what it was before these fields existed
+            how = {k: v for k, v, unset in (
+                ("method", row.method, ""), ("estimator", row.estimator, ""),
+                ("model_defaults", [list(x) for x in row.model_defaults], []),
+                ("model_of", row.model_of, None), ("deterministic", row.deterministic, False),
+                ("tuned", row.tuned, True)) if v != unset}
+            if how:
+                bound["how"] = how
             out["variant_sha256"] = hashlib.sha256(
                 json.dumps(bound, sort_keys=True).encode()).hexdigest()
         return out

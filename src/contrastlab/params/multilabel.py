@@ -35,23 +35,21 @@ KNOWN_LOSSES = list(_TABLE)
 ALIASES: dict[str, str] = {n: v.alias_of for n, v in _TABLE.items() if v.alias_of}
 #: Baselines: no contrastive loss (``logreg``, ``bce`` and the scikit-learn models below).
 BASELINES = tuple(n for n, v in _TABLE.items() if v.kind == "baseline")
-#: Hyperparameters of the scikit-learn baselines and the value a ``model`` block that leaves
-#: one out takes (``multilabel.variants.<name>.model``; the keys their search spaces and tuned
-#: choices may set). Trees (Geurts, Ernst & Wehenkel 2006; Breiman 2001; scikit-learn's native
-#: multi-output forests): ``n_estimators`` (500), ``max_depth`` (0 = unlimited),
-#: ``max_features`` (``sqrt``, ``log2`` or a fraction in (0, 1]), ``min_samples_leaf``.
-#: kNN: ``k`` (10), ``weights`` (``uniform`` or ``distance``), ``metric`` (``cosine`` or
-#: ``euclidean``). HistGradientBoosting: scikit-learn's defaults.
-MODEL_DEFAULTS: dict[str, dict] = {
-    "extratrees": {"n_estimators": 500, "max_depth": 0, "max_features": "sqrt", "min_samples_leaf": 1},
-    "randomforest": {"n_estimators": 500, "max_depth": 0, "max_features": "sqrt", "min_samples_leaf": 1},
-    "knn": {"k": 10, "weights": "distance", "metric": "cosine"},  # not a loss name (the kNN metric)
-    # binary-relevance HistGradientBoosting (contrastlab.training.multilabel_hgb.HGB_KEYS)
-    "hgb": {"max_iter": 100, "learning_rate": 0.1, "max_leaf_nodes": 31, "min_samples_leaf": 20,
-            "l2_regularization": 0.0, "validation_fraction": 0.1, "n_iter_no_change": 10},
-}
-#: The keys of :data:`MODEL_DEFAULTS`, per baseline.
-MODEL_KEYS: dict[str, tuple[str, ...]] = {n: tuple(d) for n, d in MODEL_DEFAULTS.items()}
+#: Hyperparameters of the scikit-learn baselines (``multilabel.variants.<name>.model`` and the
+#: keys their search spaces and tuned choices may set). Trees (Geurts, Ernst & Wehenkel 2006;
+#: Breiman 2001; scikit-learn's native multi-output forests): ``n_estimators``, ``max_depth``
+#: (0 = unlimited), ``max_features`` (``sqrt``, ``log2`` or a fraction in (0, 1]),
+#: ``min_samples_leaf``. kNN: ``k``, ``weights`` (``uniform`` or ``distance``), ``metric``
+#: (``cosine`` or ``euclidean``). HistGradientBoosting: ``contrastlab.training.multilabel_hgb.HGB_KEYS``.
+#: Declared by the variant table (``model_keys``).
+MODEL_KEYS: dict[str, tuple[str, ...]] = {n: v.model_keys for n, v in _TABLE.items()
+                                          if v.model_keys is not None}
+#: The value a ``model`` block that leaves a key out takes: the method's own default
+#: (scikit-learn's, with 500 trees; kNN k = 10), declared with the keys in the variant table.
+MODEL_DEFAULTS: dict[str, dict] = {n: dict(v.model_defaults) for n, v in _TABLE.items()
+                                   if v.model_defaults}
+#: The exploratory hybrid rows of the variant table (stage ``train_multilabel_hybrid``).
+HYBRIDS: tuple[str, ...] = tuple(n for n, v in track_variants("multilabel").items() if v.kind == "hybrid")
 #: Variant -> (registry loss, default keyword arguments). Sim-Dis (Huang et al. 2025, Eq. 13):
 #: ``simdis`` weights each positive's log-probability by K^s K^d and normalises by |P(i)|,
 #: ``simdis_sum`` normalises by sum_p K_ip, ``simdis_eq13`` is Eq. 13 literally (K inside the
@@ -267,8 +265,8 @@ class MultilabelParams(_Strict):
         default_factory=dict, description="Per-variant configuration, written in params.yaml "
         "only (no per-variant defaults: a variant left out gets VariantParams' field defaults).")
     tune: MultilabelTune = MultilabelTune()
-    hybrids: list[Literal["hybrid_concat", "hybrid_et"]] = Field(
-        default_factory=lambda: ["hybrid_concat", "hybrid_et"],
+    hybrids: list[str] = Field(
+        default_factory=lambda: list(HYBRIDS),
         description="Exploratory rows: the encoder of hybrid_base with the raw features beside its "
         "output, under the linear probe (hybrid_concat) or ExtraTrees (hybrid_et); stage "
         "train_multilabel_hybrid, not tuned (reuses hybrid_base's and extratrees' choices).")
@@ -288,6 +286,14 @@ class MultilabelParams(_Strict):
         if alias:
             raise ValueError(f"{', '.join(alias)}: declared an alias (the same gradient, variants.yaml "
                              "alias_of); it is trained once, as its target: list the target")
+        return v
+
+    @field_validator("hybrids")
+    @classmethod
+    def _known_hybrids(cls, v: list[str]) -> list[str]:
+        bad = [x for x in v if x not in HYBRIDS]
+        if bad:
+            raise ValueError(f"unknown hybrid(s) {bad}; known: {list(HYBRIDS)}")
         return v
 
     @field_validator("seeds")

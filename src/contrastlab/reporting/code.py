@@ -23,24 +23,27 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..errors import UnknownNameError
+from ..losses.registry import method_row, role, track_variants
 from . import Cell, Figure, Section, Table, style
 
 __all__ = ["build_section", "REFERENCES", "TITLES"]
 
-TITLES = {"zeroshot_raw": "zero-shot teacher, raw (baseline)",
-          "zeroshot_centred": "zero-shot teacher, centred (baseline)",
-          "ridge": "ridge regression, closed form (baseline)",
-          "bm25": "BM25 over identifier sub-tokens (baseline)",
-          "sentence": "teacher sentence embedding, all layers, mean pooling (baseline)"}
-BASELINES = ["zeroshot_raw", "zeroshot_centred", "ridge", "bm25", "sentence"]
+#: The untrained baselines: the code rows of the variant table of kind ``baseline``.
+_ROWS = {n: v for n, v in track_variants("code").items() if v.kind == "baseline"}
+TITLES = {n: v.title for n, v in _ROWS.items()}
+BASELINES = list(_ROWS)
 #: Short labels of the baselines (figure, headline; the report's legend spells them out).
-SHORT = {"zeroshot_raw": "zero-shot raw", "zeroshot_centred": "zero-shot centred",
-         "ridge": "ridge", "bm25": "BM25", "sentence": "sentence emb."}
-REFERENCE_BASELINE = "zeroshot_centred"  # the dashed line of the Rank@k figure
+SHORT = {n: v.short for n, v in _ROWS.items()}
+REFERENCE_BASELINE = role("code", "reference_baseline")  # the dashed line of the Rank@k figure
+#: The lexical baseline (BM25) the hybrids fuse with, and the untrained sentence embedding.
+BM25, SENTENCE = method_row("code", "lexical"), method_row("code", "sentence_embedding")
+#: ``<prefix><L>``: the centred zero-shot baseline with the teacher read at layer ``L``.
+_LAYER_PREFIX = f"{method_row('code', 'zero_shot_centred')}_l"
 
 
 def _is_baseline(name: str) -> bool:
-    return name in BASELINES or name.startswith("zeroshot_centred_l")
+    return name in BASELINES or name.startswith(_LAYER_PREFIX)
 
 
 def _is_hybrid(name: str) -> bool:
@@ -53,7 +56,7 @@ def _untrained(name: str) -> bool:
 
 
 #: BM25 score-fused with the untrained sentence embedding: the control of the trained fusions.
-CONTROL_HYBRID = "fusion_sentence"
+CONTROL_HYBRID = f"fusion_{SENTENCE}"
 
 
 def _trained_fusions(names) -> list[str]:
@@ -77,7 +80,7 @@ def _title(name: str, m: dict | None) -> str:
     m = m or {}
     if m.get("title") and not _is_hybrid(name):  # a row that declares its title (bi-encoder rows)
         return m["title"]
-    if name.startswith("zeroshot_centred_l"):
+    if name.startswith(_LAYER_PREFIX):
         return f"zero-shot teacher, centred, layer {name.rsplit('_l', 1)[1]} (baseline)"
     if _is_hybrid(name):
         what = ("baseline" if _is_baseline(m.get("variant", "")) else "fine-tuned encoder"
@@ -90,7 +93,7 @@ def _title(name: str, m: dict | None) -> str:
         from ..losses import get_spec
 
         base = get_spec(loss).title if loss else name
-    except Exception:  # noqa: BLE001 - a loss no longer registered keeps its key
+    except UnknownNameError:  # a loss no longer registered keeps its key
         base = name
     start = "from the zero-shot map" if m.get("residual") else "from scratch"
     return f"{base}, {start}" if loss else name
@@ -103,7 +106,7 @@ def _short(name: str, m: dict | None) -> str:
     m = m or {}
     if name in SHORT:
         return SHORT[name]
-    if name.startswith("zeroshot_centred_l"):
+    if name.startswith(_LAYER_PREFIX):
         return f"zero-shot centred L{name.rsplit('_l', 1)[1]}"
     if _is_hybrid(name):
         inner = _short(m.get("variant", name.split("_", 1)[1]), m.get("_variant_metrics"))
@@ -138,7 +141,7 @@ def _contrastive(loss: str | None) -> bool:
         from ..losses import get_spec
 
         return bool(loss) and get_spec(loss).needs == "targets"
-    except Exception:  # noqa: BLE001
+    except UnknownNameError:  # a loss no longer registered
         return False
 
 
@@ -358,8 +361,8 @@ def table_stats(ranks: dict, repo, n_resamples: int | None = None, seed: int = 0
         if base is not None:
             res["baseline"] = res["best"]
         hyb = [n for n in names if _is_hybrid(n)]
-        if "bm25" in point and hyb:  # Holm family: the hybrids, each against BM25 alone
-            res["bm25"] = summarize(point, reps, candidates=hyb + ["bm25"], baseline="bm25")
+        if BM25 in point and hyb:  # Holm family: the hybrids, each against BM25 alone
+            res[BM25] = summarize(point, reps, candidates=hyb + [BM25], baseline=BM25)
         trained_hyb = _trained_fusions(hyb)
         if CONTROL_HYBRID in point and trained_hyb:  # each trained fusion vs the untrained one
             res["control"] = summarize(point, reps, candidates=trained_hyb + [CONTROL_HYBRID],
@@ -406,7 +409,7 @@ def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: 
     if trained:
         tb = max(trained, key=lambda n: metrics[n].get("val_rank_at_10", float("-inf")))
         cmp = []
-        for ref in ("bm25", "sentence"):
+        for ref in (BM25, SENTENCE):
             if ref in r10:
                 d = r10[tb]["mean"] - r10[ref]["mean"]
                 cmp.append(f"{T[ref]} {_ci(r10[ref], True, 1)} % ({100 * d:+.1f} points)")
@@ -419,8 +422,8 @@ def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: 
             parts.append(f"Against the strongest baseline on validation ({T[baseline]}): "
                          f"significantly above (Holm): {', '.join(above) or 'none'}; "
                          f"significantly below: {', '.join(below) or 'none'}.")
-    if hybrids and "bm25" in stats["rank_at_10"]:
-        hb = stats["rank_at_10"]["bm25"]
+    if hybrids and BM25 in stats["rank_at_10"]:
+        hb = stats["rank_at_10"][BM25]
         hbest = max(hybrids, key=lambda n: r10[n]["mean"])
         sig = [n for n in hybrids if hb[n].get("beats_baseline")]
         parts.append(f"Best BM25 hybrid: {T[hbest]}, Rank@10 {_ci(r10[hbest], True, 1)} % "
@@ -440,10 +443,10 @@ def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: 
                          f"p={ctl[tbest]['p_vs_baseline_holm']:.3f}); trained fusions "
                          f"significantly above the control: {len(above)} of {len(fused)}, below: "
                          f"{len(below)}.")
-    if ranks is not None and trained and "bm25" in ranks:
+    if ranks is not None and trained and BM25 in ranks:
         tb = max(trained, key=lambda n: metrics[n].get("val_rank_at_10", float("-inf")))
-        only_p = only_in_top10(ranks, tb, "bm25")
-        only_b = only_in_top10(ranks, "bm25", tb)
+        only_p = only_in_top10(ranks, tb, BM25)
+        only_b = only_in_top10(ranks, BM25, tb)
         parts.append(f"{T[tb]} puts {only_p:.0f} test signatures' bodies in its top 10 that BM25 "
                      f"does not (mean over seeds); BM25 does so for {only_b:.0f} that it misses.")
     return " ".join(parts)
