@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
@@ -35,7 +34,6 @@ def write_summary(path: Path, summary: dict) -> None:
     write_text(path, json.dumps(top, indent=2) + "\n")
 
 
-@contextlib.contextmanager
 def track_run(track: str, *, stage: str):
     """The MLflow run standing for this pipeline invocation in ``track``'s experiment, where
     the report stage logs the track's :data:`ANSWER` numbers.
@@ -44,48 +42,16 @@ def track_run(track: str, *, stage: str):
     tag ``contrastlab.role = invocation``, :mod:`contrastlab.tracking`); otherwise the
     invocation run of the same ``run_key`` (the git commit), created once, named after it.
 
+    The run is opened by :func:`contrastlab.tracking.invocation_run` (the same opening as
+    every stage's run, :func:`contrastlab.tracking.open_run`).
+
     Yields:
         A :class:`contrastlab.tracking.Tracker` (a no-op one when tracking is off or after an
         MLflow error, which is a warning); the run ends FINISHED, or FAILED on an exception.
     """
-    from ..invocation import current
-    from ..tracking import Tracker
-    from ..tracking.lifecycle import _install_handlers
-    from ..tracking.runs import _guarded, _parent_run, run_key
-    from ..tracking.store import _client, _enabled, _experiment_id, _store_lock, tracking_uri
-    from ..utils import git_commit, repo_root
+    from ..tracking import invocation_run
 
-    if not _enabled():
-        yield Tracker(None)
-        return
-    root = repo_root()
-
-    def open_run() -> Tracker:
-        uri = tracking_uri(root)
-        client = _client(uri)
-        exp_id = _experiment_id(client, uri, track, root)
-        _install_handlers()
-        key, label = run_key(root)
-        exp = current().experiment
-        with _store_lock(uri):
-            if exp:
-                rid = _parent_run(client, exp_id, exp, track)
-            else:
-                found = client.search_runs(
-                    [exp_id], f"tags.`contrastlab.role` = 'invocation' and tags.run_key = '{key}'",
-                    max_results=1)
-                rid = found[0].info.run_id if found else client.create_run(
-                    exp_id, run_name=label,
-                    tags={"contrastlab.role": "invocation", "track": track, "run_key": key,
-                          "git_commit": git_commit(root)}).info.run_id
-            client.update_run(rid, status="RUNNING")
-            client.set_tag(rid, "answer_stage", stage)
-        return Tracker(client=client, run_id=rid,
-                       info={"uri": uri, "experiment_id": exp_id, "run_name": label,
-                             "track": track, "run_key": key, "dvc_stage": stage})
-
-    with _guarded(open_run) as t:
-        yield t
+    return invocation_run(track, stage=stage)
 
 
 def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = None) -> dict:
