@@ -205,7 +205,7 @@ class Section:
     A track module fills ``headline`` (its full summary paragraph), ``tables``, ``figures``,
     ``notes`` and, to get the first figure and the two-sentence headline, ``comparison``
     (a :class:`contrastlab.reporting.figures.Comparison` from its main table). The report
-    stage (:func:`contrastlab.reporting.figures.attach`) then draws ``lead`` (the comparison
+    stage (:func:`contrastlab.reporting.headline.attach`) then draws ``lead`` (the comparison
     figure first), replaces ``headline`` by the two sentences, moves the full paragraph to
     the notes and fills ``legend``; everything but the headline, ``lead`` and ``legend`` is
     shown under a collapsed "Details".

@@ -60,7 +60,7 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     Writes ``comparison.md`` and ``index.html`` (figures under ``figures/``; the HTML is
     rendered first, so a missing figure stops before anything is replaced), both from the same
     sections: the headlines, one section per track whose metrics exist (its comparison
-    figure first and its two-sentence headline, :func:`contrastlab.reporting.figures.attach`),
+    figure first and its two-sentence headline, :func:`contrastlab.reporting.headline.attach`),
     the run's provenance; ``summary.json``: ``answer`` (per track: best loss, strongest
     baseline, their values, difference and p, :func:`~contrastlab.reporting.headline.headline_metrics`)
     first, then each track's metrics named in ``params.report.headline``, read from
@@ -83,8 +83,7 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     from ..tracking import variant_run
     from ..utils import git_commit, repo_root
     from . import collect_sections, headline_section, render_markdown, style
-    from .figures import attach
-    from .headline import headline_metrics
+    from .headline import attach, headline_metrics
     from .html import render_html
     from .provenance import (collect_provenance, metrics_summary, provenance_section,
                              stamp_sections, write_stage_times)
@@ -98,7 +97,7 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
         prov = collect_provenance(params, git_commit(root))
         style.apply()  # page-width figures, legible fonts (reporting/style.py)
         sections = collect_sections(root, figures)
-        for s in sections:  # first figure, two-sentence headline, legend (figures.attach)
+        for s in sections:  # first figure, two-sentence headline, legend (headline.attach)
             attach(s, figures)
         heads = {s.track: headline_metrics(s.comparison) for s in sections
                  if s.comparison is not None}
