@@ -7,7 +7,11 @@ module, wherever it stands: module level, inside functions (lazy imports) and un
 ``from contrastlab.tracking import Tracker`` -> the package ``contrastlab.tracking``). The
 parent packages that Python runs on the way are not edges of their own (a package's
 ``__init__`` re-exporting its submodules would otherwise close a circle with every
-submodule that imports a sibling).
+submodule that imports a sibling). ``importlib.import_module("contrastlab.x")`` counts as an
+import of ``contrastlab.x``, and ``import_module(f"contrastlab.pkg.{name}")`` as an import of
+every module of ``contrastlab.pkg`` (as scripts/stage_deps.py reads them). The loss
+registry's imports of the loss modules named in ``losses/registry.yaml`` are data, not
+code, and are not in the graph.
 
 Layering, lowest floor first. A module may import its own unit (top-level subpackage or
 root module) and any unit on a lower floor or the same floor, never a higher one; units are
@@ -97,6 +101,8 @@ def import_graph(src: Path = SRC) -> dict[str, dict[str, int]]:
                 else:
                     full = node.module or ""
                 targets = [f"{full}.{a.name}" for a in node.names]
+            if isinstance(node, ast.Call) and _called(node) == "import_module" and node.args:
+                targets = _dynamic(node.args[0], mods)
             for t in targets:
                 if t == PACKAGE or t.startswith(PACKAGE + "."):
                     dst = deepest(t)
@@ -104,6 +110,22 @@ def import_graph(src: Path = SRC) -> dict[str, dict[str, int]]:
                         edges.setdefault(dst, node.lineno)
         graph[mod] = edges
     return graph
+
+
+def _called(call: ast.Call) -> str | None:
+    fn = call.func
+    return fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", None)
+
+
+def _dynamic(arg: ast.expr, mods) -> list[str]:
+    """Modules an ``importlib.import_module(arg)`` may import: the constant's module, or for
+    an f-string with a constant ``contrastlab.pkg.`` prefix every module of that package."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return [arg.value]
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        prefix = str(arg.values[0].value)
+        return [m for m in mods if m.startswith(prefix) and "." not in m[len(prefix):]]
+    return []
 
 
 def unit(mod: str) -> str:
@@ -157,10 +179,24 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 GRAPH = import_graph()
 
 
-def test_graph_sees_lazy_and_type_checking_imports():
-    # tracking.runs imports tracker at module level; reporting.build imports lazily
+def test_graph_sees_lazy_and_dynamic_imports():
+    # tracking.runs imports tracker at module level; reporting.build imports tracking lazily
+    # and the track modules by name (importlib)
     assert f"{PACKAGE}.tracking.tracker" in GRAPH[f"{PACKAGE}.tracking.runs"]
     assert any(unit(d) == "tracking" for d in GRAPH[f"{PACKAGE}.reporting.build"])
+    assert f"{PACKAGE}.reporting.graph" in GRAPH[f"{PACKAGE}.reporting.build"]
+
+
+def test_graph_sees_type_checking_imports(tmp_path):
+    pkg = tmp_path / PACKAGE
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                              "    from .b import B\n")
+    (pkg / "b.py").write_text("def f():\n    from . import a\n")
+    graph = import_graph(tmp_path)
+    assert f"{PACKAGE}.b" in graph[f"{PACKAGE}.a"] and f"{PACKAGE}.a" in graph[f"{PACKAGE}.b"]
+    assert cycles({m: set(e) for m, e in graph.items()}) == [[f"{PACKAGE}.a", f"{PACKAGE}.b"]]
 
 
 def test_every_unit_has_a_floor():

@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
+from typing import Sequence
 
-__all__ = ["build_report", "track_run", "write_summary", "ANSWER"]
+from . import TRACKS, Section
+
+__all__ = ["build_report", "collect_sections", "track_run", "write_summary", "ANSWER"]
 
 
 #: The top-level key of each track's headline numbers in ``summary.json``: first in file
@@ -54,6 +58,22 @@ def track_run(track: str, *, stage: str):
     return invocation_run(track, stage=stage)
 
 
+def collect_sections(root: Path, figures_dir: Path, tracks: Sequence[str] = TRACKS) -> list[Section]:
+    """Build every available track's section (tracks whose module or metrics are missing are skipped)."""
+    sections = []
+    for t in tracks:
+        try:
+            mod = importlib.import_module(f"contrastlab.reporting.{t}")
+        except ModuleNotFoundError as e:
+            if e.name == f"contrastlab.reporting.{t}":
+                continue
+            raise
+        s = mod.build_section(root, figures_dir)
+        if s is not None:
+            sections.append(s)
+    return sections
+
+
 def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = None) -> dict:
     """Render every track's comparison into ``out_dir``.
 
@@ -82,7 +102,7 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     from ..timings import timings_dir
     from ..tracking import variant_run
     from ..utils import git_commit, repo_root
-    from . import collect_sections, headline_section, render_markdown, style
+    from . import headline_section, render_markdown, style
     from .headline import attach, headline_metrics
     from .html import render_html
     from .provenance import (collect_provenance, metrics_summary, provenance_section,
