@@ -45,45 +45,7 @@ def run_key(root: Path | None = None) -> tuple[str, str]:
     return commit, label
 
 
-# ------------------------------------------------------------------ variant runs
-def _parent_run(client, exp_id: str, exp_name: str, track: str) -> str:
-    """The run standing for one ``dvc exp run`` experiment in this track (created once)."""
-    found = client.search_runs(
-        [exp_id], f"tags.`contrastlab.role` = 'invocation' and tags.dvc_exp_name = '{exp_name}'",
-        max_results=1)
-    if found:
-        return found[0].info.run_id
-    tags = {"contrastlab.role": "invocation", "track": track, **_dvc_tags()}
-    rid = client.create_run(exp_id, tags=tags, run_name=exp_name).info.run_id
-    client.set_terminated(rid, "FINISHED")
-    return rid
-
-
-@contextlib.contextmanager
-def variant_run(track: str, variant: str, params: Mapping[str, Any] | Any = None, *,
-                stage: str, tags: Mapping[str, Any] | None = None) -> Iterator[Tracker]:
-    """Open (or find again) the one MLflow run of a variant in this pipeline invocation.
-
-    Args:
-        track: ``graph`` | ``code`` | ``multilabel`` | ``report``: selects the experiment.
-        variant: the variant's key (``ntxent``; multi-label: ``yeast-supcon``).
-        params: the variant's own params (mapping or pydantic model; loss, temperature,
-            tuned choices), logged flat. Pass the SAME value from every stage of the variant:
-            its hash is part of the look-up key.
-        stage: the DVC stage name (``train_graph@ntxent``), tagged ``dvc_stage`` and added to
-            ``contrastlab.stages``.
-        tags: extra tags.
-
-    Yields:
-        A :class:`Tracker` on the variant's run (no-op when tracking is off, on ranks other
-        than 0, or after any MLflow error, which is a warning). The run ends FINISHED, or
-        FAILED when the block raises or the process is signalled.
-    """
-    with open_run(track, lambda st: _open_variant_run(st, track, variant, params, stage,
-                                                      tags)) as t:
-        yield t
-
-
+# ------------------------------------------------------------------ opening a run
 @dataclass(frozen=True)
 class Store:
     """Where :func:`open_run`'s ``create`` makes its run: the repository ``root``, the
@@ -122,11 +84,11 @@ def open_run(track: str, create: Callable[[Store], Tracker]) -> Iterator[Tracker
 
 
 @contextlib.contextmanager
-def _guarded(open_run: Callable[[], Tracker]) -> Iterator[Tracker]:
-    """Open a run with ``open_run`` (an MLflow error becomes a warning and a no-op tracker),
+def _guarded(opener: Callable[[], Tracker]) -> Iterator[Tracker]:
+    """Open a run with ``opener`` (an MLflow error becomes a warning and a no-op tracker),
     yield it, and close it FINISHED / FAILED (``_closing``)."""
     try:
-        tracker = open_run()
+        tracker = opener()
     except Exception as e:  # noqa: BLE001 - tracking must never fail a stage
         log.warning("MLflow tracking unavailable (%s: %s); the stage goes on without it",
                     type(e).__name__, e)
@@ -136,6 +98,45 @@ def _guarded(open_run: Callable[[], Tracker]) -> Iterator[Tracker]:
         return
     with _closing(tracker, fluent=_activate_fluent(tracker)):
         yield tracker
+
+
+# ------------------------------------------------------------------ variant runs
+def _parent_run(client, exp_id: str, exp_name: str, track: str) -> str:
+    """The run standing for one ``dvc exp run`` experiment in this track (created once)."""
+    found = client.search_runs(
+        [exp_id], f"tags.`contrastlab.role` = 'invocation' and tags.dvc_exp_name = '{exp_name}'",
+        max_results=1)
+    if found:
+        return found[0].info.run_id
+    tags = {"contrastlab.role": "invocation", "track": track, **_dvc_tags()}
+    rid = client.create_run(exp_id, tags=tags, run_name=exp_name).info.run_id
+    client.set_terminated(rid, "FINISHED")
+    return rid
+
+
+@contextlib.contextmanager
+def variant_run(track: str, variant: str, params: Mapping[str, Any] | Any = None, *,
+                stage: str, tags: Mapping[str, Any] | None = None) -> Iterator[Tracker]:
+    """Open (or find again) the one MLflow run of a variant in this pipeline invocation.
+
+    Args:
+        track: ``graph`` | ``code`` | ``multilabel`` | ``report``: selects the experiment.
+        variant: the variant's key (``ntxent``; multi-label: ``yeast-supcon``).
+        params: the variant's own params (mapping or pydantic model; loss, temperature,
+            tuned choices), logged flat. Pass the SAME value from every stage of the variant:
+            its hash is part of the look-up key.
+        stage: the DVC stage name (``train_graph@ntxent``), tagged ``dvc_stage`` and added to
+            ``contrastlab.stages``.
+        tags: extra tags.
+
+    Yields:
+        A :class:`Tracker` on the variant's run (no-op when tracking is off, on ranks other
+        than 0, or after any MLflow error, which is a warning). The run ends FINISHED, or
+        FAILED when the block raises or the process is signalled.
+    """
+    with open_run(track, lambda st: _open_variant_run(st, track, variant, params, stage,
+                                                      tags)) as t:
+        yield t
 
 
 def _open_variant_run(st: Store, track, variant, params, stage, tags) -> Tracker:
