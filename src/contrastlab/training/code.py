@@ -13,6 +13,8 @@ The loop is split into :func:`train_step` (one optimiser step on one global batc
 :func:`validate` (Rank@1/10, MRR and mean cosine of validation signatures against the whole
 corpus) and :class:`EarlyStopping` (patience on validation Rank@10, best checkpoint kept);
 :func:`train_code` strings them together. AdamW, linear warmup then cosine decay (per step).
+The student itself, its input rows, target space, predictions and checkpoints live in
+:mod:`contrastlab.models.code_student` (re-exported here), which evaluation imports too.
 
 Distributed (``torchrun --nproc_per_node=N``): the *stage* owns the process group
 (:func:`contrastlab.distributed.init_distributed` / ``cleanup``); ``train_code`` only reads
