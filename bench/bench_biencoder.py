@@ -33,13 +33,15 @@ def _pairs(n: int, functions: str | None):
 
         df = pd.read_parquet(functions).sort_values("id").head(n)
         return df["signature"].tolist(), df["body"].tolist()
-    import contrastlab.evaluation.stats as mod
+    import importlib
 
     sigs, bodies = [], []
-    for node in ast.walk(ast.parse(inspect.getsource(mod))):
-        if isinstance(node, ast.FunctionDef):
-            sigs.append(f"def {node.name}({ast.unparse(node.args)}):")
-            bodies.append("\n".join(ast.unparse(b) for b in node.body))
+    for part in ("resample", "tests", "summary", "ranks"):  # evaluation.stats, in source order
+        mod = importlib.import_module(f"contrastlab.evaluation.stats_{part}")
+        for node in ast.walk(ast.parse(inspect.getsource(mod))):
+            if isinstance(node, ast.FunctionDef):
+                sigs.append(f"def {node.name}({ast.unparse(node.args)}):")
+                bodies.append("\n".join(ast.unparse(b) for b in node.body))
     k = max(1, -(-n // len(sigs)))
     return (sigs * k)[:n], (bodies * k)[:n]
 

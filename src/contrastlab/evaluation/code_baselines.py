@@ -36,12 +36,12 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from ..data.code_inputs import load_code_data, load_code_texts
 from ..losses.registry import method_row
 from ..models.code_baselines import (BM25Scorer, TargetSpace, fit_ridge, identifier_tokens,
                                      pooled_signature, ranks_from_scores, ridge_predict)
+from ..models.code_student import prepare_targets
 from ..models.teacher import TeacherEncoder
-from ..training.code import prepare_targets
-from ..training.code_inputs import load_code_data, load_code_texts
 from ..utils import set_cpu_threads
 from .retrieval import build_index, rank_metrics, true_ranks
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..data.code_inputs import load_code_data, load_code_texts
 from ..io import read_json
 from ..models.code_baselines import (BM25Scorer, competition_ranks, fuse_scores, fuse_zscores,
                                      pick_fusion_weight, ranks_from_scores, rrf_scores,
                                      zscore_rows)
-from ..training.code import checkpoint_path, load_student, predict, prepare_targets
-from ..training.code_inputs import load_code_data, load_code_texts
+from ..models.code_student import checkpoint_path, load_student, predict, prepare_targets
 from ..utils import pick_device, set_cpu_threads
 from .retrieval import rank_metrics
 

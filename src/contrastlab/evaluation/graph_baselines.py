@@ -26,8 +26,8 @@ import torch
 
 from ..data.planetoid import load_planetoid
 from ..models.gcn import GCNEncoder
+from ..models.graph_features import embed, propagate_features
 from ..tracking import stage_run
-from ..training.graph_features import embed, propagate_features
 from .probe import logreg_probe, row_normalize
 from .stats import bootstrap_per_item, summarize
 
