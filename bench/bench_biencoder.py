@@ -9,8 +9,9 @@ tokens/s and their ratio ``ours / sentence-transformers`` (aim >= 1); the one-of
 cache of the pairs' texts is timed separately and the ratio is also given with it included.
 
 Usage: ``python bench/bench_biencoder.py [--pairs 256] [--steps 4] [--batch 16] [--layers 1]
-[--max-length 64] [--functions data/code/functions.parquet]`` (without the parquet: synthetic
-pairs from this package's own source). The load of a shared machine scales both alike
+[--max-length 64] [--functions data/code/functions.parquet] [--params params.yaml]`` (without
+the parquet: synthetic pairs from this package's own source; the rows are ``params.yaml``'s
+``code.biencoder.rows``). The load of a shared machine scales both alike
 within a run; compare ratios, not absolute numbers.
 """
 
@@ -20,6 +21,7 @@ import argparse
 import ast
 import inspect
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -31,13 +33,15 @@ def _pairs(n: int, functions: str | None):
 
         df = pd.read_parquet(functions).sort_values("id").head(n)
         return df["signature"].tolist(), df["body"].tolist()
-    import contrastlab.evaluation.stats as mod
+    import importlib
 
     sigs, bodies = [], []
-    for node in ast.walk(ast.parse(inspect.getsource(mod))):
-        if isinstance(node, ast.FunctionDef):
-            sigs.append(f"def {node.name}({ast.unparse(node.args)}):")
-            bodies.append("\n".join(ast.unparse(b) for b in node.body))
+    for part in ("resample", "tests", "summary", "ranks"):  # evaluation.stats, in source order
+        mod = importlib.import_module(f"contrastlab.evaluation.stats_{part}")
+        for node in ast.walk(ast.parse(inspect.getsource(mod))):
+            if isinstance(node, ast.FunctionDef):
+                sigs.append(f"def {node.name}({ast.unparse(node.args)}):")
+                bodies.append("\n".join(ast.unparse(b) for b in node.body))
     k = max(1, -(-n // len(sigs)))
     return (sigs * k)[:n], (bodies * k)[:n]
 
@@ -52,6 +56,8 @@ def main() -> None:
     ap.add_argument("--model", default="minilm")
     ap.add_argument("--functions", default=None)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--params", default=str(Path(__file__).resolve().parents[1] / "params.yaml"),
+                    help="params file whose code.biencoder.rows are benchmarked (default: the project's)")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes, one step: a quick check that the benchmark runs "
                          "(tests/foundation/test_bench_smoke.py)")
@@ -62,11 +68,13 @@ def main() -> None:
     from contrastlab.biencoder.data import Pairs, build_cache
     from contrastlab.biencoder.run import train_row
     from contrastlab.biencoder.train import load_cache
+    from contrastlab.params import load_params
     from contrastlab.params.biencoder import BiencoderParams
 
     layers = args.layers if args.layers == "all" else int(args.layers)
     be = BiencoderParams(model=args.model, layers=layers, max_length=args.max_length, steps=args.steps,
-                         batch_size=args.batch, threads=args.threads, device="cpu")
+                         batch_size=args.batch, threads=args.threads, device="cpu",
+                         rows=load_params(args.params).code.biencoder.rows)
     sigs, bodies = _pairs(args.pairs, args.functions)
     n = len(sigs)
     pairs = Pairs(np.arange(n), sigs, bodies, np.array(["train"] * n, dtype=object),

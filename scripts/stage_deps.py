@@ -79,10 +79,11 @@ LOADERS = {"get_loss", "load_loss"}
 #: Names of the registry whose import means the module reads the loss table.
 TABLE_NAMES = {"LOSSES", "LossSpec", "title", "names_for", "get_spec", "get_loss", "load_loss",
                "check_name", "load_table", "code_digest", "source_files", "VARIANTS",
-               "track_variants", "variant_spec", "declared_params", "load_variant_table", "role"}
+               "track_variants", "variant_spec", "load_variant_table", "role"}
 #: The loss table and the gate's per-loss digests (see the module docstring).
 REGISTRY_TABLE = "src/contrastlab/losses/registry.yaml"
-#: The variant table (rows, labels, declared configurations); the gate hashes its rows.
+#: The variant table (rows and their labels; their configurations are params.yaml's); the gate
+#: hashes its rows (loss, kwargs and the params.yaml block of each).
 VARIANT_TABLE = "src/contrastlab/losses/variants.yaml"
 LOSS_CODE = "data/loss_code.yaml"
 #: ``foreach`` / ``matrix`` expressions that run over one track's variants -> the track.
@@ -394,10 +395,7 @@ def generated(root: Path) -> tuple[list[dict], dict[str, dict]]:
     params = _params_doc(root)
     if not all(isinstance(params.get(t), dict) for t in ("graph", "code", "multilabel")):
         return [], {}
-    try:
-        from contrastlab.params.multilabel import BASELINES
-    except ImportError:  # pragma: no cover - the package is installed with the project
-        BASELINES = ("logreg", "bce", "extratrees", "randomforest", "knn")
+    from contrastlab.params.multilabel import BASELINES
     ml = params["multilabel"]
     names = {"graph": list(params["graph"].get("variants") or {}),
              "code": list(params["code"].get("variants") or {}),

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     write_json(Path(args.metrics_dir) / "summary.json", out)
     write_variant_index(ft, df, args.runs_dir, args.index)
     kmax, names = max(ft.eval.knn_k), out["variants"]
-    a, b = (out["tables"][s][f"knn{kmax}_pxt"] for s in ("a", "b"))
+    a, b = (out["tables"][s][f"knn{kmax}_pxt"] for s in ("a", "b"))  # not a row name (metric)
     with variant_run("finetune", "evaluation", {"variants": names, "baseline": out["baseline"]},
                      stage="finetune_evaluate") as tracker:
         tracker.log_metrics({f"a_knn{kmax}_pxt_{v}": a[v]["mean"] for v in names})

@@ -20,6 +20,7 @@ from contrastlab.biencoder.data import load_pairs
 from contrastlab.cli import stage_parser
 from contrastlab.evaluation.code_hybrids import fuse_with_bm25
 from contrastlab.io import read_json, write_csv, write_json
+from contrastlab.losses.registry import method_row
 from contrastlab.params import load_params
 
 
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         iv, it = [pos[int(r)] for r in va], [pos[int(r)] for r in te]
         preds[name] = {int(s): (t["sig"][i][iv].numpy(), t["sig"][i][it].numpy(), t["body"][i].numpy())
                        for i, s in enumerate(t["seeds"].tolist())}
-    bm = read_json(args.baselines)["baselines"]["bm25"]
+    bm = read_json(args.baselines)["baselines"][method_row("code", "lexical")]
     out, frames = fuse_with_bm25(code, bm, pairs.signatures, pairs.bodies, preds, va, te, pairs.repo)
     write_json(args.metrics, {"hybrids": out, "corpus_size": int(len(pairs.ids)), "n_queries": int(len(te))})
     write_csv(args.ranks, pd.concat(frames) if frames else

@@ -15,6 +15,8 @@ train a loss depend on their own keys of it, so DVC reruns exactly the variants 
 changed.
 """
 
+from pathlib import Path
+
 import yaml
 
 from _dvc import run
@@ -32,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     check_loss_keywords(p, args.params)
     write_text(args.loss_code, "# written by stages/validate_params.py (do not edit): per loss "
                "and per variant, the digest of the loss's registry entry and source files\n"
-               + yaml.safe_dump(loss_code(p), sort_keys=True))
+               + yaml.safe_dump(loss_code(p, yaml.safe_load(Path(args.params).read_text(encoding="utf-8"))),
+                                sort_keys=True))
     write_json(args.out, {"params": "valid"})
     print(f"{args.params}: valid")
     return 0

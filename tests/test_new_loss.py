@@ -294,6 +294,62 @@ def test_new_regression_loss_is_accepted_by_the_code_track(tmp_path):
     assert "graph.variants.m.loss" in bad.stderr and "two-view" in bad.stderr
 
 
+# ---------------------------------------------------------------- the suite on the recipe's copy
+#: The suite's tests that read params.yaml, the loss and variant tables or dvc.yaml, run on
+#: the copy after the recipe: the schema and its defaults, the one table of names, the
+#: generated DVC deps and plots, the presets and the report (its synthetic sections, the sweep
+#: and ``dvc exp show`` readers). Left out: the slow and browser tests (each has its own
+#: copy or needs Chromium) and tests/report/test_plots_offline.py (renders ``dvc plots`` of
+#: the checkout's git history, which a copy has not).
+SUITE_ON_COPY = ["tests/foundation/test_params.py", "tests/foundation/test_names.py",
+                 "tests/foundation/test_stage_deps.py", "tests/foundation/test_presets.py",
+                 "tests/report", "--ignore=tests/report/test_plots_offline.py"]
+
+
+@pytest.mark.slow
+def test_recipe_passes_the_params_names_deps_and_report_tests_on_its_copy(tmp_path):
+    """The documented recipe is complete: a graph loss with a knob of its own and a search
+    space (its file, one registry entry, one params.yaml variant, then ``stage_deps.py
+    --write`` as docs/usage.md says) leaves the suite's params, names, stage-deps, presets
+    and report tests green on the copy, with nothing else edited (issue 39: the variant's
+    values and space are written in params.yaml only, with no schema-side or variants.yaml
+    copy to keep equal)."""
+    root = copy_project(tmp_path / "proj")
+    shutil.copytree(ROOT / "tests", root / "tests",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(ROOT / "presets", root / "presets")
+    shutil.copy2(ROOT / "pyproject.toml", root / "pyproject.toml")  # pytest's settings
+    add_loss(root, "dcw", DCL_PY,
+             'dcw: {target: "contrastlab.losses.dcw:dcl_loss", needs: views, family: selfsup, '
+             'title: "DCW (decoupled, weighted)"}')
+
+    # step 3, as a user edits the file (the preset tests rewrite its text in place): the
+    # variant, its own knob and its search space, at the end of graph.variants
+    text = (root / "params.yaml").read_text()
+    end = text.index("\n\n", text.index("\n  variants:\n", text.index("\ngraph:\n")))
+    space = yaml.safe_load(text)["graph"]["variants"]["ntxent"]["search"]
+    (root / "params.yaml").write_text(text[:end] + textwrap.indent(textwrap.dedent("""
+        dcw:
+          loss: dcw
+          temperature: 0.5
+          sigma: 0.5
+          search:
+        """), "    ") + "".join(f"        {k}: {json.dumps(v)}\n" for k, v in space.items())
+        + "        sigma: {type: float, low: 0.1, high: 1.0}" + text[end:])
+    run(root, "scripts/stage_deps.py", "--write")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(PYTHONPATH=str(root / "src"), CONTRASTLAB_MLFLOW="0", OMP_NUM_THREADS="1",
+               MKL_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                        "-m", "not slow and not browser", *SUITE_ON_COPY],
+                       cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout and " failed" not in r.stdout
+    # the tests ran on the copy (its params.yaml has the new variant), not on the checkout
+    assert "dcw" in yaml.safe_load((root / "params.yaml").read_text())["graph"]["variants"]
+    assert "reports/plots/graph/dcw.csv" in (root / "dvc.yaml").read_text()
+
+
 # ---------------------------------------------------------------- what DVC reruns
 def _dvc_status(root: Path) -> dict:
     r = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=root,

@@ -91,7 +91,7 @@ def test_first_step_loss_is_plain_infonce_of_the_batch(model_dir, towers):
     rows = pair_batches(tr, be.batch_size, 1, seed=5)[0]
     zs, zb = embed_inputs(model.sig, sig, rows), embed_inputs(model.body, body, rows)
     ref = _reference_infonce(zs, zb, 0.07)
-    res = train_biencoder(model, sig, body, tr, pairs.dup, be=be, row=BiencoderRow(lr=1e-3, temperature=0.07),
+    res = train_biencoder(model, sig, body, tr, pairs.dup, be=be, row=BiencoderRow(loss="infonce", lr=1e-3, temperature=0.07),
                           seed=5, log_every=1)
     assert res.curve["loss"][0] == pytest.approx(ref, rel=1e-4)
     assert res.tokens == sum(len(sig.ids[i]) + len(body.ids[i]) for i in rows)
@@ -109,7 +109,7 @@ def test_training_lowers_the_loss_and_moves_the_temperature(model_dir):
     model = BiEncoder(make_encoder(be), "shared", 0.07)
     frozen = model.sig.blocks[0].output.dense.weight.clone()
     res = train_biencoder(model, sig, body, pairs.rows("train"), pairs.dup, be=be,
-                          row=BiencoderRow(lr=3e-3, temperature=0.07), seed=0, log_every=1)
+                          row=BiencoderRow(loss="infonce", lr=3e-3, temperature=0.07), seed=0, log_every=1)
     assert np.mean(res.curve["loss"][-3:]) < res.curve["loss"][0]
     assert res.curve["temperature"][-1] != pytest.approx(0.07)
     assert torch.equal(model.sig.blocks[0].output.dense.weight, frozen)  # the cached block is frozen
@@ -216,7 +216,7 @@ def test_biencoder_stages_end_to_end(model_dir, tmp_path):
         "    seeds: [0, 1]\n    device: cpu\n    threads: 1\n    index_row: be_a\n"
         "    tune: {trials: 1, startup_trials: 1, seeds: [100]}\n    rows:\n"
         "      be_a: {loss: infonce, search: {lr: {type: float, low: 1.0e-5, high: 1.0e-3, log: true}}}\n"
-        "      be_st: {trainer: sentence_transformers, learn_temperature: false}\n")
+        "      be_st: {trainer: sentence_transformers, loss: infonce, learn_temperature: false}\n")
     env = {**os.environ, "CONTRASTLAB_MLFLOW": "0", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": str(root / "src")}
     io = ["--params", str(params), "--functions", str(d / "f.parquet"), "--splits", str(d / "s.parquet")]

@@ -116,6 +116,7 @@ def test_train_code_nan_loss_under_torchrun_is_one_line(tmp_path):
     params = tmp_path / "params.yaml"
     params.write_text(
         "code:\n"
+        "  variants: {infonce: {loss: infonce}}\n"
         "  model: {d_model: 16, n_layers: 1, n_heads: 2, ffn: 32, dropout: 0.0}\n"
         "  train: {batch_size: 4, epochs: 1, threads: 1, hardneg_k: 3, hardneg_refresh: 2, "
         "patience: 5, device: cpu}\n")

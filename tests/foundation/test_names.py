@@ -5,7 +5,13 @@ implements its own modes) would be a second place a newcomer must find when addi
 renaming a loss, so this test fails on it.
 
 A string that happens to equal a loss name but means something else (the kNN metric
-``"cosine"``, ``layers="all"``) is allowed on a line marked ``# not a loss name``."""
+``"cosine"``, ``layers="all"``) is allowed on a line marked ``# not a loss name``.
+
+The same holds for every other row of the variant table: baselines, hybrids, aliases and
+variants not named after their loss (``bce``, ``extratrees``, ``hybrid_et``, ``simdis_eq13``,
+``sgc``, ...). Training and reporting dispatch on a row's declared ``kind`` and ``method``,
+never on its name; a string equal to a row name with another meaning (the ``knn`` prefix of
+a metric name, a GNN architecture) is allowed on a line marked ``# not a row name``."""
 
 from __future__ import annotations
 
@@ -20,11 +26,17 @@ from contrastlab.losses.registry import LOSSES, load_table, load_variant_table
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "contrastlab"
 PRAGMA = "# not a loss name"
+ROW_PRAGMA = "# not a row name"
+#: Rows whose names the scan does not check yet, with the reason (kept short and explicit):
+#: the fine-tuning track's reference rows are still dispatched by name in contrastlab/finetune
+#: (a follow-up of issue 39); gcn/gat key the pydantic defaults of graph.supervised in
+#: params/graph.py, which the variant-defaults change moves into the table.
+NOT_YET = {"finetune": {"frozen", "head", "tfidf"}, "graph": {"gcn", "gat"}}
 
 
-def name_literals(path: Path, names: set[str]) -> list[str]:
+def name_literals(path: Path, names: set[str], pragma: str = PRAGMA, base: Path = SRC.parent) -> list[str]:
     """``"file:line: 'name'"`` for every string constant of ``path`` equal to one of
-    ``names`` (docstrings and lines carrying the pragma excepted)."""
+    ``names`` (docstrings and lines carrying ``pragma`` excepted)."""
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines()
     tree = ast.parse(text, str(path))
@@ -32,8 +44,8 @@ def name_literals(path: Path, names: set[str]) -> list[str]:
     out = []
     for node in ast.walk(tree):
         if (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
-                and id(node) not in docs and PRAGMA not in lines[node.lineno - 1]):
-            out.append(f"{path.relative_to(SRC.parent)}:{node.lineno}: {node.value!r}")
+                and id(node) not in docs and pragma not in lines[node.lineno - 1]):
+            out.append(f"{path.relative_to(base)}:{node.lineno}: {node.value!r}")
     return out
 
 
@@ -45,6 +57,33 @@ def test_no_module_outside_the_tables_writes_a_loss_name():
             found += name_literals(p, names)
     assert not found, ("loss names written outside losses/registry.yaml and losses/variants.yaml "
                        "(read them from contrastlab.losses.registry):\n" + "\n".join(found))
+
+
+def row_names() -> set[str]:
+    """Every row of the variant table that is not a registered loss's own name (baselines,
+    hybrids, aliases, variants binding a loss under another name), :data:`NOT_YET` left out."""
+    table = load_variant_table()
+    return {n for track, sec in table.items() for n in sec["variants"]
+            if n not in LOSSES and n not in NOT_YET.get(track, set())}
+
+
+def test_no_module_outside_the_tables_writes_a_row_name():
+    names = row_names()
+    assert {"bce", "logreg", "extratrees", "hybrid_et", "simdis_eq13", "sgc"} <= names
+    found = []
+    for p in sorted(SRC.rglob("*.py")):
+        if p.parent.name != "losses":
+            found += name_literals(p, names, ROW_PRAGMA)
+    assert not found, ("variant-table row names written outside losses/variants.yaml (read the "
+                       "row's kind/method from contrastlab.losses.registry):\n" + "\n".join(found))
+
+
+def test_the_scripts_and_stages_write_no_row_name():
+    root = SRC.parents[1]
+    found = []
+    for p in [*sorted((root / "stages").glob("*.py")), *sorted((root / "scripts").glob("*.py"))]:
+        found += name_literals(p, row_names(), ROW_PRAGMA, base=root)
+    assert not found, "row names written in stages/ or scripts/:\n" + "\n".join(found)
 
 
 def test_the_scan_sees_a_name_in_code_but_not_in_a_docstring_or_a_marked_line():

@@ -91,13 +91,20 @@ def test_empty_params_file_is_rejected(tmp_path):
         load_params(empty)
 
 
+def _under(key: str, prefixes) -> bool:
+    return any(key == p or key.startswith(p + ".") for p in prefixes)
+
+
 def test_schema_defaults_equal_the_shipped_params_file():
     """One source of defaults: every leaf of the schema's defaults (``Params()``) equals the
-    shipped params.yaml, in every section; the message lists the leaves that differ."""
-    from contrastlab.params import Params, flatten
+    shipped params.yaml, in every section, except the variants (rows) of each track
+    (:data:`~contrastlab.params.VARIANT_MAPPINGS`), which params.yaml alone writes; the
+    message lists the leaves that differ."""
+    from contrastlab.params import VARIANT_MAPPINGS, Params, flatten
 
-    shipped = flatten(load_params(ROOT / "params.yaml"))
-    schema = flatten(Params())
+    shipped = {k: v for k, v in flatten(load_params(ROOT / "params.yaml")).items()
+               if not _under(k, VARIANT_MAPPINGS)}
+    schema = {k: v for k, v in flatten(Params()).items() if not _under(k, VARIANT_MAPPINGS)}
     diff = sorted(k for k in set(shipped) | set(schema)
                   if shipped.get(k, "<absent>") != schema.get(k, "<absent>"))
     assert not diff, (f"{len(diff)} leaves differ between the schema defaults and params.yaml: "
@@ -106,6 +113,37 @@ def test_schema_defaults_equal_the_shipped_params_file():
     # and the comparison is not vacuous: a changed leaf is seen
     assert flatten(Params.model_validate({"graph": {"train": {"epochs": 7}}}))["graph.train.epochs"] \
         != shipped["graph.train.epochs"]
+
+
+def test_variants_are_written_in_params_yaml_only(tmp_path):
+    """A variant's values and search space have one home, params.yaml: the schema holds no
+    per-variant values (no copy to keep equal) and the variant table (``variants.yaml``)
+    refuses a ``params`` block."""
+    import yaml
+
+    from contrastlab.errors import InputError
+    from contrastlab.losses.registry import load_variant_table
+    from contrastlab.params import VARIANT_MAPPINGS, Params
+    from contrastlab.params.multilabel import VariantParams, variant_loss
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    defaults = Params()
+    for key in VARIANT_MAPPINGS:
+        node, schema = raw, defaults
+        for part in key.split("."):
+            node, schema = node[part], getattr(schema, part)
+        assert isinstance(node, dict) and node, f"params.yaml must write {key}"
+        if key == "multilabel.variants":  # field defaults only, nothing copied per variant
+            assert schema == {n: VariantParams(kwargs=dict(variant_loss(n)[1])) for n in schema}, key
+        else:
+            assert schema == {}, f"{key}: the schema has per-variant defaults {sorted(schema)}"
+    # a file without the variants has none (nothing is filled in from a second table)
+    f = _write(tmp_path, "graph:\n  train: {epochs: 3}\n")
+    assert load_params(f).graph.variants == {}
+    table = tmp_path / "variants.yaml"
+    table.write_text("graph:\n  variants:\n    ntxent: {params: {loss: ntxent}}\n")
+    with pytest.raises(InputError, match=r"params\.yaml only"):
+        load_variant_table(table)
 
 
 @pytest.mark.parametrize("section,key,value", [

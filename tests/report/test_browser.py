@@ -180,7 +180,8 @@ def _glance_sections(report_dir: Path) -> list:
     import numpy as np
 
     from contrastlab.reporting import Cell, Figure, Section, Table
-    from contrastlab.reporting.figures import Comparison, Panel, Row, attach
+    from contrastlab.reporting.figures import Comparison, Panel, Row
+    from contrastlab.reporting.headline import attach
 
     rng = np.random.default_rng(1)
     kinds = ["loss", "baseline", "hybrid"]

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from contrastlab.reporting import Figure, Section, Table
-from contrastlab.reporting.figures import (KINDS, Comparison, Panel, Row, attach, forest_figure,
-                                           legend, rows_from_stats, shorten_labels)
-from contrastlab.reporting.headline import MAX_HEADLINE_WORDS, headline, headline_metrics, words
+from contrastlab.reporting.figures import (KINDS, Comparison, Panel, Row, forest_figure, legend,
+                                           rows_from_stats, shorten_labels)
+from contrastlab.reporting.headline import (MAX_HEADLINE_WORDS, attach, headline,
+                                            headline_metrics, words)
 
 
 def _row(key, est, kind="loss", *, lo=None, hi=None, mcs=False, strongest=False, p=None,

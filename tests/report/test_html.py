@@ -181,7 +181,7 @@ def test_report_stage_writes_both_files(tmp_path, monkeypatch):
     spec.loader.exec_module(mod)
     (tmp_path / "params.yaml").write_text("report:\n  title: My report\n  digits: 2\n")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("contrastlab.reporting.collect_sections", lambda root, figures: [])
+    monkeypatch.setattr("contrastlab.reporting.build.collect_sections", lambda root, figures: [])
     assert mod.main(["--out-dir", "out"]) == 0
     page = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
     assert "<title>My report</title>" in page and "Run: provenance" in page
@@ -194,7 +194,7 @@ def test_report_stage_writes_both_files(tmp_path, monkeypatch):
                                                         [["ntxent", 0.123456]])],
                         figures=[Figure("curve", png)])]
 
-    monkeypatch.setattr("contrastlab.reporting.collect_sections", one_track)
+    monkeypatch.setattr("contrastlab.reporting.build.collect_sections", one_track)
     assert mod.main(["--out-dir", "out"]) == 0
     page = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
     md = (tmp_path / "out" / "comparison.md").read_text(encoding="utf-8")

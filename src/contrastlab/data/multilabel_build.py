@@ -73,7 +73,7 @@ def build_humaneval(p, out_dir: Path) -> dict:
     pairs = [f"{a}|{b}" for a, b in zip(df["problem"], df["tier"])]
     gid = {g: i for i, g in enumerate(sorted(set(pairs)))}
     groups = np.array([gid[g] for g in pairs], dtype=np.int64)  # (problem, tier) ids
-    from ..evaluation.multilabel import knn_label_purity
+    from ..metrics import knn_label_purity
 
     # reference for the trained encoders' knn_purity: the frozen teacher states themselves
     purity = knn_label_purity(x[~test], groups[~test], x[test], groups[test], p.multilabel.train.knn_k)

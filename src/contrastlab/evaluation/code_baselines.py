@@ -21,6 +21,10 @@ Same corpus (every extracted body), same test signatures, same FAISS ranking as
   documents = bodies, ``(k1, b)`` from the ``code.baselines.bm25_k1 x bm25_b`` grid chosen
   on the validation repositories (Rank@10, then MRR). Ties are broken against the true body.
 
+Each row's name is the variant table's row of that ``method`` (``zero_shot_raw``,
+``zero_shot_centred``, ``closed_form_ridge``, ``lexical``, ``sentence_embedding``;
+:func:`contrastlab.losses.registry.method_row`).
+
 Sources: Robertson & Zaragoza 2009 (BM25, Eq. 3.15, Lucene variant via ``bm25s``);
 Reimers & Gurevych 2019 (sentence embeddings); ridge regression in closed form.
 """
@@ -32,11 +36,12 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from ..data.code_inputs import load_code_data, load_code_texts
+from ..losses.registry import method_row
 from ..models.code_baselines import (BM25Scorer, TargetSpace, fit_ridge, identifier_tokens,
                                      pooled_signature, ranks_from_scores, ridge_predict)
+from ..models.code_student import prepare_targets
 from ..models.teacher import TeacherEncoder
-from ..training.code import prepare_targets
-from ..training.code_inputs import load_code_data, load_code_texts
 from ..utils import set_cpu_threads
 from .retrieval import build_index, rank_metrics, true_ranks
 
@@ -50,9 +55,10 @@ def run_baselines(data, targets, lambdas, k_max: int = 100, device: str = "cpu")
     raw_corpus = F.normalize(data.body_emb.float(), dim=-1)
     idx_raw = build_index(raw_corpus, device)
     idx_c = build_index(targets.corpus, device)
+    ridge = method_row("code", "closed_form_ridge")
     queries = {
-        "zeroshot_raw": (pooled, raw_corpus, idx_raw),
-        "zeroshot_centred": (targets.sig_space(pooled), targets.corpus, idx_c),
+        method_row("code", "zero_shot_raw"): (pooled, raw_corpus, idx_raw),
+        method_row("code", "zero_shot_centred"): (targets.sig_space(pooled), targets.corpus, idx_c),
     }
     grid = []
     for lam in lambdas:
@@ -62,7 +68,7 @@ def run_baselines(data, targets, lambdas, k_max: int = 100, device: str = "cpu")
                      "val_mrr": float((1.0 / r).mean())})
     best = max(grid, key=lambda g: (g["val_rank_at_10"], g["val_mrr"]))
     w, mx, my = fit_ridge(pooled[tr], targets.body[tr], best["lambda"])
-    queries["ridge"] = (ridge_predict(pooled, w, mx, my), targets.corpus, idx_c)
+    queries[ridge] = (ridge_predict(pooled, w, mx, my), targets.corpus, idx_c)
     metrics, frames = {}, []
     for name, (q, corpus, index) in queries.items():
         qn = F.normalize(q, dim=-1)
@@ -74,8 +80,8 @@ def run_baselines(data, targets, lambdas, k_max: int = 100, device: str = "cpu")
         metrics[name] = m
         frames.append(pd.DataFrame({"id": te, "repo": data.repo[te], "baseline": name,
                                     "rank": ranks}))
-    metrics["ridge"]["lambda"] = best["lambda"]
-    metrics["ridge"]["lambda_grid"] = grid
+    metrics[ridge]["lambda"] = best["lambda"]
+    metrics[ridge]["lambda_grid"] = grid
     return metrics, pd.concat(frames)
 
 
@@ -120,7 +126,8 @@ def encode_all(code, signatures: list[str], bodies: list[str], layers: list[int]
     encoder, so the result is fixed for a fixed worker count.
 
     Returns:
-        ``{"sentence": (sig [N, H], body [N, H], n_layers), L: (pooled [N, H], body [N, H])}``.
+        ``{<sentence_embedding row>: (sig [N, H], body [N, H], n_layers), L: (pooled [N, H],
+        body [N, H])}``.
     """
     import multiprocessing as mp
 
@@ -160,7 +167,8 @@ def encode_all(code, signatures: list[str], bodies: list[str], layers: list[int]
             out[torch.as_tensor(ix)] = v.float()
         return out
 
-    res = {"sentence": (gather("sentence_sig"), gather("sentence_body"), n_layers)} if bp.sentence else {}
+    res = ({method_row("code", "sentence_embedding"): (gather("sentence_sig"), gather("sentence_body"), n_layers)}
+           if bp.sentence else {})
     for layer in layers:
         res[layer] = (gather(layer, 0), gather(layer, 1))
     return res
@@ -182,7 +190,8 @@ def run_text_baselines(code, signatures: list[str], bodies: list[str], data) -> 
     best, grid = bm25_grid(signatures, bodies, va, bp.bm25_k1, bp.bm25_b)
     bm = BM25Scorer(bodies, best["k1"], best["b"])
     r = ranks_from_scores(bm.scores([signatures[i] for i in te]), te)
-    rows["bm25"] = (r, best["val_rank_at_10"], {"k1": best["k1"], "b": best["b"], "bm25_grid": grid})
+    rows[method_row("code", "lexical")] = (r, best["val_rank_at_10"],
+                                           {"k1": best["k1"], "b": best["b"], "bm25_grid": grid})
 
     def dense(q: torch.Tensor, c: torch.Tensor) -> tuple[np.ndarray, float]:
         q, c = F.normalize(q.float(), dim=-1), F.normalize(c.float(), dim=-1)
@@ -193,16 +202,17 @@ def run_text_baselines(code, signatures: list[str], bodies: list[str], data) -> 
     layers = [x for x in bp.zeroshot_layers if x != t.layer]
     enc_out = encode_all(code, signatures, bodies, layers) if bp.sentence or layers else {}
     if bp.sentence:
-        qs, ds, n_layers = enc_out["sentence"]
+        sentence = method_row("code", "sentence_embedding")
+        qs, ds, n_layers = enc_out[sentence]
         r, v = dense(qs, ds)
-        rows["sentence"] = (r, v, {"layers": n_layers, "max_tokens": bp.sentence_max_tokens})
+        rows[sentence] = (r, v, {"layers": n_layers, "max_tokens": bp.sentence_max_tokens})
     for layer in layers:
         pooled, emb = enc_out[layer]
         trt = torch.as_tensor(tr)
         q = TargetSpace.fit(pooled[trt], code.target.centre, code.target.whiten_eps)(pooled)
         c = TargetSpace.fit(emb[trt], code.target.centre, code.target.whiten_eps)(emb)
         r, v = dense(q, c)
-        rows[f"zeroshot_centred_l{layer}"] = (r, v, {"layer": layer})
+        rows[f"{method_row('code', 'zero_shot_centred')}_l{layer}"] = (r, v, {"layer": layer})
     for name, (r, v, extra) in rows.items():
         m = rank_metrics(r)
         m["val_rank_at_10"] = v

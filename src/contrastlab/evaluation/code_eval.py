@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..data.code_inputs import load_code_data
 from ..io import read_json
-from ..training.code import checkpoint_path, load_student, predict, prepare_targets
-from ..training.code_inputs import load_code_data
+from ..models.code_student import checkpoint_path, load_student, predict, prepare_targets
 from ..utils import pick_device, set_cpu_threads
 from .retrieval import build_index, rank_at_k_curve, rank_metrics, true_ranks
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..data.code_inputs import load_code_data, load_code_texts
 from ..io import read_json
 from ..models.code_baselines import (BM25Scorer, competition_ranks, fuse_scores, fuse_zscores,
                                      pick_fusion_weight, ranks_from_scores, rrf_scores,
                                      zscore_rows)
-from ..training.code import checkpoint_path, load_student, predict, prepare_targets
-from ..training.code_inputs import load_code_data, load_code_texts
+from ..models.code_student import checkpoint_path, load_student, predict, prepare_targets
 from ..utils import pick_device, set_cpu_threads
 from .retrieval import rank_metrics
 
@@ -53,7 +53,9 @@ def run_hybrids(code, baselines: str, models_dir: str, functions: str, splits: s
     data, _ = load_code_data(splits, teacher)
     targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
     sigs, bodies = load_code_texts(functions, teacher)
-    bm = read_json(baselines)["baselines"]["bm25"]
+    from ..losses.registry import method_row
+
+    bm = read_json(baselines)["baselines"][method_row("code", "lexical")]
     va, te = data.rows("val"), data.rows("test")
     corpus = targets.corpus.numpy()
     dev = pick_device(code.evaluate.device)
@@ -75,9 +77,10 @@ def run_hybrids(code, baselines: str, models_dir: str, functions: str, splits: s
 
         from .code_baselines import encode_all
 
-        qs, ds, _ = encode_all(code, sigs, bodies, [])["sentence"]
+        sentence = method_row("code", "sentence_embedding")
+        qs, ds, _ = encode_all(code, sigs, bodies, [])[sentence]
         qs, ds = F.normalize(qs.float(), dim=-1).numpy(), F.normalize(ds.float(), dim=-1).numpy()
-        preds["sentence"] = {0: (qs[va], qs[te], ds)}
+        preds[sentence] = {0: (qs[va], qs[te], ds)}
 
     out, frames = fuse_with_bm25(code, bm, sigs, bodies, preds, va, te, data.repo, chunk)
     metrics = {"hybrids": out, "corpus_size": int(len(corpus)), "n_queries": int(len(te))}

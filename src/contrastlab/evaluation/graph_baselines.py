@@ -26,12 +26,22 @@ import torch
 
 from ..data.planetoid import load_planetoid
 from ..models.gcn import GCNEncoder
+from ..models.graph_features import embed, propagate_features
 from ..tracking import stage_run
-from ..training.graph_features import embed, propagate_features
 from .probe import logreg_probe, row_normalize
 from .stats import bootstrap_per_item, summarize
 
-__all__ = ["run_baselines", "select_on_validation"]
+__all__ = ["run_baselines", "select_on_validation", "PROBE_METHODS", "probe_rows"]
+
+#: The ``method`` of a feature baseline of the variant table, in the order they run.
+PROBE_METHODS = ("features", "propagated", "untrained_encoder")
+
+
+def probe_rows() -> dict[str, str]:
+    """``{method: row name}`` of the graph track's feature baselines (variants.yaml)."""
+    from ..losses.registry import method_row
+
+    return {m: method_row("graph", m) for m in PROBE_METHODS}
 
 
 def select_on_validation(feats: dict, masks, probe: dict, normalizes) -> tuple[dict, tuple]:
@@ -54,7 +64,8 @@ def run_baselines(g, data_dir: str) -> tuple[dict, pd.DataFrame]:
         ``(metrics, predictions)``: per baseline the test accuracy's mean and 95 % CI
         (``logreg_acc_mean``, ``logreg_acc_ci_low``, ``logreg_acc_ci_high``; fractions),
         ``n_seeds``, the validation choices and ``val_acc``; and the predicted class per test
-        node (columns ``node``, ``y``, ``raw_features``, ``sgc``, ``random_gcn_seed_<k>``).
+        node (columns ``node``, ``y``, ``raw_features``, ``sgc``, ``random_gcn_seed_<k>``: the rows
+        of :func:`probe_rows`).
 
     Raises:
         FileNotFoundError: the data set is not fetched (run ``fetch_graph``).
@@ -68,29 +79,29 @@ def run_baselines(g, data_dir: str) -> tuple[dict, pd.DataFrame]:
     cols: dict[str, np.ndarray] = {}
     out: dict[str, dict] = {}
     bl = g.baselines
+    raw_n, sgc_n, rnd_n = probe_rows().values()
     with stage_run("graph", "baselines_graph", {"probe": g.probe, "seeds": g.final.seeds,
                                                  "model": g.model,
                                                  "baselines": bl.model_dump()}) as tracker:
         x = torch.from_numpy(row_normalize(data.x))
         raw, (_, raw_norm) = select_on_validation({0: x}, masks, probe, bl.normalize)
-        cols["raw_features"] = raw["test_pred"]
+        cols[raw_n] = raw["test_pred"]
         feats = {k: propagate_features(x, data.edge_index, k) for k in bl.sgc_k}
         sgc, (sgc_k, sgc_norm) = select_on_validation(feats, masks, probe, bl.normalize)
-        cols["sgc"] = sgc["test_pred"]
+        cols[sgc_n] = sgc["test_pred"]
         rnd, rnd_val = [], []
         for seed in g.final.seeds:
             torch.manual_seed(seed)
             enc = GCNEncoder(data.num_features, g.model.hidden_dim, g.model.out_dim,
                              g.model.activation)
             r = logreg_probe(embed(enc, data), *masks, normalize=g.probe.normalize, **probe)
-            cols[f"random_gcn_seed_{seed}"] = r["test_pred"]
+            cols[f"{rnd_n}_seed_{seed}"] = r["test_pred"]
             rnd.append(r["test_acc"])
             rnd_val.append(r["val_acc"])
         per_item = {
-            "raw_features": (cols["raw_features"] == y_test)[None].astype(float),
-            "sgc": (cols["sgc"] == y_test)[None].astype(float),
-            "random_gcn": np.stack([cols[f"random_gcn_seed_{s}"] == y_test
-                                    for s in g.final.seeds]).astype(float),
+            raw_n: (cols[raw_n] == y_test)[None].astype(float),
+            sgc_n: (cols[sgc_n] == y_test)[None].astype(float),
+            rnd_n: np.stack([cols[f"{rnd_n}_seed_{s}"] == y_test for s in g.final.seeds]).astype(float),
         }
         for name, arr in per_item.items():
             point, reps = bootstrap_per_item({name: arr}, n_resamples=2000, seed=0)
@@ -99,13 +110,10 @@ def run_baselines(g, data_dir: str) -> tuple[dict, pd.DataFrame]:
                          "logreg_acc_ci_low": round(st["ci_low"], 6),
                          "logreg_acc_ci_high": round(st["ci_high"], 6),
                          "n_seeds": int(arr.shape[0])}
-        out["raw_features"].update(C=raw["C"], normalize=raw_norm,
-                                   val_acc=round(raw["val_acc"], 6))
-        out["sgc"].update(K=int(sgc_k), C=sgc["C"], normalize=sgc_norm,
-                          val_acc=round(sgc["val_acc"], 6))
-        out["random_gcn"].update({f"logreg_acc_seed{s}": round(a, 6)
-                                  for s, a in zip(g.final.seeds, rnd)})
-        out["random_gcn"]["val_acc"] = round(float(np.mean(rnd_val)), 6)
+        out[raw_n].update(C=raw["C"], normalize=raw_norm, val_acc=round(raw["val_acc"], 6))
+        out[sgc_n].update(K=int(sgc_k), C=sgc["C"], normalize=sgc_norm, val_acc=round(sgc["val_acc"], 6))
+        out[rnd_n].update({f"logreg_acc_seed{s}": round(a, 6) for s, a in zip(g.final.seeds, rnd)})
+        out[rnd_n]["val_acc"] = round(float(np.mean(rnd_val)), 6)
         tracker.log_metrics({f"{k}.logreg_acc_mean": v["logreg_acc_mean"] for k, v in out.items()})
     pred = pd.DataFrame({"node": torch.nonzero(data.test_mask).flatten().numpy(), "y": y_test, **cols})
     return out, pred

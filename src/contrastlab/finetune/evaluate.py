@@ -130,7 +130,7 @@ def summarize_variants(ft, df, metrics_dir) -> dict:
     clusters = {"a": df.loc[split == "test_a", "problem"].astype(str).to_numpy(),
                 "b": df.loc[split == "test_b", "problem"].astype(str).to_numpy()}
     ceil = purity_ceiling(df["problem"].astype(str), df["tier"].astype(str), split, kmax)
-    out = {"baseline": baseline, "ceiling": {f"knn{kmax}_pxt": {s: float(c.mean()) for s, c in ceil.items()}},
+    out = {"baseline": baseline, "ceiling": {f"knn{kmax}_pxt": {s: float(c.mean()) for s, c in ceil.items()}},  # not a row name (metric)
            "baseline_rule": f"best validation kNN@{kmax} problem x tier purity",
            "validation": val, "variants": names, "tables": {}}
     for s in ("a", "b"):
@@ -225,7 +225,7 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
     split = df["split"].astype(str).to_numpy()
     sets = split_sets(problems, tiers, split, df["text"].tolist())
     kmax = max(ft.eval.knn_k)
-    knn = f"knn{kmax}_pxt"
+    knn = f"knn{kmax}_pxt"  # not a row name (metric)
     names = [*ft.variants, *BASELINES]
     items: dict[str, dict[str, np.ndarray]] = {}
     for v in names:

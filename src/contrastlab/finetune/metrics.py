@@ -64,7 +64,7 @@ def average_precision_rows(sim: torch.Tensor, relevant: np.ndarray, ks: Sequence
 
 
 def metric_names(knn_k: Sequence[int], rank_k: Sequence[int], split: str) -> list[str]:
-    names = [f"knn{k}_{w}" for k in knn_k for w in ("problem", "tier", "pxt")]
+    names = [f"knn{k}_{w}" for k in knn_k for w in ("problem", "tier", "pxt")]  # not a row name (metric)
     if split != "val":
         names += ["ap", *[f"rank{k}" for k in rank_k]]
     if split == "b":
@@ -79,7 +79,7 @@ def _split_metrics(emb_c, emb_q, prob_c, prob_q, tier_c, tier_q, knn_k, rank_k, 
     for k in knn_k:
         for name, kc, kq in (("problem", prob_c, prob_q), ("tier", tier_c, tier_q),
                              ("pxt", pxt_c, pxt_q)):
-            out[f"knn{k}_{name}"] = knn_purity(emb_c, kc, emb_q, kq, k, exclude_self=loo)
+            out[f"knn{k}_{name}"] = knn_purity(emb_c, kc, emb_q, kq, k, exclude_self=loo)  # not a row name (metric)
     c = F.normalize(emb_c.float(), dim=1)
     q = F.normalize(emb_q.float(), dim=1)
     sim = q @ c.T
@@ -141,7 +141,7 @@ def item_metrics(emb: torch.Tensor, problems, tiers, split, *, knn_k: Sequence[i
         v = idx["val"]
         vm = _split_metrics(emb[tr], emb[v], problems[tr], problems[v], tiers[tr], tiers[v],
                             knn_k, rank_k, loo=False)
-        res["val"] = {k: vm[k] for k in vm if k.startswith("knn")}
+        res["val"] = {k: vm[k] for k in vm if k.startswith("knn")}  # not a row name (metric)
     return res
 
 

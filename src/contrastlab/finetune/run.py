@@ -24,7 +24,8 @@ from .metrics import BASELINES, item_metrics
 from .tfidf import TOKEN_PATTERN, tfidf_embeddings  # noqa: F401 (TOKEN_PATTERN re-exported)
 from .train import Inputs, embed_inputs, train_encoder
 
-__all__ = ["build_cache", "load_cache", "run_variant", "train_seed", "write_variant_outputs",
+__all__ = ["build_cache", "reproducible_lower_states", "load_cache", "run_variant", "train_seed",
+           "write_variant_outputs",
            "load_with_overrides", "ALL_VARIANTS", "TOKEN_PATTERN"]
 
 ALL_VARIANTS = (*FINETUNE_VARIANTS, *BASELINES)
@@ -56,14 +57,16 @@ def build_cache(ft, texts: list[str]) -> dict[str, torch.Tensor]:
            "lengths": torch.as_tensor([len(x) for x in ids], dtype=torch.int64),
            "level": torch.as_tensor([enc.n_frozen], dtype=torch.int64)}
     if not enc.train_embeddings:
-        out["states"] = torch.cat(_reproducible_lower_states(enc, ids, ft.batch_size_encode))
+        out["states"] = torch.cat(reproducible_lower_states(enc, ids, ft.batch_size_encode))
     return out
 
 
-def _reproducible_lower_states(enc: FinetuneEncoder, ids: list[list[int]],
+def reproducible_lower_states(enc: FinetuneEncoder, ids: list[list[int]],
                                batch_size: int) -> list[torch.Tensor]:
-    """:meth:`FinetuneEncoder.lower_states` of a float64 copy of the frozen blocks, each value
-    rounded to ``BODY_BITS`` significant bits: list of ``[T_i, H]`` float32 CPU tensors."""
+    """:meth:`FinetuneEncoder.lower_states` in float64, each value rounded to ``BODY_BITS``
+    significant bits: list of ``[T_i, H]`` float32 CPU tensors whose bytes do not depend on
+    the CPU, BLAS kernel, thread count or ``batch_size``. ``enc`` (a cache's own encoder) is
+    converted to float64 in place."""
     from ..data.teacher_repro import BODY_BITS, round_significant
 
     enc = enc.to(torch.float64).eval()  # the cache's own encoder: converted in place

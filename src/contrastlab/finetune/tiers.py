@@ -198,14 +198,14 @@ def reference_metrics(sets: ProblemSets, k: int) -> dict[str, dict[str, np.ndarr
     n = len(sets)
     blind = {m: np.full(n, np.nan) for m in TIER_METRICS}
     ceil = {m: np.full(n, np.nan) for m in TIER_METRICS}
-    blind[f"knn{k}_pxt"], ceil[f"knn{k}_pxt"] = np.zeros(n), np.zeros(n)
+    blind[f"knn{k}_pxt"], ceil[f"knn{k}_pxt"] = np.zeros(n), np.zeros(n)  # not a row name (metric)
     for i in range(n):
         same, near = sets.same[i], sets.near[i]
         n_c, n_s = len(same), int(same.sum())
         n_o = n_c - n_s
         if n_c:
-            blind[f"knn{k}_pxt"][i] = min(k, n_c) * n_s / (n_c * k)
-        ceil[f"knn{k}_pxt"][i] = min(k, n_s) / k
+            blind[f"knn{k}_pxt"][i] = min(k, n_c) * n_s / (n_c * k)  # not a row name (metric)
+        ceil[f"knn{k}_pxt"][i] = min(k, n_s) / k  # not a row name (metric)
         if n_s and n_o:
             blind["wp_auc"][i], ceil["wp_auc"][i] = 0.5, 1.0
         if n_o:

@@ -218,7 +218,7 @@ def train_encoder(enc: FinetuneEncoder, inp: Inputs, y: torch.Tensor, groups, tr
                     val = F.binary_cross_entropy_with_logits(
                         clf(_forward_rows(enc, inp, rows, raw=True, sub_batch=cfg.sub_batch)).float(), yb)
             if not torch.isfinite(val):
-                raise FloatingPointError(f"loss {loss or 'bce'!r} is {val.item()} at step {step}")
+                raise FloatingPointError(f"loss {loss or 'binary cross-entropy'!r} is {val.item()} at step {step}")
             (val / cfg.grad_accum).backward()
             acc += float(val.detach()) / cfg.grad_accum
             res.tokens += int(sum(len(inp.states[i]) if inp.states is not None else len(inp.ids[i])

@@ -43,8 +43,8 @@ TUNED_ROWS = _rows()
 
 
 def row_space(ft, row: str) -> dict[str, SearchDim]:
-    """The search space of ``row``: ``ft.tune.search`` without ``temperature`` for ``bce``
-    (a classifier has none) and without ``lr_encoder`` when no encoder block is trained
+    """The search space of ``row``: ``ft.tune.search`` without ``temperature`` for a variant
+    without a loss (``loss: null`` in the variant table: the BCE classifier has none) and without ``lr_encoder`` when no encoder block is trained
     (``head``, or ``ft.layers == 0``); empty for the untrained rows.
 
     Raises:
@@ -55,8 +55,10 @@ def row_space(ft, row: str) -> dict[str, SearchDim]:
     if row not in TUNED_ROWS:
         raise UnknownNameError(f"unknown fine-tuning row {row!r}; known: "
                                f"{', '.join(TUNED_ROWS + UNTRAINED_ROWS)}")
+    from ..params.finetune import FINETUNE_VARIANTS
+
     space = dict(ft.tune.search)
-    if row == "bce":
+    if row in FINETUNE_VARIANTS and FINETUNE_VARIANTS[row][0] is None:  # no loss: the BCE classifier
         space.pop("temperature", None)
     if row == "head" or ft.layers == 0:
         space.pop("lr_encoder", None)

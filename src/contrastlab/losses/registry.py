@@ -264,14 +264,17 @@ VARIANT_TABLE = Path(__file__).with_name("variants.yaml")
 #: Which tracks the variant table may hold (the finetune track trains the multi-label losses).
 VARIANT_TRACKS = {"graph": "graph", "code": "code", "multilabel": "multilabel",
                   "finetune": "multilabel"}
-_VFIELDS = {"loss", "kwargs", "kind", "title", "short", "cite", "factors", "paper", "params",
-            "seed_alias", "alias_of"}
+_VFIELDS = {"loss", "kwargs", "kind", "title", "short", "cite", "factors", "paper",
+            "seed_alias", "alias_of", "method", "estimator", "model_keys", "model_of", "deterministic",
+            "tuned"}
 
 
 @dataclass(frozen=True)
 class VariantSpec:
     """A row of a track's comparison (an entry of ``variants.yaml``, or a registered loss the
-    track can train with, which is a variant of its own name).
+    track can train with, which is a variant of its own name). Its configuration (values and
+    search space) is not here: it is written once, in ``params.yaml``
+    (``<track>.variants.<name>``).
 
     Attributes:
         name: variant name (``params.yaml``'s ``<track>.variants`` key, metrics file stem).
@@ -286,10 +289,18 @@ class VariantSpec:
             Table 4) or ``None``.
         paper: numbers the paper reports for it, ``{"table1": {dataset: [micro, macro, mAP]},
             "table4": [[COCO micro, macro], [AAPD micro, macro]]}`` (in %).
-        params: the declared configuration (schema default of ``<track>.variants.<name>``).
         seed_alias: variant whose tuning sampler seed this one uses (or ``None``).
         alias_of: variant this one equals as a method (the same gradient, e.g. Sim-Dis Eq. 13 =
             ANY, Huang et al. 2025, Eq. 13): it is not trained, its row is the alias's (or ``None``).
+        method: how a baseline or hybrid row is fitted (training dispatches on it, never on the
+            row's name; ``""`` for a contrastive variant), e.g. ``forest``, ``neighbours``.
+        estimator: the scikit-learn class of a ``forest`` baseline (``ExtraTreesClassifier``).
+        model_keys: the hyperparameters of a scikit-learn baseline (``model`` block, search keys).
+        model_of: the baseline whose model and tuned choices a hybrid reuses (and the row the
+            headline compares it with); ``None``: the track's ``hybrid_base``.
+        deterministic: the row gives the same output for every seed (trained on one seed).
+        tuned: ``False`` for a row that chooses its own hyperparameter inside every run (nothing
+            tuned to report).
     """
 
     name: str
@@ -301,9 +312,15 @@ class VariantSpec:
     cite: str = ""
     factors: tuple[bool, bool] | None = None
     paper: dict[str, Any] = field(default_factory=dict)
-    params: dict[str, Any] | None = None
     seed_alias: str | None = None
     alias_of: str | None = None
+    method: str = ""
+    estimator: str = ""
+    model_keys: tuple[str, ...] | None = None
+    model_defaults: tuple[tuple[str, Any], ...] = ()
+    model_of: str | None = None
+    deterministic: bool = False
+    tuned: bool = True
 
     def label(self, hybrid_base: str = "") -> str:
         """:attr:`title` with ``{hybrid_base}`` filled in."""
@@ -315,6 +332,9 @@ class VariantSpec:
 
 
 def _variant_spec(track: str, name: str, e: dict, where: str) -> VariantSpec:
+    if "params" in e:
+        raise InputError(f"{where}: params: a variant's configuration (values and search space) "
+                         f"is written in params.yaml only, as {track}.variants.{name}; remove it here")
     unknown = set(e) - _VFIELDS
     if unknown:
         raise InputError(f"{where}: unknown keys {sorted(unknown)} (keys: {', '.join(sorted(_VFIELDS))})")
@@ -331,8 +351,14 @@ def _variant_spec(track: str, name: str, e: dict, where: str) -> VariantSpec:
                        str(e.get("short") or title.split(" (")[0]),
                        str(e.get("cite") or (spec.cite if spec else "")),
                        tuple(bool(x) for x in factors) if factors else None,
-                       dict(e.get("paper") or {}), e.get("params"), e.get("seed_alias"),
-                       e.get("alias_of"))
+                       dict(e.get("paper") or {}), e.get("seed_alias"),
+                       e.get("alias_of"), method=str(e.get("method") or ""),
+                       estimator=str(e.get("estimator") or ""),
+                       model_keys=tuple(str(k) for k in e["model_keys"]) if "model_keys" in e else None,
+                       model_defaults=(tuple((str(k), v) for k, v in e["model_keys"].items())
+                                       if isinstance(e.get("model_keys"), dict) else ()),
+                       model_of=e.get("model_of"), deterministic=bool(e.get("deterministic", False)),
+                       tuned=bool(e.get("tuned", True)))
 
 
 def load_variant_table(path: str | Path = VARIANT_TABLE) -> dict[str, dict[str, Any]]:
@@ -364,6 +390,9 @@ def load_variant_table(path: str | Path = VARIANT_TABLE) -> dict[str, dict[str, 
             if v.alias_of is not None and (v.alias_of not in vs or vs[v.alias_of].alias_of is not None):
                 raise InputError(f"{path}: {track}.variants.{n}: alias_of {v.alias_of!r} is not a "
                                  f"variant of {track} that is not itself an alias")
+            if v.model_of is not None and (v.kind != "hybrid" or vs.get(v.model_of, v).kind != "baseline"):
+                raise InputError(f"{path}: {track}.variants.{n}: model_of {v.model_of!r} must name a "
+                                 f"baseline of {track}, on a hybrid")
     return out
 
 
@@ -392,6 +421,21 @@ def variant_spec(track: str, name: str) -> VariantSpec:
                            f"{', '.join([*table, *(n for n in names_for(VARIANT_TRACKS[track]) if n not in table)])}")
 
 
+def method_row(track: str, method: str) -> str:
+    """The name of the row of ``track`` whose ``method`` is ``method`` (``variants.yaml``),
+    e.g. ``method_row("code", "lexical")``: code that computes a baseline names its output by
+    the table, not by a literal. Reads only the variant table (no loss).
+
+    Raises:
+        contrastlab.errors.UnknownNameError: no row, or more than one, has that method.
+    """
+    rows = [n for n, v in track_variants(track).items() if v.method == method]
+    if len(rows) != 1:
+        raise UnknownNameError(f"{track}: {len(rows)} rows of variants.yaml have method {method!r} "
+                               f"({', '.join(rows) or 'none'}); expected one")
+    return rows[0]
+
+
 def role(track: str, key: str) -> str:
     """The variant with the job ``key`` in ``track`` (``variants.yaml`` ``roles``), e.g.
     ``role("multilabel", "hybrid_base")``.
@@ -401,11 +445,3 @@ def role(track: str, key: str) -> str:
     """
     return VARIANTS[track]["roles"][key]
 
-
-def declared_params(track: str) -> dict[str, dict]:
-    """``{variant: params}``: the declared configuration of every variant of ``track`` that
-    has one (the schema default of ``params.yaml``'s ``<track>.variants``), deep copies."""
-    import copy
-
-    return {n: copy.deepcopy(v.params) for n, v in track_variants(track).items()
-            if v.params is not None}

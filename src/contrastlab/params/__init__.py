@@ -5,10 +5,14 @@ Every knob of the pipeline lives in ``params.yaml`` under one top-level section 
 module here. Loading validates the whole file: an unknown key, a wrong type or an
 out-of-range value raises :class:`ParamsError` naming the file and the dotted key.
 
-One source of defaults: the schema's defaults (``Params()``) equal the shipped
-``params.yaml`` leaf for leaf (``tests/foundation/test_params.py`` checks it), so a section
-or key left out of a params file means the same as the shipped value. Change a default in
-both places, or the test names the leaf that differs.
+Variants are written once, in ``params.yaml``: the variants (rows) of each track
+(``graph.variants``, ``code.variants``, ``code.biencoder.rows``, ``multilabel.variants``),
+their values and their search spaces have no schema-side defaults and no copy anywhere else
+(``losses/variants.yaml`` holds only their labels, see :data:`VARIANT_MAPPINGS`); the schema
+validates them. Every other leaf has a schema default equal to the shipped ``params.yaml``
+(``tests/foundation/test_params.py`` checks it), so a section or key left out of a params
+file means the same as the shipped value. Change such a default in both places, or the test
+names the leaf that differs.
 
 Example::
 
@@ -33,7 +37,13 @@ from .graph import GraphParams
 from .multilabel import MultilabelParams
 from .report import ReportParams
 
-__all__ = ["Params", "ParamsError", "load_params", "flatten", "params_hash"]
+__all__ = ["Params", "ParamsError", "load_params", "flatten", "params_hash", "VARIANT_MAPPINGS"]
+
+#: The dotted keys of the mappings of variants (rows) whose entries are written in
+#: ``params.yaml`` only: the schema has no per-variant values for them (graph, code and
+#: bi-encoder rows default to none; a multi-label variant a file leaves out gets the field
+#: defaults of :class:`~contrastlab.params.multilabel.VariantParams`).
+VARIANT_MAPPINGS = ("graph.variants", "code.variants", "code.biencoder.rows", "multilabel.variants")
 
 
 class ParamsError(InputError):

@@ -1,7 +1,8 @@
 """Schema of ``code.biencoder`` (params.yaml): fine-tuning a ``transformers`` encoder as a
 signature -> body bi-encoder (:mod:`contrastlab.biencoder`, docs/code.md).
 
-Rows (``rows``) are declared here once: each names its ``trainer`` (``contrastlab``: the
+Rows (``rows``) are written in ``params.yaml`` only (the schema has no default rows): each
+names its ``trainer`` (``contrastlab``: the
 project's loop on the cached lower layers; ``sentence_transformers``: the reference a user
 would pick, ``SentenceTransformer.old_fit`` with ``MultipleNegativesRankingLoss``), its loss
 from the registry (``infonce`` = in-batch negatives, van den Oord et al. 2018, Eq. 4;
@@ -26,13 +27,14 @@ TUNABLE = ("lr", "temperature")
 
 
 class BiencoderRow(BaseModel):
-    """One fine-tuned row. ``lr`` / ``temperature`` (initial; learnable with
-    ``learn_temperature``) are the declared configuration, trial 0 of its study."""
+    """One fine-tuned row. ``loss`` (a registry loss, required) is what it trains; ``lr`` /
+    ``temperature`` (initial; learnable with ``learn_temperature``) are the declared
+    configuration, trial 0 of its study."""
 
     model_config = ConfigDict(extra="forbid")
 
     trainer: Literal["contrastlab", "sentence_transformers"] = "contrastlab"
-    loss: str = "infonce"  # not a loss name: schema default mirroring params.yaml (issue 39 debt)
+    loss: str
     lr: float = Field(5e-5, gt=0, le=1.0, description="learning rate of the trained blocks")
     temperature: float = Field(0.05, ge=0.01, le=1.0, description="initial tau (MNRL: scale = 1/tau)")
     learn_temperature: bool = Field(True, description="tau is a parameter (contrastlab trainer only)")
@@ -58,20 +60,6 @@ class BiencoderRow(BaseModel):
         if bad:
             raise ValueError(f"search keys {bad} are not tunable ({', '.join(TUNABLE)})")
         return v
-
-
-def _lr_t_space() -> dict[str, SearchDim]:
-    return {"lr": SearchDim(type="float", low=1e-5, high=3e-4, log=True),
-            "temperature": SearchDim(type="float", low=0.02, high=0.1, log=True)}
-
-
-def _default_rows() -> dict[str, BiencoderRow]:
-    return {
-        "biencoder_infonce": BiencoderRow(loss="infonce", search=_lr_t_space()),  # not a loss name: schema default mirroring params.yaml (issue 39 debt)
-        "biencoder_infonce_hardneg": BiencoderRow(loss="infonce_hardneg", search=_lr_t_space()),  # not a loss name: schema default mirroring params.yaml (issue 39 debt)
-        "biencoder_st": BiencoderRow(trainer="sentence_transformers", loss="infonce",  # not a loss name: schema default mirroring params.yaml (issue 39 debt)
-                                     learn_temperature=False, search=_lr_t_space()),
-    }
 
 
 class BiencoderTune(TuneParams):
@@ -113,5 +101,7 @@ class BiencoderParams(BaseModel):
     threads: int = Field(2, ge=1, le=256)
     nproc: int = Field(1, ge=1, le=1024, description="torchrun processes (negatives gathered across ranks)")
     index_row: str = Field("biencoder_infonce", description="row whose first seed is the query index")
-    rows: dict[str, BiencoderRow] = Field(default_factory=_default_rows)
+    rows: dict[str, BiencoderRow] = Field(
+        default_factory=dict, description="the fine-tuned rows, written in params.yaml only "
+        "(no default rows)")
     tune: BiencoderTune = BiencoderTune()

@@ -14,7 +14,6 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..losses.registry import declared_params
 from .biencoder import BiencoderParams
 from ..tuning import SearchDim, TuneParams
 
@@ -342,16 +341,6 @@ class EvalParams(BaseModel):
     device: str = "auto"
 
 
-#: The variants of params.yaml: the declared configurations of the variant table
-#: (``contrastlab/losses/variants.yaml``; the schema's defaults equal params.yaml, a test
-#: checks it). The from-scratch rows are ablations at the declared configuration (not tuned).
-DEFAULT_VARIANTS: dict[str, dict] = declared_params("code")
-
-
-def _default_variants() -> dict[str, VariantParams]:
-    return {k: VariantParams.model_validate(v) for k, v in DEFAULT_VARIANTS.items()}
-
-
 class CodeParams(BaseModel):
     """``code:`` section. Unknown keys are rejected."""
 
@@ -364,7 +353,9 @@ class CodeParams(BaseModel):
     model: ModelParams = ModelParams()
     train: TrainParams = TrainParams()
     target: TargetParams = TargetParams()
-    variants: dict[str, VariantParams] = Field(default_factory=_default_variants)
+    variants: dict[str, VariantParams] = Field(
+        default_factory=dict, description="The trained variants (rows), written in params.yaml "
+        "only: no per-variant defaults.")
     baselines: BaselineParams = BaselineParams()
     tune: CodeTune = CodeTune()
     evaluate: EvalParams = EvalParams()

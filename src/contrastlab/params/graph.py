@@ -17,7 +17,8 @@ Layout::
       supervised:                 # supervised references on the 140 training labels (issue 37)
         gcn: {arch: gcn, hidden: 16, dropout: 0.5, lr: 0.01, weight_decay: 5e-4, search: {...}}
         gat: {arch: gat, hidden: 8, heads: 8, dropout: 0.6, lr: 0.005, search: {...}}
-      variants:                   # one DVC stage per key (tune_graph@<key>, train_graph@<key>)
+      variants:                   # one DVC stage per key (tune_graph@<key>, train_graph@<key>);
+                                  # written in params.yaml only: no schema defaults
         ntxent: {loss: ntxent, temperature: 0.4, search: {temperature: {...}, lr: {...}}}
         mixco: {loss: mixco, temperature: 0.4, alpha: 1.0, weight: 1.0, search: {...}}
         mochi: {loss: mochi, temperature: 0.4, n_hard: 256, s: 128, s_prime: 64, search: {...}}
@@ -30,6 +31,9 @@ loss keyword of the variant and the shared training knobs ``lr``, ``weight_decay
 ``feature_mask.0``/``.1``, ``edge_drop.0``/``.1``. A variant may override ``lr`` or
 ``weight_decay`` for itself only. Unknown keys are rejected everywhere else
 (``extra="forbid"``); ranges are checked.
+
+``params.yaml`` is the one place a variant is written: the schema validates ``variants`` and
+has no per-variant defaults (a params file without ``graph.variants`` has no variants).
 """
 
 from __future__ import annotations
@@ -40,7 +44,6 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..losses.registry import declared_params
 from ..tuning import SearchDim, TuneParams
 
 Rate = Annotated[float, Field(ge=0.0, lt=1.0)]
@@ -262,12 +265,6 @@ class GraphVariant(BaseModel):
 
 
 
-def _default_variants() -> dict:
-    """The shipped variants (= params.yaml, so that a key left out means the same): the
-    declared configurations of the variant table (``contrastlab/losses/variants.yaml``)."""
-    return {n: GraphVariant.model_validate(v) for n, v in declared_params("graph").items()}
-
-
 class GraphParams(_Strict):
     """``graph:`` section. Unknown keys are rejected."""
 
@@ -284,7 +281,9 @@ class GraphParams(_Strict):
     tune: GraphTune = GraphTune()
     final: GraphFinal = GraphFinal()
     baselines: GraphBaselines = GraphBaselines()
-    variants: dict[str, GraphVariant] = Field(default_factory=_default_variants)
+    variants: dict[str, GraphVariant] = Field(
+        default_factory=dict, description="The variants (rows) of the track, written in "
+        "params.yaml only: no per-variant defaults.")
     supervised: dict[str, GraphSupervised] = Field(
         default_factory=_default_supervised,
         description="Supervised reference rows (tune_graph_supervised / train_graph_supervised); "

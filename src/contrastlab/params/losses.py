@@ -59,16 +59,24 @@ def check_loss_keywords(p: Params, path: str | Path = "params.yaml") -> None:
                           + "\n".join(f"  - {e}" for e in errs))
 
 
-def loss_code(p: Params) -> dict:
+def loss_code(p: Params, raw: dict) -> dict:
     """The content of ``data/loss_code.yaml`` (written by the ``validate_params`` stage): for
     every registered loss and for every variant of every track, the
     :func:`~contrastlab.losses.registry.code_digest` of the loss it trains with.
 
+    Args:
+        p: the validated params.
+        raw: the same params file as loaded by ``yaml.safe_load`` (a row's
+            ``variant_sha256`` hashes its ``<track>.variants.<name>`` block as written).
+
     ``needs.<needs>.<loss>``: every registry loss, grouped by what it consumes (a stage that
     may load any loss of a kind depends on the whole group), with its files.
     ``variants.<track>.<variant>``: ``{"loss", "sha256"}`` of the loss of one variant
-    (``{"loss": null}`` for a baseline without a contrastive loss);
-    a per-variant stage depends on exactly this key, so adding a loss, or editing a file that
+    (``{"loss": null}`` for a baseline without a contrastive loss), and for a row of
+    ``variants.yaml`` ``variant_sha256``, the hash of what it binds for training: its loss, its
+    ``kwargs``, how a baseline or hybrid is fitted (``method``, ``estimator``, ``model_keys``
+    defaults, ``model_of``, ``deterministic``, ``tuned``) and its configuration, the ``<track>.variants.<name>`` block of ``raw`` as
+    written (null where the file has none); a per-variant stage depends on exactly this key, so adding a loss, or editing a file that
     only other losses use, leaves it up to date (docs/usage.md).
     """
     import hashlib
@@ -83,13 +91,27 @@ def loss_code(p: Params) -> dict:
         needs.setdefault(spec.needs, {})[name] = code_digest(name)
     by_name = {n: d for group in needs.values() for n, d in group.items()}
 
+    def declared(track: str, variant: str) -> dict | None:
+        sec = raw.get(track)
+        block = sec.get("variants") if isinstance(sec, dict) else None
+        return block.get(variant) if isinstance(block, dict) else None
+
     def of(loss: str | None, track: str = "", variant: str = "") -> dict:
         # the files are listed once, under needs; a row of variants.yaml adds the hash of
-        # what it binds for training (loss, kwargs, declared configuration), not its labels
+        # what it binds for training (loss, kwargs, its params.yaml block), not its labels
         out = {"loss": loss, "sha256": by_name[loss]["sha256"]} if loss else {"loss": None}
         row = track_variants(track).get(variant) if track else None
         if row is not None:
-            bound = {"loss": row.loss, "kwargs": row.kwargs, "params": row.params}
+            bound = {"loss": row.loss, "kwargs": row.kwargs, "params": declared(track, variant)}
+            # how a baseline or hybrid row is fitted (the fields training dispatches on), only
+            # where set, so a loss row's hash is what it was before these fields existed
+            how = {k: v for k, v, unset in (
+                ("method", row.method, ""), ("estimator", row.estimator, ""),
+                ("model_defaults", [list(x) for x in row.model_defaults], []),
+                ("model_of", row.model_of, None), ("deterministic", row.deterministic, False),
+                ("tuned", row.tuned, True)) if v != unset}
+            if how:
+                bound["how"] = how
             out["variant_sha256"] = hashlib.sha256(
                 json.dumps(bound, sort_keys=True).encode()).hexdigest()
         return out

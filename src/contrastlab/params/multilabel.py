@@ -5,6 +5,11 @@ The multi-label track (Sim-Dis paper, Appendix C.4 protocol) runs every loss in
 ``build_multilabel@<ds>`` -> ``multilabel.data.<ds>`` (+ ``reuters``/``humaneval`` blocks),
 ``train_multilabel@<ds>-<loss>`` -> ``multilabel.train``, ``multilabel.seeds``,
 ``multilabel.data.<ds>``, ``multilabel.variants.<loss>``.
+
+``params.yaml`` is the one place a variant's configuration (values, search space, model
+hyperparameters) is written: the schema has no per-variant defaults. A variant a params file
+does not write gets :class:`VariantParams`' field defaults and the keyword arguments its row
+of the variant table binds (:func:`variant_loss`).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..losses.registry import declared_params, role, track_variants
+from ..losses.registry import role, track_variants
 
 #: Every data set name the track can build (MULAN sets + Reuters + HumanEval).
 KNOWN_DATASETS = ["yeast", "enron", "tmc2007-500", "scene", "emotions", "bibtex", "medical",
@@ -35,19 +40,16 @@ BASELINES = tuple(n for n, v in _TABLE.items() if v.kind == "baseline")
 #: Breiman 2001; scikit-learn's native multi-output forests): ``n_estimators``, ``max_depth``
 #: (0 = unlimited), ``max_features`` (``sqrt``, ``log2`` or a fraction in (0, 1]),
 #: ``min_samples_leaf``. kNN: ``k``, ``weights`` (``uniform`` or ``distance``), ``metric``
-#: (``cosine`` or ``euclidean``).
-MODEL_KEYS: dict[str, tuple[str, ...]] = {
-    "extratrees": ("n_estimators", "max_depth", "max_features", "min_samples_leaf"),
-    "randomforest": ("n_estimators", "max_depth", "max_features", "min_samples_leaf"),
-    "knn": ("k", "weights", "metric"),
-    # binary-relevance HistGradientBoosting (contrastlab.training.multilabel_hgb.HGB_KEYS)
-    "hgb": ("max_iter", "learning_rate", "max_leaf_nodes", "min_samples_leaf", "l2_regularization",
-            "validation_fraction", "n_iter_no_change"),
-}
-#: Defaults of :data:`MODEL_KEYS` (scikit-learn's classifier defaults, 500 trees; kNN k = 10),
-#: the ``model`` blocks of the variant table.
-MODEL_DEFAULTS: dict[str, dict] = {n: dict(p["model"]) for n, p in declared_params("multilabel").items()
-                                   if "model" in p}
+#: (``cosine`` or ``euclidean``). HistGradientBoosting: ``contrastlab.training.multilabel_hgb.HGB_KEYS``.
+#: Declared by the variant table (``model_keys``).
+MODEL_KEYS: dict[str, tuple[str, ...]] = {n: v.model_keys for n, v in _TABLE.items()
+                                          if v.model_keys is not None}
+#: The value a ``model`` block that leaves a key out takes: the method's own default
+#: (scikit-learn's, with 500 trees; kNN k = 10), declared with the keys in the variant table.
+MODEL_DEFAULTS: dict[str, dict] = {n: dict(v.model_defaults) for n, v in _TABLE.items()
+                                   if v.model_defaults}
+#: The exploratory hybrid rows of the variant table (stage ``train_multilabel_hybrid``).
+HYBRIDS: tuple[str, ...] = tuple(n for n, v in track_variants("multilabel").items() if v.kind == "hybrid")
 #: Variant -> (registry loss, default keyword arguments). Sim-Dis (Huang et al. 2025, Eq. 13):
 #: ``simdis`` weights each positive's log-probability by K^s K^d and normalises by |P(i)|,
 #: ``simdis_sum`` normalises by sum_p K_ip, ``simdis_eq13`` is Eq. 13 literally (K inside the
@@ -245,11 +247,6 @@ DATA_DEFAULTS: dict[str, dict] = {
     "humaneval": {"batch_size": 128},
 }
 
-#: The variants of params.yaml: the declared configurations of the variant table (the
-#: schema's defaults equal params.yaml; a test checks it).
-DEFAULT_VARIANTS: dict[str, dict] = declared_params("multilabel")
-
-
 class MultilabelParams(_Strict):
     """``multilabel:`` section. Unknown keys are rejected."""
 
@@ -264,10 +261,12 @@ class MultilabelParams(_Strict):
     data: dict[str, DatasetParams] = Field(default_factory=dict)
     custom: dict[str, CustomDataset] = Field(default_factory=dict, description="User data sets.")
     train: TrainParams = TrainParams()
-    variants: dict[str, VariantParams] = Field(default_factory=dict)
+    variants: dict[str, VariantParams] = Field(
+        default_factory=dict, description="Per-variant configuration, written in params.yaml "
+        "only (no per-variant defaults: a variant left out gets VariantParams' field defaults).")
     tune: MultilabelTune = MultilabelTune()
-    hybrids: list[Literal["hybrid_concat", "hybrid_et"]] = Field(
-        default_factory=lambda: ["hybrid_concat", "hybrid_et"],
+    hybrids: list[str] = Field(
+        default_factory=lambda: list(HYBRIDS),
         description="Exploratory rows: the encoder of hybrid_base with the raw features beside its "
         "output, under the linear probe (hybrid_concat) or ExtraTrees (hybrid_et); stage "
         "train_multilabel_hybrid, not tuned (reuses hybrid_base's and extratrees' choices).")
@@ -289,6 +288,14 @@ class MultilabelParams(_Strict):
                              "alias_of); it is trained once, as its target: list the target")
         return v
 
+    @field_validator("hybrids")
+    @classmethod
+    def _known_hybrids(cls, v: list[str]) -> list[str]:
+        bad = [x for x in v if x not in HYBRIDS]
+        if bad:
+            raise ValueError(f"unknown hybrid(s) {bad}; known: {list(HYBRIDS)}")
+        return v
+
     @field_validator("seeds")
     @classmethod
     def _seeds(cls, v: list[int]) -> list[int]:
@@ -308,7 +315,7 @@ class MultilabelParams(_Strict):
             self.data.setdefault(d, DatasetParams.model_validate(DATA_DEFAULTS.get(d, {})))
         for x in dict.fromkeys([*KNOWN_LOSSES, *self.losses]):
             self.variants.setdefault(x, VariantParams.model_validate(
-                DEFAULT_VARIANTS.get(x, {"kwargs": dict(variant_loss(x)[1])})))
+                {"kwargs": dict(variant_loss(x)[1])}))
         for x, v in self.variants.items():
             if v.model and x not in MODEL_KEYS:
                 raise ValueError(f"variants.{x}.model: only the scikit-learn baselines "

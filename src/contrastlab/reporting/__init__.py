@@ -4,12 +4,13 @@ A track module ``contrastlab.reporting.<track>`` exposes
 ``build_section(root: Path, figures_dir: Path) -> Section | None`` that reads that track's
 metrics under ``reports/metrics/<track>/`` (returning ``None`` when the track has not run)
 and may write PNG figures into ``figures_dir``. The report stage renders all sections to
-``reports/comparison.md`` (and ``reports/index.html``).
+``reports/comparison.md`` (and ``reports/index.html``); the track modules are imported by
+name there (:func:`contrastlab.reporting.build.collect_sections`), not here, so this package
+(which they import) imports none of them back.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,7 +206,7 @@ class Section:
     A track module fills ``headline`` (its full summary paragraph), ``tables``, ``figures``,
     ``notes`` and, to get the first figure and the two-sentence headline, ``comparison``
     (a :class:`contrastlab.reporting.figures.Comparison` from its main table). The report
-    stage (:func:`contrastlab.reporting.figures.attach`) then draws ``lead`` (the comparison
+    stage (:func:`contrastlab.reporting.headline.attach`) then draws ``lead`` (the comparison
     figure first), replaces ``headline`` by the two sentences, moves the full paragraph to
     the notes and fills ``legend``; everything but the headline, ``lead`` and ``legend`` is
     shown under a collapsed "Details".
@@ -244,22 +245,6 @@ def markdown_table(table: Table) -> str:
     s = Section("t", "t", tables=[table])
     md = render_template("report.md.j2", sections=[s], header="")
     return md.split("## t\n\n", 1)[1].rstrip("\n")
-
-
-def collect_sections(root: Path, figures_dir: Path, tracks: Sequence[str] = TRACKS) -> list[Section]:
-    """Build every available track's section (tracks whose module or metrics are missing are skipped)."""
-    sections = []
-    for t in tracks:
-        try:
-            mod = importlib.import_module(f"contrastlab.reporting.{t}")
-        except ModuleNotFoundError as e:
-            if e.name == f"contrastlab.reporting.{t}":
-                continue
-            raise
-        s = mod.build_section(root, figures_dir)
-        if s is not None:
-            sections.append(s)
-    return sections
 
 
 def headline_section(sections: Sequence[Section]) -> list[Section]:

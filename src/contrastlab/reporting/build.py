@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
-import contextlib
+import importlib
 import os
 from pathlib import Path
+from typing import Sequence
 
-__all__ = ["build_report", "track_run", "write_summary", "ANSWER"]
+from . import TRACKS, Section
+
+__all__ = ["build_report", "collect_sections", "track_run", "write_summary", "ANSWER"]
 
 
 #: The top-level key of each track's headline numbers in ``summary.json``: first in file
@@ -35,7 +38,6 @@ def write_summary(path: Path, summary: dict) -> None:
     write_text(path, json.dumps(top, indent=2) + "\n")
 
 
-@contextlib.contextmanager
 def track_run(track: str, *, stage: str):
     """The MLflow run standing for this pipeline invocation in ``track``'s experiment, where
     the report stage logs the track's :data:`ANSWER` numbers.
@@ -44,48 +46,32 @@ def track_run(track: str, *, stage: str):
     tag ``contrastlab.role = invocation``, :mod:`contrastlab.tracking`); otherwise the
     invocation run of the same ``run_key`` (the git commit), created once, named after it.
 
+    The run is opened by :func:`contrastlab.tracking.invocation_run` (the same opening as
+    every stage's run, :func:`contrastlab.tracking.open_run`).
+
     Yields:
         A :class:`contrastlab.tracking.Tracker` (a no-op one when tracking is off or after an
         MLflow error, which is a warning); the run ends FINISHED, or FAILED on an exception.
     """
-    from ..invocation import current
-    from ..tracking import Tracker
-    from ..tracking.lifecycle import _install_handlers
-    from ..tracking.runs import _guarded, _parent_run, run_key
-    from ..tracking.store import _client, _enabled, _experiment_id, _store_lock, tracking_uri
-    from ..utils import git_commit, repo_root
+    from ..tracking import invocation_run
 
-    if not _enabled():
-        yield Tracker(None)
-        return
-    root = repo_root()
+    return invocation_run(track, stage=stage)
 
-    def open_run() -> Tracker:
-        uri = tracking_uri(root)
-        client = _client(uri)
-        exp_id = _experiment_id(client, uri, track, root)
-        _install_handlers()
-        key, label = run_key(root)
-        exp = current().experiment
-        with _store_lock(uri):
-            if exp:
-                rid = _parent_run(client, exp_id, exp, track)
-            else:
-                found = client.search_runs(
-                    [exp_id], f"tags.`contrastlab.role` = 'invocation' and tags.run_key = '{key}'",
-                    max_results=1)
-                rid = found[0].info.run_id if found else client.create_run(
-                    exp_id, run_name=label,
-                    tags={"contrastlab.role": "invocation", "track": track, "run_key": key,
-                          "git_commit": git_commit(root)}).info.run_id
-            client.update_run(rid, status="RUNNING")
-            client.set_tag(rid, "answer_stage", stage)
-        return Tracker(client=client, run_id=rid,
-                       info={"uri": uri, "experiment_id": exp_id, "run_name": label,
-                             "track": track, "run_key": key, "dvc_stage": stage})
 
-    with _guarded(open_run) as t:
-        yield t
+def collect_sections(root: Path, figures_dir: Path, tracks: Sequence[str] = TRACKS) -> list[Section]:
+    """Build every available track's section (tracks whose module or metrics are missing are skipped)."""
+    sections = []
+    for t in tracks:
+        try:
+            mod = importlib.import_module(f"contrastlab.reporting.{t}")
+        except ModuleNotFoundError as e:
+            if e.name == f"contrastlab.reporting.{t}":
+                continue
+            raise
+        s = mod.build_section(root, figures_dir)
+        if s is not None:
+            sections.append(s)
+    return sections
 
 
 def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = None) -> dict:
@@ -94,7 +80,7 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     Writes ``comparison.md`` and ``index.html`` (figures under ``figures/``; the HTML is
     rendered first, so a missing figure stops before anything is replaced), both from the same
     sections: the headlines, one section per track whose metrics exist (its comparison
-    figure first and its two-sentence headline, :func:`contrastlab.reporting.figures.attach`),
+    figure first and its two-sentence headline, :func:`contrastlab.reporting.headline.attach`),
     the run's provenance; ``summary.json``: ``answer`` (per track: best loss, strongest
     baseline, their values, difference and p, :func:`~contrastlab.reporting.headline.headline_metrics`)
     first, then each track's metrics named in ``params.report.headline``, read from
@@ -116,9 +102,8 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     from ..timings import timings_dir
     from ..tracking import variant_run
     from ..utils import git_commit, repo_root
-    from . import collect_sections, headline_section, render_markdown, style
-    from .figures import attach
-    from .headline import headline_metrics
+    from . import headline_section, render_markdown, style
+    from .headline import attach, headline_metrics
     from .html import render_html
     from .provenance import (collect_provenance, metrics_summary, provenance_section,
                              stamp_sections, write_stage_times)
@@ -132,7 +117,7 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
         prov = collect_provenance(params, git_commit(root))
         style.apply()  # page-width figures, legible fonts (reporting/style.py)
         sections = collect_sections(root, figures)
-        for s in sections:  # first figure, two-sentence headline, legend (figures.attach)
+        for s in sections:  # first figure, two-sentence headline, legend (headline.attach)
             attach(s, figures)
         heads = {s.track: headline_metrics(s.comparison) for s in sections
                  if s.comparison is not None}

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 from . import style
 
 __all__ = ["Row", "Panel", "Comparison", "rows_from_stats", "forest_figure", "legend",
-           "attach", "shorten_labels", "KINDS"]
+           "shorten_labels", "KINDS"]
 
 #: Row kinds: marker, face when in the model confidence set, colour (redundant with the marker).
 KINDS = {"loss": ("o", "tab:blue", "contrastive loss"),
@@ -288,42 +288,6 @@ def forest_figure(c: Comparison, stem: Path) -> tuple[Path, Path]:
     svg, png = Path(f"{stem}.svg"), Path(f"{stem}.png")
     style.save(fig, svg, png)
     return svg, png
-
-
-def attach(section, figures_dir: Path) -> None:
-    """Give a track's :class:`~contrastlab.reporting.Section` its first figure, its
-    two-sentence headline and its legend, from ``section.comparison`` (nothing when it is
-    ``None``).
-
-    Draws ``<figures_dir>/<track>_comparison.svg`` / ``.png`` (:func:`forest_figure`) and puts
-    it first in ``section.lead``, followed by the comparison's ``lead`` figures (taken out
-    of ``section.figures``); the track's full paragraph moves to the front of the notes
-    (shown under "Details") and ``section.headline`` becomes :func:`headline`.
-    """
-    from . import Figure
-    from .headline import headline
-
-    c = section.comparison
-    if c is None or not any(p.rows for p in c.panels):
-        return
-    svg, _ = forest_figure(c, Path(figures_dir) / f"{section.track}_comparison")
-    what = (f"one panel per {c.noun}, rows in one order (mean rank)" if len(c.panels) > 1
-            else "rows sorted by the estimate")
-    caption = (f"Every row's {c.metric} with its 95 % CI ({what}); circles: contrastive "
-               "losses, squares: baselines, diamonds: hybrids, filled: in the 95 % model "
-               "confidence set (tied for best, Hansen, Lunde & Nason 2011); dashed line and "
-               "grey band: the strongest baseline (chosen on validation) and its CI"
-               + ("; | ticks: published results, not rerun here"
-                  if any(p.get("published") for p in c.panels) else "") + ".")
-    fig = Figure(c.title or f"{section.title}: {c.metric} with 95 % CIs", svg, caption)
-    lead_ids = {id(f) for f in c.lead}
-    section.figures = [f for f in section.figures if id(f) not in lead_ids]
-    section.lead = [fig, *c.lead]
-    if section.headline:
-        section.notes.insert(0, f"**In full.** {section.headline}")
-    section.headline = headline(c)
-    section.legend = legend([c])
-    shorten_labels(section.tables, section.legend)
 
 
 def shorten_labels(tables, labels: Mapping[str, str]) -> None:

@@ -6,6 +6,8 @@
   the 95 % model confidence set, Hansen, Lunde & Nason 2011).
 - :func:`headline_metrics`: the same numbers for ``reports/summary.json`` and the track's
   MLflow parent run: best loss, strongest baseline, their values, difference, p.
+- :func:`attach`: gives a track's section its comparison figure, headline and legend (here,
+  not in :mod:`~contrastlab.reporting.figures`, which this module imports).
 
 With several panels and ``primary=None`` (one table per data set) the verdicts are counted
 per panel and the per-panel differences combined by the Wilcoxon signed-rank test over data
@@ -15,11 +17,12 @@ sets (Demsar 2006, Sec. 3.1.3).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Sequence
 
-from .figures import Comparison, Panel, Row
+from .figures import Comparison, Panel, Row, forest_figure, legend, shorten_labels
 
-__all__ = ["headline", "headline_metrics", "words", "MAX_HEADLINE_WORDS"]
+__all__ = ["attach", "headline", "headline_metrics", "words", "MAX_HEADLINE_WORDS"]
 
 #: The headline's length limit (words, numbers counted as words).
 MAX_HEADLINE_WORDS = 60
@@ -187,3 +190,38 @@ def headline_metrics(c: Comparison) -> dict[str, Any]:
                 "baseline_value": s.estimate, "delta": b.estimate - s.estimate, "p": b.p}
     return {k: round(v, 6) if isinstance(v, float) else v for k, v in nums.items()
             if v is not None}
+
+
+def attach(section, figures_dir: Path) -> None:
+    """Give a track's :class:`~contrastlab.reporting.Section` its first figure, its
+    two-sentence headline and its legend, from ``section.comparison`` (nothing when it is
+    ``None``).
+
+    Draws ``<figures_dir>/<track>_comparison.svg`` / ``.png`` (:func:`forest_figure`) and puts
+    it first in ``section.lead``, followed by the comparison's ``lead`` figures (taken out
+    of ``section.figures``); the track's full paragraph moves to the front of the notes
+    (shown under "Details") and ``section.headline`` becomes :func:`headline`.
+    """
+    from . import Figure
+
+    c = section.comparison
+    if c is None or not any(p.rows for p in c.panels):
+        return
+    svg, _ = forest_figure(c, Path(figures_dir) / f"{section.track}_comparison")
+    what = (f"one panel per {c.noun}, rows in one order (mean rank)" if len(c.panels) > 1
+            else "rows sorted by the estimate")
+    caption = (f"Every row's {c.metric} with its 95 % CI ({what}); circles: contrastive "
+               "losses, squares: baselines, diamonds: hybrids, filled: in the 95 % model "
+               "confidence set (tied for best, Hansen, Lunde & Nason 2011); dashed line and "
+               "grey band: the strongest baseline (chosen on validation) and its CI"
+               + ("; | ticks: published results, not rerun here"
+                  if any(p.get("published") for p in c.panels) else "") + ".")
+    fig = Figure(c.title or f"{section.title}: {c.metric} with 95 % CIs", svg, caption)
+    lead_ids = {id(f) for f in c.lead}
+    section.figures = [f for f in section.figures if id(f) not in lead_ids]
+    section.lead = [fig, *c.lead]
+    if section.headline:
+        section.notes.insert(0, f"**In full.** {section.headline}")
+    section.headline = headline(c)
+    section.legend = legend([c])
+    shorten_labels(section.tables, section.legend)

@@ -60,10 +60,11 @@ Metric names: ``@`` becomes ``_at_`` (MLflow forbids ``@``); NaN / inf values ar
 
 from __future__ import annotations
 
-from .runs import run_key, stage_run, variant_run
+from .runs import Store, invocation_run, open_run, run_key, stage_run, variant_run
 from .store import (EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, TRACKS, experiment_name,
                     tracking_uri)
 from .tracker import Tracker
 
-__all__ = ["EXPERIMENT_KIND", "EXPERIMENT_KIND_TAG", "TRACKS", "Tracker", "experiment_name",
-           "run_key", "stage_run", "tracking_uri", "variant_run"]
+__all__ = ["EXPERIMENT_KIND", "EXPERIMENT_KIND_TAG", "TRACKS", "Store", "Tracker",
+           "experiment_name", "invocation_run", "open_run", "run_key", "stage_run",
+           "tracking_uri", "variant_run"]

@@ -10,12 +10,20 @@ import os
 import signal
 import socket
 import threading
-from typing import TYPE_CHECKING, Any, Iterator
-
-if TYPE_CHECKING:
-    from .tracker import Tracker
+from typing import Any, Iterator, Protocol
 
 log = logging.getLogger(__name__)
+
+
+class OpenRun(Protocol):
+    """What the lifecycle needs of a run it holds open (a :class:`~.tracker.Tracker`; named
+    structurally so this module, which the tracker imports, does not import it back)."""
+
+    _client: Any
+    _info: dict[str, Any]
+
+    @property
+    def run_id(self) -> str | None: ...
 
 
 _OPEN: dict[str, Any] = {}  # run_id -> client, for runs this process has not closed yet
@@ -104,7 +112,7 @@ def _process_tags() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def _closing(t: Tracker, fluent: bool = False) -> Iterator[None]:
+def _closing(t: OpenRun, fluent: bool = False) -> Iterator[None]:
     """Register ``t``'s run as open; end it FINISHED, or FAILED on any exception (also the
     fluent API's active run when ``fluent``)."""
     rid = t.run_id
@@ -125,7 +133,7 @@ def _closing(t: Tracker, fluent: bool = False) -> Iterator[None]:
             log.warning("MLflow: could not end run %s (%s)", rid, e)
 
 
-def _activate_fluent(tracker: Tracker) -> bool:
+def _activate_fluent(tracker: OpenRun) -> bool:
     """Make the run the fluent API's active run (so ``mlflow.log_*`` and nested
     ``mlflow.start_run(nested=True)`` calls inside the block attach to it), when none is."""
     try:

@@ -1,10 +1,13 @@
-"""Opening runs: one per (track, variant, invocation) (:func:`variant_run`) or one per stage
-invocation (:func:`stage_run`), named and tagged after the DVC experiment or git commit."""
+"""Opening runs: one per (track, variant, invocation) (:func:`variant_run`), one per stage
+invocation (:func:`stage_run`) or the invocation's own run in a track (:func:`invocation_run`),
+named and tagged after the DVC experiment or git commit. All of them open through
+:func:`open_run` (store, experiment, signal handlers, error handling, closing)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -42,6 +45,61 @@ def run_key(root: Path | None = None) -> tuple[str, str]:
     return commit, label
 
 
+# ------------------------------------------------------------------ opening a run
+@dataclass(frozen=True)
+class Store:
+    """Where :func:`open_run`'s ``create`` makes its run: the repository ``root``, the
+    tracking ``uri``, an ``MlflowClient`` on it and the track's ``experiment_id``."""
+
+    root: Path
+    uri: str
+    client: Any
+    experiment_id: str
+
+
+@contextlib.contextmanager
+def open_run(track: str, create: Callable[[Store], Tracker]) -> Iterator[Tracker]:
+    """Open one run in ``track``'s experiment with ``create`` and close it.
+
+    Connects to the store (creating the track experiments once), installs the handlers that
+    end open runs FAILED on a signal or exit, then calls ``create(store)``, which makes or
+    finds the run and returns its :class:`Tracker`. Tracking off (``CONTRASTLAB_MLFLOW=0``,
+    a rank other than 0) or an MLflow error while opening (a warning) yields a no-op
+    tracker; otherwise the run ends FINISHED, or FAILED when the block raises.
+    """
+    if not _enabled():
+        yield Tracker(None)
+        return
+    root = repo_root()
+
+    def opened() -> Tracker:
+        uri = tracking_uri(root)
+        client = _client(uri)
+        exp_id = _experiment_id(client, uri, track, root)
+        _install_handlers()
+        return create(Store(root, uri, client, exp_id))
+
+    with _guarded(opened) as t:
+        yield t
+
+
+@contextlib.contextmanager
+def _guarded(opener: Callable[[], Tracker]) -> Iterator[Tracker]:
+    """Open a run with ``opener`` (an MLflow error becomes a warning and a no-op tracker),
+    yield it, and close it FINISHED / FAILED (``_closing``)."""
+    try:
+        tracker = opener()
+    except Exception as e:  # noqa: BLE001 - tracking must never fail a stage
+        log.warning("MLflow tracking unavailable (%s: %s); the stage goes on without it",
+                    type(e).__name__, e)
+        tracker = Tracker(None)
+    if not tracker.active:
+        yield tracker
+        return
+    with _closing(tracker, fluent=_activate_fluent(tracker)):
+        yield tracker
+
+
 # ------------------------------------------------------------------ variant runs
 def _parent_run(client, exp_id: str, exp_name: str, track: str) -> str:
     """The run standing for one ``dvc exp run`` experiment in this track (created once)."""
@@ -76,36 +134,13 @@ def variant_run(track: str, variant: str, params: Mapping[str, Any] | Any = None
         than 0, or after any MLflow error, which is a warning). The run ends FINISHED, or
         FAILED when the block raises or the process is signalled.
     """
-    if not _enabled():
-        yield Tracker(None)
-        return
-    root = repo_root()
-    with _guarded(lambda: _open_variant_run(root, track, variant, params, stage, tags)) as t:
+    with open_run(track, lambda st: _open_variant_run(st, track, variant, params, stage,
+                                                      tags)) as t:
         yield t
 
 
-@contextlib.contextmanager
-def _guarded(open_run: Callable[[], Tracker]) -> Iterator[Tracker]:
-    """Open a run with ``open_run`` (an MLflow error becomes a warning and a no-op tracker),
-    yield it, and close it FINISHED / FAILED (``_closing``)."""
-    try:
-        tracker = open_run()
-    except Exception as e:  # noqa: BLE001 - tracking must never fail a stage
-        log.warning("MLflow tracking unavailable (%s: %s); the stage goes on without it",
-                    type(e).__name__, e)
-        tracker = Tracker(None)
-    if not tracker.active:
-        yield tracker
-        return
-    with _closing(tracker, fluent=_activate_fluent(tracker)):
-        yield tracker
-
-
-def _open_variant_run(root, track, variant, params, stage, tags) -> Tracker:
-    uri = tracking_uri(root)
-    client = _client(uri)
-    exp_id = _experiment_id(client, uri, track, root)
-    _install_handlers()
+def _open_variant_run(st: Store, track, variant, params, stage, tags) -> Tracker:
+    root, uri, client, exp_id = st.root, st.uri, st.client, st.experiment_id
     key, label = run_key(root)
     vhash = params_hash(params) if params is not None else "none"
     base_name = f"{variant} · {label}"
@@ -161,26 +196,57 @@ def stage_run(track: str, stage: str, params: Mapping[str, Any] | Any = None,
         A :class:`Tracker` (a no-op one on ranks other than 0, when disabled, or after an
         MLflow error, which is a warning).
     """
-    if not _enabled():
-        yield Tracker(None)
-        return
-    root = repo_root()
-
-    def open_run() -> Tracker:
-        uri = tracking_uri(root)
-        client = _client(uri)
-        exp_id = _experiment_id(client, uri, track, root)
-        _install_handlers()
-        all_tags = {"git_commit": git_commit(root), "dvc_stage": stage, "track": track,
+    def create(st: Store) -> Tracker:
+        all_tags = {"git_commit": git_commit(st.root), "dvc_stage": stage, "track": track,
                     "params_hash": params_hash(params) if params is not None else "none",
                     **_dvc_tags(), **_process_tags(), **(tags or {})}
-        run = client.create_run(exp_id, tags={k: str(v) for k, v in all_tags.items()},
-                                run_name=stage)
-        tracker = Tracker(client=client, run_id=run.info.run_id,
-                          info={"uri": uri, "experiment_id": exp_id, "run_name": stage, "track": track,
-                                "dvc_stage": stage})
+        run = st.client.create_run(st.experiment_id,
+                                   tags={k: str(v) for k, v in all_tags.items()}, run_name=stage)
+        tracker = Tracker(client=st.client, run_id=run.info.run_id,
+                          info={"uri": st.uri, "experiment_id": st.experiment_id,
+                                "run_name": stage, "track": track, "dvc_stage": stage})
         tracker.log_params(params)
         return tracker
 
-    with _guarded(open_run) as t:
+    with open_run(track, create) as t:
+        yield t
+
+
+# ------------------------------------------------------------------ invocation runs
+@contextlib.contextmanager
+def invocation_run(track: str, *, stage: str) -> Iterator[Tracker]:
+    """The MLflow run standing for this pipeline invocation in ``track``'s experiment (the
+    report stage logs the track's answer numbers there).
+
+    Inside ``dvc exp run`` it is the parent of the track's variant runs (one per experiment,
+    tag ``contrastlab.role = invocation``); otherwise the invocation run of the same
+    ``run_key`` (the git commit), created once, named after it. Tagged ``answer_stage =
+    stage``.
+
+    Yields:
+        A :class:`Tracker` (a no-op one when tracking is off or after an MLflow error, which
+        is a warning); the run ends FINISHED, or FAILED on an exception.
+    """
+    def create(st: Store) -> Tracker:
+        client, exp_id = st.client, st.experiment_id
+        key, label = run_key(st.root)
+        exp = current().experiment
+        with _store_lock(st.uri):
+            if exp:
+                rid = _parent_run(client, exp_id, exp, track)
+            else:
+                found = client.search_runs(
+                    [exp_id], f"tags.`contrastlab.role` = 'invocation' and tags.run_key = '{key}'",
+                    max_results=1)
+                rid = found[0].info.run_id if found else client.create_run(
+                    exp_id, run_name=label,
+                    tags={"contrastlab.role": "invocation", "track": track, "run_key": key,
+                          "git_commit": git_commit(st.root)}).info.run_id
+            client.update_run(rid, status="RUNNING")
+            client.set_tag(rid, "answer_stage", stage)
+        return Tracker(client=client, run_id=rid,
+                       info={"uri": st.uri, "experiment_id": exp_id, "run_name": label,
+                             "track": track, "run_key": key, "dvc_stage": stage})
+
+    with open_run(track, create) as t:
         yield t

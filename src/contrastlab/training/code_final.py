@@ -13,11 +13,12 @@ import numpy as np
 import pandas as pd
 
 from .. import distributed as D
+from ..data.code_inputs import load_code_data
 from ..io import write_csv, write_json
 from ..timings import write_timing
 from ..tracking import variant_run
 from .code import checkpoint_path, prepare_targets, train_seeds
-from .code_inputs import load_code_data, run_params, variant_settings
+from .code_inputs import run_params, variant_settings
 
 __all__ = ["run_final", "run_evaluation", "run_default", "HIST_COLS"]
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..data.code_inputs import load_code_data
 from ..io import write_csv, write_json
 from ..tracking import stage_run
 from ..tuning import TuneResult, run_study, study_history, tune_kwargs, write_tuned
 from .code import prepare_targets, train_code
-from .code_inputs import load_code_data
 
 __all__ = ["run_tuning"]
 

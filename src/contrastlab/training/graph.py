@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..models.gcn import GCNEncoder, ProjectionHead
 # re-exported: the propagation and the frozen-encoder output live in their own module so the
 # probe-only baselines (stage baselines_graph) do not depend on the training code (issue 39)
-from .graph_features import embed, propagate_features, sgc_operator
+from ..models.graph_features import embed, propagate_features, sgc_operator
 
 __all__ = ["mask_features", "drop_edges", "augment", "make_graph_loss", "GraphSSLResult",
            "GraphRunConfig", "graph_run_config", "fit_and_probe", "default_choices",

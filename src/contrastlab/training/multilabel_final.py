@@ -50,6 +50,7 @@ from ..errors import InputError
 from ..io import atomic_path, write_csv, write_json
 from ..tracking import Tracker, variant_run
 from .multilabel import HYBRIDS, make_config, resolve_loss, run_seeds, summarize
+from .multilabel_core import track_row
 
 __all__ = ["FinalPaths", "run_final", "DEFAULT_SOURCE", "tuned_choices", "dataset_digest",
            "mlflow_params", "log_seed", "curve_figure", "N_RESAMPLES"]
@@ -206,19 +207,22 @@ def run_final(ml, ds: str, variant: str, paths: FinalPaths, default: bool = Fals
 
     data = load_file(str(src / "data.safetensors"))
     base = ml.hybrid_base if variant in HYBRIDS else variant
+    row = track_row(variant)
+    # a hybrid reusing a baseline's model (model_of) reuses its tuned choices too
+    model_of = row.model_of if row is not None else None
     model_choices = None
     if default:
         choices, source = {}, DEFAULT_SOURCE
-        if variant in HYBRIDS and HYBRIDS[variant] == "et":
+        if model_of is not None:
             model_choices = {}
     else:
         tdir = Path(paths.tuned_dir)
         choices, source = tuned_choices(tdir / f"{base}.json", ds)
-        if variant in HYBRIDS and HYBRIDS[variant] == "et":
-            model_choices, msource = tuned_choices(tdir / "extratrees.json", ds)
-            source = f"encoder {base}: {source}; ExtraTrees: {msource}"
+        if model_of is not None:
+            model_choices, msource = tuned_choices(tdir / f"{model_of}.json", ds)
+            source = f"encoder {base}: {source}; {track_row(model_of).short}: {msource}"
     cfg = make_config(ml, ds, variant, meta["encoder"], choices, model_choices)
-    seeds = ml.seeds[:1] if variant == "knn" else list(ml.seeds)
+    seeds = ml.seeds[:1] if row is not None and row.deterministic else list(ml.seeds)
     stage = f"{'default' if default else 'train'}_multilabel@{ds}-{variant}"
     logged = mlflow_params(ds, variant, stage, seeds, cfg, {**choices, **(model_choices or {})})
 
@@ -235,7 +239,7 @@ def run_final(ml, ds: str, variant: str, paths: FinalPaths, default: bool = Fals
         results = run_seeds(data, cfg, seeds, workers=ml.train.workers, progress=progress)
         wall = time.perf_counter() - t0
         out = summarize(results)
-        out["tuned"] = choices if model_choices is None else {"encoder": choices, "extratrees": model_choices}
+        out["tuned"] = choices if model_choices is None else {"encoder": choices, model_of: model_choices}
         out["tuned_source"] = source
         # identity of each seed's test scores (float32 bytes): the report groups rows whose
         # outputs are identical on every data set and seed (stats.group_identical)

@@ -2,7 +2,8 @@
 of the graph track (stage ``baselines_graph``, :mod:`contrastlab.evaluation.graph_baselines`)
 need, kept apart from the self-supervised training code
 (:mod:`contrastlab.training.graph`) so that editing a loss or the training loop does not
-rerun the baselines (issue 39).
+rerun the baselines (issue 39). It lives in ``models`` (below ``evaluation`` and
+``training``) so both import it without importing each other.
 """
 
 from __future__ import annotations

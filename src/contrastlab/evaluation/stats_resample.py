@@ -1,0 +1,190 @@
+"""The bootstrap draws shared by every method of a table (seeds and items, optionally by
+cluster) and the vectorised bootstrap of mean per-item scores (:mod:`contrastlab.evaluation.stats`)."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["Draw", "resample_indices", "resample_counts", "Counts", "bootstrap_per_item"]
+
+Draw = tuple[np.ndarray, np.ndarray]
+
+
+def resample_indices(n_seeds: int, n_items: int, *, clusters: Sequence | np.ndarray | None = None,
+                     n_resamples: int = 1000, seed: int = 0) -> list[Draw]:
+    """Bootstrap draws shared by every method of a table.
+
+    Args:
+        n_seeds: number of training seeds ``S`` (>= 1); seeds are resampled with replacement.
+        n_items: number of test items ``I`` (>= 1).
+        clusters: optional ``[I]`` group ids (any hashable dtype); whole groups are resampled
+            (a cluster bootstrap), e.g. retrieval queries grouped by repository.
+        n_resamples: number of draws ``R`` (>= 1).
+        seed: seed of the NumPy generator (draws are reproducible).
+
+    Returns:
+        ``R`` pairs ``(seed_idx [S'] int64, item_idx [I'] int64)``. The top-level units are
+        drawn ``n - 1`` at a time (``S' = max(1, S - 1)`` seeds; ``G - 1`` of ``G`` clusters):
+        the variance of a mean of ``n - 1`` draws from the empirical distribution equals the
+        unbiased ``s^2 / n``, where ``n`` draws give the biased ``(n - 1) s^2 / n^2`` (the
+        "n - 1 bootstrap"; Efron & Tibshirani 1993, Sec. 5.3 and Problem 5.9; Bickel &
+        Freedman 1981 on m-out-of-n resampling). With 3 seeds the plain bootstrap's
+        standard error is 18 % too small and the coverage simulation falls below 92 %.
+        ``I' = I`` without clusters, else the total size of the drawn clusters.
+
+    Raises:
+        ValueError: non-positive sizes, or ``clusters`` of the wrong length.
+    """
+    members, _ = _check_sizes(n_seeds, n_items, n_resamples, clusters)
+    rng = np.random.default_rng(seed)
+    m_seeds = max(1, n_seeds - 1)
+    # one vectorised call per array (no Python loop over draws): the rows are i.i.d. with the
+    # same law as the former loop's draws (uniform indices with replacement)
+    s = rng.integers(0, n_seeds, (n_resamples, m_seeds))
+    if members is None:
+        i = rng.integers(0, n_items, (n_resamples, n_items))
+        return [(s[r], i[r]) for r in range(n_resamples)]
+    picked = rng.integers(0, len(members), (n_resamples, max(1, len(members) - 1)))
+    return [(s[r], np.concatenate([members[k] for k in picked[r]])) for r in range(n_resamples)]
+
+
+def _check_sizes(n_seeds: int, n_items: int, n_resamples: int, clusters
+                 ) -> tuple[list[np.ndarray] | None, np.ndarray | None]:
+    """Validate sizes; return the members of each cluster and the item -> cluster index."""
+    if n_seeds < 1 or n_items < 1 or n_resamples < 1:
+        raise ValueError(f"need n_seeds, n_items, n_resamples >= 1 "
+                         f"(got {n_seeds}, {n_items}, {n_resamples})")
+    if clusters is None:
+        return None, None
+    c = np.asarray(clusters)
+    if c.shape != (n_items,):
+        raise ValueError(f"clusters has shape {c.shape}; expected ({n_items},)")
+    _, inv = np.unique(c, return_inverse=True)
+    inv = inv.ravel()
+    return [np.flatnonzero(inv == k) for k in range(int(inv.max()) + 1)], inv
+
+
+class Counts:
+    """Bootstrap draws as multiplicity arrays (what a resample does to a mean), shared by every
+    method of a table.
+
+    Attributes:
+        seeds: ``[R, S]`` float64, how often each training seed is drawn (rows sum to
+            ``max(1, S - 1)``).
+        items: ``[R, I]`` uint16/int32 item multiplicities (rows sum to ``I``), or None with
+            clusters.
+        clusters: ``[R, G]`` float64 cluster multiplicities (rows sum to ``max(1, G - 1)``),
+            or None.
+        cluster_of: ``[I]`` int64 cluster index of each item, or None.
+    """
+
+    def __init__(self, seeds, items=None, clusters=None, cluster_of=None):
+        self.seeds, self.items, self.clusters, self.cluster_of = seeds, items, clusters, cluster_of
+
+    def __len__(self) -> int:
+        return int(self.seeds.shape[0])
+
+
+def resample_counts(n_seeds: int, n_items: int, *, clusters: Sequence | np.ndarray | None = None,
+                    n_resamples: int = 1000, seed: int = 0) -> Counts:
+    """The draws of :func:`resample_indices` as multiplicities, generated without a Python
+    loop, so ``R`` = 10,000-50,000 draws cost seconds (:func:`draws_for`).
+
+    A draw of ``k`` indices uniformly with replacement from ``n`` has multiplicities
+    ``Multinomial(k, 1/n, ..., 1/n)``; seeds and clusters are sampled as such (NumPy's
+    vectorised ``Generator.multinomial``), items as one ``[R, I]`` array of uniform indices
+    turned into counts by one ``bincount`` (faster for many categories). Same law as :func:`resample_indices` (the same ``n - 1``
+    top-level units: seeds; clusters when given, else ``I`` of ``I`` items), a different
+    random stream. ``tests/protocol/test_stats.py`` compares the two.
+
+    Args / Raises: as :func:`resample_indices`.
+
+    Returns:
+        :class:`Counts`.
+    """
+    members, inv = _check_sizes(n_seeds, n_items, n_resamples, clusters)
+    rng = np.random.default_rng(seed)
+    ws = rng.multinomial(max(1, n_seeds - 1), np.full(n_seeds, 1.0 / n_seeds),
+                         size=n_resamples).astype(np.float64)
+    if members is None:
+        dtype = np.uint16 if n_items < 65535 else np.int32
+        wi = np.empty((n_resamples, n_items), dtype=dtype)
+        step = max(1, 4_000_000 // n_items)
+        for lo in range(0, n_resamples, step):
+            hi = min(n_resamples, lo + step)
+            picks = rng.integers(0, n_items, (hi - lo, n_items))       # I uniform draws a row
+            flat = (np.arange(hi - lo)[:, None] * n_items + picks).ravel()
+            wi[lo:hi] = np.bincount(flat, minlength=(hi - lo) * n_items).reshape(hi - lo, n_items)
+        return Counts(ws, items=wi)
+    g = len(members)
+    wc = rng.multinomial(max(1, g - 1), np.full(g, 1.0 / g), size=n_resamples).astype(np.float64)
+    return Counts(ws, clusters=wc, cluster_of=inv.astype(np.int64))
+
+
+def bootstrap_per_item(per_item: Mapping[str, np.ndarray], *, clusters=None,
+                       n_resamples: int = 1000, seed: int = 0,
+                       draws: Sequence[Draw] | Counts | None = None, chunk: int = 2000
+                       ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """Point estimates and bootstrap replicates of mean per-item scores.
+
+    Args:
+        per_item: method name -> ``[S, I]`` (or ``[I]`` for one seed) float scores of each
+            test item under each seed, e.g. 0/1 correctness or reciprocal rank. All methods
+            must share ``S`` and ``I`` (seed ``k`` and item ``j`` mean the same thing in every
+            method: the pairing).
+        clusters, n_resamples, seed: see :func:`resample_counts` (ignored if ``draws``); the
+            default draws are :func:`resample_counts`'s.
+        draws: precomputed draws (to share them with other metrics of the same table): a
+            :class:`Counts` or a list from :func:`resample_indices`.
+        chunk: draws processed at once (memory ``chunk x I`` floats).
+
+    Returns:
+        ``(point, reps)``: ``point[name]`` = the mean over seeds and items; ``reps[name]``
+        ``[R]`` float64 = the mean over each draw's seeds x items.
+
+    Raises:
+        ValueError: empty input or methods of different shapes.
+    """
+    if not per_item:
+        raise ValueError("per_item is empty")
+    arrs = {k: np.atleast_2d(np.asarray(v, dtype=np.float64)) for k, v in per_item.items()}
+    shapes = {a.shape for a in arrs.values()}
+    if len(shapes) != 1:
+        raise ValueError(f"methods have different [seeds, items] shapes: {sorted(shapes)}")
+    (S, I), = shapes
+    if draws is None:
+        draws = resample_counts(S, I, clusters=clusters, n_resamples=n_resamples, seed=seed)
+    if not isinstance(draws, Counts):  # a list of index pairs: their multiplicities
+        draws = Counts(np.stack([np.bincount(s, minlength=S) for s, _ in draws]).astype(np.float64),
+                       items=np.stack([np.bincount(i, minlength=I) for _, i in draws]))
+    ws = draws.seeds
+    if ws.shape[1] != S:
+        raise ValueError(f"draws are over {ws.shape[1]} seeds; the scores have {S}")
+    point = {k: float(a.mean()) for k, a in arrs.items()}
+    # rep_r = sum_s sum_i ws[r,s] x[s,i] wi[r,i] / (sum ws[r] * sum wi[r])
+    if draws.items is None:  # clusters: sum the items of each cluster first ([S, G])
+        g = draws.cluster_of
+        if g is None or g.shape != (I,):
+            raise ValueError("cluster draws do not match the number of items")
+        wc = draws.clusters
+        sizes = np.bincount(g, minlength=wc.shape[1]).astype(np.float64)
+        denom = ws.sum(1) * (wc @ sizes)
+        reps = {}
+        for k, a in arrs.items():
+            per_cluster = np.stack([np.bincount(g, weights=row, minlength=wc.shape[1]) for row in a])
+            reps[k] = ((ws @ per_cluster) * wc).sum(1) / denom
+        return point, reps
+    wi_all = draws.items
+    if wi_all.shape[1] != I:
+        raise ValueError(f"draws are over {wi_all.shape[1]} items; the scores have {I}")
+    R = len(draws)
+    reps = {k: np.empty(R) for k in arrs}
+    for lo in range(0, R, chunk):
+        hi = min(R, lo + chunk)
+        wi = wi_all[lo:hi].astype(np.float64)
+        denom = ws[lo:hi].sum(1) * wi.sum(1)
+        for k, a in arrs.items():
+            reps[k][lo:hi] = ((ws[lo:hi] @ a) * wi).sum(1) / denom
+    return point, reps

@@ -1,0 +1,89 @@
+"""Figures of the code section (:mod:`contrastlab.reporting.code`): test Rank@k against k
+and the training curves (training loss and validation Rank@10 per epoch, seed 0).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import style
+from .code_rows import REFERENCE_BASELINE, TITLES
+
+
+def _save(fig, path: Path) -> None:
+    style.save(fig, path)
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+@style.styled
+def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int = 0,
+                       titles: dict | None = None) -> bool:
+    import pandas as pd
+
+    curves = {n: data_dir / f"{n}_rank_curve.csv" for n in names}
+    curves = {n: p for n, p in curves.items() if p.exists()}
+    if not curves:
+        return False
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=style.figsize(4.2))
+    for n, p in curves.items():
+        df = pd.read_csv(p)
+        ax.plot(df["k"], 100 * df["rank_at_k"], label=(titles or {}).get(n, n))
+    import numpy as np
+
+    base = data_dir / "baselines_ranks.csv"
+    if base.exists():  # the centred zero-shot baseline, the row every loss is tested against
+        br = pd.read_csv(base)
+        r = br[br["baseline"] == REFERENCE_BASELINE]["rank"].to_numpy()
+        if len(r):
+            k = np.arange(1, 101)
+            ax.plot(k, 100 * (r[:, None] <= k[None, :]).mean(0), ls="--", c="0.35", lw=1.4,
+                    label=TITLES[REFERENCE_BASELINE])
+    if corpus:
+        k = np.arange(1, 101)
+        ax.plot(k, 100 * k / corpus, ls=":", c="k", lw=0.9, label=f"random (k / {corpus:,})")
+    ax.set_xscale("log")
+    ax.set_xlabel("k")
+    ax.set_ylabel("test Rank@k (%)")
+    ax.legend()
+    _save(fig, path)
+    return True
+
+
+@style.styled
+def _training_figure(plots_dir: Path, names: list[str], path: Path,
+                     titles: dict | None = None) -> bool:
+    import pandas as pd
+
+    files = {n: plots_dir / f"{n}.csv" for n in names}
+    files = {n: p for n, p in files.items() if p.exists()}
+    if not files:
+        return False
+    plt = _plt()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=style.figsize(3.8))
+    for n, p in files.items():
+        df = pd.read_csv(p)
+        if "seed" in df:
+            df = df[df["seed"] == df["seed"].min()]
+        lab = (titles or {}).get(n, n)
+        a1.plot(df["epoch"], df["train_loss"], marker="o", ms=3, label=lab)
+        a2.plot(df["epoch"], 100 * df["val_rank_at_10"], marker="o", ms=3, label=lab)
+    a1.set_yscale("symlog", linthresh=1e-3)
+    a1.set_xlabel("epoch")
+    a1.set_ylabel("train loss (log; scales differ by loss)")
+    a2.set_xlabel("epoch")
+    a2.set_ylabel("val Rank@10 (%)")
+    # one legend under both panels: inside the right panel it covered the curves
+    h, lab = a2.get_legend_handles_labels()
+    fig.legend(h, lab, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
+    _save(fig, path)
+    return True
+

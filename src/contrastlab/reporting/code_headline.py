@@ -1,0 +1,82 @@
+"""The headline of the code section (:mod:`contrastlab.reporting.code`): the best row and the
+model confidence set, the best trained predictor against BM25, the sentence embedding and the
+strongest baseline, the BM25 hybrids against BM25 and the control, and the queries only one of
+the best predictor and BM25 finds; :func:`_ci`, the table cell of a statistic.
+"""
+
+from __future__ import annotations
+
+from . import Cell
+from .code_rows import (BM25, CONTROL_HYBRID, SENTENCE, _is_baseline, _is_hybrid, _title,
+                        _trained_fusions)
+from .code_stats import only_in_top10
+
+
+def _ci(st: dict, pct: bool, digits: int) -> Cell:
+    """mean [95 % CI] (in % with one decimal for a Rank@k, else ``digits`` decimals)."""
+    return Cell(st["mean"], st["ci_low"], st["ci_high"], scale=100.0 if pct else 1.0,
+                digits=1 if pct else digits,
+                source="mean over seeds, bootstrap CI over seeds and repository-clustered queries")
+
+
+def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: int,
+              corpus: int, ranks: dict | None = None, baseline: str | None = None) -> str:
+    T = {n: _title(n, metrics.get(n)) for n in names}
+    r10 = stats["rank_at_10"]["best"]
+    best = next(n for n in names if r10[n].get("is_best"))
+    tied = [n for n in names if r10[n].get("in_mcs") and n != best]
+    trained = [n for n in names if not _is_baseline(n) and not _is_hybrid(n)]
+    hybrids = [n for n in names if _is_hybrid(n)]
+    parts = [f"On {n_q:,} test signatures from {n_groups} held-out repository groups, ranked "
+             f"against {corpus:,} bodies (chance Rank@10 {1000 / corpus:.2f} %), the best row is "
+             f"{T[best]} with Rank@10 {_ci(r10[best], True, 1)} % "
+             f"(P(best) {r10[best].get('p_best', float('nan')):.2f})"
+             + (f"; the 95 % model confidence set also holds {', '.join(T[t] for t in tied)}."
+                if tied else "; the 95 % model confidence set holds it alone.")]
+    if _is_baseline(best):
+        parts.append(f"A baseline wins: {T[best]}.")
+    if trained:
+        tb = max(trained, key=lambda n: metrics[n].get("val_rank_at_10", float("-inf")))
+        cmp = []
+        for ref in (BM25, SENTENCE):
+            if ref in r10:
+                d = r10[tb]["mean"] - r10[ref]["mean"]
+                cmp.append(f"{T[ref]} {_ci(r10[ref], True, 1)} % ({100 * d:+.1f} points)")
+        parts.append(f"The best trained predictor on validation, {T[tb]}, reaches "
+                     f"{_ci(r10[tb], True, 1)} %" + (" against " + "; ".join(cmp) if cmp else "")
+                     + ".")
+        if baseline and baseline in r10:
+            above = [T[n] for n in trained if r10[n].get("beats_baseline")]
+            below = [T[n] for n in trained if r10[n].get("below_baseline")]
+            parts.append(f"Against the strongest baseline on validation ({T[baseline]}): "
+                         f"significantly above (Holm): {', '.join(above) or 'none'}; "
+                         f"significantly below: {', '.join(below) or 'none'}.")
+    if hybrids and BM25 in stats["rank_at_10"]:
+        hb = stats["rank_at_10"][BM25]
+        hbest = max(hybrids, key=lambda n: r10[n]["mean"])
+        sig = [n for n in hybrids if hb[n].get("beats_baseline")]
+        parts.append(f"Best BM25 hybrid: {T[hbest]}, Rank@10 {_ci(r10[hbest], True, 1)} % "
+                     f"({100 * hb[hbest]['delta_vs_baseline']:+.1f} points over BM25 alone, "
+                     f"Holm p={hb[hbest]['p_vs_baseline_holm']:.3f}); hybrids significantly "
+                     f"above BM25: {len(sig)} of {len(hybrids)}.")
+        ctl = stats["rank_at_10"].get("control")
+        if ctl:
+            fused = _trained_fusions(hybrids)
+            tbest = max(fused, key=lambda n: r10[n]["mean"])
+            above = [n for n in fused if ctl[n].get("beats_baseline")]
+            below = [n for n in fused if ctl[n].get("below_baseline")]
+            parts.append(f"The control, BM25 score-fused with the untrained sentence embedding, "
+                         f"reaches {_ci(r10[CONTROL_HYBRID], True, 1)} %; the best fusion with a "
+                         f"trained predictor, {T[tbest]}, differs by "
+                         f"{100 * ctl[tbest]['delta_vs_baseline']:+.1f} points (Holm "
+                         f"p={ctl[tbest]['p_vs_baseline_holm']:.3f}); trained fusions "
+                         f"significantly above the control: {len(above)} of {len(fused)}, below: "
+                         f"{len(below)}.")
+    if ranks is not None and trained and BM25 in ranks:
+        tb = max(trained, key=lambda n: metrics[n].get("val_rank_at_10", float("-inf")))
+        only_p = only_in_top10(ranks, tb, BM25)
+        only_b = only_in_top10(ranks, BM25, tb)
+        parts.append(f"{T[tb]} puts {only_p:.0f} test signatures' bodies in its top 10 that BM25 "
+                     f"does not (mean over seeds); BM25 does so for {only_b:.0f} that it misses.")
+    return " ".join(parts)
+

@@ -1,0 +1,124 @@
+"""Rows of the code section (:mod:`contrastlab.reporting.code`): the baselines of the variant
+table (titles, short labels, the reference baseline of the Rank@k figure, BM25 and the
+sentence embedding), the BM25 hybrids and their control, the retrieval notes' reference rows,
+row titles and short labels and the row order of the tables.
+"""
+
+from __future__ import annotations
+
+from ..errors import UnknownNameError
+from ..losses.registry import method_row, role, track_variants
+
+#: The untrained baselines: the code rows of the variant table of kind ``baseline``.
+_ROWS = {n: v for n, v in track_variants("code").items() if v.kind == "baseline"}
+TITLES = {n: v.title for n, v in _ROWS.items()}
+BASELINES = list(_ROWS)
+#: Short labels of the baselines (figure, headline; the report's legend spells them out).
+SHORT = {n: v.short for n, v in _ROWS.items()}
+REFERENCE_BASELINE = role("code", "reference_baseline")  # the dashed line of the Rank@k figure
+#: The lexical baseline (BM25) the hybrids fuse with, and the untrained sentence embedding.
+BM25, SENTENCE = method_row("code", "lexical"), method_row("code", "sentence_embedding")
+#: ``<prefix><L>``: the centred zero-shot baseline with the teacher read at layer ``L``.
+_LAYER_PREFIX = f"{method_row('code', 'zero_shot_centred')}_l"
+
+
+def _is_baseline(name: str) -> bool:
+    return name in BASELINES or name.startswith(_LAYER_PREFIX)
+
+
+def _is_hybrid(name: str) -> bool:
+    return name.startswith(("rrf_", "fusion_"))
+
+
+def _untrained(name: str) -> bool:
+    """A baseline, or a BM25 hybrid of a baseline (one deterministic run, no seeds)."""
+    return _is_baseline(name) or (_is_hybrid(name) and _is_baseline(name.split("_", 1)[1]))
+
+
+#: BM25 score-fused with the untrained sentence embedding: the control of the trained fusions.
+CONTROL_HYBRID = f"fusion_{SENTENCE}"
+
+
+def _trained_fusions(names) -> list[str]:
+    """The score fusions of ``names`` other than the control (tested against it)."""
+    return [n for n in names if n.startswith("fusion_") and n != CONTROL_HYBRID]
+
+#: The retrieval notes' rows.
+REFERENCES = [
+    # (name, Rank@1 %, Rank@10 %, corpus, Rank@10 - 5 % target in points)
+    ("Retrieval notes Exp 1.3 SmoothL1 (test, Qwen2.5-Coder-3B L18, reported)", "0.03", "0.24", 49631, -4.76),
+    ("Retrieval notes Exp 1.4 target (test; a target, not a result)", "> 1", "> 5", 49631, None),
+]
+TARGET_R10 = 0.05
+
+
+def _title(name: str, m: dict | None) -> str:
+    """Row title: a baseline's, else the loss's registry title (``LossSpec.title``) and
+    whether the predictor started at the zero-shot map (residual) or from scratch."""
+    if name in TITLES:
+        return TITLES[name]
+    m = m or {}
+    if m.get("title") and not _is_hybrid(name):  # a row that declares its title (bi-encoder rows)
+        return m["title"]
+    if name.startswith(_LAYER_PREFIX):
+        return f"zero-shot teacher, centred, layer {name.rsplit('_l', 1)[1]} (baseline)"
+    if _is_hybrid(name):
+        what = ("baseline" if _is_baseline(m.get("variant", "")) else "fine-tuned encoder"
+                if (m.get("_variant_metrics") or {}).get("trainer") else "predictor")
+        kind = (f"BM25 + {what}, reciprocal-rank fusion" if name.startswith("rrf_") else
+                f"BM25 + {what}, score fusion (w={m.get('weight', float('nan')):g})")
+        return f"{kind}: {_title(m.get('variant', name.split('_', 1)[1]), m.get('_variant_metrics'))}"
+    loss = m.get("loss")
+    try:
+        from ..losses import get_spec
+
+        base = get_spec(loss).title if loss else name
+    except UnknownNameError:  # a loss no longer registered keeps its key
+        base = name
+    start = "from the zero-shot map" if m.get("residual") else "from scratch"
+    return f"{base}, {start}" if loss else name
+
+
+def _short(name: str, m: dict | None) -> str:
+    """Short row label (figure, headline): a baseline's :data:`SHORT`; a trained row's loss
+    short label (:func:`contrastlab.reporting.short_label`) with ``(zs)`` (from the zero-shot map) or ``(scratch)``; a hybrid
+    ``BM25 ⊕ <row>`` (score fusion) or ``RRF(BM25, <row>)``."""
+    m = m or {}
+    if name in SHORT:
+        return SHORT[name]
+    if name.startswith(_LAYER_PREFIX):
+        return f"zero-shot centred L{name.rsplit('_l', 1)[1]}"
+    if _is_hybrid(name):
+        inner = _short(m.get("variant", name.split("_", 1)[1]), m.get("_variant_metrics"))
+        return f"RRF(BM25, {inner})" if name.startswith("rrf_") else f"BM25 ⊕ {inner}"
+    loss = m.get("loss")
+    if not loss:
+        return name
+    from . import short_label
+
+    if m.get("trainer"):  # a fine-tuned bi-encoder row (contrastlab.biencoder)
+        return ("Bi-enc ST (MNRL)" if m["trainer"] == "sentence_transformers"
+                else f"Bi-enc {short_label('code', loss)}")
+    return f"{short_label('code', loss)} ({'zs' if m.get('residual') else 'scratch'})"
+
+
+def _contrastive(loss: str | None) -> bool:
+    """The loss has in-batch negatives and a temperature (registry ``needs == "targets"``)."""
+    try:
+        from ..losses import get_spec
+
+        return bool(loss) and get_spec(loss).needs == "targets"
+    except UnknownNameError:  # a loss no longer registered
+        return False
+
+
+def _order(metrics: dict) -> list[str]:
+    """Baselines, residual rows, rows trained from scratch, then the BM25 hybrids."""
+    base = [n for n in TITLES if n in metrics] + sorted(
+        n for n in metrics if _is_baseline(n) and n not in TITLES)
+    trained = [n for n in metrics if not _is_baseline(n) and not _is_hybrid(n)]
+    hybrids = [n for n in metrics if _is_hybrid(n)]
+    return (base + [n for n in trained if metrics[n].get("residual")]
+            + [n for n in trained if not metrics[n].get("residual")]
+            + sorted(hybrids, key=lambda n: (n.split("_", 1)[1], n)))
+

@@ -1,0 +1,224 @@
+"""Statistics of the code section (:mod:`contrastlab.reporting.code`): the metrics and
+per-query test ranks of one table read back, the strongest baseline, the bootstrap CIs,
+P(best), model confidence set and paired tests of a table (:func:`table_stats`), and the
+default-vs-tuned table.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import Cell, Table
+from .code_rows import (BM25, CONTROL_HYBRID, _is_baseline, _is_hybrid, _title, _trained_fusions,
+                        _untrained)
+
+
+def _load_table(root: Path, name: str) -> dict | None:
+    """Metrics and per-query ranks of one table (``reports/metrics/<name>``)."""
+    import numpy as np
+    import pandas as pd
+
+    mdir = root / "reports" / "metrics" / name
+    ddir = root / "reports" / "data" / name
+    bfile = mdir / "baselines.json"
+    metrics: dict[str, dict] = {}
+    ranks: dict[str, np.ndarray] = {}  # name -> [S, I]
+    order = None
+    repo = None
+    if bfile.exists() and (ddir / "baselines_ranks.csv").exists():
+        b = json.loads(bfile.read_text())
+        br = pd.read_csv(ddir / "baselines_ranks.csv")
+        for k, m in b["baselines"].items():
+            part = br[br["baseline"] == k].sort_values("id")
+            order = part["id"].to_numpy() if order is None else order
+            repo = part["repo"].astype(str).to_numpy() if repo is None else repo
+            metrics[k] = {**m, "corpus_size": b["corpus_size"], "n_seeds": 0}
+            ranks[k] = part["rank"].to_numpy()[None, :]
+    for f in sorted(mdir.glob("*.json")):
+        if f.stem == "baselines" or f.stem.startswith("hybrids") or not (ddir / f"{f.stem}_ranks.csv").exists():
+            continue
+        m = json.loads(f.read_text())
+        r = pd.read_csv(ddir / f"{f.stem}_ranks.csv").sort_values(["seed", "id"])
+        seeds = sorted(r["seed"].unique())
+        mat = np.stack([r[r["seed"] == s]["rank"].to_numpy() for s in seeds])
+        ids = r[r["seed"] == seeds[0]]["id"].to_numpy()
+        if order is None:
+            order = ids
+            repo = r[r["seed"] == seeds[0]]["repo"].astype(str).to_numpy()
+        if len(ids) != len(order) or (ids != order).any():
+            continue  # a stale file evaluated on another split
+        metrics[f.stem] = m
+        ranks[f.stem] = mat
+    # hybrids.json (hybrid_code) and hybrids_<x>.json (e.g. hybrid_biencoder); the seed
+    # corpus's hybrid ranks are kept gzipped (6.7 MB as plain CSV)
+    for hfile in sorted(mdir.glob("hybrids*.json")):
+        hranks = next((p for p in (ddir / f"{hfile.stem}_ranks.csv", ddir / f"{hfile.stem}_ranks.csv.gz")
+                       if p.exists()), None)
+        if hranks is None or order is None:
+            continue
+        h = json.loads(hfile.read_text())
+        hr = pd.read_csv(hranks)
+        for k, m in h["hybrids"].items():
+            part = hr[hr["hybrid"] == k].sort_values(["seed", "id"])
+            seeds = sorted(part["seed"].unique())
+            if not seeds:
+                continue
+            mat = np.stack([part[part["seed"] == s]["rank"].to_numpy() for s in seeds])
+            ids = part[part["seed"] == seeds[0]]["id"].to_numpy()
+            if len(ids) != len(order) or (ids != order).any():
+                continue
+            metrics[k] = {**m, "corpus_size": h["corpus_size"],
+                          "_variant_metrics": metrics.get(m.get("variant"))}
+            ranks[k] = mat
+    if not metrics:
+        return None
+    return {"metrics": metrics, "ranks": ranks, "repo": repo}
+
+
+def strongest_baseline(metrics: dict) -> str | None:
+    """The baseline row with the best validation Rank@10 (``val_rank_at_10``; ties: name order)."""
+    cands = [n for n in metrics if _is_baseline(n) and "val_rank_at_10" in metrics[n]]
+    if not cands:
+        return None
+    return max(sorted(cands), key=lambda n: metrics[n]["val_rank_at_10"])
+
+
+def only_in_top10(ranks: dict, a: str, b: str, k: int = 10) -> float:
+    """Mean over seeds of #test queries whose true body ``a`` ranks in its top ``k`` and
+    ``b`` does not (seeds matched by position; a one-seed row, a baseline, is repeated).
+
+    ``ranks``: name -> int ``[S, I]``. Returns a float (a count averaged over seeds)."""
+    import numpy as np
+
+    ra, rb = ranks[a], ranks[b]
+    n = max(len(ra), len(rb))
+    return float(np.mean([((ra[min(i, len(ra) - 1)] <= k) & (rb[min(i, len(rb) - 1)] > k)).sum()
+                          for i in range(n)]))
+
+
+def table_stats(ranks: dict, repo, n_resamples: int | None = None, seed: int = 0,
+                baseline: str | None = None) -> dict[str, dict]:
+    """CIs, best-row statistics and paired tests for Rank@1/5/10 and MRR from per-query ranks.
+
+    Args:
+        ranks: row name -> int ``[S_row, I]`` ranks (one-seed rows, the baselines, are
+            repeated over the seeds; multi-seed rows are cut to the smallest seed count).
+        repo: ``[I]`` bootstrap clusters (repository groups of the test queries).
+        baseline: the strongest baseline (chosen on validation by the caller); every row is
+            tested against it.
+        n_resamples: bootstrap draws; default :func:`contrastlab.evaluation.stats.draws_for`
+            of the largest family (every row but one against the strongest baseline), so the
+            smallest attainable Holm p is at most alpha / 10.
+
+    Returns:
+        metric -> ``{"best": summarize(...), "baseline": ..., "bm25": ...}``
+        (:func:`contrastlab.evaluation.stats.summarize` with ``candidates`` = every row,
+        baselines included: ``p_best``, ``in_mcs`` (95 % Model Confidence Set, Hansen, Lunde
+        & Nason 2011), ``beats_baseline`` / ``below_baseline`` (Holm); ``"bm25"``: each BM25
+        hybrid against the BM25 row, Holm over the hybrids only).
+    """
+    import numpy as np
+
+    from ..evaluation.stats import bootstrap_per_item, draws_for, resample_counts, summarize
+
+    # untrained rows (baselines and their hybrids) have one deterministic run: repeated per seed
+    multi = [k for k, v in ranks.items() if v.shape[0] > 1 or not _untrained(k)]
+    s = min([ranks[k].shape[0] for k in multi], default=1)
+    mats = {k: (np.repeat(v[:1], s, 0) if v.shape[0] == 1 else v[:s]).astype(np.float64)
+            for k, v in ranks.items()}
+    n_items = next(iter(mats.values())).shape[1]
+    n_resamples = n_resamples or draws_for(max(1, len(ranks) - 1))
+    draws = resample_counts(s, n_items, clusters=repo, n_resamples=n_resamples, seed=seed)
+    per_metric = {"rank_at_1": lambda r: (r <= 1), "rank_at_5": lambda r: (r <= 5),
+                  "rank_at_10": lambda r: (r <= 10), "mrr": lambda r: 1.0 / r}
+    names = list(ranks)
+    out = {}
+    for metric, f in per_metric.items():
+        point, reps = bootstrap_per_item({k: f(v) for k, v in mats.items()}, draws=draws)
+        base = baseline if baseline in point and len(point) > 1 else None
+        res = {"best": summarize(point, reps, candidates=names, baseline=base)}
+        if base is not None:
+            res["baseline"] = res["best"]
+        hyb = [n for n in names if _is_hybrid(n)]
+        if BM25 in point and hyb:  # Holm family: the hybrids, each against BM25 alone
+            res[BM25] = summarize(point, reps, candidates=hyb + [BM25], baseline=BM25)
+        trained_hyb = _trained_fusions(hyb)
+        if CONTROL_HYBRID in point and trained_hyb:  # each trained fusion vs the untrained one
+            res["control"] = summarize(point, reps, candidates=trained_hyb + [CONTROL_HYBRID],
+                                       baseline=CONTROL_HYBRID)
+        out[metric] = res
+    return out
+
+
+def _resolution(stats: dict) -> str:
+    """Draws, family size and floor of a :func:`table_stats` result, for its caption."""
+    from ..evaluation.stats import resolution_note
+
+    rows = stats["rank_at_10"]["best"]
+    tested = [e for e in rows.values() if "test" in e]
+    n_res = next(iter(rows.values()))["n_resamples"]
+    if not tested:
+        return f"{n_res:,} bootstrap draws"
+    return resolution_note(n_res, tested[0]["family_size"], tested[0]["test"])
+
+
+def default_vs_tuned(root: Path, loaded: dict, n_resamples: int | None = None) -> Table | None:
+    """Each tuned loss's declared configuration (``default_code@<v>``: trial 0 of its study,
+    run on the final seeds) against its tuned choice (``train_code@<v>``): validation and test
+    Rank@10 side by side, test CIs and the paired difference from one bootstrap over seeds and
+    repository-clustered queries, Holm over the losses. ``None`` before ``default_code`` ran."""
+    import numpy as np
+    import pandas as pd
+
+    from ..evaluation.stats import (bootstrap_per_item, choose_test, draws_for, holm, paired_pvalue,
+                                    resample_counts, resolution_note, summarize)
+
+    mdir = root / "reports" / "metrics" / "code" / "default"
+    ddir = root / "reports" / "data" / "code" / "default"
+    mats, vals = {}, {}
+    for f in sorted(mdir.glob("*.json")):
+        m, v = json.loads(f.read_text()), f.stem
+        if not m.get("searched") or v not in loaded["ranks"] or not (ddir / f"{v}_ranks.csv").exists():
+            continue
+        r = pd.read_csv(ddir / f"{v}_ranks.csv").sort_values(["seed", "id"])
+        mat = np.stack([r[r["seed"] == s]["rank"].to_numpy() for s in sorted(r["seed"].unique())])
+        if mat.shape[1] != loaded["ranks"][v].shape[1]:
+            continue  # evaluated on another split
+        mats[f"{v}|default"], mats[f"{v}|tuned"] = mat, loaded["ranks"][v]
+        vals[v] = (m["val_rank_at_10"], loaded["metrics"][v].get("val_rank_at_10"))
+    if not mats:
+        return None
+    s = min(x.shape[0] for x in mats.values())
+    names = list(vals)
+    n_resamples = n_resamples or draws_for(len(names))
+    test = choose_test(n_resamples, len(names))
+    draws = resample_counts(s, next(iter(mats.values())).shape[1], clusters=loaded["repo"],
+                            n_resamples=n_resamples, seed=0)
+    point, reps = bootstrap_per_item({k: (x[:s] <= 10).astype(np.float64) for k, x in mats.items()},
+                                     draws=draws)
+    st = summarize(point, reps)
+    p = holm([paired_pvalue(reps[f"{v}|tuned"] - reps[f"{v}|default"],
+                            point=point[f"{v}|tuned"] - point[f"{v}|default"], method=test)
+              for v in names])
+    rows = []
+    for v, ph in zip(names, p):
+        d, t = st[f"{v}|default"], st[f"{v}|tuned"]
+        src = "test Rank@10, bootstrap over seeds and repository-clustered queries"
+        diff = point[f"{v}|tuned"] - point[f"{v}|default"]
+        rows.append([_title(v, loaded["metrics"][v]), f"{100 * vals[v][0]:.1f}",
+                     Cell(d["mean"], d["ci_low"], d["ci_high"], scale=100, digits=1, source=src),
+                     f"{100 * vals[v][1]:.1f}" if vals[v][1] is not None else "-",
+                     Cell(t["mean"], t["ci_low"], t["ci_high"], scale=100, digits=1, source=src),
+                     f"{100 * diff:+.1f} (p={ph:.2g})"])
+    return Table("Default vs tuned: each loss's declared configuration and its tuned choice",
+                 ["loss", "default val R@10 %", "default test R@10 % [CI]", "tuned val R@10 %",
+                  "tuned test R@10 % [CI]", "Δ test (tuned − default, Holm p)"], rows,
+                 note="Default: code.variants.<loss> as declared (lr 1e-3, τ0 0.07; trial 0 of its "
+                      "study), trained on the final seeds by default_code; tuned: the study's choice "
+                      "(train_code). Validation: mean over seeds of the best validation Rank@10 "
+                      "(the early-stopping epoch); test: 1,477 signatures against all bodies, 95 % "
+                      "CI (BC percentile) and paired p from the bootstrap over seeds and queries "
+                      "clustered by repository group (" + resolution_note(n_resamples, len(names), test)
+                      + "). The from-scratch ablations are not tuned and have no row.")
+

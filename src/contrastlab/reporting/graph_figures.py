@@ -1,0 +1,128 @@
+"""Figures of the graph section (:mod:`contrastlab.reporting.graph`): probe accuracies with
+their CIs, tuning histories, training losses and the PCA of the embeddings. ``titles``:
+``{variant: row label}``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from . import style
+from .graph_stats import BASELINES
+from .graph_text import REFERENCES
+
+
+@style.styled
+def _bar_figure(st: dict, names: list[str], path: Path, dataset: str = "Cora",
+                titles: dict[str, str] | None = None) -> None:
+    """Mean test accuracy with its 95% CI per variant (blue) and baseline (gray) as points
+    with error bars (the axis frames the scores, so it does not start at 0), published
+    references as dashed lines labelled in the right margin (labels kept apart)."""
+    import textwrap
+
+    import matplotlib.pyplot as plt
+
+    titles = titles or {}
+    s = st["stats"]
+    rows = names + [b for b in BASELINES if b in s]
+    labels = [textwrap.fill(titles.get(n, BASELINES.get(n, n)), 18) for n in rows]
+    means = np.array([s[n]["mean"] for n in rows])
+    lows = np.array([s[n]["ci_low"] for n in rows])
+    highs = np.array([s[n]["ci_high"] for n in rows])
+    fig, ax = plt.subplots(figsize=style.figsize(4.6))
+    x = np.arange(len(rows))
+    for xi, n, m, lo, hi in zip(x, rows, means, lows, highs):
+        ax.errorbar(xi, m, yerr=[[m - lo], [hi - m]], fmt="o", ms=7,
+                    color="tab:blue" if n in names else "tab:gray")
+        ax.annotate(f"{m:.3f}", (xi, m), xytext=(9, 0), textcoords="offset points",
+                    va="center", ha="left")
+    refs = {f"{name} {acc:.3f}": acc for name, acc, _ in (REFERENCES if dataset == "Cora" else [])}
+    style.score_axis(ax, [*lows, *highs], include=list(refs.values()))
+    ax.set_xlim(-0.5, len(rows) - 0.5)
+    ax.set_xticks(x, labels)
+    ax.grid(axis="x", visible=False)
+    ax.set_ylabel("test accuracy (1000 nodes)")
+    ax.set_title(f"{dataset} linear probe, mean and 95% CI over seeds and nodes: tuned "
+                 "variants (blue), baselines (gray)" + ("; dashed: published" if refs else ""))
+    style.reference_lines(ax, refs)
+    style.save(fig, path)
+
+
+@style.styled
+def _tuning_figure(plots_dir: Path, names: list[str], path: Path,
+                   titles: dict[str, str]) -> bool:
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    have = [n for n in names if (plots_dir / f"{n}.csv").exists()]
+    if not have:
+        return False
+    fig, ax = plt.subplots(figsize=style.figsize(3.8))
+    for n in have:
+        df = pd.read_csv(plots_dir / f"{n}.csv")
+        line, = ax.plot(range(1, len(df) + 1), df["best_so_far"], lw=2, label=titles.get(n, n))
+        ax.scatter(range(1, len(df) + 1), df["value"], s=14, color=line.get_color(), alpha=0.6)
+    ax.set_xlabel("trial (same budget for every loss)")
+    ax.set_ylabel("validation accuracy (500 nodes)")
+    ax.set_title("Tuning: each trial (dots) and the best so far (lines)")
+    ax.legend()
+    style.save(fig, path)
+    return True
+
+
+def _save(fig, path: Path) -> None:
+    style.save(fig, path)
+
+
+@style.styled
+def _curve_figure(plots_dir: Path, names: list[str], path: Path,
+                  titles: dict[str, str]) -> bool:
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    fig, axes = style.panels(len(names), height=3.4)
+    drawn = False
+    for ax, n in zip(axes, names):
+        f = plots_dir / f"{n}.csv"
+        if not f.exists():
+            ax.set_visible(False)
+            continue
+        df = pd.read_csv(f)
+        for c in [c for c in df.columns if c.startswith("loss_seed")]:
+            ax.plot(df["epoch"], df[c], lw=0.6, alpha=0.5)
+        ax.plot(df["epoch"], df["loss"], lw=1.8, color="k", label="mean over seeds")
+        ax.set_title(titles.get(n, n))
+        ax.set_xlabel("epoch")
+        drawn = True
+    axes[0].set_ylabel("training loss (nats)")
+    axes[0].legend()
+    if drawn:
+        style.save(fig, path)
+    else:
+        plt.close(fig)
+    return drawn
+
+
+@style.styled
+def _pca_figure(data_dir: Path, names: list[str], path: Path,
+                titles: dict[str, str]) -> bool:
+    import pandas as pd
+
+    have = [n for n in names if (data_dir / f"{n}_pca.csv").exists()]
+    if not have:
+        return False
+    fig, axes = style.panels(len(have), height=3.6)
+    for ax, n in zip(axes, have):
+        df = pd.read_csv(data_dir / f"{n}_pca.csv")
+        sc = ax.scatter(df["pc1"], df["pc2"], c=df["label"], cmap="tab10", s=3, vmin=0, vmax=9)
+        ax.set_title(f"{titles.get(n, n)} (seed {int(df['seed'].iloc[0])})")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    handles, _ = sc.legend_elements()
+    axes[-1].legend(handles, [f"class {i}" for i in range(len(handles))],
+                    loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.suptitle("Cora encoder embeddings, 2-D PCA, coloured by class")
+    style.save(fig, path)
+    return True

@@ -1,0 +1,176 @@
+"""Statistics of the graph section (:mod:`contrastlab.reporting.graph`): the paired tests on
+the per-node predictions ``reports/data/graph/<variant>_test_pred.csv`` (paired on test nodes
+and seeds) of the variants, the feature baselines and the supervised references.
+
+The feature baselines are the graph rows of the variant table (``contrastlab/losses/
+variants.yaml``) of kind ``baseline`` other than the supervised references (``method:
+supervised``); their titles and short labels are the table's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..losses.registry import track_variants
+
+_ROWS = {n: v for n, v in track_variants("graph").items() if v.kind == "baseline" and v.method != "supervised"}
+#: ``{baseline: row label}`` of the feature baselines (raw features, SGC, untrained GCN).
+BASELINES = {n: v.title for n, v in _ROWS.items()}
+#: Short labels of the baselines (figure, headline; the report's legend spells them out).
+SHORT_BASELINES = {n: v.short for n, v in _ROWS.items()}
+#: Deterministic baselines (one probe run, repeated across seeds for the paired tests).
+_DETERMINISTIC = tuple(n for n, v in _ROWS.items() if v.deterministic)
+
+_ALPHA = 0.05
+
+
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _correct(csv: Path, prefix: str = "seed_") -> tuple[np.ndarray, list[str]] | None:
+    """``[S, n_test]`` 0/1 correctness from a predictions CSV (columns ``prefix*``)."""
+    import pandas as pd
+
+    if not csv.exists():
+        return None
+    df = pd.read_csv(csv)
+    cols = [c for c in df.columns if c.startswith(prefix)]
+    if not cols:
+        return None
+    return np.stack([(df[c].to_numpy() == df["y"].to_numpy()) for c in cols]).astype(float), cols
+
+
+#: Draws of the paired tests of the default-vs-tuned and supervised-reference tables: the
+#: smallest attainable p is 2 / (draws + 1) = 0.0002 before Holm (issue 35: at most alpha / 10
+#: after the correction for up to 25 comparisons).
+_PAIRED_RESAMPLES = 10_000
+
+
+def _paired_tests(pairs: dict, n_resamples: int = _PAIRED_RESAMPLES) -> dict[str, dict]:
+    """Paired bootstrap test of ``a - b`` for each ``key: (a, b)`` (``[S, I]`` 0/1 arrays on
+    the same seeds and test nodes): seeds (n-1 of n) and nodes resampled together, two-sided
+    p (:func:`contrastlab.evaluation.stats.paired_pvalue`), Holm-corrected over the pairs.
+    Returns ``key -> {"a", "b", "delta", "p", "p_holm", "n_seeds"}`` (accuracies as fractions)."""
+    from ..evaluation.stats import bootstrap_per_item, holm, paired_pvalue
+
+    out, ps = {}, []
+    for k, (a, b) in pairs.items():
+        point, reps = bootstrap_per_item({"a": a, "b": b}, n_resamples=n_resamples, seed=0)
+        ps.append(paired_pvalue(reps["a"] - reps["b"]))
+        out[k] = {"a": point["a"], "b": point["b"], "delta": point["a"] - point["b"],
+                  "p": ps[-1], "n_seeds": int(a.shape[0])}
+    for k, ph in zip(out, holm(ps) if ps else []):
+        out[k]["p_holm"] = float(ph)
+    return out
+
+
+def _common_seeds(x: tuple[np.ndarray, list[str]], y: tuple[np.ndarray, list[str]]):
+    """The rows of two ``_correct`` results on the seed columns both have (same order)."""
+    seeds = [c for c in x[1] if c in y[1]]
+    return (x[0][[x[1].index(c) for c in seeds]], y[0][[y[1].index(c) for c in seeds]])
+
+
+def default_vs_tuned(root: Path, names: list[str]) -> dict[str, dict]:
+    """Tuned minus default test accuracy per loss, paired on the seeds both ran and the same
+    test nodes (:func:`_paired_tests`, Holm over the losses; ``a`` = tuned, ``b`` = default).
+    Losses without both prediction files are left out."""
+    data = Path(root) / "reports" / "data" / "graph"
+    pairs = {}
+    for n in names:
+        t, d = _correct(data / f"{n}_test_pred.csv"), _correct(data / "default" / f"{n}_test_pred.csv")
+        if t is not None and d is not None:
+            a, b = _common_seeds(t, d)
+            if len(a):
+                pairs[n] = (a, b)
+    return _paired_tests(pairs)
+
+
+def supervised_rows(root: Path, params) -> dict[str, dict]:
+    """``{name: metrics}`` of the supervised references of ``graph.supervised`` whose final
+    runs exist (``reports/metrics/graph/supervised/<name>.json``), in params order."""
+    mdir = Path(root) / "reports" / "metrics" / "graph" / "supervised"
+    return {n: m for n in params.graph.supervised
+            if (m := _read_json(mdir / f"{n}.json")) is not None}
+
+
+def loss_vs_supervised(root: Path, names: list[str], refs: list[str]) -> dict:
+    """Each loss minus each supervised reference, paired on their common seeds and the test
+    nodes (``(loss, ref) -> test``; Holm over all ``len(names) x len(refs)`` pairs)."""
+    data = Path(root) / "reports" / "data" / "graph"
+    pairs = {}
+    for r in refs:
+        rc = _correct(data / "supervised" / f"{r}_test_pred.csv")
+        for n in names:
+            c = _correct(data / f"{n}_test_pred.csv")
+            if rc is not None and c is not None:
+                a, b = _common_seeds(c, rc)
+                if len(a):
+                    pairs[(n, r)] = (a, b)
+    return _paired_tests(pairs)
+
+
+def graph_statistics(root: Path, variants: list[str]) -> dict | None:
+    """Paired statistics of the tuned variants and the baselines on the same test nodes.
+
+    Every variant and every baseline is a candidate for "best" (``summarize(candidates=)``);
+    the strongest baseline (``baseline=``) is the baseline with the highest *validation*
+    accuracy (``val_acc`` in ``reports/metrics/graph/baselines.json``; the test point
+    estimate only when no validation accuracy is recorded).
+
+    Returns ``{"stats": summarize(...) output, "baseline": name of the strongest baseline,
+    "baseline_by": "validation" | "test", "n_seeds": S, "n_test": I, "candidates": [...]}``
+    or ``None`` when no variant has predictions. Deterministic baselines (raw features, SGC)
+    are repeated across seeds; the untrained GCN uses the same seed list as the variants
+    (seed k paired with seed k).
+    """
+    from ..evaluation.stats import bootstrap_per_item, draws_for, summarize
+
+    data = Path(root) / "reports" / "data" / "graph"
+    per_item: dict[str, np.ndarray] = {}
+    vcols: list[str] = []
+    for v in variants:
+        c = _correct(data / f"{v}_test_pred.csv")
+        if c is not None:
+            per_item[v] = c[0]
+            vcols = vcols or c[1]
+    if not per_item:
+        return None
+    shapes = {a.shape for a in per_item.values()}
+    if len(shapes) != 1:
+        raise ValueError(f"graph variants have different seed counts: "
+                         f"{ {k: a.shape[0] for k, a in per_item.items()} }")
+    (S, I), = shapes
+    base = data / "baselines_test_pred.csv"
+    if base.exists():
+        for b in _DETERMINISTIC:
+            c = _correct(base, b)
+            if c is not None:
+                per_item[b] = np.repeat(c[0][:1], S, axis=0)
+        for b in (b for b in BASELINES if b not in _DETERMINISTIC):  # one run per seed
+            rnd = _correct(base, f"{b}_seed_")
+            want = [f"{b}_{c}" for c in vcols]  # seed k paired with seed k
+            if rnd is not None and all(c in rnd[1] for c in want) and want:
+                per_item[b] = rnd[0][[rnd[1].index(c) for c in want]]
+    bases = [b for b in BASELINES if b in per_item]
+    cands = list(per_item)
+    n_res = draws_for(len(cands) - 1, _ALPHA)  # family: every other row vs the strongest baseline
+    point, reps = bootstrap_per_item(per_item, n_resamples=n_res, seed=0)
+    bjson = _read_json(Path(root) / "reports" / "metrics" / "graph" / "baselines.json") or {}
+    val = {b: bjson.get(b, {}).get("val_acc") for b in bases}
+    by = "validation" if bases and all(v is not None for v in val.values()) else "test"
+    key = (lambda b: val[b]) if by == "validation" else point.get
+    strongest = max(bases, key=key) if bases else None
+    stats = summarize(point, reps, baseline=strongest, candidates=cands, alpha=_ALPHA)
+    return {"stats": stats, "baseline": strongest, "baseline_by": by, "n_seeds": S,
+            "n_test": I, "candidates": cands, "n_resamples": n_res, "variants": [v for v in variants if v in stats]}
+
+
+def _resolution(st: dict) -> str:
+    """Caption text: draws, paired test and smallest attainable Holm p of the table."""
+    from ..evaluation.stats import table_resolution
+
+    return table_resolution(st["stats"]) or f"{st['n_resamples']:,} bootstrap draws"

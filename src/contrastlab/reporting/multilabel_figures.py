@@ -1,0 +1,78 @@
+"""Figures of the multi-label section (:mod:`contrastlab.reporting.multilabel`): training
+curves per data set and the Sim-Dis weights by relation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import style
+from .multilabel_rows import BASELINES, ROWS, Rows
+
+
+def _save(fig, path: Path) -> None:
+    style.save(fig, path)
+
+
+@style.styled
+def _curve_figure(ds: str, plots_dir: Path, variants: list[str], path: Path, rows: Rows = ROWS) -> bool:
+    """Training loss and validation mAP per check (mean over seeds) of every trained variant;
+    one colour per variant in both panels, one legend beside them."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=style.figsize(3.8))
+    any_curve = False
+    for i, v in enumerate(variants):
+        f = plots_dir / f"{ds}_{v}.csv"
+        if not f.exists():
+            continue
+        df = pd.read_csv(f)
+        if "step" not in df:  # a scikit-learn baseline: no steps (logistic regression: its C grid)
+            continue
+        g = df.groupby("step").mean(numeric_only=True).reset_index()
+        label = _legend(v, rows)
+        if v not in BASELINES:  # the BCE MLP's loss is not a contrastive loss
+            ax1.plot(g["step"], g["loss"], color=f"C{i % 10}", label=label)
+        ax2.plot(g["step"], g["val_map"], color=f"C{i % 10}", label=label)
+        any_curve = True
+    ax1.set_title(f"{ds}: contrastive training loss")
+    ax1.set_ylabel("training loss")
+    ax2.set_title(f"{ds}: validation mAP")
+    ax2.set_ylabel("val mAP (ridge probe; BCE: own head)")
+    for ax in (ax1, ax2):
+        ax.set_xlabel("optimiser step")
+    handles, labels = ax2.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside right center")
+    if any_curve:
+        _save(fig, path)
+    else:
+        plt.close(fig)
+    return any_curve
+
+
+def _legend(v: str, rows: Rows) -> str:
+    """Legend label of ``v`` in the curve figure: its title up to " (", or its name when an
+    earlier row's title starts the same (the Sim-Dis weightings)."""
+    head = rows.titles[v].split(" (")[0]
+    earlier = list(rows.titles)[:list(rows.titles).index(v)]
+    return v if any(rows.titles[u].split(" (")[0] == head for u in earlier) else head
+
+
+@style.styled
+def _weights_figure(ds: str, csv: Path, path: Path) -> None:
+    import pandas as pd
+
+    df = pd.read_csv(csv)
+    fig, axes = style.panels(5, height=3.0, max_cols=5, sharey=True)
+    names = {"R1": "R1 disjoint", "R2": "R2 equal", "R3": "R3 overlap", "R4": "R4 S⊋T", "R5": "R5 S⊊T"}
+    for ax, r in zip(axes, ["R1", "R2", "R3", "R4", "R5"]):
+        d = df[df["relation"] == r]
+        ax.bar(d["bin_left"], d["count"], width=d["bin_right"] - d["bin_left"], align="edge")
+        ax.set_title(f"{names[r]}\n{int(d['count'].sum()):,} pairs")
+        ax.set_xlabel("$K^s K^d$")
+        ax.set_yscale("symlog")
+    axes[0].set_ylabel("pairs")
+    fig.suptitle(f"{ds}: Sim-Dis weights $K^s K^d$ by relation (training labels)")
+    _save(fig, path)

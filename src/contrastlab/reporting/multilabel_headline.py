@@ -1,0 +1,105 @@
+"""The headline of the multi-label section (:mod:`contrastlab.reporting.multilabel`): per
+metric the Friedman winner and the best contrastive row against the strongest baseline, the
+contrastive rows above it on macro-F1 @0.5, and the exploratory hybrids.
+"""
+
+from __future__ import annotations
+
+from .multilabel_rows import BASELINES, ROWS, Rows
+
+#: The macro-F1 column of the second Friedman family and headline: F1 at the global threshold
+#: chosen on validation (the forests' probabilities are not calibrated to 0.5).
+F1_KEY, F1_LABEL = "macro_f1_val_t", "macro-F1 @val-t"
+
+
+def _metric_headline(stats: dict[str, dict], fr: dict | None, key: str, label: str, rows: Rows) -> list[str]:
+    """Sentences of one metric ``key`` (named ``label`` in every claim): the Friedman winner, then
+    per data set the best contrastive row (highest test value, chosen on test, which favours
+    it) against the strongest baseline (chosen on validation mAP), paired bootstrap, Holm."""
+    parts = []
+    if fr:
+        ranks = fr["avg_ranks"]
+        order = sorted(ranks, key=ranks.get)
+        best = order[0]
+        tied = [v for v in order[1:] if ranks[v] - ranks[best] <= fr["cd"]]
+        parts.append(
+            f"On {label}: across {fr['n_datasets']} data sets, {rows.short(best)} has the best average {label} rank "
+            f"({ranks[best]:.2f} of {fr['n_methods']} distinct methods); Friedman p = {fr['friedman_p']:.3g}, "
+            f"Nemenyi CD = {fr['cd']:.2f}, so {len(tied)} other method(s) are within the critical difference"
+            + (f" ({', '.join(rows.short(v) for v in tied[:4])}{', ...' if len(tied) > 4 else ''})." if tied else "."))
+        cbest = min((v for v in ranks if v in rows.contrastive), key=ranks.get, default=None)
+        bbest = min((v for v in ranks if v in BASELINES), key=ranks.get, default=None)
+        if cbest and bbest:
+            parts.append(f"The best-ranked contrastive loss on {label} is {rows.short(cbest)} ({ranks[cbest]:.2f}), the "
+                         f"best-ranked baseline {rows.short(bbest)} ({ranks[bbest]:.2f})"
+                         + (": a baseline ranks first." if ranks[bbest] < ranks[cbest] else "."))
+    wins, sig_wins, closs, sig_closs = [], [], [], []
+    for ds, st in stats.items():
+        m = st.get(key)
+        base = st.get("_baseline")
+        if not m or not base or base not in m:
+            continue
+        cands = [v for v in rows.contrastive if v in m]
+        if not cands:
+            continue
+        cb = max(cands, key=lambda v: m[v]["mean"])
+        d, ph = m[cb]["delta_vs_baseline"], m[cb]["p_vs_baseline_holm"]
+        txt = (f"{ds}: {rows.short(cb)} {100 * m[cb]['mean']:.1f} vs {rows.short(base)} {100 * m[base]['mean']:.1f} "
+               f"(p_Holm = {ph:.3g})")
+        btest = max((v for v in BASELINES if v in m), key=lambda v: m[v]["mean"])
+        if btest != base:
+            txt += f", best baseline on test {rows.short(btest)} {100 * m[btest]['mean']:.1f}"
+        if d < 0:
+            (sig_wins if m[cb].get("below_baseline") else wins).append(txt)
+        else:
+            (sig_closs if m[cb].get("beats_baseline") else closs).append(txt)
+    if wins or sig_wins or closs or sig_closs:
+        n = len(wins) + len(sig_wins) + len(closs) + len(sig_closs)
+        s = (f"Best contrastive row (highest test {label}, which favours it) against the strongest baseline "
+             f"(highest validation mAP) on test {label}, paired bootstrap: ")
+        bits = []
+        if sig_wins:
+            bits.append(f"the baseline wins significantly on {len(sig_wins)} of {n} data sets ({'; '.join(sig_wins)})")
+        if wins:
+            bits.append(f"the baseline is ahead without significance on {len(wins)} ({'; '.join(wins)})")
+        if closs:
+            bits.append(f"the contrastive row is ahead without significance on {len(closs)} ({'; '.join(closs)})")
+        if sig_closs:
+            bits.append(f"the contrastive row wins significantly on {len(sig_closs)} ({'; '.join(sig_closs)})")
+        parts.append(s + "; ".join(bits) + ".")
+        if len(sig_wins) + len(wins) == n:
+            parts.append(f"On every data set a baseline has the higher test {label} than every contrastive loss.")
+        if not sig_closs:
+            parts.append(f"No contrastive loss is significantly above the strongest baseline on {label} on any "
+                         "data set.")
+    return parts
+
+
+def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict | None,
+             fr_f1: dict | None = None, rows: Rows = ROWS) -> str:
+    """One paragraph from the numbers, every claim naming its metric: on mAP (``fr``: its
+    Friedman result), then on macro-F1 at the validation threshold (``fr_f1``), each the
+    Friedman winner and the best contrastive row against the strongest baseline per data set;
+    then every contrastive row significantly above the strongest baseline on macro-F1 @0.5."""
+    parts = _metric_headline(stats, fr, "map", "mAP", rows)
+    if any(F1_KEY in st for st in stats.values()):
+        parts += _metric_headline(stats, fr_f1, F1_KEY, F1_LABEL, rows)
+    up = []
+    for ds, st in stats.items():
+        m, base = st.get("macro_f1", {}), st.get("_baseline")
+        if base in m:
+            up += [f"{ds} {rows.short(v)} {100 * m[v]['mean']:.2f} vs {rows.short(base)} {100 * m[base]['mean']:.2f} "
+                   f"(p_Holm = {m[v]['p_vs_baseline_holm']:.3g})"
+                   for v in rows.contrastive if v in m and m[v].get("beats_baseline")]
+    if up:
+        parts.append(f"On macro-F1 @0.5, contrastive rows significantly above the strongest baseline: {'; '.join(up)}.")
+    hy = []
+    for ds, st in stats.items():
+        m = st.get("map", {})
+        for h, ref in rows.hybrid_pairs():
+            if h in m and ref in m and "_pairs" in st and (h, ref) in st["_pairs"]:
+                hy.append(f"{ds} {rows.short(h)} − {rows.short(ref)} = {100 * (m[h]['mean'] - m[ref]['mean']):+.1f} "
+                          f"(p = {st['_pairs'][(h, ref)]:.3g})")
+    if hy:
+        parts.append("Hybrids (exploratory, mAP points): " + "; ".join(hy) + ".")
+    return " ".join(parts)

@@ -1,0 +1,272 @@
+"""Statistics and tables of the multi-label section (:mod:`contrastlab.reporting.multilabel`):
+the metrics and bootstrap replicates read back, the per-data-set summaries, the cells, the
+Friedman / Nemenyi family of one metric and the default-vs-tuned table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+
+from . import Cell, Figure, Table
+from .multilabel_rows import _TABLE, ALIASES, ALPHA, BASELINES, METRICS, ROWS, Rows
+
+def load_metrics(metrics_dir: Path, rows: Rows = ROWS) -> dict[str, dict[str, dict]]:
+    """``{dataset: {variant: metrics}}`` from ``<dataset>_<variant>.json`` files (a file whose
+    name does not end in a known variant of ``rows`` is skipped)."""
+    out: dict[str, dict[str, dict]] = {}
+    names = sorted(rows.titles, key=len, reverse=True)  # a longer name first: its suffix may be a name
+    for f in sorted(Path(metrics_dir).glob("*.json")):
+        for v in names:
+            if f.stem.endswith("_" + v):
+                out.setdefault(f.stem[: -len(v) - 1], {})[v] = json.loads(f.read_text())
+                break
+    return out
+
+
+def load_reps(reps_dir: Path, dataset: str, variants: list[str]) -> dict[str, dict[str, np.ndarray]]:
+    """``{variant: {metric: [R]}}`` bootstrap replicates (variants without a file left out)."""
+    out = {}
+    for v in variants:
+        f = Path(reps_dir) / f"{dataset}_{v}.npz"
+        if f.exists():
+            with np.load(f) as z:
+                out[v] = {k: z[k].astype(np.float64) for k in z.files}
+    return out
+
+
+def strongest_baseline(runs: dict[str, dict]) -> str | None:
+    """The baseline row with the highest validation mAP (``val_map``, mean over seeds of the
+    kept models' validation mAP); None when no baseline has run."""
+    have = [v for v in BASELINES if v in runs and "val_map" in runs[v]]
+    return max(have, key=lambda v: runs[v]["val_map"]) if have else None
+
+
+def table_stats(runs: dict[str, dict], reps: dict[str, dict[str, np.ndarray]], rows: Rows = ROWS) -> dict[str, dict]:
+    """Per metric: :func:`contrastlab.evaluation.stats.summarize` over the variants that have
+    replicates; candidates = every row (losses, hybrids and baselines); baseline = the strongest
+    baseline (:func:`strongest_baseline`, chosen on validation mAP). ``out["_baseline"]`` names it."""
+    from ..evaluation.stats import summarize
+
+    out: dict = {}
+    names = [v for v in rows.table1 if v in runs and v in reps]
+    if len(names) < 2:
+        return out
+    base = strongest_baseline({v: runs[v] for v in names})
+    out["_baseline"] = base
+    cands = list(names)
+    for key, _ in METRICS:
+        if not all(key in reps[v] for v in names):
+            continue
+        out[key] = summarize({v: runs[v][key] for v in names}, {v: reps[v][key] for v in names},
+                             alpha=ALPHA, baseline=base, candidates=cands)
+    return out
+
+
+def _resolution(st: dict) -> str:
+    """Caption text: draws, test and smallest attainable Holm p of a :func:`table_stats` result
+    (``stats.summarize`` picks the Wald p from the bootstrap SE when the stored draws are too
+    few for the bootstrap tail p to reach alpha / 10 after Holm)."""
+    from ..evaluation.stats import resolution_note
+
+    tested = [e for e in st.get("map", {}).values() if "test" in e]
+    if not tested:
+        return ""
+    return resolution_note(tested[0]["n_resamples"], tested[0]["family_size"], tested[0]["test"]) + ". "
+
+
+def _frequent_k(coverage_json: Path, ds: str, runs: dict[str, dict], reps: dict[str, dict]) -> int | None:
+    """The data set's ``k`` of "mAP (frequent labels)": the ``map_min<k>pos`` entry of
+    ``reports/metrics/coverage.json`` (the smallest ``k`` whose interval covers in the
+    simulation at this set's shape, bench/bench_coverage.py). Copies ``map_min<k>`` of the
+    metrics and replicates to the ``map_frequent`` column. Returns ``k``; -1 when the
+    simulation ran for this set and found no such ``k``; None when it did not run."""
+    cov = json.loads(coverage_json.read_text()).get(ds) if coverage_json.exists() else None
+    if cov is None:
+        return None
+    keys = [m for m in cov if m.startswith("map_min")]
+    if not keys:
+        return -1
+    k = int(keys[0][len("map_min"):-len("pos")])
+    for v, m in runs.items():
+        if f"map_min{k}" in m:
+            m["map_frequent"] = m[f"map_min{k}"]
+            if v in reps and f"map_min{k}" in reps[v]:
+                reps[v]["map_frequent"] = reps[v][f"map_min{k}"]
+    return k
+
+
+def _frequent_note(runs: dict[str, dict], dataset_json: Path, k: int | None) -> str:
+    """Caption text for the ``map_frequent`` column: its ``k``, how many labels it averages
+    and how many rarer ones it leaves out; or why there is none."""
+    if k == -1:
+        return ("mAP: no interval of mAP, over all labels or over the labels with at least 5-40 "
+                "test positives, reaches 95 % coverage in the simulation at this set's shape "
+                "(reports/metrics/coverage.json): its CIs carry no coverage claim. ")
+    nf = next((m[f"map_min{k}_labels"] for m in runs.values() if f"map_min{k}_labels" in m), None)
+    if k is None or nf is None:
+        return ""
+    n_lab = json.loads(dataset_json.read_text())["test"]["labels"] if dataset_json.exists() else None
+    left = f"; the other {n_lab - int(nf)} label(s) left out" if n_lab is not None else ""
+    return (f"mAP (frequent labels): mean AP over the {int(nf)} labels with at least {k} test "
+            f"positives{left}. The AP of a label with fewer positives is biased upwards and the "
+            "interval of mAP over all labels does not reach 95 % coverage at this set's shape, "
+            f"this one does (k = {k}: the smallest that does; reports/metrics/coverage.json, "
+            "docs/statistics.md). ")
+
+
+def _cell(st: dict | None, m: dict, key: str) -> Cell:
+    """A metric of one row: mean [95 % CI] in % (bold = in the MCS; ↑/↓ vs the strongest
+    baseline); without replicates the mean alone."""
+    if key not in m:
+        return Cell(None)
+    src = f"{key}: mean over seeds, stratified bootstrap CI"
+    if st is None:
+        return Cell(m[key], scale=100, digits=2, source=src)
+    lo, hi = st.get("ci_low"), st.get("ci_high")
+    if lo is not None and hi is not None and not lo - 1e-12 <= st["mean"] <= hi + 1e-12:
+        # The bias-corrected interval moved past its own estimate: the resampling bias of AP
+        # over rare labels exceeds the spread of the draws. No interval is shown (NO_CI_NOTE).
+        c = Cell.from_stats({**st, "ci_low": None, "ci_high": None}, scale=100, digits=2,
+                            ci_digits=1, source=src)
+        return dataclasses.replace(c, marks=(*c.marks, NO_CI_MARK))
+    return Cell.from_stats(st, scale=100, digits=2, ci_digits=1, source=src)
+
+
+#: Mark of a cell whose bias-corrected bootstrap interval excludes its own estimate.
+NO_CI_MARK = "§"
+NO_CI_NOTE = ("§: no interval shown: the bias-corrected bootstrap interval (Efron & Tibshirani "
+              "1993, Sec. 14.3) lies entirely on one side of the estimate, because resampling "
+              "rows duplicates the few positives of rare labels and moves AP by more than the "
+              "spread of the draws (the coverage simulation at this set's shape is in "
+              "reports/metrics/coverage.json).")
+
+
+def dataset_stats(ddir: Path, datasets: list[str]) -> list[list]:
+    rows = []
+    for ds in datasets:
+        f = Path(ddir) / f"{ds}_dataset.json"
+        if f.exists():
+            m = json.loads(f.read_text())
+            dropped = m.get("dropped_attributes") or []
+            rows.append([ds, m["train"]["n"], m.get("val", {}).get("n", "-"), m["test"]["n"],
+                         m.get("train_full", "-"), m.get("n_features", "-"), m.get("n_labels", "-"),
+                         f"{m['train']['cardinality']:.2f}", ", ".join(dropped) or "none"])
+    return rows
+
+
+def friedman_family(runs: dict[str, dict[str, dict]], methods: list[str], datasets: list[str], key: str,
+                    label: str, figures_dir: Path, rows: Rows = ROWS) -> tuple[dict | None, list, list]:
+    """Friedman test + Nemenyi critical difference (Demsar 2006) of ``key`` over ``methods``
+    (distinct methods: no alias of :data:`ALIASES` among them) on ``datasets``: its own family,
+    one test per metric. Returns ``(result or None, [Figure], [Table])``."""
+    from ..evaluation.stats import friedman_nemenyi, plot_cd
+    import pandas as pd
+
+    methods = [v for v in methods if v not in ALIASES]
+    if len(datasets) < 2 or len(methods) < 3:
+        return None, [], []
+    df = pd.DataFrame({v: [runs[ds][v][key] for ds in datasets] for v in methods}, index=datasets)
+    fr = friedman_nemenyi(df, higher_is_better=True, alpha=ALPHA)
+    cdp = Path(figures_dir) / f"multilabel_cd_{key}.png"
+    plot_cd({**fr, "avg_ranks": {rows.short(k): v for k, v in fr["avg_ranks"].items()}}, cdp,
+            title=f"{label}, {fr['n_datasets']} data sets")
+    alias_note = "; ".join(f"{rows.titles[t]}: {_TABLE[a].short} is declared its alias (variants.yaml alias_of) "
+                           "and trained and ranked once" for a, t in ALIASES.items() if t in methods)
+    fig = Figure(f"Critical-difference diagram ({label})", cdp,
+                 f"Average {label} ranks of {fr['n_methods']} distinct methods over {fr['n_datasets']} data "
+                 f"sets (1 = best; hybrids left out{'; ' + alias_note if alias_note else ''}); methods joined by a "
+                 f"bar are within the Nemenyi critical difference {fr['cd']:.2f} (alpha {ALPHA}). "
+                 f"Friedman chi2 = {fr['friedman_stat']:.2f}, p = {fr['friedman_p']:.3g}.")
+    order = sorted(fr["avg_ranks"], key=fr["avg_ranks"].get)
+    tab = Table(f"Average {label} rank across data sets (Friedman / Nemenyi)",
+                ["Method", "average rank"] + datasets,
+                [[rows.titles[v], f"{fr['avg_ranks'][v]:.2f}"] + [f"{100 * runs[ds][v][key]:.2f}" for ds in datasets]
+                 for v in order],
+                note=f"Friedman chi2 = {fr['friedman_stat']:.2f}, p = {fr['friedman_p']:.3g}; "
+                     f"Nemenyi CD = {fr['cd']:.2f} at alpha {ALPHA} (Demsar 2006); {fr['n_methods']} distinct "
+                     f"methods, a family of its own (one test per metric); the exploratory hybrids left out.")
+    return fr, [fig], [tab]
+
+
+def trial0_values(history_csv: Path) -> dict[str, tuple[float, float]]:
+    """Per data set, the objective of trial 0 (the declared configuration) and its standard
+    error over folds, from a study history ``reports/plots/tune/multilabel/<variant>.csv``
+    (columns ``dataset``, ``trial``, ``value``, ``se``); empty when the file is missing."""
+    import pandas as pd
+
+    if not Path(history_csv).exists():
+        return {}
+    h = pd.read_csv(history_csv)
+    if not {"dataset", "trial", "value"} <= set(h.columns):
+        return {}
+    h = h[(h["trial"] == 0) & h["value"].notna()]
+    se = h["se"] if "se" in h else pd.Series(float("nan"), index=h.index)
+    return {str(d): (float(v), float(e)) for d, v, e in zip(h["dataset"], h["value"], se)}
+
+
+def default_vs_tuned(mdir: Path, tdir: Path, rowset: Rows = ROWS) -> Table | None:
+    """Test mAP of every tuned variant with its ``params.yaml`` values (trial 0; stage
+    ``default_multilabel@<dataset>``, files under ``<mdir>/default/<dataset>/``) beside its tuned choices (the
+    final runs), per tuned data set: each with its bias-corrected bootstrap CI, the
+    difference in points and its paired-bootstrap p-value (the two runs share seeds and the
+    stratified draws, ``stratified_metric_reps(seed=0)``), Holm-corrected within each data set
+    (one family per data set, as in the per-data-set tables).
+    None when no default run exists."""
+    from ..evaluation.stats import bias_corrected_interval, choose_test, holm, paired_pvalue
+
+    rows, ps, deltas, same, diffs = [], [], [], [], []
+    for v in rowset.table1:
+        f = tdir / f"{v}.json"
+        if not f.exists():
+            continue
+        for ds, e in sorted((json.loads(f.read_text()).get("datasets") or {}).items()):
+            dd = mdir / "default" / ds
+            files = [dd / f"{ds}_{v}.json", mdir / f"{ds}_{v}.json",
+                     dd / "reps" / f"{ds}_{v}.npz", mdir / "reps" / f"{ds}_{v}.npz"]
+            if not all(x.exists() for x in files):
+                continue
+            (d, t), (dr, tr) = ([json.loads(x.read_text())["map"] for x in files[:2]],
+                                [np.load(x)["map"].astype(np.float64) for x in files[2:]])
+            cells = []
+            for point, reps in ((d, dr), (t, tr)):
+                lo, hi = bias_corrected_interval(point, reps)
+                cells.append(f"{100 * point:.2f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+                             if lo - 1e-12 <= point <= hi + 1e-12 else
+                             f"{100 * point:.2f} {NO_CI_MARK}")  # NO_CI_NOTE
+            rows.append([rowset.titles[v], ds, *cells, f"{100 * (t - d):+.2f}"])
+            diffs.append(tr - dr)
+            deltas.append(t - d)
+            same.append(e.get("best_trial") == 0)
+    if not rows:
+        return None
+    adj = np.ones(len(rows))  # Holm within each data set (a family per data set, as in its table)
+    tests = set()
+    for ds in {row[1] for row in rows}:
+        idx = [i for i, row in enumerate(rows) if row[1] == ds]
+        test = choose_test(diffs[idx[0]].size, len(idx), ALPHA)  # Wald when the draws are too few
+        tests.add(test)
+        adj[idx] = holm([paired_pvalue(diffs[i], point=deltas[i], method=test) for i in idx])
+    out = []
+    for row, q, delta, sm in zip(rows, adj, deltas, same):
+        verdict = ("trial 0 won: the same run" if sm else
+                   "tuned better" if q < ALPHA and delta > 0 else
+                   "tuned worse" if q < ALPHA and delta < 0 else "no significant difference")
+        out.append([*row, "-" if sm else f"{q:.3g}", verdict])
+    up = sum(r[-1] == "tuned better" for r in out)
+    down = sum(r[-1] == "tuned worse" for r in out)
+    return Table("Default (params.yaml, trial 0) vs tuned, on test (mAP, %)",
+                 ["Method", "data set", "default", "tuned", "Δ (points)", "p (Holm)", "verdict"], out,
+                 note=f"{len(out)} variant x data set pairs: tuning raised test mAP significantly in {up}, "
+                      f"lowered it significantly in {down}. Both runs use the final seeds and the same "
+                      "stratified bootstrap draws (paired); CIs as in the tables above; p = paired "
+                      + ("bootstrap (Davison & Hinkley 1997)" if tests == {"bootstrap"} else
+                         f"test on {diffs[0].size:,} draws ({' / '.join(sorted(tests))}: the bootstrap tail p "
+                         "where its Holm floor is at most alpha/10, else the normal approximation with the "
+                         "bootstrap SE)")
+                      + ", Holm over each data set's pairs, alpha 0.05. "
+                      "The tuned choice was picked on cross-validated validation mAP, never on test."
+                      + (" " + NO_CI_NOTE if any(NO_CI_MARK in c for r in out for c in r[2:4]) else ""))
