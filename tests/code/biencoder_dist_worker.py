@@ -12,7 +12,6 @@ every case (each start imports torch and transformers, seconds on a busy CPU).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -57,13 +56,9 @@ def step(d: Path, out: str) -> None:
                    f"{out}.{loss}-{towers}.rank{info.rank}")
     if info.world_size == 1:
         return
-    import torch.distributed as dist
+    from dist_step_worker import exit_without_teardown
 
-    dist.barrier()
-    # as dist_step_worker: leave without gloo's teardown (it aborted once at exit under load)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    exit_without_teardown()
 
 
 if __name__ == "__main__":
