@@ -27,11 +27,6 @@ from contrastlab.losses.registry import LOSSES, load_table, load_variant_table
 SRC = Path(__file__).resolve().parents[2] / "src" / "contrastlab"
 PRAGMA = "# not a loss name"
 ROW_PRAGMA = "# not a row name"
-#: Rows whose names the scan does not check yet, with the reason (kept short and explicit):
-#: the fine-tuning track's reference rows are still dispatched by name in contrastlab/finetune
-#: (a follow-up of issue 39); gcn/gat key the pydantic defaults of graph.supervised in
-#: params/graph.py, which the variant-defaults change moves into the table.
-NOT_YET = {"finetune": {"frozen", "head", "tfidf"}, "graph": {"gcn", "gat"}}
 
 
 def name_literals(path: Path, names: set[str], pragma: str = PRAGMA, base: Path = SRC.parent) -> list[str]:
@@ -61,15 +56,15 @@ def test_no_module_outside_the_tables_writes_a_loss_name():
 
 def row_names() -> set[str]:
     """Every row of the variant table that is not a registered loss's own name (baselines,
-    hybrids, aliases, variants binding a loss under another name), :data:`NOT_YET` left out."""
+    hybrids, aliases, variants binding a loss under another name), every track."""
     table = load_variant_table()
-    return {n for track, sec in table.items() for n in sec["variants"]
-            if n not in LOSSES and n not in NOT_YET.get(track, set())}
+    return {n for sec in table.values() for n in sec["variants"] if n not in LOSSES}
 
 
 def test_no_module_outside_the_tables_writes_a_row_name():
     names = row_names()
-    assert {"bce", "logreg", "extratrees", "hybrid_et", "simdis_eq13", "sgc"} <= names
+    assert {"bce", "logreg", "extratrees", "hybrid_et", "simdis_eq13", "sgc", "frozen", "head",
+            "tfidf", "gcn", "gat"} <= names
     found = []
     for p in sorted(SRC.rglob("*.py")):
         if p.parent.name != "losses":

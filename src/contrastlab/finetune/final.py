@@ -19,7 +19,7 @@ def run_final_variant(params_path: str | Path, overrides: list[str | Path], vari
     """Stage ``finetune_encoder@<variant>`` end to end: the params (with ``overrides``
     merged), the process group under ``torchrun`` (the contrastive loss gathers every rank's
     embeddings; gradients are averaged), :func:`~contrastlab.finetune.run.run_variant` on ``data`` (the variants
-    parquet) and the lower-layer ``cache`` (not read for ``tfidf``), the files of
+    parquet) and the lower-layer ``cache`` (not read by the row whose method is ``lexical``, TF-IDF), the files of
     :func:`~contrastlab.finetune.run.write_variant_outputs` under ``metrics_dir`` and ``<runs_dir>/<variant>`` (the
     index variant's encoder in ``model/``), one MLflow run and the wall time in the timings
     file (never in a hashed output). ``tuned``: the row's ``tune_finetune`` JSON, whose
@@ -37,6 +37,7 @@ def run_final_variant(params_path: str | Path, overrides: list[str | Path], vari
     from ..timings import write_timing
     from ..tracking import variant_run
 
+    from ..losses.registry import variant_spec
     from .tune import load_tuned
 
     ft = load_tuned(load_with_overrides(params_path, overrides).finetune, tuned)
@@ -45,7 +46,7 @@ def run_final_variant(params_path: str | Path, overrides: list[str | Path], vari
         ft = ft.model_copy(update={"device": str(dist.device)})
     df = pd.read_parquet(data)
     tensors = None
-    if variant != "tfidf":
+    if variant_spec("finetune", variant).method != "lexical":  # TF-IDF reads no cache
         from safetensors.torch import load_file
 
         tensors = load_file(str(cache))

@@ -1,11 +1,13 @@
 """Stage-level functions: the lower-layer cache and one compared variant end to end.
 
-Variants (``finetune.variants`` + baselines): ``mulsupcon``, ``all``, ``any``, ``simdis``
-(registry losses), ``bce`` (BCE on ``problem_*`` + ``tier_*``), ``head`` (layers 0: frozen
-states + projection head trained with MulSupCon), ``frozen`` (frozen encoder, mean-pooled,
-no head, no training) and ``tfidf`` (TF-IDF of code tokens, Salton & Buckley 1988,
-scikit-learn ``TfidfVectorizer``, unigrams + bigrams of identifiers, numbers and operator
-runs, fitted on the training rows).
+Variants (``finetune.variants`` + reference rows, the variant table's ``finetune`` section):
+the registry losses (``mulsupcon``, ``all``, ``any``, ``simdis``) and ``bce`` (BCE on
+``problem_*`` + ``tier_*``) are trained by the fine-tuning loop; a reference row is fitted by
+its ``method``: ``frozen_head`` (layers 0: frozen states + projection head trained with the
+``head_loss`` role, MulSupCon), ``frozen_encoder`` (frozen encoder, mean-pooled, no head, no
+training) and ``lexical`` (TF-IDF of code tokens, Salton & Buckley 1988, scikit-learn
+``TfidfVectorizer``, unigrams + bigrams of identifiers, numbers and operator runs, fitted on
+the training rows).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError, UnknownNameError
+from ..losses.registry import variant_spec
 from ..params.finetune import FINETUNE_VARIANTS, HEAD_LOSS
 from .data import label_matrix, label_names
 from .encoder import FinetuneEncoder
@@ -117,26 +120,28 @@ def _advance(enc: FinetuneEncoder, inp: Inputs, level: int, batch_size: int) -> 
 
 def train_seed(ft, base: Inputs, variant: str, seed: int, *, y, problems, keys, train_idx,
                val_idx, device: str):
-    """One seed of one row: build the encoder under ``torch.manual_seed(seed)`` (``frozen``:
-    no head; ``head``: layers 0 + head; else ``ft.layers``), move the cached states up to its
-    first trainable block, and train it (not ``frozen``) with early stopping on the
-    validation retrieval mAP of ``val_idx`` (:func:`~contrastlab.finetune.train.train_encoder`).
+    """One seed of one row: build the encoder under ``torch.manual_seed(seed)`` (method
+    ``frozen_encoder``: no head; ``frozen_head``: layers 0 + head; else ``ft.layers``), move
+    the cached states up to its first trainable block, and train it (not ``frozen_encoder``)
+    with early stopping on the validation retrieval mAP of ``val_idx``
+    (:func:`~contrastlab.finetune.train.train_encoder`).
 
     Args:
         ft: :class:`contrastlab.params.finetune.FinetuneParams` (its values are used as given,
             e.g. with a trial's choices applied). base: :func:`load_cache` inputs.
-        variant: a row of :data:`ALL_VARIANTS` other than ``tfidf``.
+        variant: a row of :data:`ALL_VARIANTS` other than the ``lexical`` one (TF-IDF).
         y: ``[N, C]`` multi-hot labels; problems, keys: ``[N]`` problem and problem|tier keys;
         train_idx, val_idx: row indices (an empty ``val_idx``: no early stopping).
 
     Returns:
         ``(encoder, inputs, result)``: the trained (best-validation) encoder, its inputs and
-        the :class:`~contrastlab.finetune.train.TrainResult` (``None`` for ``frozen``).
+        the :class:`~contrastlab.finetune.train.TrainResult` (``None`` for ``frozen_encoder``).
     """
+    method = variant_spec("finetune", variant).method
     torch.manual_seed(seed)
-    if variant == "frozen":
+    if method == "frozen_encoder":
         enc = _encoder(ft, layers=0, proj_dim=0)
-    elif variant == "head":
+    elif method == "frozen_head":
         enc = _encoder(ft, layers=0)
     else:
         enc = _encoder(ft)
@@ -144,9 +149,9 @@ def train_seed(ft, base: Inputs, variant: str, seed: int, *, y, problems, keys, 
         _advance(enc, base, enc.n_frozen, ft.batch_size_encode)
     if enc.train_embeddings:
         inp = Inputs(ids=base.ids, level=0)
-    if variant == "frozen":
+    if method == "frozen_encoder":
         return enc, inp, None
-    loss, kw = (HEAD_LOSS, {}) if variant == "head" else FINETUNE_VARIANTS[variant]
+    loss, kw = (HEAD_LOSS, {}) if method == "frozen_head" else FINETUNE_VARIANTS[variant]
     r = train_encoder(enc, inp, y, problems, train_idx, loss=loss, loss_kwargs=kw, cfg=ft,
                       seed=seed, val_idx=val_idx if len(val_idx) else None, keys=keys,
                       knn_k=max(ft.eval.knn_k), device=device)
@@ -161,7 +166,7 @@ def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
     Args:
         ft: :class:`contrastlab.params.finetune.FinetuneParams`.
         df: the variants table of ``finetune_data`` (``problem``, ``tier``, ``text``, ``split``).
-        cache: :func:`build_cache` tensors (unused by ``tfidf``).
+        cache: :func:`build_cache` tensors (unused by the ``lexical`` row, TF-IDF).
         variant: one of :data:`ALL_VARIANTS`.
         seeds: default ``ft.seeds`` (deterministic baselines use the first only).
         device: default ``ft.device``.
@@ -170,15 +175,16 @@ def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
 
     Returns:
         ``{"items": {split: {metric: [S, Q]}}, "embeddings": [S, N, D] float32 (None for
-        tfidf), "curves": [per-seed dict], "best_step": [..], "tokens": [..], "seeds": [..]}``.
+        TF-IDF), "curves": [per-seed dict], "best_step": [..], "tokens": [..], "seeds": [..]}``.
 
     Raises:
         UnknownNameError: unknown variant.
     """
     if variant not in ALL_VARIANTS:
         raise UnknownNameError(f"unknown fine-tuning variant {variant!r}; known: {', '.join(ALL_VARIANTS)}")
+    spec = variant_spec("finetune", variant)
     seeds = list(ft.seeds if seeds is None else seeds)
-    if variant in ("frozen", "tfidf"):
+    if spec.deterministic:  # the same output for every seed: run once
         seeds = seeds[:1]
     dev = device or ft.device
     problems = df["problem"].astype(str).to_numpy()
@@ -187,7 +193,7 @@ def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
     e = ft.eval
     per_seed: list[dict] = []
     embs, curves, best_steps, tokens = [], [], [], []
-    if variant == "tfidf":
+    if spec.method == "lexical":
         emb = tfidf_embeddings(df["text"].tolist(), split == "train", e.tfidf_max_features)
         per_seed.append(item_metrics(emb, problems, tiers, split, knn_k=e.knn_k, rank_k=e.rank_k,
                                      probe_c=e.probe_c))

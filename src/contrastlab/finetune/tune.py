@@ -22,14 +22,15 @@ import numpy as np
 import pandas as pd
 
 from ..errors import UnknownNameError
+from ..losses.registry import track_variants, variant_spec
 from ..io import write_csv, write_json
 from ..tracking import stage_run
 from ..tuning import SearchDim, TuneResult, read_tuned, run_study, study_history, tune_kwargs, write_tuned
 
 __all__ = ["run_tuning", "row_space", "apply_tuned", "load_tuned", "TUNED_ROWS", "UNTRAINED_ROWS"]
 
-#: Rows with no training and nothing to tune.
-UNTRAINED_ROWS = ("frozen", "tfidf")
+#: Rows with no training and nothing to tune (``tuned: false`` in the variant table).
+UNTRAINED_ROWS = tuple(n for n, v in track_variants("finetune").items() if not v.tuned)
 
 
 def _rows() -> tuple[str, ...]:
@@ -45,7 +46,7 @@ TUNED_ROWS = _rows()
 def row_space(ft, row: str) -> dict[str, SearchDim]:
     """The search space of ``row``: ``ft.tune.search`` without ``temperature`` for a variant
     without a loss (``loss: null`` in the variant table: the BCE classifier has none) and without ``lr_encoder`` when no encoder block is trained
-    (``head``, or ``ft.layers == 0``); empty for the untrained rows.
+    (the ``frozen_head`` row, or ``ft.layers == 0``); empty for the untrained rows.
 
     Raises:
         UnknownNameError: not a row of the track.
@@ -60,7 +61,7 @@ def row_space(ft, row: str) -> dict[str, SearchDim]:
     space = dict(ft.tune.search)
     if row in FINETUNE_VARIANTS and FINETUNE_VARIANTS[row][0] is None:  # no loss: the BCE classifier
         space.pop("temperature", None)
-    if row == "head" or ft.layers == 0:
+    if variant_spec("finetune", row).method == "frozen_head" or ft.layers == 0:
         space.pop("lr_encoder", None)
     return space
 

@@ -19,8 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..losses.registry import role, track_variants
 from ..tuning import SearchDim, TuneParams
 
-#: Rows of the track that are not fine-tuning variants (stage ``finetune_baseline``).
-REFERENCE_ROWS = ("frozen", "head", "tfidf")
+#: Rows of the track that are not fine-tuning variants (stage ``finetune_baseline``): the
+#: variant table's fine-tuning rows fitted by a ``method`` of their own (``frozen_encoder``,
+#: ``frozen_head``, ``lexical``), not by the fine-tuning loop.
+REFERENCE_ROWS = tuple(n for n, v in track_variants("finetune").items() if v.method)
 #: The loss that trains the ``head`` baseline's head (frozen encoder, layers 0).
 HEAD_LOSS = role("finetune", "head_loss")
 #: Variant name -> (registry loss or ``None`` for the BCE baseline, its keyword arguments),

@@ -14,7 +14,8 @@ Layout::
       tune: {trials, startup_trials, seed, storage, seeds}   # equal budget per variant
       final: {seeds, ablation_seeds, ablation_batch_nodes, default_seeds}   # final runs on the chosen config
       baselines: {sgc_k, normalize}   # SGC's K and the probe normalisation, chosen on validation
-      supervised:                 # supervised references on the 140 training labels (issue 37)
+      supervised:                 # supervised references on the 140 training labels (issue 37);
+                                  # written in params.yaml only: no schema defaults
         gcn: {arch: gcn, hidden: 16, dropout: 0.5, lr: 0.01, weight_decay: 5e-4, search: {...}}
         gat: {arch: gat, hidden: 8, heads: 8, dropout: 0.6, lr: 0.005, search: {...}}
       variants:                   # one DVC stage per key (tune_graph@<key>, train_graph@<key>);
@@ -162,7 +163,7 @@ class GraphSupervised(_Strict):
     values are the papers' Cora settings (Sec. 5.2 / 3.3). ``search`` may tune ``hidden``,
     ``heads``, ``dropout``, ``lr`` and ``weight_decay``."""
 
-    arch: Literal["gcn", "gat"]
+    arch: Literal["gcn", "gat"]  # not a row name: the GNN architecture
     hidden: int = Field(16, ge=1, le=4096, description="Hidden features (per head for GAT).")
     heads: int = Field(1, ge=1, le=64, description="Attention heads of the first layer (GAT).")
     out_heads: int = Field(1, ge=1, le=64, description="Heads of the output layer, averaged (GAT).")
@@ -181,32 +182,14 @@ class GraphSupervised(_Strict):
         if bad:
             raise ValueError(f"search: {', '.join(bad)} cannot be tuned here "
                              f"(tunable: {', '.join(SUPERVISED_TUNABLE)})")
-        if self.arch == "gcn" and ({"heads", "out_heads"} & set(self.search)):
+        if self.arch == "gcn" and (  # not a row name
+            {"heads", "out_heads"} & set(self.search)):
             raise ValueError("search: a GCN has no attention heads")
         return self
 
 
 #: What a supervised reference's ``search`` may tune.
 SUPERVISED_TUNABLE = ("hidden", "heads", "dropout", "lr", "weight_decay")
-
-
-def _default_supervised() -> dict:
-    """The shipped supervised references (= params.yaml): the papers' Cora settings, each
-    tuned over its own space with the losses' budget."""
-    lr = {"type": "float", "low": 1e-3, "high": 5e-2, "log": True}
-    wd = {"type": "float", "low": 1e-5, "high": 1e-2, "log": True}
-    drop = {"type": "float", "low": 0.0, "high": 0.8}
-    return {
-        "gcn": GraphSupervised(arch="gcn", hidden=16, dropout=0.5, lr=0.01, weight_decay=5e-4,
-                               weight_decay_layers="first", search={
-                                   "hidden": {"type": "categorical", "choices": [16, 32, 64, 128]},
-                                   "dropout": drop, "lr": lr, "weight_decay": wd}),
-        "gat": GraphSupervised(arch="gat", hidden=8, heads=8, dropout=0.6, lr=0.005,
-                               weight_decay=5e-4, weight_decay_layers="every", search={
-                                   "hidden": {"type": "categorical", "choices": [8, 16]},
-                                   "heads": {"type": "categorical", "choices": [4, 8]},
-                                   "dropout": drop, "lr": lr, "weight_decay": wd}),
-    }
 
 
 #: Shared training knobs a variant's ``search`` may tune besides its loss keywords.
@@ -285,9 +268,9 @@ class GraphParams(_Strict):
         default_factory=dict, description="The variants (rows) of the track, written in "
         "params.yaml only: no per-variant defaults.")
     supervised: dict[str, GraphSupervised] = Field(
-        default_factory=_default_supervised,
-        description="Supervised reference rows (tune_graph_supervised / train_graph_supervised); "
-        "{} turns them off.")
+        default_factory=dict,
+        description="Supervised reference rows (tune_graph_supervised / train_graph_supervised), "
+        "written in params.yaml only like the variants: no per-row defaults; {} turns them off.")
 
     @model_validator(mode="after")
     def _check(self) -> "GraphParams":

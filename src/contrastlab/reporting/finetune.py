@@ -12,10 +12,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..losses.registry import track_variants
+from ..losses.registry import method_row, track_variants
 from . import Cell, Figure, Section, Table, style
 
-BASELINE_ROWS = ("frozen", "head", "tfidf")
+#: The reference rows (fitted by a ``method`` of their own) and the frozen encoder's row,
+#: from the variant table.
+BASELINE_ROWS = tuple(n for n, v in track_variants("finetune").items() if v.method)
+FROZEN = method_row("finetune", "frozen_encoder")
 
 #: Row labels and short labels, from the variant table (``contrastlab/losses/variants.yaml``).
 TITLES = {n: v.title for n, v in track_variants("finetune").items()}
@@ -147,15 +150,15 @@ def headline(summary: dict, layers) -> str:
 def _purity_headline(summary: dict, layers) -> str:
     ta, tb = summary["tables"]["a"]["knn5_pxt"], summary["tables"]["b"]["knn5_pxt"]
     best = best_trained(summary)
-    fa, fb = ta["frozen"], tb["frozen"]
+    fa, fb = ta[FROZEN], tb[FROZEN]
     # verdict on split a's mAP (kNN@5 purity is capped by the cell sizes): better than the
     # frozen encoder = intervals disjoint, or the paired Holm test when frozen is the baseline
     apa = summary["tables"]["a"].get("ap", ta)
-    b_ok = summary["baseline"] == "frozen" and apa[best].get("beats_baseline")
-    sig_a = bool(apa[best]["ci_low"] > apa["frozen"]["ci_high"] or b_ok)
+    b_ok = summary["baseline"] == FROZEN and apa[best].get("beats_baseline")
+    sig_a = bool(apa[best]["ci_low"] > apa[FROZEN]["ci_high"] or b_ok)
     gain_a = 100 * (ta[best]["mean"] - fa["mean"])
     gain_b = 100 * (tb[best]["mean"] - fb["mean"])
-    verdict = "Slightly" if sig_a and apa[best]["mean"] - apa["frozen"]["mean"] < 0.05 else \
+    verdict = "Slightly" if sig_a and apa[best]["mean"] - apa[FROZEN]["mean"] < 0.05 else \
         "Yes" if sig_a else "No"
     probe = summary["tables"]["b"].get("probe_tier", {})
     s = (f"{verdict}: fine-tuning the top {layers} MiniLM layer(s) with {TITLES.get(best, best)} "
@@ -174,11 +177,11 @@ def _purity_headline(summary: dict, layers) -> str:
     ap = summary["tables"]["a"].get("ap")
     if ap:
         apb = summary["tables"]["b"]["ap"]
-        s += (f" Retrieval mAP (relevant = same problem and tier): split a {_pct(ap['frozen'])} frozen vs "
-              f"{_pct(ap[best])}, split b {_pct(apb['frozen'])} vs {_pct(apb[best])}.")
+        s += (f" Retrieval mAP (relevant = same problem and tier): split a {_pct(ap[FROZEN])} frozen vs "
+              f"{_pct(ap[best])}, split b {_pct(apb[FROZEN])} vs {_pct(apb[best])}.")
     if probe:
         s += (f" A linear tier probe on unseen problems scores {_pct(probe[best])} with "
-              f"{TITLES.get(best, best)} against {_pct(probe['frozen'])} frozen "
+              f"{TITLES.get(best, best)} against {_pct(probe[FROZEN])} frozen "
               f"(tier shares set the chance level).")
     return s
 

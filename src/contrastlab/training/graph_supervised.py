@@ -35,7 +35,7 @@ __all__ = ["SupervisedGNN", "build_model", "train_supervised", "run_supervised_t
            "supervised_config", "run_supervised_final", "ARCHS"]
 
 #: Architectures a ``graph.supervised`` entry may name (its ``arch`` field).
-ARCHS = ("gcn", "gat")
+ARCHS = ("gcn", "gat")  # not a row name: architectures, named by params.yaml's arch
 
 
 class SupervisedGNN(nn.Module):
@@ -61,7 +61,7 @@ class SupervisedGNN(nn.Module):
         if min(in_dim, n_classes, hidden, heads, out_heads) < 1:
             raise InputError("supervised GNN sizes must be >= 1")
         self.arch, self.dropout = arch, float(dropout)
-        if arch == "gcn":  # one fixed graph (transductive): the normalisation is cached
+        if arch == "gcn":  # not a row name; one fixed graph (transductive): the normalisation is cached
             self.conv1 = GCNConv(in_dim, hidden, cached=True)
             self.conv2 = GCNConv(hidden, n_classes, cached=True)
         else:
@@ -72,7 +72,7 @@ class SupervisedGNN(nn.Module):
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         x = _dropout(x, self.dropout, self.training)
         h = self.conv1(x, edge_index)
-        h = F.relu(h) if self.arch == "gcn" else F.elu(h)
+        h = F.relu(h) if self.arch == "gcn" else F.elu(h)  # not a row name
         h = F.dropout(h, self.dropout, self.training)
         return self.conv2(h, edge_index)
 
