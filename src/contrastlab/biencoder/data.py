@@ -81,11 +81,10 @@ def build_cache(be, signatures: list[str], bodies: list[str]) -> dict[str, torch
         float16 [sum T, H]}`` for ``part`` in ``sig``, ``body``, and ``"level"`` int64 [1]
         (the hidden-state index of the states; 0 and no states for ``layers: all``). The
         states come from a float64 pass rounded to a fixed grid
-        (:func:`contrastlab.finetune.run.reproducible_lower_states`), so their bytes do not
+        (:meth:`contrastlab.finetune.encoder.FinetuneEncoder.lower_states` with
+        ``reproducible=True``), so their bytes do not
         depend on the CPU or thread count.
     """
-    from ..finetune.run import reproducible_lower_states
-
     enc = make_encoder(be)
     out = {"level": torch.as_tensor([0 if enc.train_embeddings else enc.n_frozen], dtype=torch.int64)}
     for part, texts in (("sig", signatures), ("body", bodies)):
@@ -93,6 +92,6 @@ def build_cache(be, signatures: list[str], bodies: list[str]) -> dict[str, torch
         out[f"{part}_ids"] = torch.as_tensor([t for x in ids for t in x], dtype=torch.int32)
         out[f"{part}_lengths"] = torch.as_tensor([len(x) for x in ids], dtype=torch.int64)
         if not enc.train_embeddings:
-            st = reproducible_lower_states(enc, ids, be.batch_size_encode)
+            st = enc.lower_states(ids, be.batch_size_encode, reproducible=True)
             out[f"{part}_states"] = torch.cat(st).to(torch.float16).contiguous()
     return out

@@ -189,10 +189,19 @@ class FinetuneEncoder(nn.Module):
         return self.backbone.get_input_embeddings()(input_ids)
 
     def lower_states(self, ids: Sequence[Sequence[int]], batch_size: int = 64,
-                     level: int | None = None) -> list[torch.Tensor]:
+                     level: int | None = None, *, reproducible: bool = False) -> list[torch.Tensor]:
         """Frozen states ``h_level`` (default ``n_frozen``) per text: list of ``[T_i, H]``
-        float32 CPU tensors (padding removed), computed without gradients in eval mode."""
+        float32 CPU tensors (padding removed), computed without gradients in eval mode.
+
+        ``reproducible=True`` (the caches): the encoder is converted to float64 **in place**
+        and every value is rounded to :data:`contrastlab.data.teacher_repro.BODY_BITS`
+        significant bits, so the bytes do not depend on the CPU, the BLAS kernel, the thread
+        count or ``batch_size`` (the float64 summation noise is far below that grid)."""
+        from ..data.teacher_repro import BODY_BITS, round_significant
+
         level = self.n_frozen if level is None else level
+        if reproducible:
+            self.to(torch.float64)
         was = self.training
         self.eval()
         out: list[torch.Tensor | None] = [None] * len(ids)
@@ -203,7 +212,8 @@ class FinetuneEncoder(nn.Module):
                 input_ids, mask = self._ids_batch([ids[i] for i in idx])
                 h = self.run_blocks(self.embed_tokens(input_ids), mask, 0, level)
                 for r, i in enumerate(idx):
-                    out[i] = h[r, : len(ids[i])].float().cpu().clone()
+                    out[i] = (round_significant(h[r, : len(ids[i])].cpu(), BODY_BITS) if reproducible
+                              else h[r, : len(ids[i])].float().cpu().clone())
         self.train(was)
         return out  # type: ignore[return-value]
 

@@ -27,7 +27,7 @@ from .metrics import BASELINES, item_metrics
 from .tfidf import TOKEN_PATTERN, tfidf_embeddings  # noqa: F401 (TOKEN_PATTERN re-exported)
 from .train import Inputs, embed_inputs, train_encoder
 
-__all__ = ["build_cache", "reproducible_lower_states", "load_cache", "run_variant", "train_seed",
+__all__ = ["build_cache", "load_cache", "run_variant", "train_seed",
            "write_variant_outputs",
            "load_with_overrides", "ALL_VARIANTS", "TOKEN_PATTERN"]
 
@@ -47,7 +47,8 @@ def build_cache(ft, texts: list[str]) -> dict[str, torch.Tensor]:
     The states are computed in float64 and rounded to
     :data:`contrastlab.data.teacher_repro.BODY_BITS` significant bits (stored as float32), so
     their bytes do not depend on the CPU, the BLAS kernel or the thread count (the float64
-    summation noise is far below that grid; :mod:`contrastlab.data.teacher_repro`).
+    summation noise is far below that grid; :meth:`FinetuneEncoder.lower_states` with
+    ``reproducible=True``, :mod:`contrastlab.data.teacher_repro`).
 
     Returns:
         ``{"ids": int32 [sum T_i], "lengths": int64 [N], "level": int64 [1],
@@ -60,29 +61,8 @@ def build_cache(ft, texts: list[str]) -> dict[str, torch.Tensor]:
            "lengths": torch.as_tensor([len(x) for x in ids], dtype=torch.int64),
            "level": torch.as_tensor([enc.n_frozen], dtype=torch.int64)}
     if not enc.train_embeddings:
-        out["states"] = torch.cat(reproducible_lower_states(enc, ids, ft.batch_size_encode))
+        out["states"] = torch.cat(enc.lower_states(ids, ft.batch_size_encode, reproducible=True))
     return out
-
-
-def reproducible_lower_states(enc: FinetuneEncoder, ids: list[list[int]],
-                               batch_size: int) -> list[torch.Tensor]:
-    """:meth:`FinetuneEncoder.lower_states` in float64, each value rounded to ``BODY_BITS``
-    significant bits: list of ``[T_i, H]`` float32 CPU tensors whose bytes do not depend on
-    the CPU, BLAS kernel, thread count or ``batch_size``. ``enc`` (a cache's own encoder) is
-    converted to float64 in place."""
-    from ..data.teacher_repro import BODY_BITS, round_significant
-
-    enc = enc.to(torch.float64).eval()  # the cache's own encoder: converted in place
-    out: list[torch.Tensor | None] = [None] * len(ids)
-    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
-    with torch.no_grad():
-        for s in range(0, len(order), batch_size):
-            idx = order[s:s + batch_size]
-            input_ids, mask = enc._ids_batch([ids[i] for i in idx])
-            h = enc.run_blocks(enc.embed_tokens(input_ids), mask, 0, enc.n_frozen)
-            for r, i in enumerate(idx):
-                out[i] = round_significant(h[r, : len(ids[i])].cpu(), BODY_BITS)
-    return out  # type: ignore[return-value]
 
 
 def load_cache(tensors: dict[str, torch.Tensor]) -> Inputs:
