@@ -37,7 +37,7 @@ def run_final_variant(params_path: str | Path, overrides: list[str | Path], vari
     from ..timings import write_timing
     from ..tracking import variant_run
 
-    from ..losses.registry import variant_spec
+    from ..params.finetune import ROW_METHOD
     from .tune import load_tuned
 
     ft = load_tuned(load_with_overrides(params_path, overrides).finetune, tuned)
@@ -46,7 +46,7 @@ def run_final_variant(params_path: str | Path, overrides: list[str | Path], vari
         ft = ft.model_copy(update={"device": str(dist.device)})
     df = pd.read_parquet(data)
     tensors = None
-    if variant_spec("finetune", variant).method != "lexical":  # TF-IDF reads no cache
+    if ROW_METHOD.get(variant) != "lexical":  # TF-IDF reads no cache
         from safetensors.torch import load_file
 
         tensors = load_file(str(cache))

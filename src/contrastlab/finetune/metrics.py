@@ -33,14 +33,14 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import InputError
-from ..losses.registry import track_variants
+from ..params.finetune import REFERENCE_ROWS
 
 __all__ = ["item_metrics", "average_precision_rows", "knn_purity", "BASELINES", "metric_names"]
 
 
 #: Reference rows of the comparison (no fine-tuning or no neural encoder): the fine-tuning
 #: rows of the variant table fitted by a ``method`` of their own, in table order.
-BASELINES = tuple(n for n, v in track_variants("finetune").items() if v.method)
+BASELINES = REFERENCE_ROWS
 
 
 def average_precision_rows(sim: torch.Tensor, relevant: np.ndarray, ks: Sequence[int]

@@ -19,8 +19,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError, UnknownNameError
-from ..losses.registry import variant_spec
-from ..params.finetune import FINETUNE_VARIANTS, HEAD_LOSS
+from ..params.finetune import DETERMINISTIC_ROWS, FINETUNE_VARIANTS, HEAD_LOSS, ROW_METHOD
 from .data import label_matrix, label_names
 from .encoder import FinetuneEncoder
 from .metrics import BASELINES, item_metrics
@@ -117,7 +116,7 @@ def train_seed(ft, base: Inputs, variant: str, seed: int, *, y, problems, keys, 
         ``(encoder, inputs, result)``: the trained (best-validation) encoder, its inputs and
         the :class:`~contrastlab.finetune.train.TrainResult` (``None`` for ``frozen_encoder``).
     """
-    method = variant_spec("finetune", variant).method
+    method = ROW_METHOD.get(variant, "")
     torch.manual_seed(seed)
     if method == "frozen_encoder":
         enc = _encoder(ft, layers=0, proj_dim=0)
@@ -162,9 +161,8 @@ def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
     """
     if variant not in ALL_VARIANTS:
         raise UnknownNameError(f"unknown fine-tuning variant {variant!r}; known: {', '.join(ALL_VARIANTS)}")
-    spec = variant_spec("finetune", variant)
     seeds = list(ft.seeds if seeds is None else seeds)
-    if spec.deterministic:  # the same output for every seed: run once
+    if variant in DETERMINISTIC_ROWS:  # the same output for every seed: run once
         seeds = seeds[:1]
     dev = device or ft.device
     problems = df["problem"].astype(str).to_numpy()
@@ -173,7 +171,7 @@ def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
     e = ft.eval
     per_seed: list[dict] = []
     embs, curves, best_steps, tokens = [], [], [], []
-    if spec.method == "lexical":
+    if ROW_METHOD[variant] == "lexical":
         emb = tfidf_embeddings(df["text"].tolist(), split == "train", e.tfidf_max_features)
         per_seed.append(item_metrics(emb, problems, tiers, split, knn_k=e.knn_k, rank_k=e.rank_k,
                                      probe_c=e.probe_c))

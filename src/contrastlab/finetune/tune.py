@@ -22,15 +22,12 @@ import numpy as np
 import pandas as pd
 
 from ..errors import UnknownNameError
-from ..losses.registry import track_variants, variant_spec
+from ..params.finetune import ROW_METHOD, UNTRAINED_ROWS  # UNTRAINED_ROWS re-exported
 from ..io import write_csv, write_json
 from ..tracking import stage_run
 from ..tuning import SearchDim, TuneResult, read_tuned, run_study, study_history, tune_kwargs, write_tuned
 
 __all__ = ["run_tuning", "row_space", "apply_tuned", "load_tuned", "TUNED_ROWS", "UNTRAINED_ROWS"]
-
-#: Rows with no training and nothing to tune (``tuned: false`` in the variant table).
-UNTRAINED_ROWS = tuple(n for n, v in track_variants("finetune").items() if not v.tuned)
 
 
 def _rows() -> tuple[str, ...]:
@@ -61,7 +58,7 @@ def row_space(ft, row: str) -> dict[str, SearchDim]:
     space = dict(ft.tune.search)
     if row in FINETUNE_VARIANTS and FINETUNE_VARIANTS[row][0] is None:  # no loss: the BCE classifier
         space.pop("temperature", None)
-    if variant_spec("finetune", row).method == "frozen_head" or ft.layers == 0:
+    if ROW_METHOD.get(row) == "frozen_head" or ft.layers == 0:
         space.pop("lr_encoder", None)
     return space
 

@@ -23,6 +23,12 @@ from ..tuning import SearchDim, TuneParams
 #: variant table's fine-tuning rows fitted by a ``method`` of their own (``frozen_encoder``,
 #: ``frozen_head``, ``lexical``), not by the fine-tuning loop.
 REFERENCE_ROWS = tuple(n for n, v in track_variants("finetune").items() if v.method)
+#: Row -> its declared ``method`` (``""`` for a row trained by the fine-tuning loop).
+ROW_METHOD: dict[str, str] = {n: v.method for n, v in track_variants("finetune").items()}
+#: Rows with the same output for every seed (run on the first seed only).
+DETERMINISTIC_ROWS = tuple(n for n, v in track_variants("finetune").items() if v.deterministic)
+#: Rows with no training and nothing to tune (``tuned: false``).
+UNTRAINED_ROWS = tuple(n for n, v in track_variants("finetune").items() if not v.tuned)
 #: The loss that trains the ``head`` baseline's head (frozen encoder, layers 0).
 HEAD_LOSS = role("finetune", "head_loss")
 #: Variant name -> (registry loss or ``None`` for the BCE baseline, its keyword arguments),
