@@ -28,9 +28,14 @@ from contrastlab.reporting.build import build_report
 def main(argv: list[str] | None = None) -> int:
     ap = stage_parser(__doc__, "--out-dir")
     ap.add_argument("--metrics-dir", default=None,
-                    help="where the tracks' metrics JSON are (default: <out-dir>/metrics)")
+                    help="the tracks' metrics JSON (default: <out-dir>/metrics)")
+    ap.add_argument("--data-dir", default=None, help="per-item data: ranks, draws (default: <out-dir>/data)")
+    ap.add_argument("--plots-dir", default=None,
+                    help="curves and tuning histories (default: <out-dir>/plots)")
+    ap.add_argument("--tuned-dir", default=None, help="the studies' choices (default: <out-dir>/tuned)")
     args = ap.parse_args(argv)
-    build_report(load_params(args.params), args.out_dir, args.metrics_dir)
+    build_report(load_params(args.params), args.out_dir, args.metrics_dir, data_dir=args.data_dir,
+                 plots_dir=args.plots_dir, tuned_dir=args.tuned_dir)
     return 0
 
 

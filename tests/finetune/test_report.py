@@ -138,3 +138,20 @@ def test_tier_headline_leads_with_the_within_problem_metric(tmp_path):
         assert len(tier_tables) == 2 and len(tier_tables[0].rows) == 7
         assert tier_tables[0].rows[-1][0].startswith("ceiling")
         assert "n_items" in summ["tier"]["tables"]["a"]["wp_auc"][CEILING]
+
+
+def test_the_section_reads_the_folders_it_is_given(tmp_path):
+    """The report reads the folders its stage command names (``contrastlab.reporting.Inputs``),
+    not ``<root>/reports``: metrics written elsewhere make the section, the standard layout
+    under the same root has none."""
+    from contrastlab.reporting import Inputs
+
+    other = tmp_path / "another_run"
+    d = other / "metrics" / "finetune"
+    d.mkdir(parents=True)
+    (d / "summary.json").write_text(json.dumps(_summary(0.2)))
+    assert build_section(tmp_path, tmp_path) is None
+    inp = Inputs(tmp_path, other / "metrics", other / "data", other / "plots", other / "tuned")
+    sec = build_section(inp, tmp_path)
+    assert sec is not None and sec.headline.startswith("Yes")
+    assert Inputs.of(inp) is inp and Inputs.of(tmp_path).metrics == tmp_path / "reports" / "metrics"

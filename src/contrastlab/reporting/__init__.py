@@ -1,8 +1,8 @@
 """Comparison report: each track contributes a :class:`Section` of tables and figures.
 
 A track module ``contrastlab.reporting.<track>`` exposes
-``build_section(root: Path, figures_dir: Path) -> Section | None`` that reads that track's
-metrics under ``reports/metrics/<track>/`` (returning ``None`` when the track has not run)
+``build_section(inputs: Inputs | Path, figures_dir: Path) -> Section | None`` that reads that
+track's metrics under ``<inputs.metrics>/<track>/`` (returning ``None`` when the track has not run)
 and may write PNG figures into ``figures_dir``. The report stage renders all sections to
 ``reports/comparison.md`` (and ``reports/index.html``); the track modules are imported by
 name there (:func:`contrastlab.reporting.build.collect_sections`), not here, so this package
@@ -21,6 +21,31 @@ TRACKS: list[str] = ["graph", "code", "multilabel", "finetune"]
 #: (``scripts/stage_deps.py`` makes them DVC deps of every stage that imports this package;
 #: the training stages depend only on their own loss's entry, via ``data/loss_code.yaml``).
 DATA_DEPS = ("../losses/registry.yaml", "../losses/variants.yaml")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Where the report reads: the folders the ``report`` stage's command names
+    (``--metrics-dir``, ``--data-dir``, ``--plots-dir``, ``--tuned-dir``, which are also its
+    DVC deps) and the repository ``root`` (``params.yaml``, ``presets/``, the timings).
+
+    Every track's ``build_section`` takes an :class:`Inputs` or a repository root, whose
+    standard layout :meth:`of` fills in (``<root>/reports/metrics``, ...)."""
+
+    root: Path
+    metrics: Path
+    data: Path
+    plots: Path
+    tuned: Path
+
+    @classmethod
+    def of(cls, where: "Inputs | Path | str") -> "Inputs":
+        """``where`` itself, or the standard layout under the repository root ``where``."""
+        if isinstance(where, Inputs):
+            return where
+        root = Path(where)
+        rep = root / "reports"
+        return cls(root, rep / "metrics", rep / "data", rep / "plots", rep / "tuned")
 
 
 def wall_time(root: Path, track: str, name: str, metrics: dict | None = None) -> float:

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from . import TRACKS, Section
+from . import TRACKS, Inputs, Section
 
 __all__ = ["build_report", "collect_sections", "track_run", "write_summary", "ANSWER"]
 
@@ -58,8 +58,10 @@ def track_run(track: str, *, stage: str):
     return invocation_run(track, stage=stage)
 
 
-def collect_sections(root: Path, figures_dir: Path, tracks: Sequence[str] = TRACKS) -> list[Section]:
-    """Build every available track's section (tracks whose module or metrics are missing are skipped)."""
+def collect_sections(root: Inputs | Path, figures_dir: Path, tracks: Sequence[str] = TRACKS) -> list[Section]:
+    """Build every available track's section from ``root`` (the report's
+    :class:`~contrastlab.reporting.Inputs`, or a repository root and its standard layout);
+    tracks whose module or metrics are missing are skipped."""
     sections = []
     for t in tracks:
         try:
@@ -74,7 +76,9 @@ def collect_sections(root: Path, figures_dir: Path, tracks: Sequence[str] = TRAC
     return sections
 
 
-def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = None) -> dict:
+def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = None, *,
+                 data_dir: str | Path | None = None, plots_dir: str | Path | None = None,
+                 tuned_dir: str | Path | None = None) -> dict:
     """Render every track's comparison into ``out_dir``.
 
     Writes ``comparison.md`` and ``index.html`` (figures under ``figures/``; the HTML is
@@ -83,8 +87,7 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     figure first and its two-sentence headline, :func:`contrastlab.reporting.headline.attach`),
     the run's provenance; ``summary.json``: ``answer`` (per track: best loss, strongest
     baseline, their values, difference and p, :func:`~contrastlab.reporting.headline.headline_metrics`)
-    first, then each track's metrics named in ``params.report.headline``, read from
-    ``metrics_dir`` (default ``<out_dir>/metrics``); and the stage-time table (wall seconds)
+    first, then each track's metrics named in ``params.report.headline``; and the stage-time table (wall seconds)
     to ``reports/timings/stage_times.md``, out of every hashed file, so a rerun on the same
     inputs rewrites the same bytes.
     Logs one MLflow run in ``contrastlab-report`` with the headline metrics and the report as
@@ -93,6 +96,10 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
 
     Args:
         params: the validated :class:`contrastlab.params.Params`.
+        out_dir: where the report is written.
+        metrics_dir, data_dir, plots_dir, tuned_dir: the folders the sections read (the
+            ``report`` stage passes each on its command line; default ``<out_dir>/metrics``,
+            ``/data``, ``/plots``, ``/tuned``).
 
     Returns:
         The summary written to ``summary.json``.
@@ -111,12 +118,15 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     root = repo_root()
     out = Path(out_dir)
     metrics = Path(metrics_dir) if metrics_dir else out / "metrics"
+    inputs = Inputs(Path(root), metrics, Path(data_dir) if data_dir else out / "data",
+                    Path(plots_dir) if plots_dir else out / "plots",
+                    Path(tuned_dir) if tuned_dir else out / "tuned")
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     with variant_run("report", "report", params.report, stage="report") as tracker:
         prov = collect_provenance(params, git_commit(root))
         style.apply()  # page-width figures, legible fonts (reporting/style.py)
-        sections = collect_sections(root, figures)
+        sections = collect_sections(inputs, figures)
         for s in sections:  # first figure, two-sentence headline, legend (headline.attach)
             attach(s, figures)
         heads = {s.track: headline_metrics(s.comparison) for s in sections

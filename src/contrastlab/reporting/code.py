@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import Figure, Section, Table
+from . import Figure, Inputs, Section, Table
 from .code_figures import _rank_curve_figure, _training_figure
 from .code_headline import _ci, _headline
 from .code_rows import (REFERENCES, TITLES, _contrastive, _is_baseline, _is_hybrid, _order, _short,
@@ -152,10 +152,11 @@ def _preset_provenance(root: Path, name: str) -> str:
             f"(params `code` hash `{h}`), not by params.yaml's `code` section.")
 
 
-def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | None:
+def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Section | None:
     """The code track's report section, or ``None`` when no code metrics exist yet."""
-    root = Path(root)
-    loaded = _load_table(root, "code")
+    inp = Inputs.of(root)
+    root = inp.root
+    loaded = _load_table(inp, "code")
     if loaded is None:
         return None
     s = Section("code", "Code retrieval: signature -> body embedding")
@@ -164,10 +165,10 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | N
     s.tables.append(table)
     s.headline = headline
     s.comparison = table.comparison
-    dvt = default_vs_tuned(root, loaded)
+    dvt = default_vs_tuned(inp, loaded)
     if dvt is not None:
         s.tables.append(dvt)
-    seed = _load_table(root, "code_seed_corpus")
+    seed = _load_table(inp, "code_seed_corpus")
     if seed is not None:
         t2, h2 = _table("code_seed_corpus", seed, "Seed-corpus preset (bash scripts/"
                         "seed_corpus.sh; presets/code-seed-corpus.yaml)", digits, True)
@@ -181,12 +182,12 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3) -> Section | N
     figures_dir.mkdir(parents=True, exist_ok=True)
     p = figures_dir / "code_rank_at_k.png"
     corpus = max(int(m.get("corpus_size", 0)) for m in loaded["metrics"].values())
-    if _rank_curve_figure(root / "reports" / "data" / "code", names, p, corpus, titles):
+    if _rank_curve_figure(inp.data / "code", names, p, corpus, titles):
         s.figures.append(Figure("Test Rank@k against k", p,
                                 "Share of test signatures whose body is in the top k (mean "
                                 "over seeds); dotted: chance."))
     p = figures_dir / "code_training_curves.png"
-    if _training_figure(root / "reports" / "plots" / "code", names, p, titles):
+    if _training_figure(inp.plots / "code", names, p, titles):
         s.figures.append(Figure("Training curves (seed 0)", p,
                                 "Left: training loss per epoch; right: validation Rank@10 "
                                 "against the full corpus (early-stopping criterion)."))

@@ -9,18 +9,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import Cell, Table
+from . import Cell, Inputs, Table
 from .code_rows import (BM25, CONTROL_HYBRID, _is_baseline, _is_hybrid, _title, _trained_fusions,
                         _untrained)
 
 
-def _load_table(root: Path, name: str) -> dict | None:
+def _load_table(root: Inputs | Path, name: str) -> dict | None:
     """Metrics and per-query ranks of one table (``reports/metrics/<name>``)."""
     import numpy as np
     import pandas as pd
 
-    mdir = root / "reports" / "metrics" / name
-    ddir = root / "reports" / "data" / name
+    mdir = Inputs.of(root).metrics / name
+    ddir = Inputs.of(root).data / name
     bfile = mdir / "baselines.json"
     metrics: dict[str, dict] = {}
     ranks: dict[str, np.ndarray] = {}  # name -> [S, I]
@@ -163,7 +163,7 @@ def _resolution(stats: dict) -> str:
     return resolution_note(n_res, tested[0]["family_size"], tested[0]["test"])
 
 
-def default_vs_tuned(root: Path, loaded: dict, n_resamples: int | None = None) -> Table | None:
+def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None = None) -> Table | None:
     """Each tuned loss's declared configuration (``default_code@<v>``: trial 0 of its study,
     run on the final seeds) against its tuned choice (``train_code@<v>``): validation and test
     Rank@10 side by side, test CIs and the paired difference from one bootstrap over seeds and
@@ -174,8 +174,8 @@ def default_vs_tuned(root: Path, loaded: dict, n_resamples: int | None = None) -
     from ..evaluation.stats import (bootstrap_per_item, choose_test, draws_for, holm, paired_pvalue,
                                     resample_counts, resolution_note, summarize)
 
-    mdir = root / "reports" / "metrics" / "code" / "default"
-    ddir = root / "reports" / "data" / "code" / "default"
+    mdir = Inputs.of(root).metrics / "code" / "default"
+    ddir = Inputs.of(root).data / "code" / "default"
     mats, vals = {}, {}
     for f in sorted(mdir.glob("*.json")):
         m, v = json.loads(f.read_text()), f.stem

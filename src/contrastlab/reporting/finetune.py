@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from ..losses.registry import method_row, track_variants
-from . import Cell, Figure, Section, Table, style
+from . import Cell, Figure, Inputs, Section, Table, style
 
 #: The reference rows (fitted by a ``method`` of their own) and the frozen encoder's row,
 #: from the variant table.
@@ -273,7 +273,7 @@ def gpu_note(g: dict) -> str:
             f"{_pct(g['tables']['b']['knn5_pxt'][best])} vs {_pct(g['tables']['b']['knn5_pxt'][base])}.")
 
 
-def tuning_table(root: Path) -> Table | None:
+def tuning_table(root: Inputs | Path) -> Table | None:
     """Each tuned row's study (``reports/tuned/finetune/<row>.json`` and its trial history
     ``reports/plots/tune/finetune/<row>.csv``): the declared configuration (trial 0) against
     the choice on validation mAP, the trials by state and the chosen values. ``None`` before
@@ -281,9 +281,9 @@ def tuning_table(root: Path) -> Table | None:
     import pandas as pd
 
     rows = []
-    for f in sorted((Path(root) / "reports" / "tuned" / "finetune").glob("*.json")):
+    for f in sorted((Inputs.of(root).tuned / "finetune").glob("*.json")):
         t = json.loads(f.read_text())
-        hist = Path(root) / "reports" / "plots" / "tune" / "finetune" / f"{f.stem}.csv"
+        hist = Inputs.of(root).plots / "tune" / "finetune" / f"{f.stem}.csv"
         if not t.get("params") or not hist.exists():
             continue
         h = pd.read_csv(hist)
@@ -314,10 +314,12 @@ def _add_gpu(sec: Section, g: dict) -> None:
     sec.tables.append(_split_table(g, "a", "GPU, all layers: split (a)"))
 
 
-def build_section(root: Path, figures_dir: Path) -> Section | None:
-    """The fine-tuning section, or ``None`` when ``summary.json`` is missing."""
-    root = Path(root)
-    f = root / "reports" / "metrics" / "finetune" / "summary.json"
+def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
+    """The fine-tuning section, or ``None`` when ``summary.json`` is missing. ``root``: the
+    report's :class:`~contrastlab.reporting.Inputs` or a repository root."""
+    inp = Inputs.of(root)
+    root = inp.root
+    f = inp.metrics / "finetune" / "summary.json"
     if not f.exists():
         return None
     summary = json.loads(f.read_text())
@@ -331,8 +333,8 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
     sec = Section("finetune", "Fine-tuning the code encoder (HumanEval problem x tier)")
     sec.headline = headline(summary, layers)
     sec.comparison = _comparison(summary)
-    tuned = tuning_table(root)
-    ds = root / "reports" / "data" / "finetune" / "humaneval_dataset.json"
+    tuned = tuning_table(inp)
+    ds = inp.data / "finetune" / "humaneval_dataset.json"
     if ds.exists():
         d = json.loads(ds.read_text())
         sec.notes.append(
@@ -370,7 +372,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         sec.tables.append(_split_table(summary, s, title))
     if tuned is not None:
         sec.tables.append(tuned)
-    gpu = root / "reports" / "metrics" / "finetune_gpu" / "summary.json"
+    gpu = inp.metrics / "finetune_gpu" / "summary.json"
     if gpu.exists():
         _add_gpu(sec, json.loads(gpu.read_text()))
     fig = Path(figures_dir) / "finetune_knn_purity.png"

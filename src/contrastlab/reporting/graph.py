@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import Cell, Figure, Section, Table, params_titles
+from . import Cell, Figure, Inputs, Section, Table, params_titles
 from .graph_figures import _bar_figure, _curve_figure, _pca_figure, _tuning_figure
 from .graph_stats import (_ALPHA, _DETERMINISTIC, BASELINES, SHORT_BASELINES, _read_json, _resolution,
                           default_vs_tuned, graph_statistics, loss_vs_supervised, supervised_rows)
@@ -64,18 +64,20 @@ def _comparison(st: dict, names: list[str], params, dataset: str, titles: dict[s
                       title=f"{dataset}: linear-probe test accuracy, 95 % CI")
 
 
-def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -> Section | None:
+def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3, params=None) -> Section | None:
     """The graph track's report section, or ``None`` when no graph metrics exist yet.
 
     Args:
-        root: repository root (reads ``reports/{metrics,data,plots,tuned}/graph``).
+        root: the report's :class:`~contrastlab.reporting.Inputs` (reads the ``graph``
+            folder of each) or a repository root (its ``reports/{metrics,data,plots,tuned}``).
         figures_dir: where the PNG figures are written.
         digits: decimals in the tables.
         params: the loaded :class:`~contrastlab.params.Params` (default: ``root/params.yaml``,
             else the schema defaults); selects and orders the variants.
     """
-    root = Path(root)
-    mdir = root / "reports" / "metrics" / "graph"
+    inp = Inputs.of(root)
+    root = inp.root
+    mdir = inp.metrics / "graph"
     if params is None:
         from ..params import load_params
         from ..utils import repo_root
@@ -88,12 +90,12 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -
     titles = params_titles(params, "graph")
     metrics = {v: _read_json(mdir / f"{v}.json") for v in variants}
     names = _order(variants, titles)
-    st = graph_statistics(root, names)
+    st = graph_statistics(inp, names)
     if st is None:
         return None
     s = st["stats"]
     base = st["baseline"]
-    tuned_dir = root / "reports" / "tuned" / "graph"
+    tuned_dir = inp.tuned / "graph"
     tuned = {n: _read_json(tuned_dir / f"{n}.json") for n in names}
     names = sorted(names, key=lambda n: -s[n]["mean"])
     f = f"{{:.{digits}f}}"
@@ -128,7 +130,7 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -
             rows.append([f"baseline: {BASELINES[b]}", *stat_cells(b),
                          1 if b in _DETERMINISTIC else st["n_seeds"], hp or "-",
                          "same probe"])
-    refs = supervised_rows(root, params)
+    refs = supervised_rows(inp, params)
     for r, m in refs.items():
         mean = Cell(m["logreg_acc_mean"], m["logreg_acc_ci_low"], m["logreg_acc_ci_high"],
                     digits=digits, show_ci=False,
@@ -169,8 +171,8 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -
               "encoders and training differ)."),
     )
     sec = Section("graph", f"Graph self-supervised learning on {ds}")
-    tuning = default_vs_tuned(root, names)
-    ref_tests = loss_vs_supervised(root, names, list(refs))
+    tuning = default_vs_tuned(inp, names)
+    ref_tests = loss_vs_supervised(inp, names, list(refs))
     sec.headline = _headline(st, names, base, 0.842, digits, st["n_seeds"], st["n_test"], ds,
                              tuning=tuning, refs=refs, ref_tests=ref_tests, titles=titles)
     sec.comparison = _comparison(st, names, params, ds, titles)
@@ -178,10 +180,10 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -
     sut = _supervised_table(refs, names, ref_tests, digits, titles)
     if sut is not None:
         sec.tables.append(sut)
-    dt = _default_table(root, names, tuned, metrics, digits, tuning, titles)
+    dt = _default_table(inp, names, tuned, metrics, digits, tuning, titles)
     if dt is not None:
         sec.tables.append(dt)
-    ab = _ablation_table(root, names, digits, titles)
+    ab = _ablation_table(inp, names, digits, titles)
     if ab is not None:
         sec.tables.append(ab)
     trows = []
@@ -210,17 +212,17 @@ def build_section(root: Path, figures_dir: Path, digits: int = 3, params=None) -
                               "Tuned variants and baselines through the same probe; dashed "
                               "lines: published public-split results."))
     tfig = figures_dir / "graph_tuning.png"
-    if _tuning_figure(root / "reports" / "plots" / "tune" / "graph", names, tfig, titles):
+    if _tuning_figure(inp.plots / "tune" / "graph", names, tfig, titles):
         sec.figures.append(Figure("Tuning histories", tfig,
                                   "Validation accuracy of every trial and the best so far."))
     curves = figures_dir / "graph_loss_curves.png"
-    if _curve_figure(root / "reports" / "plots" / "graph", names, curves, titles):
+    if _curve_figure(inp.plots / "graph", names, curves, titles):
         sec.figures.append(Figure("Training loss per epoch", curves,
                                   "Thin lines: seeds; thick: mean. Losses differ in scale "
                                   "across variants (MixCo adds its mix-up term, MoCHi adds "
                                   "synthetic negatives)."))
     pca = figures_dir / "graph_embeddings_pca.png"
-    if _pca_figure(root / "reports" / "data" / "graph", names, pca, titles):
+    if _pca_figure(inp.data / "graph", names, pca, titles):
         sec.figures.append(Figure(f"{ds} embeddings (PCA)", pca,
                                   "First seed's encoder outputs projected to 2-D with PCA."))
     return sec

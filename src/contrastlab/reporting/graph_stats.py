@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..losses.registry import track_variants
+from . import Inputs
 
 _ROWS = {n: v for n, v in track_variants("graph").items() if v.kind == "baseline" and v.method != "supervised"}
 #: ``{baseline: row label}`` of the feature baselines (raw features, SGC, untrained GCN).
@@ -74,11 +75,11 @@ def _common_seeds(x: tuple[np.ndarray, list[str]], y: tuple[np.ndarray, list[str
     return (x[0][[x[1].index(c) for c in seeds]], y[0][[y[1].index(c) for c in seeds]])
 
 
-def default_vs_tuned(root: Path, names: list[str]) -> dict[str, dict]:
+def default_vs_tuned(root: Inputs | Path, names: list[str]) -> dict[str, dict]:
     """Tuned minus default test accuracy per loss, paired on the seeds both ran and the same
     test nodes (:func:`_paired_tests`, Holm over the losses; ``a`` = tuned, ``b`` = default).
     Losses without both prediction files are left out."""
-    data = Path(root) / "reports" / "data" / "graph"
+    data = Inputs.of(root).data / "graph"
     pairs = {}
     for n in names:
         t, d = _correct(data / f"{n}_test_pred.csv"), _correct(data / "default" / f"{n}_test_pred.csv")
@@ -89,18 +90,18 @@ def default_vs_tuned(root: Path, names: list[str]) -> dict[str, dict]:
     return _paired_tests(pairs)
 
 
-def supervised_rows(root: Path, params) -> dict[str, dict]:
+def supervised_rows(root: Inputs | Path, params) -> dict[str, dict]:
     """``{name: metrics}`` of the supervised references of ``graph.supervised`` whose final
     runs exist (``reports/metrics/graph/supervised/<name>.json``), in params order."""
-    mdir = Path(root) / "reports" / "metrics" / "graph" / "supervised"
+    mdir = Inputs.of(root).metrics / "graph" / "supervised"
     return {n: m for n in params.graph.supervised
             if (m := _read_json(mdir / f"{n}.json")) is not None}
 
 
-def loss_vs_supervised(root: Path, names: list[str], refs: list[str]) -> dict:
+def loss_vs_supervised(root: Inputs | Path, names: list[str], refs: list[str]) -> dict:
     """Each loss minus each supervised reference, paired on their common seeds and the test
     nodes (``(loss, ref) -> test``; Holm over all ``len(names) x len(refs)`` pairs)."""
-    data = Path(root) / "reports" / "data" / "graph"
+    data = Inputs.of(root).data / "graph"
     pairs = {}
     for r in refs:
         rc = _correct(data / "supervised" / f"{r}_test_pred.csv")
@@ -113,7 +114,7 @@ def loss_vs_supervised(root: Path, names: list[str], refs: list[str]) -> dict:
     return _paired_tests(pairs)
 
 
-def graph_statistics(root: Path, variants: list[str]) -> dict | None:
+def graph_statistics(root: Inputs | Path, variants: list[str]) -> dict | None:
     """Paired statistics of the tuned variants and the baselines on the same test nodes.
 
     Every variant and every baseline is a candidate for "best" (``summarize(candidates=)``);
@@ -129,7 +130,7 @@ def graph_statistics(root: Path, variants: list[str]) -> dict | None:
     """
     from ..evaluation.stats import bootstrap_per_item, draws_for, summarize
 
-    data = Path(root) / "reports" / "data" / "graph"
+    data = Inputs.of(root).data / "graph"
     per_item: dict[str, np.ndarray] = {}
     vcols: list[str] = []
     for v in variants:
@@ -159,7 +160,7 @@ def graph_statistics(root: Path, variants: list[str]) -> dict | None:
     cands = list(per_item)
     n_res = draws_for(len(cands) - 1, _ALPHA)  # family: every other row vs the strongest baseline
     point, reps = bootstrap_per_item(per_item, n_resamples=n_res, seed=0)
-    bjson = _read_json(Path(root) / "reports" / "metrics" / "graph" / "baselines.json") or {}
+    bjson = _read_json(Inputs.of(root).metrics / "graph" / "baselines.json") or {}
     val = {b: bjson.get(b, {}).get("val_acc") for b in bases}
     by = "validation" if bases and all(v is not None for v in val.values()) else "test"
     key = (lambda b: val[b]) if by == "validation" else point.get

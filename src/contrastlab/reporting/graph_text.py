@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import Table
+from . import Inputs, Table
 from .graph_stats import _ALPHA, _PAIRED_RESAMPLES, BASELINES, _correct, _read_json
 
 
@@ -167,13 +167,13 @@ def _headline(st: dict, names: list[str], base: str | None, refs_best: float, di
     return txt
 
 
-def _default_table(root: Path, names: list[str], tuned: dict, metrics: dict,
+def _default_table(root: Inputs | Path, names: list[str], tuned: dict, metrics: dict,
                    digits: int, tests: dict | None = None, titles: dict[str, str] | None = None) -> Table | None:
     """Each loss's declared configuration next to its tuned choice (validation and test), with
     the paired test of tuned - default (``tests``: :func:`default_vs_tuned`)."""
     titles = titles or {}
     tests = tests or {}
-    mdir = Path(root) / "reports" / "metrics" / "graph"
+    mdir = Inputs.of(root).metrics / "graph"
     f = f"{{:.{digits}f}}"
     rows, seeds_d = [], set()
     for n in names:
@@ -263,14 +263,14 @@ def _supervised_table(refs: dict, names: list[str], tests: dict, digits: int,
               "early stopping)."))
 
 
-def _ablation_table(root: Path, names: list[str], digits: int, titles: dict[str, str] | None = None) -> Table | None:
+def _ablation_table(root: Inputs | Path, names: list[str], digits: int, titles: dict[str, str] | None = None) -> Table | None:
     titles = titles or {}
     from ..evaluation.stats import bootstrap_per_item, draws_for, holm, paired_pvalue, resolution_note
 
-    data = Path(root) / "reports" / "data" / "graph"
+    data = Inputs.of(root).data / "graph"
     rows, pvals, rec = [], [], []
     n_res = draws_for(len(names), _ALPHA)
-    mdir = Path(root) / "reports" / "metrics" / "graph"
+    mdir = Inputs.of(root).metrics / "graph"
     for n in names:
         ab = _correct(data / "ablation" / f"{n}_test_pred.csv")
         main = _correct(data / f"{n}_test_pred.csv")

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import Figure, Section, Table
+from . import Figure, Inputs, Section, Table
 from .multilabel_figures import _curve_figure, _weights_figure
 from .multilabel_headline import F1_KEY, F1_LABEL, headline
 from .multilabel_rows import (_TABLE, ALIASES, BASELINES, CONTRASTIVE, CONTRASTIVE_BASE, HYBRID_ROWS, METRICS,
@@ -68,16 +68,18 @@ def _fmt(x) -> str:
     return f"{x:.3g}" if isinstance(x, float) else str(x)
 
 
-def build_section(root: Path, figures_dir: Path) -> Section | None:
-    """The multi-label section, or None when no multi-label metrics exist."""
+def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
+    """The multi-label section, or None when no multi-label metrics exist. ``root``: the
+    report's :class:`~contrastlab.reporting.Inputs` or a repository root."""
     import pandas as pd
 
-    root = Path(root)
+    inp = Inputs.of(root)
+    root = inp.root
     rowset = _rows_of(root)
-    mdir = root / "reports" / "metrics" / "multilabel"
-    pdir = root / "reports" / "plots" / "multilabel"
-    ddir = root / "reports" / "data" / "multilabel"
-    tdir = root / "reports" / "tuned" / "multilabel"
+    mdir = inp.metrics / "multilabel"
+    pdir = inp.plots / "multilabel"
+    ddir = inp.data / "multilabel"
+    tdir = inp.tuned / "multilabel"
     runs = load_metrics(mdir, rowset) if mdir.exists() else {}
     runs = {ds: r for ds, r in runs.items() if any("micro_f1_val_t" in m for m in r.values())}
     if not runs:
@@ -129,7 +131,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
 
     for ds, r in runs.items():
         reps = load_reps(mdir / "reps", ds, list(r))
-        k_freq = _frequent_k(root / "reports" / "metrics" / "coverage.json", ds, r, reps)
+        k_freq = _frequent_k(inp.metrics / "coverage.json", ds, r, reps)
         st = table_stats(r, reps, rowset)
         st["_pairs"] = {(a, b): paired_pvalue(reps[a]["map"] - reps[b]["map"])
                         for a, b in rowset.hybrid_pairs()
@@ -209,7 +211,7 @@ def build_section(root: Path, figures_dir: Path) -> Section | None:
         if not f.exists():
             continue
         t = json.loads(f.read_text())
-        t0 = trial0_values(root / "reports" / "plots" / "tune" / "multilabel" / f"{v}.csv")
+        t0 = trial0_values(inp.plots / "tune" / "multilabel" / f"{v}.csv")
         for ds, e in sorted((t.get("datasets") or {}).items()):
             tuned_ds.add(ds)
             se = e.get("best_value_se")
