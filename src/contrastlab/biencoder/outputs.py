@@ -18,6 +18,10 @@ import pandas as pd
 
 __all__ = ["row_title", "row_metrics", "write_row_outputs"]
 
+#: The registry entries this module reads (a row's loss title): the retrieval losses only, so
+#: adding a loss of another track leaves ``train_biencoder`` up to date (scripts/stage_deps.py).
+LOSS_NEEDS = ("targets",)
+
 
 def row_title(be, row) -> str:
     """Report title of a row, from its declaration (trainer, loss, trained layers, towers)."""
