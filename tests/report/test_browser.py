@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from _dvcstatus import report_stage_changed
+
 from contrastlab.reporting.html import render_html
 
 pytestmark = pytest.mark.browser
@@ -134,20 +136,6 @@ def test_synthetic_report_in_chromium(browser, sections, report_dir):
     assert info["figures"][0]["w"] == 180  # 3 in x 60 dpi, decoded from the data URI
 
 
-def _report_stage_changed() -> bool:
-    """True when DVC says the ``report`` stage's deps or outs changed since it last ran.
-
-    (File times cannot tell: a fresh clone checks files out in arbitrary order.)"""
-    import shutil
-    import subprocess
-    import sys
-
-    dvc = shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
-    r = subprocess.run([dvc, "status", "report", "--json"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
-    return r.returncode != 0 or r.stdout.strip() not in ("{}", "")
-
-
 def test_built_report_in_chromium(browser, tmp_path):
     """The pipeline's own ``reports/index.html`` (after ``dvc repro``): every track that has
     metrics has a section with at least one table and one loaded figure, and its comparison
@@ -158,7 +146,7 @@ def test_built_report_in_chromium(browser, tmp_path):
                     if p.is_dir() and any(p.rglob("*.json"))) if metrics.is_dir() else []
     if not page.exists() or not tracks:
         pytest.skip("reports/index.html or track metrics absent: run `dvc repro` first")
-    if _report_stage_changed():
+    if report_stage_changed(ROOT):
         pytest.skip("reports/index.html is out of date (`dvc status report` lists changes): "
                     "run `dvc repro report`")
     info = _open_and_check(browser, page, tmp_path / "screenshot.png")

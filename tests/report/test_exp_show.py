@@ -113,11 +113,15 @@ def test_default_view_declares_each_metric_once(repo):
 
 
 def test_temperature_next_to_probe_accuracy(repo):
+    """Every graph variant's temperature (params.yaml) beside the probe accuracy of each one
+    that has run (summary.json): a variant just added by the recipe has only the former."""
     header, rows = _columns(repo, _readme_commands()[1])
-    variants = ["ntxent", "mixco", "mochi"]
+    variants = list(yaml.safe_load((ROOT / "params.yaml").read_text())["graph"]["variants"])
+    ran = [v for v in variants if f"graph.{v}.logreg_acc_mean" in set(_summary_metrics())]
+    assert {"ntxent", "mixco", "mochi"} <= set(ran)
     assert sorted(header) == sorted(["Experiment"]
                                     + [f"graph.variants.{v}.temperature" for v in variants]
-                                    + [f"graph.{v}.logreg_acc_mean" for v in variants])
+                                    + [f"graph.{v}.logreg_acc_mean" for v in ran])
     i_t = header.index("graph.variants.ntxent.temperature")
     i_m = header.index("graph.ntxent.logreg_acc_mean")
     assert {(r[i_t], r[i_m]) for r in rows if r[i_t] == "0.123"} == {("0.123", "0.5")}
@@ -153,7 +157,14 @@ def test_headline_metrics_of_every_track(repo):
 def test_readme_states_the_plain_column_count(repo):
     """docs/usage.md's sentence "A plain `dvc exp show` prints N columns ... A of DVC's own, M
     headline metrics, all P keys of `params.yaml` and D files and folders" against a
-    recount of what plain ``dvc exp show`` prints in the copy."""
+    recount of what plain ``dvc exp show`` prints in the copy. The sentence describes the
+    built project: while the report is out of date (a variant added and not run yet) the
+    count is not checked; once it is rebuilt, the sentence must say the new count."""
+    from _dvcstatus import report_stage_changed
+
+    if report_stage_changed(ROOT):
+        pytest.skip("the report is out of date (`dvc status report` lists changes): run "
+                    "`dvc repro`, then update the column count in docs/usage.md")
     header, _ = _columns(repo, ["dvc", "exp", "show"])
     text = " ".join((ROOT / "docs" / "usage.md").read_text(encoding="utf-8").split())
     m = re.search(r"A plain `dvc exp show` prints (\d+) columns.*?(\d+) of DVC's own.*?"
