@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import UnknownNameError
-from ..params.finetune import ROW_METHOD, UNTRAINED_ROWS  # UNTRAINED_ROWS re-exported
 from ..io import write_csv, write_json
+from ..params.finetune import ROW_METHOD, UNTRAINED_ROWS  # UNTRAINED_ROWS re-exported
 from ..tracking import stage_run
 from ..tuning import SearchDim, TuneResult, read_tuned, run_study, study_history, tune_kwargs, write_tuned
 

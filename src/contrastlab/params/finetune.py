@@ -19,24 +19,24 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..losses.registry import role, track_variants
 from ..tuning import SearchDim, TuneParams
 
+_ROWS = track_variants("finetune")  # the variant table's fine-tuning rows, in file order
 #: Rows of the track that are not fine-tuning variants (stage ``finetune_baseline``): the
 #: variant table's fine-tuning rows fitted by a ``method`` of their own (``frozen_encoder``,
 #: ``frozen_head``, ``lexical``), not by the fine-tuning loop.
-REFERENCE_ROWS = tuple(n for n, v in track_variants("finetune").items() if v.method)
+REFERENCE_ROWS = tuple(n for n, v in _ROWS.items() if v.method)
 #: Row -> its declared ``method`` (``""`` for a row trained by the fine-tuning loop).
-ROW_METHOD: dict[str, str] = {n: v.method for n, v in track_variants("finetune").items()}
+ROW_METHOD: dict[str, str] = {n: v.method for n, v in _ROWS.items()}
 #: Rows with the same output for every seed (run on the first seed only).
-DETERMINISTIC_ROWS = tuple(n for n, v in track_variants("finetune").items() if v.deterministic)
+DETERMINISTIC_ROWS = tuple(n for n, v in _ROWS.items() if v.deterministic)
 #: Rows with no training and nothing to tune (``tuned: false``).
-UNTRAINED_ROWS = tuple(n for n, v in track_variants("finetune").items() if not v.tuned)
+UNTRAINED_ROWS = tuple(n for n, v in _ROWS.items() if not v.tuned)
 #: The loss that trains the ``head`` baseline's head (frozen encoder, layers 0).
 HEAD_LOSS = role("finetune", "head_loss")
 #: Variant name -> (registry loss or ``None`` for the BCE baseline, its keyword arguments),
 #: from the variant table (``contrastlab/losses/variants.yaml``); ``simdis`` uses the
 #: ``log_prob`` weighting, as ``multilabel.variants.simdis`` does.
 FINETUNE_VARIANTS: dict[str, tuple[str | None, dict]] = {
-    n: (v.loss, dict(v.kwargs)) for n, v in track_variants("finetune").items()
-    if n not in REFERENCE_ROWS}
+    n: (v.loss, dict(v.kwargs)) for n, v in _ROWS.items() if n not in REFERENCE_ROWS}
 
 
 class FinetuneData(BaseModel):

@@ -13,11 +13,10 @@ import json
 from pathlib import Path
 
 from ..losses.registry import method_row, track_variants
+from ..params.finetune import REFERENCE_ROWS as BASELINE_ROWS
 from . import Cell, Figure, Inputs, Section, Table, style
 
-#: The reference rows (fitted by a ``method`` of their own) and the frozen encoder's row,
-#: from the variant table.
-BASELINE_ROWS = tuple(n for n, v in track_variants("finetune").items() if v.method)
+#: The frozen encoder's row (the reference rows are the variant table's, BASELINE_ROWS).
 FROZEN = method_row("finetune", "frozen_encoder")
 
 #: Row labels and short labels, from the variant table (``contrastlab/losses/variants.yaml``).
