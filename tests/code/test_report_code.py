@@ -162,3 +162,52 @@ def test_biencoder_rows_and_their_fusions_join_the_table(tmp_path):
     assert f"BM25 + fine-tuned encoder, score fusion (w=0.4): {title}" in rows
     s = build_section(tmp_path, tmp_path / "fig")
     assert title in s.headline  # the best trained row on validation is named
+
+
+def _write_gpu(root, device: str | None = "NVIDIA H100 80GB HBM3") -> str:
+    """The GPU bi-encoder folder as scripts/collect_gpu_biencoder.py writes it: the default
+    table's baselines and one every-layer row."""
+    import shutil
+
+    m = root / "reports" / "metrics" / "code_biencoder_gpu"
+    d = root / "reports" / "data" / "code_biencoder_gpu"
+    m.mkdir(parents=True)
+    d.mkdir(parents=True)
+    shutil.copy(root / "reports" / "metrics" / "code" / "baselines.json", m)
+    shutil.copy(root / "reports" / "data" / "code" / "baselines_ranks.csv", d)
+    ids, repo = np.arange(N), [f"r{i % REPOS}" for i in np.arange(N)]
+    pd.concat([pd.DataFrame({"id": ids, "repo": repo, "seed": s, "rank": np.where(
+        np.random.default_rng(50 + s).random(N) < 0.97, 1, 300)}) for s in range(3)]).to_csv(
+        d / "biencoder_infonce_ranks.csv", index=False)
+    title = "Bi-encoder fine-tuned, InfoNCE, every layer, shared tower"
+    (m / "biencoder_infonce.json").write_text(json.dumps({
+        "title": title, "trainer": "contrastlab", "loss": "infonce", "residual": False, "n_seeds": 3,
+        "val_rank_at_10": 0.9, "lr": 1e-4, "temperature": 0.05, "tuned": False, "steps": 300,
+        "layers": "all", "max_length": 256, "batch_size": 128, "corpus_size": 500, "median_rank": 1,
+        "selection": "lr and steps chosen on validation", **({"device": device} if device else {})}))
+    return title
+
+
+def test_gpu_table_is_a_second_panel_and_the_take_away_names_its_best_loss(tmp_path):
+    from contrastlab.reporting.headline import MAX_HEADLINE_WORDS, attach, words
+
+    _write(tmp_path, with_hybrids=True)
+    title = _write_gpu(tmp_path)
+    s = build_section(tmp_path, tmp_path / "fig")
+    gpu = s.tables[-1]
+    assert "every layer trained, one NVIDIA H100 80GB HBM3" in gpu.title
+    assert title in [r[0] for r in gpu.rows] and "not by `dvc repro`" in gpu.note
+    assert [p.title for p in s.comparison.panels] == ["2 CPU cores", "one H100, every layer trained"]
+    assert {r.short for r in s.comparison.panels[1].rows} >= {"Bi-enc InfoNCE, all layers"}
+    assert any(n.startswith("GPU bi-encoder table: ") for n in s.notes)
+    attach(s, tmp_path / "fig")
+    assert words(s.headline) <= MAX_HEADLINE_WORDS
+    assert "on one H100, every layer trained, Bi-enc InfoNCE, all layers reaches" in s.headline
+    assert "significantly above" in s.headline.split("Take-away:")[1]
+
+
+def test_a_folder_without_a_device_row_adds_no_gpu_table(tmp_path):
+    _write(tmp_path, with_hybrids=False)
+    _write_gpu(tmp_path, device=None)
+    s = build_section(tmp_path, tmp_path / "fig")
+    assert len(s.comparison.panels) == 1 and not any("every layer trained" in t.title for t in s.tables)

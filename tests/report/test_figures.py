@@ -236,3 +236,27 @@ def test_summary_lists_the_answer_first_and_is_byte_stable(tmp_path):
     assert list(d) == ["answer", "code", "graph"] and list(d["graph"]) == ["a", "z"]
     assert sorted(d) == list(d)  # first in file order and in name order
     assert numeric({"a": 1, "b": "x", "c": 0.5, "d": True}) == {"a": 1, "c": 0.5}
+
+
+def test_a_secondary_panel_is_stated_in_the_take_away_within_the_word_limit():
+    """primary=0, secondary=1: the first sentence is the primary panel's (compact lead words),
+    the take-away keeps its verdict and names the other panel's best loss with its difference
+    and p; the headline numbers stay the primary panel's."""
+    cpu = Panel("2 CPU cores", [_row("bm25", 0.735, "baseline", strongest=True, mcs=True),
+                                _row("fus", 0.782, "hybrid", mcs=True),
+                                _row("a", 0.614, base=0.735, p=0.0047, below=True),
+                                _row("b", 0.600, base=0.735, p=0.0047, below=True)])
+    gpu = Panel("one H100, every layer trained",
+                [_row("bm25", 0.735, "baseline", strongest=True),
+                 _row("g", 0.826, base=0.735, p=0.0047, beats=True, mcs=True, short="G all")])
+    c = Comparison("test Rank@10", [cpu, gpu], primary=0, secondary=1)
+    h = headline(c)
+    assert words(h) <= MAX_HEADLINE_WORDS, (words(h), h)
+    assert h.startswith("On 2 CPU cores, **FUS** scores highest")
+    assert "vs BM25 (73.5 %; p = 0.0047)" in h  # compact: no "strongest baseline", no test name
+    assert "Take-away: BM25 beats every loss significantly; on one H100, every layer trained, " \
+           "G all reaches 82.6 %, significantly above BM25 (+9.1, p = 0.0047)." in h
+    assert headline_metrics(c)["best_loss"] == "a"  # the primary panel's numbers
+    # without a secondary panel: the usual take-away with its tied list
+    h1 = headline(Comparison("test Rank@10", [cpu, gpu], primary=0))
+    assert "H100" not in h1 and "tied for best" in h1

@@ -1,7 +1,8 @@
 """Code retrieval track section of the comparison report.
 
 Reads, per table (the default corpus ``reports/metrics/code`` and, when present, the
-seed-corpus preset's ``reports/metrics/code_seed_corpus``): ``baselines.json`` and
+seed-corpus preset's ``reports/metrics/code_seed_corpus`` and the bi-encoder trained with every
+layer on a GPU, ``reports/metrics/code_biencoder_gpu``: :data:`GPU_TABLE`): ``baselines.json`` and
 ``<variant>.json`` (``baselines_code`` / ``evaluate_code@<variant>``) and the per-query test
 ranks ``reports/data/<dir>/{baselines,<variant>}_ranks.csv``, and builds:
 
@@ -12,6 +13,8 @@ ranks ``reports/data/<dir>/{baselines,<variant>}_ranks.csv``, and builds:
   centred zero-shot baseline (paired bootstrap on shared draws, Holm within the table);
   chance Rank@10 (10 / corpus size) beside the corpus;
 - the headline (``Section.headline``): whether any trained loss beats the zero-shot baseline;
+  with the GPU table, the comparison figure has a second panel (the same corpus, every layer
+  trained) and the take-away names that panel's best loss (``Comparison.secondary``);
 - the retrieval notes' (docs/sources.md) reference rows (Exp 1.3 SmoothL1 Rank@1 0.03 %, Rank@10 0.24 %; Exp 1.4
   targets Rank@1 > 1 %, Rank@10 > 5 %, corpus 49,631) only in the seed-corpus table, the one
   whose corpus has that size;
@@ -152,6 +155,42 @@ def _preset_provenance(root: Path, name: str) -> str:
             f"(params `code` hash `{h}`), not by params.yaml's `code` section.")
 
 
+#: The folder (under the metrics and data folders) of the bi-encoder trained with every layer
+#: on a GPU (``bench/gpu_biencoder.py``, collected by ``scripts/collect_gpu_biencoder.py``).
+GPU_TABLE = "code_biencoder_gpu"
+
+
+def _gpu_name(device: str) -> str:
+    """``NVIDIA H100 80GB HBM3`` -> ``H100`` (the model number), else the name unchanged."""
+    import re
+
+    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Za-z]?)\b", device)
+    return m.group(1) if m else device
+
+
+def _gpu_table(inp: Inputs, digits: int):
+    """``(table, headline, device)`` of the GPU bi-encoder folder, or ``None`` when absent."""
+    loaded = _load_table(inp, GPU_TABLE)
+    if loaded is None:
+        return None
+    trained = [m for m in loaded["metrics"].values() if m.get("device")]
+    if not trained:
+        return None
+    dev = trained[0]["device"]
+    t, h = _table(GPU_TABLE, loaded, f"Bi-encoder with every layer trained, one {dev} "
+                  "(bench/gpu_biencoder.py; presets/code-biencoder-gpu.yaml)", digits, False)
+    m = trained[0]
+    t.note += (f" Produced on one {dev} by `bench/gpu_biencoder.py` (presets/code-biencoder-gpu.yaml "
+               f"over params.yaml: every layer and the embeddings trained, {m['max_length']} tokens, "
+               f"batch {m['batch_size']}, bf16 autocast) and collected by "
+               "`scripts/collect_gpu_biencoder.py`, not by `dvc repro` (the table above is the "
+               f"two-core pipeline). {m['selection']}; the same choice for every row (equal "
+               "budget). The model's weights travelled to the device as float16 (relative change "
+               "about 5e-4) and trained in float32; exact inner-product search by torch in place "
+               "of FAISS there. No BM25 fusion of these rows: their embeddings were not brought back.")
+    return t, h, dev
+
+
 def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Section | None:
     """The code track's report section, or ``None`` when no code metrics exist yet."""
     inp = Inputs.of(root)
@@ -175,6 +214,19 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
         t2.note += " " + _preset_provenance(root, "seed-corpus")
         s.tables.append(t2)
         s.notes.append("Seed-corpus table: " + h2)
+    gpu = _gpu_table(inp, digits)
+    if gpu is not None:  # the figure gets a second panel; the take-away names its best loss
+        from .figures import Comparison
+
+        t3, h3, dev = gpu
+        s.tables.append(t3)
+        s.notes.append("GPU bi-encoder table: " + h3)
+        cpu_p, gpu_p = table.comparison.panels[0], t3.comparison.panels[0]
+        cpu_p.title, gpu_p.title = "2 CPU cores", f"one {_gpu_name(dev)}, every layer trained"
+        c = table.comparison
+        s.comparison = Comparison(c.metric, [cpu_p, gpu_p], unit=c.unit, scale=c.scale,
+                                  digits=c.digits, test=c.test, primary=0, secondary=1,
+                                  title=c.title)
     names = [n for n in _order(loaded["metrics"])
              if not _is_baseline(n) and not _is_hybrid(n)]
     titles = {n: _title(n, loaded["metrics"][n]) for n in names}

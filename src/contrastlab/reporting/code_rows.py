@@ -97,8 +97,9 @@ def _short(name: str, m: dict | None) -> str:
     from . import short_label
 
     if m.get("trainer"):  # a fine-tuned bi-encoder row (contrastlab.biencoder)
-        return ("Bi-enc ST (MNRL)" if m["trainer"] == "sentence_transformers"
-                else f"Bi-enc {short_label('code', loss)}")
+        label = ("Bi-enc ST (MNRL)" if m["trainer"] == "sentence_transformers"
+                 else f"Bi-enc {short_label('code', loss)}")
+        return label + (", all layers" if m.get("layers") == "all" else "")  # not a loss name
     return f"{short_label('code', loss)} ({'zs' if m.get('residual') else 'scratch'})"
 
 

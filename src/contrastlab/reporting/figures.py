@@ -106,6 +106,8 @@ class Comparison:
         lead: other figures shown with the first one, above the details (e.g. the
             critical-difference diagram).
         title: the figure's title.
+        secondary: with ``primary`` set, another panel whose best loss the take-away also
+            states (e.g. the same corpus trained on a GPU), ``None`` for none.
     """
 
     metric: str
@@ -118,6 +120,7 @@ class Comparison:
     noun: str = "data set"
     lead: list = field(default_factory=list)
     title: str = ""
+    secondary: int | None = None
 
     def fmt(self, v: float | None) -> str:
         return "-" if v is None else f"{self.scale * v:.{self.digits}f}"

@@ -39,13 +39,16 @@ def _names(rows: Sequence[Row], n: int = 3) -> str:
     return ", ".join(s[:n]) + (f" and {len(s) - n} more" if len(s) > n else "")
 
 
-def _lead_words(c: Comparison, best: Row, base: Row | None) -> str:
-    """``, +0.3 points vs the strongest baseline SGC (81.2 %; test, p)``; empty without one."""
+def _lead_words(c: Comparison, best: Row, base: Row | None, compact: bool = False) -> str:
+    """``, +0.3 points vs the strongest baseline SGC (81.2 %; test, p)``; empty without one.
+    ``compact``: ``, +0.3 points vs SGC (81.2 %; p)`` (a headline that states a second panel)."""
     if base is None or best is base:
         return ""
-    return (f", {c.scale * (best.estimate - base.estimate):+.{c.digits}f} points vs the "
-            f"strongest baseline {base.short} ({c.fmt(base.estimate)}"
-            f"{' ' + c.unit if c.unit else ''}; {c.test}, {_p(best.p)})")
+    d = f", {c.scale * (best.estimate - base.estimate):+.{c.digits}f} points vs "
+    unit = f"{c.fmt(base.estimate)}{' ' + c.unit if c.unit else ''}"
+    if compact:
+        return f"{d}{base.short} ({unit}; {_p(best.p)})"
+    return f"{d}the strongest baseline {base.short} ({unit}; {c.test}, {_p(best.p)})"
 
 
 def words(text: str) -> int:
@@ -53,12 +56,12 @@ def words(text: str) -> int:
     return len(text.replace("**", "").split())
 
 
-def _panel_verdict(c: Comparison, p: Panel, n_named: int = 3) -> tuple[str, str]:
+def _panel_verdict(c: Comparison, p: Panel, n_named: int = 3, compact: bool = False) -> tuple[str, str]:
     best, base, top = p.best_loss(), p.baseline(), p.top()
     mcs = [r for r in sorted(p.rows, key=lambda r: -r.estimate) if r.in_mcs]
     if best is None or top is None:
         return "", ""
-    d = _lead_words(c, best, base)
+    d = _lead_words(c, best, base, compact)
     on = f"On {p.title}, " if p.title and len(c.panels) > 1 else ""
     if top is best:
         first = f"{on}**{best.short}** scores highest, {c.metric} {c.fmt_ci(best)}{d}."
@@ -78,6 +81,23 @@ def _panel_verdict(c: Comparison, p: Panel, n_named: int = 3) -> tuple[str, str]
     else:
         second = f"Take-away: no loss is significantly better than {base.short}; " + tied
     return first, second
+
+
+def _secondary(c: Comparison) -> str:
+    """``on <panel title>, <best loss> reaches <value> [CI], <lead words>``; empty when
+    ``c.secondary`` is unset or its panel has no loss."""
+    if c.secondary is None or c.primary is None:
+        return ""
+    p = c.panels[c.secondary]
+    best, base = p.best_loss(), p.baseline()
+    if best is None:
+        return ""
+    verdict = ("significantly above" if best.beats else "significantly below" if best.below
+               else "level with")
+    return (f"on {p.title}, {best.short} reaches {c.fmt(best.estimate)}"
+            f"{' ' + c.unit if c.unit else ''}"
+            + (f", {verdict} {base.short} ({c.scale * (best.estimate - base.estimate):+.{c.digits}f}, "
+               f"{_p(best.p)})" if base is not None and base is not best else ""))
 
 
 def _across(c: Comparison) -> tuple[str, str, dict]:
@@ -152,15 +172,27 @@ def _wilcoxon(deltas: Sequence[float]) -> float | None:
 def headline(c: Comparison) -> str:
     """Two sentences (Markdown, the winner in bold), at most :data:`MAX_HEADLINE_WORDS`
     words: what won, by how much, with its interval and test; and the take-away. The list
-    of rows tied for best is shortened, then dropped, when the limit would be passed."""
+    of rows tied for best is shortened, then dropped, when the limit would be passed. With
+    ``c.secondary`` set, the first sentence is compact (no tied list, short test name) and the
+    take-away also names the secondary panel's best loss, its value, and its difference to that
+    panel's strongest baseline with p (the verdict, then the difference, dropped in that order
+    when the limit would be passed)."""
     if c.primary is None:
         first, second, _ = _across(c)
         text = f"{first} {second}".strip()
         if words(text) > MAX_HEADLINE_WORDS:  # the take-away without its advice
             text = f"{first} {second.split(';')[0].rstrip('.')}.".strip()
         return text
-    else:
-        first, second = _panel_verdict(c, c.panels[c.primary])
+    extra = _secondary(c)
+    if extra:  # compact first sentence; the take-away's verdict, then the other panel's best loss
+        first, second = _panel_verdict(c, c.panels[c.primary], 0, compact=True)
+        for text in (f"{first} {second.split(';')[0]}; {extra}.",   # verdict; other panel
+                     f"{first} Take-away: {extra}.",                  # the other panel alone
+                     f"{first} Take-away: {extra.split(', significantly')[0].split(', level')[0]}."):
+            if words(text) <= MAX_HEADLINE_WORDS:
+                break
+        return text.strip()
+    first, second = _panel_verdict(c, c.panels[c.primary])
     text = f"{first} {second}".strip()
     if words(text) > MAX_HEADLINE_WORDS and c.primary is not None:
         for n in (2, 1, 0):  # fewer rows named, then none
