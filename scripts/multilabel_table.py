@@ -1,0 +1,115 @@
+"""One multi-label data set's table from a folder of ``train_multilabel.py`` outputs, with the
+report's statistics; not a DVC stage: for runs made outside the pipeline (a preset's data set
+at its declared defaults, say).
+
+    python scripts/multilabel_table.py --metrics-dir DIR --dataset bibtex [--json OUT]
+
+``--frequent-k K`` (default 10): the mAP over labels with at least K test positives, as the
+report's "mAP (frequent labels)" column.
+
+Reads ``DIR/<dataset>_<variant>.json`` and ``DIR/reps/<dataset>_<variant>.npz`` (what
+``stages/train_multilabel.py --metrics-dir DIR`` writes) and prints, per row, mAP, macro-F1 at
+the validation threshold, micro-F1 and macro-F1 at 0.5: mean over seeds with the 95 % CI of the
+stratified bootstrap (none where it excludes its estimate, as in the report), and the difference to the strongest baseline (highest validation mAP)
+with its Holm-corrected paired p (:func:`contrastlab.reporting.multilabel_stats.table_stats`,
+the report's own function). ``--json`` writes the same numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from contrastlab.cli import ArgParser, run_stage
+from contrastlab.errors import InputError
+
+KEYS = (("map", "mAP"), ("map_frequent", "mAP (labels with >= k test positives)"),
+        ("macro_f1_val_t", "macro-F1 (val. threshold)"), ("micro_f1", "micro-F1"),
+        ("macro_f1", "macro-F1 (0.5)"))
+
+
+def table(metrics_dir: Path, dataset: str, frequent_k: int = 10) -> dict:
+    """``{"baseline": name, "rows": {variant: {metric: {mean, ci_low, ci_high, delta, p_holm,
+    above, below}}}, "n_seeds": {variant: S}}``.
+
+    Raises:
+        InputError: fewer than two rows of ``dataset`` with replicates in ``metrics_dir``.
+    """
+    from contrastlab.reporting.multilabel_rows import ROWS
+    from contrastlab.reporting.multilabel_stats import load_metrics, load_reps, table_stats
+
+    runs = load_metrics(metrics_dir).get(dataset, {})
+    reps = load_reps(Path(metrics_dir) / "reps", dataset, list(runs))
+    for v, m in runs.items():  # the report's "mAP (frequent labels)" column at k = frequent_k
+        if f"map_min{frequent_k}" in m:
+            m["map_frequent"] = m[f"map_min{frequent_k}"]
+            if f"map_min{frequent_k}" in reps.get(v, {}):
+                reps[v]["map_frequent"] = reps[v][f"map_min{frequent_k}"]
+    st = table_stats(runs, reps)
+    if not st:
+        raise InputError(f"{metrics_dir}: fewer than two rows of {dataset!r} with replicates")
+    base = st["_baseline"]
+    out = {"baseline": base, "frequent_k": frequent_k, "rows": {}, "n_seeds": {}}
+    for v in [r for r in ROWS.table1 if r in runs and r in reps]:
+        out["n_seeds"][v] = int(runs[v].get("n_seeds", 0))
+        cells = {}
+        for key, _ in KEYS:
+            e = st.get(key, {}).get(v)
+            if e is None:
+                continue
+            cells[key] = {"mean": e["mean"], "ci_low": e.get("ci_low"), "ci_high": e.get("ci_high"),
+                          "delta": e.get("delta_vs_baseline"), "p_holm": e.get("p_vs_baseline_holm"),
+                          "above": bool(e.get("beats_baseline")), "below": bool(e.get("below_baseline"))}
+        out["rows"][v] = cells
+    return out
+
+
+def markdown(t: dict, dataset: str) -> str:
+    from contrastlab.reporting.multilabel_rows import short
+
+    head = "| row | seeds | " + " | ".join(f"{lab.replace('k', str(t['frequent_k']), 1) if 'k test' in lab else lab}"
+                                          f" [CI]; Δ vs {short(t['baseline'])} (Holm p)"
+                                          for _, lab in KEYS) + " |"
+    lines = [f"{dataset}: strongest baseline on validation mAP: {short(t['baseline'])}. Cells: mean "
+             "over seeds [95 % CI]; Δ in points, Holm-corrected paired p; ▲/▼ significantly "
+             "above/below. §: the bias-corrected interval excludes its own estimate (rare labels: "
+             "resampling rows moves AP more than the draws spread), not shown.", "", head,
+             "|" + "---|" * (2 + len(KEYS))]
+    for v, cells in t["rows"].items():
+        parts = []
+        for key, _ in KEYS:
+            c = cells.get(key)
+            if c is None:
+                parts.append("-")
+                continue
+            mark = " ▲" if c["above"] else " ▼" if c["below"] else ""
+            ci = f" [{100 * c['ci_low']:.1f}, {100 * c['ci_high']:.1f}]" if c["ci_low"] is not None else ""
+            if c["ci_low"] is not None and not c["ci_low"] - 1e-12 <= c["mean"] <= c["ci_high"] + 1e-12:
+                ci = " §"  # the report's rule: an interval that excludes its estimate is not shown
+            d = ("" if c["delta"] is None or v == t["baseline"] else
+                 f"; {100 * c['delta']:+.1f} (p={c['p_holm']:.3g}){mark}")
+            parts.append(f"{100 * c['mean']:.2f}{ci}{d}")
+        lines.append(f"| {short(v)} | {t['n_seeds'][v]} | " + " | ".join(parts) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = ArgParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--metrics-dir", type=Path, required=True)
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--frequent-k", type=int, default=10,
+                    help="mAP over labels with at least k test positives (the report takes k from "
+                         "the coverage simulation of the set; 10 when it has none)")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    t = table(args.metrics_dir, args.dataset, args.frequent_k)
+    print(markdown(t, args.dataset))
+    if args.json:
+        from contrastlab.io import write_json
+
+        write_json(args.json, t)
+    return 0
+
+
+if __name__ == "__main__":
+    run_stage(main)

@@ -1,0 +1,54 @@
+"""scripts/multilabel_table.py: a data set's table from a folder of train_multilabel outputs
+(strongest baseline on validation mAP, paired Holm differences, the report's § rule)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from contrastlab.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("ml_table", ROOT / "scripts" / "multilabel_table.py")
+ml_table = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ml_table)
+
+KEYS = ("map", "map_min10", "macro_f1_val_t", "micro_f1", "macro_f1")
+
+
+def _row(d: Path, name: str, level: float, val_map: float, rng, shift: float = 0.0) -> None:
+    m = {k: level for k in KEYS}
+    m.update(val_map=val_map, n_seeds=3)
+    (d / f"ds_{name}.json").write_text(json.dumps(m))
+    common = rng.standard_normal(1000) * 0.01
+    np.savez(d / "reps" / f"ds_{name}.npz",
+             **{k: level + shift + common + rng.standard_normal(1000) * 0.002 for k in KEYS})
+
+
+def test_table_tests_each_row_against_the_baseline_best_on_validation(tmp_path):
+    (tmp_path / "reps").mkdir()
+    rng = np.random.default_rng(0)
+    _row(tmp_path, "knn", 0.30, 0.40, rng)          # best baseline on validation
+    _row(tmp_path, "extratrees", 0.35, 0.30, rng)   # better on test, worse on validation
+    _row(tmp_path, "mulsupcon", 0.20, 0.50, rng, shift=-0.05)  # replicates far below: §
+    t = ml_table.table(tmp_path, "ds")
+    assert t["baseline"] == "knn"
+    ms = t["rows"]["mulsupcon"]["macro_f1_val_t"]
+    assert ms["delta"] == pytest.approx(-0.10) and ms["below"] and ms["p_holm"] < 0.05
+    et = t["rows"]["extratrees"]["map"]
+    assert et["delta"] == pytest.approx(0.05) and et["above"]
+    assert t["rows"]["knn"]["map_frequent"]["mean"] == pytest.approx(0.30)  # k = 10 copied in
+    md = ml_table.markdown(t, "ds")
+    line = next(x for x in md.splitlines() if x.startswith("| MulSupCon"))
+    assert "20.00 §" in line and "▼" in line  # its interval excludes its estimate: not shown
+
+
+def test_a_folder_without_two_rows_is_refused(tmp_path):
+    (tmp_path / "reps").mkdir()
+    _row(tmp_path, "knn", 0.30, 0.40, np.random.default_rng(1))
+    with pytest.raises(InputError, match="fewer than two rows"):
+        ml_table.table(tmp_path, "ds")
