@@ -8,7 +8,8 @@ Writes, atomically:
 
 - ``reports/metrics/code_biencoder_gpu/<row>.json``: the keys of ``train_biencoder``'s metrics
   (:func:`contrastlab.biencoder.outputs.row_metrics`) with the GPU preset's settings and the
-  validation choice (``lr``, ``steps``), plus ``device`` and ``selection``;
+  validation choice (``lr``, ``steps``), plus ``device``, ``selection``, ``index`` (the exact
+  search that ran) and ``run_note`` (``--note``);
 - ``reports/data/code_biencoder_gpu/<row>_ranks.csv`` (``id, repo, seed, rank``: test) and
   ``<row>_rank_curve.csv``;
 - ``baselines.json`` / ``baselines_ranks.csv`` copied from the default table (same corpus,
@@ -40,7 +41,7 @@ SAME = ("choice", "layers", "max_length", "batch_size", "n_bodies", "n_val", "n_
 
 
 def collect(runs: list[Path], *, params: str, functions: str, splits: str, metrics_in: Path,
-            data_in: Path, metrics_out: Path, data_out: Path, timings: Path) -> dict[str, dict]:
+            data_in: Path, metrics_out: Path, data_out: Path, timings: Path, note: str = "") -> dict[str, dict]:
     """Collect ``runs`` (module docstring); returns ``{row: metrics}``."""
     from contrastlab.biencoder.data import load_pairs
     from contrastlab.biencoder.outputs import row_metrics
@@ -87,7 +88,8 @@ def collect(runs: list[Path], *, params: str, functions: str, splits: str, metri
         row = apply_choices(row_of(be, name), {"lr": choice["lr"]})
         res = {"row": row, "ranks": ranks, "info": info}
         m = row_metrics(be, name, res, pairs, tuned=False)
-        m.update(device=first["device"], selection=selection)
+        m.update(device=first["device"], selection=selection, index=first.get("index", "faiss"),
+                 run_note=note)
         write_json(metrics_out / f"{name}.json", m)
         test_ids, test_repo = pairs.ids[te], pairs.repo[te]
         write_csv(data_out / f"{name}_ranks.csv",
@@ -122,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-in", type=Path, default=Path("reports/data/code"))
     ap.add_argument("--metrics-out", type=Path, default=Path("reports/metrics/code_biencoder_gpu"))
     ap.add_argument("--data-out", type=Path, default=Path("reports/data/code_biencoder_gpu"))
+    ap.add_argument("--note", default="", help="a sentence on how the run departs from the "
+                    "preset (e.g. how the weights reached the device); shown in the table's note")
     ap.add_argument("--timings", type=Path,
                     default=Path("reports/metrics/code_biencoder_gpu/logs/device_runs.json"))
     args = ap.parse_args(argv)
@@ -130,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     args.timings.parent.mkdir(parents=True, exist_ok=True)
     got = collect(args.runs, params=args.params, functions=args.functions, splits=args.splits,
                   metrics_in=args.metrics_in, data_in=args.data_in, metrics_out=args.metrics_out,
-                  data_out=args.data_out, timings=args.timings)
+                  data_out=args.data_out, timings=args.timings, note=args.note)
     for name, m in got.items():
         print(f"{name}: test R@10 {m['rank_at_10']:.2%} over {m['n_seeds']} seeds (val {m['val_rank_at_10']:.2%})")
     return 0

@@ -184,10 +184,9 @@ def _gpu_table(inp: Inputs, digits: int):
                f"over params.yaml: every layer and the embeddings trained, {m['max_length']} tokens, "
                f"batch {m['batch_size']}, bf16 autocast) and collected by "
                "`scripts/collect_gpu_biencoder.py`, not by `dvc repro` (the table above is the "
-               f"two-core pipeline). {m['selection']}; the same choice for every row (equal "
-               "budget). The model's weights travelled to the device as float16 (relative change "
-               "about 5e-4) and trained in float32; exact inner-product search by torch in place "
-               "of FAISS there. No BM25 fusion of these rows: their embeddings were not brought back.")
+               f"two-core pipeline). {m.get('selection', '')}; the same choice for every row "
+               f"(equal budget). Exact search: {m.get('index', 'faiss')}. {m.get('run_note', '')} "
+               "No BM25 fusion of these rows: their embeddings were not brought back.")
     return t, h, dev
 
 

@@ -84,8 +84,9 @@ def _panel_verdict(c: Comparison, p: Panel, n_named: int = 3, compact: bool = Fa
 
 
 def _secondary(c: Comparison) -> str:
-    """``on <panel title>, <best loss> reaches <value> [CI], <lead words>``; empty when
-    ``c.secondary`` is unset or its panel has no loss."""
+    """``on <panel title>, <best loss> reaches <value>, significantly above <baseline> (<diff>,
+    <p>)`` (or ``significantly below`` / ``level with``); empty when ``c.secondary`` is unset or
+    its panel has no loss."""
     if c.secondary is None or c.primary is None:
         return ""
     p = c.panels[c.secondary]
