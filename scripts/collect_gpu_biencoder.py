@@ -1,4 +1,4 @@
-"""Turn the output folders of ``bench/gpu_biencoder.py`` (one GPU run, or several runs that
+"""Turn the output folders of ``scripts/gpu_biencoder.py`` (one GPU run, or several runs that
 add seeds at the same choice) into the report's third code table; not a DVC stage (the GPU
 run is not part of ``dvc repro``: the pipeline's default runs on two CPU cores).
 

@@ -1,4 +1,4 @@
-"""scripts/collect_gpu_biencoder.py: device runs of bench/gpu_biencoder.py become the report's
+"""scripts/collect_gpu_biencoder.py: device runs of scripts/gpu_biencoder.py become the report's
 GPU table (metrics equal to the ranks, seeds merged across runs, mismatches refused)."""
 
 from __future__ import annotations
@@ -101,11 +101,11 @@ def test_a_seed_in_two_runs_or_runs_with_other_choices_are_refused(tmp_path):
 
 
 def test_the_device_scripts_exact_index_returns_what_faiss_returns():
-    """bench/gpu_biencoder.py's stand-in for faiss.IndexFlatIP (the GPU image has no faiss):
+    """scripts/gpu_biencoder.py's stand-in for faiss.IndexFlatIP (the GPU image has no faiss):
     the same neighbours and scores on random unit rows."""
     import faiss
 
-    spec = importlib.util.spec_from_file_location("gpu_be", ROOT / "bench" / "gpu_biencoder.py")
+    spec = importlib.util.spec_from_file_location("gpu_be", ROOT / "scripts" / "gpu_biencoder.py")
     gpu_be = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gpu_be)
     rng = np.random.default_rng(0)

@@ -156,7 +156,7 @@ def _preset_provenance(root: Path, name: str) -> str:
 
 
 #: The folder (under the metrics and data folders) of the bi-encoder trained with every layer
-#: on a GPU (``bench/gpu_biencoder.py``, collected by ``scripts/collect_gpu_biencoder.py``).
+#: on a GPU (``scripts/gpu_biencoder.py``, collected by ``scripts/collect_gpu_biencoder.py``).
 GPU_TABLE = "code_biencoder_gpu"
 
 
@@ -178,9 +178,9 @@ def _gpu_table(inp: Inputs, digits: int):
         return None
     dev = trained[0]["device"]
     t, h = _table(GPU_TABLE, loaded, f"Bi-encoder with every layer trained, one {dev} "
-                  "(bench/gpu_biencoder.py; presets/code-biencoder-gpu.yaml)", digits, False)
+                  "(scripts/gpu_biencoder.py; presets/code-biencoder-gpu.yaml)", digits, False)
     m = trained[0]
-    t.note += (f" Produced on one {dev} by `bench/gpu_biencoder.py` (presets/code-biencoder-gpu.yaml "
+    t.note += (f" Produced on one {dev} by `scripts/gpu_biencoder.py` (presets/code-biencoder-gpu.yaml "
                f"over params.yaml: every layer and the embeddings trained, {m['max_length']} tokens, "
                f"batch {m['batch_size']}, bf16 autocast) and collected by "
                "`scripts/collect_gpu_biencoder.py`, not by `dvc repro` (the table above is the "

@@ -27,7 +27,7 @@ order of exactly tied scores. The summary records which one ran.
 
 Usage (what ran on an H100, docs/code.md)::
 
-    python bench/gpu_biencoder.py --model /tmp/minilm --functions data/code/functions.parquet \\
+    python scripts/gpu_biencoder.py --model /tmp/minilm --functions data/code/functions.parquet \\
         --splits data/code/splits.parquet --out $OUT --budget-s 420
 """
 
