@@ -29,8 +29,9 @@ KEYS = (("map", "mAP"), ("map_frequent", "mAP (labels with >= k test positives)"
 
 
 def table(metrics_dir: Path, dataset: str, frequent_k: int = 10) -> dict:
-    """``{"baseline": name, "rows": {variant: {metric: {mean, ci_low, ci_high, delta, p_holm,
-    above, below}}}, "n_seeds": {variant: S}}``.
+    """``{"baseline": name, "frequent_k": k, "rows": {variant: {metric: {mean, ci_low, ci_high,
+    no_ci, delta, p_holm, above, below}}}, "n_seeds": {variant: S}}``; ``ci_low`` / ``ci_high``
+    are ``None`` and ``no_ci`` true where the bias-corrected interval excludes its estimate.
 
     Raises:
         InputError: fewer than two rows of ``dataset`` with replicates in ``metrics_dir``.
@@ -57,7 +58,11 @@ def table(metrics_dir: Path, dataset: str, frequent_k: int = 10) -> dict:
             e = st.get(key, {}).get(v)
             if e is None:
                 continue
-            cells[key] = {"mean": e["mean"], "ci_low": e.get("ci_low"), "ci_high": e.get("ci_high"),
+            lo, hi = e.get("ci_low"), e.get("ci_high")
+            no_ci = lo is not None and hi is not None and not lo - 1e-12 <= e["mean"] <= hi + 1e-12
+            if no_ci:  # the report's rule (§): an interval that excludes its estimate is not given
+                lo = hi = None
+            cells[key] = {"mean": e["mean"], "ci_low": lo, "ci_high": hi, "no_ci": no_ci,
                           "delta": e.get("delta_vs_baseline"), "p_holm": e.get("p_vs_baseline_holm"),
                           "above": bool(e.get("beats_baseline")), "below": bool(e.get("below_baseline"))}
         out["rows"][v] = cells
@@ -83,9 +88,8 @@ def markdown(t: dict, dataset: str) -> str:
                 parts.append("-")
                 continue
             mark = " ▲" if c["above"] else " ▼" if c["below"] else ""
-            ci = f" [{100 * c['ci_low']:.1f}, {100 * c['ci_high']:.1f}]" if c["ci_low"] is not None else ""
-            if c["ci_low"] is not None and not c["ci_low"] - 1e-12 <= c["mean"] <= c["ci_high"] + 1e-12:
-                ci = " §"  # the report's rule: an interval that excludes its estimate is not shown
+            ci = (" §" if c["no_ci"] else
+                  f" [{100 * c['ci_low']:.1f}, {100 * c['ci_high']:.1f}]" if c["ci_low"] is not None else "")
             d = ("" if c["delta"] is None or v == t["baseline"] else
                  f"; {100 * c['delta']:+.1f} (p={c['p_holm']:.3g}){mark}")
             parts.append(f"{100 * c['mean']:.2f}{ci}{d}")

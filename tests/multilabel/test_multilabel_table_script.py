@@ -42,6 +42,10 @@ def test_table_tests_each_row_against_the_baseline_best_on_validation(tmp_path):
     et = t["rows"]["extratrees"]["map"]
     assert et["delta"] == pytest.approx(0.05) and et["above"]
     assert t["rows"]["knn"]["map_frequent"]["mean"] == pytest.approx(0.30)  # k = 10 copied in
+    bad = t["rows"]["mulsupcon"]["map"]
+    assert bad["no_ci"] and bad["ci_low"] is None and bad["ci_high"] is None  # never written
+    good = t["rows"]["knn"]["map"]
+    assert not good["no_ci"] and good["ci_low"] <= good["mean"] <= good["ci_high"]
     md = ml_table.markdown(t, "ds")
     line = next(x for x in md.splitlines() if x.startswith("| MulSupCon"))
     assert "20.00 §" in line and "▼" in line  # its interval excludes its estimate: not shown
