@@ -27,6 +27,7 @@ settings, a seed present in two runs, ranks that do not cover the test signature
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -44,10 +45,9 @@ def collect(runs: list[Path], *, params: str, functions: str, splits: str, metri
             data_in: Path, metrics_out: Path, data_out: Path, timings: Path, note: str = "") -> dict[str, dict]:
     """Collect ``runs`` (module docstring); returns ``{row: metrics}``."""
     from contrastlab.biencoder.data import load_pairs
-    from contrastlab.biencoder.outputs import row_metrics
+    from contrastlab.biencoder.outputs import row_metrics, write_rank_files
     from contrastlab.biencoder.run import apply_choices, row_of
-    from contrastlab.evaluation.retrieval import rank_at_k_curve
-    from contrastlab.io import write_csv, write_json
+    from contrastlab.io import atomic_path, write_json
     from contrastlab.params.presets import load_with_overrides
 
     sums = [json.loads((r / "summary.json").read_text(encoding="utf-8")) for r in runs]
@@ -91,22 +91,16 @@ def collect(runs: list[Path], *, params: str, functions: str, splits: str, metri
         m.update(device=first["device"], selection=selection, index=first.get("index", "faiss"),
                  run_note=note)
         write_json(metrics_out / f"{name}.json", m)
-        test_ids, test_repo = pairs.ids[te], pairs.repo[te]
-        write_csv(data_out / f"{name}_ranks.csv",
-                  pd.concat([pd.DataFrame({"id": test_ids, "repo": test_repo, "seed": s, "rank": r})
-                             for s, r in zip(seeds, ranks["test"])]))
-        curve = np.mean([rank_at_k_curve(r, 100) for r in ranks["test"]], axis=0)
-        write_csv(data_out / f"{name}_rank_curve.csv", pd.DataFrame({"k": np.arange(1, 101), "rank_at_k": curve}))
+        write_rank_files(name, res, pairs, data_out)
         out[name] = m
     for f, src in ((metrics_out / "baselines.json", metrics_in / "baselines.json"),
                    (data_out / "baselines_ranks.csv", data_in / "baselines_ranks.csv")):
-        tmp = f.with_suffix(".tmp")
-        shutil.copyfile(src, tmp)
-        tmp.replace(f)
+        with atomic_path(f) as tmp:
+            shutil.copyfile(src, tmp)
     dev = raw.drop(columns=["run"]).sort_values(["row_name", "seed", "split", "row"])
-    tmp = data_out / "device_ranks.tmp.gz"
-    dev.to_csv(tmp, index=False, compression={"method": "gzip", "mtime": 0})
-    tmp.replace(data_out / "device_ranks.csv.gz")
+    with atomic_path(data_out / "device_ranks.csv.gz") as tmp, open(tmp, "wb") as fh, \
+            gzip.GzipFile(filename="", mode="wb", fileobj=fh, mtime=0) as gz:  # no name, no time
+        gz.write(dev.to_csv(index=False).encode("utf-8"))
     logs = [(r / "log.txt").read_text(encoding="utf-8").splitlines() if (r / "log.txt").exists() else []
             for r in runs]
     write_json(timings, {"runs": [{**s, "log": lg} for s, lg in zip(sums, logs)],

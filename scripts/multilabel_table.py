@@ -37,15 +37,12 @@ def table(metrics_dir: Path, dataset: str, frequent_k: int = 10) -> dict:
         InputError: fewer than two rows of ``dataset`` with replicates in ``metrics_dir``.
     """
     from contrastlab.reporting.multilabel_rows import ROWS
-    from contrastlab.reporting.multilabel_stats import load_metrics, load_reps, table_stats
+    from contrastlab.reporting.multilabel_stats import (copy_frequent, excludes_estimate, load_metrics,
+                                                        load_reps, table_stats)
 
     runs = load_metrics(metrics_dir).get(dataset, {})
     reps = load_reps(Path(metrics_dir) / "reps", dataset, list(runs))
-    for v, m in runs.items():  # the report's "mAP (frequent labels)" column at k = frequent_k
-        if f"map_min{frequent_k}" in m:
-            m["map_frequent"] = m[f"map_min{frequent_k}"]
-            if f"map_min{frequent_k}" in reps.get(v, {}):
-                reps[v]["map_frequent"] = reps[v][f"map_min{frequent_k}"]
+    copy_frequent(runs, reps, frequent_k)  # the report's "mAP (frequent labels)" column
     st = table_stats(runs, reps)
     if not st:
         raise InputError(f"{metrics_dir}: fewer than two rows of {dataset!r} with replicates")
@@ -58,10 +55,8 @@ def table(metrics_dir: Path, dataset: str, frequent_k: int = 10) -> dict:
             e = st.get(key, {}).get(v)
             if e is None:
                 continue
-            lo, hi = e.get("ci_low"), e.get("ci_high")
-            no_ci = lo is not None and hi is not None and not lo - 1e-12 <= e["mean"] <= hi + 1e-12
-            if no_ci:  # the report's rule (§): an interval that excludes its estimate is not given
-                lo = hi = None
+            no_ci = excludes_estimate(e)  # the report's rule (§): such an interval is not given
+            lo, hi = (None, None) if no_ci else (e.get("ci_low"), e.get("ci_high"))
             cells[key] = {"mean": e["mean"], "ci_low": lo, "ci_high": hi, "no_ci": no_ci,
                           "delta": e.get("delta_vs_baseline"), "p_holm": e.get("p_vs_baseline_holm"),
                           "above": bool(e.get("beats_baseline")), "below": bool(e.get("below_baseline"))}

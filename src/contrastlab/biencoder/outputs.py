@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["row_title", "row_metrics", "write_row_outputs"]
+__all__ = ["row_title", "row_metrics", "write_rank_files", "write_row_outputs"]
 
 #: The registry entries this module reads (a row's loss title): the retrieval losses only, so
 #: adding a loss of another track leaves ``train_biencoder`` up to date (scripts/stage_deps.py).
@@ -56,15 +56,13 @@ def row_metrics(be, name: str, res: dict[str, Any], pairs, tuned: bool) -> dict[
     return m
 
 
-def write_row_outputs(be, name: str, res: dict[str, Any], pairs, tuned: bool, *, metrics_dir,
-                      data_dir, plots_dir, models_dir, k_max: int = 100) -> dict[str, Any]:
-    """Write every output of the row atomically; returns the metrics."""
+def write_rank_files(name: str, res: dict[str, Any], pairs, data_dir, k_max: int = 100) -> None:
+    """``<data_dir>/<name>_ranks.csv`` (``id, repo, seed, rank``: every seed's test ranks) and
+    ``<name>_rank_curve.csv`` (Rank@k for k = 1..k_max, mean over seeds), atomically, from
+    ``res["ranks"]["test"]`` ``[S, Qt]`` and ``res["info"]`` (each with its ``seed``)."""
     from ..evaluation.retrieval import rank_at_k_curve
-    from ..io import save_safetensors, write_csv, write_json
-    from .index import write_code_index
+    from ..io import write_csv
 
-    m = row_metrics(be, name, res, pairs, tuned)
-    write_json(Path(metrics_dir) / f"{name}.json", m)
     te = pairs.rows("test")
     ranks = pd.concat([pd.DataFrame({"id": pairs.ids[te], "repo": pairs.repo[te], "seed": inf["seed"],
                                      "rank": r}) for r, inf in zip(res["ranks"]["test"], res["info"])])
@@ -72,6 +70,17 @@ def write_row_outputs(be, name: str, res: dict[str, Any], pairs, tuned: bool, *,
     curve = np.mean([rank_at_k_curve(r, k_max) for r in res["ranks"]["test"]], axis=0)
     write_csv(Path(data_dir) / f"{name}_rank_curve.csv",
               pd.DataFrame({"k": np.arange(1, k_max + 1), "rank_at_k": curve}))
+
+
+def write_row_outputs(be, name: str, res: dict[str, Any], pairs, tuned: bool, *, metrics_dir,
+                      data_dir, plots_dir, models_dir, k_max: int = 100) -> dict[str, Any]:
+    """Write every output of the row atomically; returns the metrics."""
+    from ..io import save_safetensors, write_csv, write_json
+    from .index import write_code_index
+
+    m = row_metrics(be, name, res, pairs, tuned)
+    write_json(Path(metrics_dir) / f"{name}.json", m)
+    write_rank_files(name, res, pairs, data_dir, k_max)
     rows = [{"seed": inf["seed"], "step": s, "loss": lo, "temperature": t}
             for inf in res["info"] if inf["curve"]
             for s, lo, t in zip(inf["curve"]["step"], inf["curve"]["loss"], inf["curve"]["temperature"])]

@@ -19,8 +19,8 @@ def _load_table(root: Inputs | Path, name: str) -> dict | None:
     import numpy as np
     import pandas as pd
 
-    mdir = Inputs.of(root).metrics / name
-    ddir = Inputs.of(root).data / name
+    inp = Inputs.of(root)
+    mdir, ddir = inp.metrics / name, inp.data / name
     bfile = mdir / "baselines.json"
     metrics: dict[str, dict] = {}
     ranks: dict[str, np.ndarray] = {}  # name -> [S, I]
@@ -174,8 +174,8 @@ def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None 
     from ..evaluation.stats import (bootstrap_per_item, choose_test, draws_for, holm, paired_pvalue,
                                     resample_counts, resolution_note, summarize)
 
-    mdir = Inputs.of(root).metrics / "code" / "default"
-    ddir = Inputs.of(root).data / "code" / "default"
+    inp = Inputs.of(root)
+    mdir, ddir = inp.metrics / "code" / "default", inp.data / "code" / "default"
     mats, vals = {}, {}
     for f in sorted(mdir.glob("*.json")):
         m, v = json.loads(f.read_text()), f.stem

@@ -91,12 +91,25 @@ def _frequent_k(coverage_json: Path, ds: str, runs: dict[str, dict], reps: dict[
     if not keys:
         return -1
     k = int(keys[0][len("map_min"):-len("pos")])
+    copy_frequent(runs, reps, k)
+    return k
+
+
+def copy_frequent(runs: dict[str, dict], reps: dict[str, dict], k: int) -> None:
+    """Copy ``map_min<k>`` of each row's metrics and replicates (in place) to its
+    ``map_frequent`` column: the mAP over labels with at least ``k`` test positives."""
     for v, m in runs.items():
         if f"map_min{k}" in m:
             m["map_frequent"] = m[f"map_min{k}"]
             if v in reps and f"map_min{k}" in reps[v]:
                 reps[v]["map_frequent"] = reps[v][f"map_min{k}"]
-    return k
+
+
+def excludes_estimate(st: dict) -> bool:
+    """The bias-corrected interval of a :func:`summarize` entry lies on one side of its own
+    estimate (rare labels: :data:`NO_CI_NOTE`); such an interval is never shown or written."""
+    lo, hi = st.get("ci_low"), st.get("ci_high")
+    return lo is not None and hi is not None and not lo - 1e-12 <= st["mean"] <= hi + 1e-12
 
 
 def _frequent_note(runs: dict[str, dict], dataset_json: Path, k: int | None) -> str:
@@ -126,8 +139,7 @@ def _cell(st: dict | None, m: dict, key: str) -> Cell:
     src = f"{key}: mean over seeds, stratified bootstrap CI"
     if st is None:
         return Cell(m[key], scale=100, digits=2, source=src)
-    lo, hi = st.get("ci_low"), st.get("ci_high")
-    if lo is not None and hi is not None and not lo - 1e-12 <= st["mean"] <= hi + 1e-12:
+    if excludes_estimate(st):
         # The bias-corrected interval moved past its own estimate: the resampling bias of AP
         # over rare labels exceeds the spread of the draws. No interval is shown (NO_CI_NOTE).
         c = Cell.from_stats({**st, "ci_low": None, "ci_high": None}, scale=100, digits=2,
