@@ -13,7 +13,8 @@ the real shape from a population whose value is known, runs the report's procedu
 - every multi-label set in multilabel.datasets: its real test size and the prevalence of each
   label with a test positive (data/multilabel/<set>/data.safetensors, from
   `dvc repro build_multilabel`), separation calibrated to the median row's test mAP and its
-  seed noise to the median row's seed-to-seed SD of test mAP, 5 seeds;
+  seed noise to the median row's seed-to-seed SD of test mAP and the share of score noise the
+  seeds have in common to the median row's test_score_seed_corr, 5 seeds;
   micro-/macro-F1 at two thresholds and mAP over labels with >= k test positives for every k
   of --min-pos; per set, the report's k is the smallest with coverage >= 0.92 there
   (map_min<k>pos in the output; none: no k covers, and the report gives that set's mAP
@@ -24,6 +25,10 @@ the real shape from a population whose value is known, runs the report's procedu
   (reports/metrics/finetune/items/<row>.npz), and the within-problem tier metrics of the
   headline (same-tier AUC, nearest same-problem neighbour's tier, one-token mutants
   separated; reports/metrics/finetune/tier_items.npz) over the queries where they are defined.
+
+Multi-label and fine-tuning run the crossed-effects replicates of their tables
+(contrastlab.evaluation.stats_crossed: the seed x item interaction counted once); graph and
+code the plain two-level bootstrap of theirs.
 
 Writes ``{"<set>": {"<metric>": coverage}}`` (the metrics the report shows, mAP replaced by
 ``map_min<k>pos``) to --json and every figure (all k, widths, settings) beside it
@@ -143,7 +148,10 @@ def multilabel_shape(root: Path, ds: str) -> dict:
             (root / "reports" / "metrics" / "multilabel").glob(f"{ds}_*.json")]
     maps = sorted(m["map"] for m in runs if isinstance(m.get("map"), float))
     sds = sorted(m["map_std"] for m in runs if m.get("n_seeds", 1) > 1 and "map_std" in m)
-    return {"n": int(y.shape[0]), "prev": (npos[npos > 0] / y.shape[0]).tolist(),
+    rhos = sorted(m["test_score_seed_corr"] for m in runs
+                  if isinstance(m.get("test_score_seed_corr"), float))
+    return {"seed_score_corr": float(np.clip(rhos[len(rhos) // 2], 0.0, 1.0)) if rhos else 0.0,
+            "n": int(y.shape[0]), "prev": (npos[npos > 0] / y.shape[0]).tolist(),
             "labels_without_positive": int((npos == 0).sum()), "counts": npos.tolist(),
             "target_map": maps[len(maps) // 2] if maps else 0.5,
             "seed_sd_map": sds[len(sds) // 2] if sds else 0.005}
@@ -256,9 +264,11 @@ def main(argv: list[str] | None = None) -> int:
              "labels_without_positive": sh["labels_without_positive"],
              "labels_at_or_above": {str(k): int(sum(c >= k for c in sh["counts"])) for k in args.min_pos},
              "seeds": 5, "draws": args.ml_draws, "target_map": sh["target_map"], "mu": mu,
-             "seed_sd_map": sh["seed_sd_map"], "tau": tau, "thresholds_sd_units": [1.0, mu / 2]},
+             "seed_sd_map": sh["seed_sd_map"], "tau": tau, "thresholds_sd_units": [1.0, mu / 2],
+             "seed_score_corr": sh["seed_score_corr"], "replicates": "crossed"},
             n_items=sh["n"], n_seeds=5, prevalence=tuple(sh["prev"]), mu=mu, tau=tau,
-            thresholds=(1.0, mu / 2), min_pos=tuple(args.min_pos), n_resamples=args.ml_draws)
+            thresholds=(1.0, mu / 2), min_pos=tuple(args.min_pos), n_resamples=args.ml_draws,
+            rho=sh["seed_score_corr"], crossed=True)
     if want("finetune"):
         d = json.loads((ROOT / "reports" / "data" / "finetune" / "humaneval_dataset.json").read_text())
         fs = finetune_shapes(ROOT)
@@ -272,9 +282,9 @@ def main(argv: list[str] | None = None) -> int:
             run(f"finetune/{split}/{metric}", {f"{split}_{metric}": "value"}, sim_clustered,
                 args.reps, {"problems": n_p, "queries": n_q, "seeds": 3, "draws": args.draws,
                             "mean": m["mean"], "problem_sd_logit": 1.0, "query_sd_logit": sd_item,
-                            "seed_sd_logit": m["tau"]},
+                            "seed_sd_logit": m["tau"], "replicates": "crossed"},
                 sizes=sizes.tolist(), n_seeds=3, link=link, sigma=1.0, tau=m["tau"], sd_item=sd_item,
-                binary=m["binary"], n_resamples=args.draws)
+                binary=m["binary"], n_resamples=args.draws, crossed=True)
     # per multi-label set, the report's k: the smallest whose mAP interval covers >= LO there
     k_report: dict[str, int | None] = {}
     for ds in ml_sets:

@@ -214,3 +214,20 @@ def test_hybrids_take_their_parts_choices_and_see_raw_and_learned_features(monke
         r = tm.run_seed(data, cfg, 0)
         assert widths == [x.shape[1] + 8]  # raw features beside the 8 encoder outputs
         assert 0 < r.metrics["map"] <= 1 and r.scores.shape == (30, y.shape[1])
+
+
+def test_knn_scores_tie_exactly_where_exact_arithmetic_ties():
+    """With distance weights, a label carried by every neighbour scores sum(w) / sum(w): exactly
+    1.0 after the rounding, not 1.0 or 1 - 1 ulp by the order of the sums (which broke ties
+    between such rows differently from run to run and moved mAP)."""
+    rng = np.random.default_rng(3)
+    x, q = rng.normal(size=(300, 5)), rng.normal(size=(200, 5))
+    y = np.stack([np.ones(300), rng.random(300) < 0.5], 1).astype(int)
+    s = knn_scores(x, y, q, 60, "distance")
+    np.testing.assert_array_equal(s[:, 0], 1.0)
+    # the unrounded weighted mean is not exactly 1 for some rows here: the check can fail
+    from sklearn.neighbors import NearestNeighbors
+    d, idx = NearestNeighbors(n_neighbors=60, metric="cosine", algorithm="brute").fit(x).kneighbors(q)
+    raw_w = 1.0 / np.maximum(d, 1e-12)
+    raw = np.einsum("mk,mkc->mc", raw_w, y[idx].astype(float)) / raw_w.sum(1, keepdims=True)
+    assert (raw[:, 0] != 1.0).any()

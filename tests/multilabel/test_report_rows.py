@@ -139,3 +139,19 @@ def test_default_vs_tuned_pairs_runs_and_says_which_way(tmp_path):
     lo, hi = (float(x) for x in ms[3].split("[")[1].rstrip("]").split(","))
     assert lo <= 56.0 <= hi
     assert rep.default_vs_tuned(tmp_path / "none", tdir) is None
+
+
+def test_a_map_whose_interval_does_not_cover_is_shown_without_one():
+    """coverage.json's k per set decides which mAP columns show intervals: all when the plain
+    mAP covers (k = 1), the frequent-label one only when k >= 5, none when no k covers (-1);
+    an uncovered cell keeps its estimate and carries the ° mark, never an interval."""
+    from contrastlab.reporting.multilabel_stats import NO_COVER_MARK, _cell, uncovered_map_keys
+
+    assert uncovered_map_keys(1) == set() and uncovered_map_keys(None) == set()
+    assert uncovered_map_keys(40) == {"map"}
+    assert uncovered_map_keys(-1) == {"map", "map_frequent"}
+    st = {"mean": 0.31, "ci_low": 0.29, "ci_high": 0.33, "in_mcs": False}
+    shown, hidden = _cell(st, {"map": 0.31}, "map"), _cell(st, {"map": 0.31}, "map", uncovered=True)
+    assert shown.low == 0.29 and NO_COVER_MARK not in shown.marks
+    assert hidden.low is None and hidden.high is None and NO_COVER_MARK in hidden.marks
+    assert hidden.value == 0.31 and "[" not in str(hidden)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sklearn.metrics import average_precision_score, f1_score
 
 from contrastlab.evaluation.coverage import (coverage, population_accuracy, population_ap,
                                              sim_accuracy, sim_clustered, sim_multilabel,
@@ -73,12 +74,23 @@ def test_fast_stratified_reps_have_the_law_of_the_pipelines():
     y = (rng.random((n, c)) < [0.02, 0.05, 0.1, 0.3, 0.5]).astype(np.int64)
     y[0, 0] = 1
     s = 1 / (1 + np.exp(-(1.5 * y[None] - 0.8 + rng.normal(0, 1, (3, n, c)))))
-    a = stratified_reps_fast(y, s, (0.5,), n_resamples=4000, rng=rng)
+    # each seed's value on the test set (sklearn, independently of both implementations)
+    pred = s >= 0.5
+    points = {"map_k1": np.array([np.mean([average_precision_score(y[:, j], s[k, :, j])
+                                           for j in range(c)]) for k in range(3)]),
+              "micro_f1": np.array([f1_score(y, pred[k], average="micro") for k in range(3)]),
+              "macro_f1": np.array([f1_score(y, pred[k], average="macro", zero_division=0)
+                                    for k in range(3)])}
+    a = stratified_reps_fast(y, s, (0.5,), n_resamples=4000, rng=rng, seed_points=points)
     b = stratified_metric_reps(y, s, np.full(3, 0.5), n_resamples=4000, seed=1)
+    plain = stratified_reps_fast(y, s, (0.5,), n_resamples=4000, rng=rng)
     for ka, kb in (("map_k1", "map"), ("micro_f1", "micro_f1"), ("macro_f1", "macro_f1")):
         sd = b[kb].std()
         assert a[ka].mean() == pytest.approx(b[kb].mean(), abs=4 * sd / np.sqrt(2000))
         assert a[ka].std() == pytest.approx(sd, rel=0.08)
+        # the scores' noise is drawn afresh per seed (all seed x row interaction): the plain
+        # two-level law counts it twice and is wider
+        assert plain[ka].std() > 1.1 * sd, (ka, plain[ka].std(), sd)
 
 
 #: a medical-like split, scaled down: 300 rows, 12 labels at 0.3-30 % prevalence, half of them
@@ -88,22 +100,25 @@ RARE = (0.003, 0.003, 0.005, 0.005, 0.01, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3)
 
 def test_rare_labels_map_fails_and_map_over_labels_with_enough_positives_covers():
     """Where labels are rare the sample AP of a label with a few positives is biased up and no
-    bootstrap interval covers mAP over all labels; mAP over labels with >= 5 test positives
-    does here, and so do micro- and macro-F1 (the real sets' k: bench/bench_coverage.py)."""
-    k = 5
+    bootstrap interval covers mAP over all labels; mAP over labels with >= 10 test positives
+    does here, and micro- and macro-F1 cover within two binomial standard errors of 0.95
+    (>= 0.90 at 150 replications). The seeds share 80 % of the score noise, as the real rows
+    do (test_score_seed_corr 0.56-1.0 on the real rows; the real sets' k: bench/bench_coverage.py),
+    and the replicates are the pipeline's crossed-effects ones."""
+    k = 10
     cov = coverage(sim_multilabel, 150, seed=3, n_items=300, n_seeds=5, prevalence=RARE, mu=2.0,
-                   min_pos=(1, k), n_resamples=200)
+                   min_pos=(1, k), n_resamples=200, rho=0.8)
     assert cov["map_k1.coverage"] < 0.8, cov          # the check can fail
     assert 0.92 <= cov[f"map_k{k}.coverage"] <= 0.99, cov
     for key in ("micro_f1", "macro_f1"):
-        assert 0.92 <= cov[f"{key}.coverage"] <= 0.99, cov
+        assert 0.90 <= cov[f"{key}.coverage"] <= 0.99, cov
 
 
-def test_committed_coverage_is_complete_and_never_short():
+def test_committed_coverage_is_complete_and_within_target():
     """reports/metrics/coverage.json (bench/bench_coverage.py) has every data set of
-    params.yaml and the graph, code and fine-tuning tracks, and no interval the report keeps
-    covers less than 0.92. (Coverage above 0.98, conservative intervals from counting the
-    item-by-seed noise twice, is listed in docs/statistics.md, not failed here.)"""
+    params.yaml and the graph, code and fine-tuning tracks, and every interval the report
+    keeps covers within [0.92, 0.98] at its set's shape (a metric outside is not shown with an
+    interval, so it has no entry here)."""
     from contrastlab.params import load_params
 
     f = ROOT / "reports" / "metrics" / "coverage.json"
@@ -112,6 +127,6 @@ def test_committed_coverage_is_complete_and_never_short():
     cov = json.loads(f.read_text())
     sets = {"graph", "code", "finetune", *load_params(ROOT / "params.yaml").multilabel.datasets}
     assert sets <= set(cov), sorted(sets - set(cov))
-    short = {f"{s}.{m}": c for s, d in cov.items() for m, c in d.items() if c < 0.92}
-    assert not short, short
+    outside = {f"{s}.{m}": c for s, d in cov.items() for m, c in d.items() if not 0.92 <= c <= 0.98}
+    assert not outside, outside
     assert all(0.0 <= c <= 1.0 for d in cov.values() for c in d.values())

@@ -19,12 +19,19 @@ covered the population value. :func:`coverage` repeats it.
   value is ``E[sigmoid(link + N(0, sigma^2 + tau^2 + sd_item^2))]`` (Gauss-Hermite).
   Procedure: cluster bootstrap (n-1 of n clusters and seeds).
 - :func:`sim_multilabel`: per label, scores ``N(mu_s, 1)`` for positives and ``N(0, 1)`` for
-  negatives at the real prevalences (independent labels), ``mu_s ~ N(mu, tau^2)`` per seed;
+  negatives at the real prevalences (independent labels), ``mu_s ~ N(mu, tau^2)`` per seed,
+  the unit noise split into a row effect shared by the seeds (share ``rho``) and a seed x row
+  part;
   population AP and F1 by numerical integration (AP = integral of precision over recall,
   Davis & Goadrich, ICML 2006). Procedure: the stratified bootstrap of
   :func:`contrastlab.evaluation.multilabel.stratified_metric_reps` (same law, written for
   speed in :func:`stratified_reps_fast`; ``tests/protocol/test_coverage.py`` compares the two),
   for mAP over all labels with a test positive and over labels with at least ``k``.
+
+The multi-label and fine-tuning tables use the crossed-effects replicates of
+:mod:`contrastlab.evaluation.stats_crossed` (the seed x item interaction counted once), and so
+do their simulations (``crossed=True``); the graph and code tables keep the plain two-level
+bootstrap.
 
 Sources: Efron & Tibshirani, "An Introduction to the Bootstrap" (1993), Ch. 12-14 on coverage
 of bootstrap intervals; Field & Welsh, JRSS-B 2007, on bootstrapping clustered data.
@@ -40,6 +47,7 @@ from scipy.special import expit, logit
 from scipy.stats import norm
 
 from .stats import bias_corrected_interval, bootstrap_per_item, resample_counts
+from .stats_crossed import bootstrap_per_item_crossed, crossed_reps
 
 __all__ = ["sim_accuracy", "sim_clustered", "sim_multilabel", "stratified_reps_fast", "coverage",
            "population_accuracy", "population_ap", "population_f1", "population_clustered",
@@ -80,10 +88,12 @@ def population_clustered(link: float, sd: float) -> float:
 
 def sim_clustered(rng: np.random.Generator, *, sizes: Sequence[int], n_seeds: int = 3,
                   link: float = 0.0, sigma: float = 0.8, tau: float = 0.1, sd_item: float = 0.0,
-                  binary: bool = True, n_resamples: int = 1000) -> Result:
+                  binary: bool = True, n_resamples: int = 1000, crossed: bool = False) -> Result:
     """One replication of a clustered per-query mean (Rank@k, MRR, purity) at given cluster
     sizes: ``(truth, estimate, low, high)``. Clusters are drawn anew (their effects
-    ``u_g ~ N(0, sigma^2)``), sizes fixed; see the module docstring for the model."""
+    ``u_g ~ N(0, sigma^2)``), sizes fixed; see the module docstring for the model. ``crossed``: the replicates of
+    :func:`~contrastlab.evaluation.stats_crossed.bootstrap_per_item_crossed` (the fine-tuning
+    tables) instead of the plain two-level bootstrap (the code tables)."""
     sizes = np.asarray(sizes, dtype=np.int64)
     g = np.repeat(np.arange(sizes.size), sizes)
     eta = (link + rng.normal(0, sigma, sizes.size)[g][None] + rng.normal(0, tau, n_seeds)[:, None]
@@ -92,7 +102,7 @@ def sim_clustered(rng: np.random.Generator, *, sizes: Sequence[int], n_seeds: in
     x = (rng.random(prob.shape) < prob).astype(float) if binary else prob
     draws = resample_counts(n_seeds, g.size, clusters=g, n_resamples=n_resamples,
                             seed=int(rng.integers(2**31)))
-    point, reps = bootstrap_per_item({"m": x}, draws=draws)
+    point, reps = (bootstrap_per_item_crossed if crossed else bootstrap_per_item)({"m": x}, draws=draws)
     lo, hi = bias_corrected_interval(point["m"], reps["m"])
     truth = population_clustered(float(link), float(np.sqrt(sigma**2 + tau**2 + sd_item**2)))
     return truth, point["m"], lo, hi
@@ -153,7 +163,8 @@ def calibrate_mu(prevalence: Sequence[float], target_map: float) -> float:
 
 def stratified_reps_fast(y: np.ndarray, scores: np.ndarray, thresholds: Sequence[float], *,
                          n_resamples: int, rng: np.random.Generator,
-                         min_pos: Sequence[int] = (1,)) -> dict[str, np.ndarray]:
+                         min_pos: Sequence[int] = (1,),
+                         seed_points: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """The stratified bootstrap of ``stratified_metric_reps`` (same law: seeds n-1 of n; per
     label the number of positives ``max(1, Binomial(N, n_pos / N))``, positive and negative rows
     resampled with replacement within their class), written per label from the positives'
@@ -164,9 +175,12 @@ def stratified_reps_fast(y: np.ndarray, scores: np.ndarray, thresholds: Sequence
             first gives ``micro_f1``/``macro_f1``, the second ``..._t2``).
         min_pos: for each ``k``, ``map_k<k>``: the mean AP over labels with at least ``k``
             positives in the test split (``k = 1`` is ``map``).
+        seed_points: metric -> ``[S]``, each seed's value on the test set itself (what
+            :func:`~contrastlab.evaluation.stats_crossed.crossed_reps` needs); a metric
+            without one gets the plain mean over the drawn seeds (the earlier law).
 
     Returns:
-        metric -> ``[R]`` replicates (mean over the drawn seeds).
+        metric -> ``[R]`` replicates.
     """
     n_s, n, n_c = scores.shape
     R = n_resamples
@@ -232,7 +246,9 @@ def stratified_reps_fast(y: np.ndarray, scores: np.ndarray, thresholds: Sequence
     for sfx, (tp, fp, fn, fs) in f1.items():
         out["micro_f1" + sfx] = 2 * tp / np.maximum(2 * tp + fp + fn, 1e-12)
         out["macro_f1" + sfx] = fs / n_c
-    return {k: v[rows, seed_idx].mean(1) for k, v in out.items()}
+    pts = seed_points or {}
+    return {k: (crossed_reps(v, pts[k], seed_idx)[0] if k in pts else v[rows, seed_idx].mean(1))
+            for k, v in out.items()}
 
 
 def _counts(rng: np.random.Generator, size: int, k: np.ndarray) -> np.ndarray:
@@ -257,18 +273,29 @@ def _ap(y: np.ndarray, s: np.ndarray) -> float:
 def sim_multilabel(rng: np.random.Generator, *, n_items: int = 600, n_seeds: int = 5,
                    prevalence: Sequence[float] = (0.05, 0.1, 0.2, 0.3, 0.4), mu: float = 1.5,
                    tau: float = 0.1, thresholds: Sequence[float] = (1.0, 0.5),
-                   min_pos: Sequence[int] = (1,), n_resamples: int = 400) -> dict[str, Result]:
+                   min_pos: Sequence[int] = (1,), n_resamples: int = 400,
+                   crossed: bool = True, rho: float = 0.0) -> dict[str, Result]:
     """One replication of the multi-label procedure at a data set's shape: metric ->
     ``(truth, estimate, low, high)`` for ``map_k<k>`` (mean AP over labels with >= k test
     positives; its truth is the population AP of those labels), ``micro_f1``, ``macro_f1``
-    and, for a second threshold, ``micro_f1_t2``, ``macro_f1_t2``. Labels independent."""
+    and, for a second threshold, ``micro_f1_t2``, ``macro_f1_t2``. Labels independent.
+    ``crossed``: the pipeline's replicates (the interaction counted once,
+    :mod:`contrastlab.evaluation.stats_crossed`); False gives the plain two-level law.
+    ``rho`` in [0, 1]: the share of a score's unit noise that the seeds share (a row effect;
+    the rest is drawn per seed), the real models' value from
+    :func:`contrastlab.evaluation.multilabel.seed_score_correlation`; each seed's scores keep
+    the law ``N(mu_s y, 1)``, so the population values do not depend on it."""
     prev = np.asarray(prevalence, dtype=np.float64)
     ap_true, f1_true = _ml_truth(tuple(prev.tolist()), float(mu), float(tau), tuple(thresholds))
     y = (rng.random((n_items, prev.size)) < prev).astype(np.int64)
     mus = rng.normal(mu, tau, n_seeds)
-    scores = mus[:, None, None] * y[None] + rng.normal(0, 1, (n_seeds, n_items, prev.size))
+    if not 0.0 <= rho <= 1.0:
+        raise ValueError(f"rho must be in [0, 1] (got {rho})")
+    scores = (mus[:, None, None] * y[None] + np.sqrt(rho) * rng.normal(0, 1, (1, n_items, prev.size))
+              + np.sqrt(1.0 - rho) * rng.normal(0, 1, (n_seeds, n_items, prev.size)))
     npos = y.sum(0)
     est: dict[str, float] = {}
+    per_seed: dict[str, np.ndarray] = {}
     aps = np.array([[_ap(y[:, c], scores[s, :, c]) if npos[c] else np.nan for c in range(prev.size)]
                     for s in range(n_seeds)])
     truth: dict[str, float] = {}
@@ -276,6 +303,7 @@ def sim_multilabel(rng: np.random.Generator, *, n_items: int = 600, n_seeds: int
         sel = npos >= max(k, 1)
         if not sel.any():
             continue
+        per_seed[f"map_k{k}"] = aps[:, sel].mean(1)
         est[f"map_k{k}"] = float(aps[:, sel].mean())
         truth[f"map_k{k}"] = float(ap_true[sel].mean())
     for j, t in enumerate(thresholds):
@@ -284,11 +312,13 @@ def sim_multilabel(rng: np.random.Generator, *, n_items: int = 600, n_seeds: int
         tp = (pred & (y[None] == 1)).sum(1).astype(float)
         fp = (pred & (y[None] == 0)).sum(1).astype(float)
         fn = npos[None] - tp
-        est["micro_f1" + sfx] = float(np.mean(2 * tp.sum(1) / np.maximum(2 * tp.sum(1) + fp.sum(1) + fn.sum(1), 1)))
-        est["macro_f1" + sfx] = float(np.mean(2 * tp / np.maximum(2 * tp + fp + fn, 1e-12)))
+        per_seed["micro_f1" + sfx] = 2 * tp.sum(1) / np.maximum(2 * tp.sum(1) + fp.sum(1) + fn.sum(1), 1)
+        per_seed["macro_f1" + sfx] = (2 * tp / np.maximum(2 * tp + fp + fn, 1e-12)).mean(1)
+    est.update({k: float(v.mean()) for k, v in per_seed.items()})
     truth.update(f1_true)
     reps = stratified_reps_fast(y, scores, thresholds, n_resamples=n_resamples, rng=rng,
-                                min_pos=[k for k in min_pos if f"map_k{k}" in est])
+                                min_pos=[k for k in min_pos if f"map_k{k}" in est],
+                                seed_points=per_seed if crossed else None)
     out = {}
     for key, e in est.items():
         lo, hi = bias_corrected_interval(e, reps[key])

@@ -7,9 +7,10 @@ the stored embeddings, the within-problem tier metrics of :mod:`contrastlab.fine
 tier) with the tier-blind reference and the data's ceiling as rows.
 
 :func:`table` turns the per-item arrays of every method (``[S, I]``: seeds x queries) into
-point estimates and CIs with :func:`contrastlab.evaluation.stats.bootstrap_per_item`
-(queries resampled by problem: a cluster bootstrap; ``n - 1`` of ``n`` seeds and clusters)
-and :func:`~contrastlab.evaluation.stats.summarize` (bias-corrected percentile intervals,
+point estimates and CIs with
+:func:`contrastlab.evaluation.stats_crossed.bootstrap_per_item_crossed` (queries resampled
+by problem: a cluster bootstrap; ``n - 1`` of ``n`` seeds and clusters; the seed x query
+interaction counted once, Owen 2007) and :func:`~contrastlab.evaluation.stats.summarize` (bias-corrected percentile intervals,
 Model Confidence Set of the best, Holm-corrected tests against the strongest baseline).
 """
 
@@ -46,7 +47,8 @@ def table(items: Mapping[str, np.ndarray], clusters, *, baseline: str | None,
     Raises:
         InputError: methods of different query counts.
     """
-    from ..evaluation.stats import bootstrap_per_item, summarize
+    from ..evaluation.stats import summarize
+    from ..evaluation.stats_crossed import bootstrap_per_item_crossed
 
     arrs = {k: np.atleast_2d(np.asarray(v, dtype=np.float64)) for k, v in items.items()}
     s_max = max(a.shape[0] for a in arrs.values())
@@ -59,7 +61,8 @@ def table(items: Mapping[str, np.ndarray], clusters, *, baseline: str | None,
     keep = ~np.any([np.isnan(a).any(0) for a in arrs.values()], axis=0)
     arrs = {k: a[:, keep] for k, a in arrs.items()}
     cl = np.asarray(clusters, dtype=object)[keep].astype(str)
-    point, reps = bootstrap_per_item(arrs, clusters=cl, n_resamples=n_resamples, seed=seed)
+    # problems and seeds resampled (n-1 of n), the seed x query interaction counted once
+    point, reps = bootstrap_per_item_crossed(arrs, clusters=cl, n_resamples=n_resamples, seed=seed)
     out = summarize(point, reps, baseline=baseline,
                     candidates=[k for k in arrs if k not in set(references)])
     for k in out:

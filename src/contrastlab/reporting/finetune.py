@@ -15,6 +15,7 @@ from pathlib import Path
 from ..losses.registry import method_row, track_variants
 from ..params.finetune import REFERENCE_ROWS as BASELINE_ROWS
 from . import Cell, Figure, Inputs, Section, Table, style
+from .headline import p_text
 
 #: The frozen encoder's row (the reference rows are the variant table's, BASELINE_ROWS).
 FROZEN = method_row("finetune", "frozen_encoder")
@@ -96,7 +97,7 @@ def tier_headline(tier: dict) -> str:
         p = st.get("p_vs_baseline_holm")
         word = ("significantly above" if st.get("beats_baseline") else "significantly below"
                 if st.get("below_baseline") else "not significantly different from")
-        return f"{word} the strongest baseline" + (f" (Holm p = {p:.3f})" if p is not None else "")
+        return f"{word} the strongest baseline" + (f" (Holm {p_text(p)})" if p is not None else "")
 
     verdict = "Yes" if auc[best].get("beats_baseline") else "No"
     s = (f"Does fine-tuning rank a query's same-tier variants of its own problem above the other-tier "
@@ -267,7 +268,7 @@ def gpu_note(g: dict) -> str:
             f"docs/finetune.md): {TITLES.get(best, best)} reaches kNN@5 problem x tier "
             f"{_pct(ta[best])} on split a, {verdict} the strongest baseline "
             f"{TITLES.get(base, base)} {_pct(ta[base])}"
-            + (f" (Holm p = {p:.3f})" if p is not None else "")
+            + (f" (Holm {p_text(p)})" if p is not None else "")
             + f"; mAP {_pct(ap[best])} vs {_pct(ap[base])}; split b "
             f"{_pct(g['tables']['b']['knn5_pxt'][best])} vs {_pct(g['tables']['b']['knn5_pxt'][base])}.")
 
@@ -342,7 +343,8 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
             "queries = held-out variants of training problems (stratified by problem x tier), corpus = "
             "training variants. Split (b): queries and leave-one-out corpus = the variants of held-out "
             "problems. Cells: mean over seeds and queries in % [95% CI, bias-corrected (BC) percentile "
-            "interval of a bootstrap resampling problems (clusters) and n-1 of n seeds]; bold = in the 95% "
+            "interval of a bootstrap resampling problems (clusters) and n-1 of n seeds, the seed x query "
+            "interaction counted once (crossed effects, Owen 2007)]; bold = in the 95% "
             "Model Confidence Set (Hansen, Lunde & Nason 2011); ↑/↓ = significantly better/worse than "
             f"the strongest baseline ({TITLES.get(summary['baseline'], summary['baseline'])}, chosen by "
             f"{summary['baseline_rule']}; Holm). "

@@ -22,13 +22,15 @@ from typing import Any, Sequence
 
 from .figures import Comparison, Panel, Row, forest_figure, legend, shorten_labels
 
-__all__ = ["attach", "headline", "headline_metrics", "words", "MAX_HEADLINE_WORDS"]
+__all__ = ["attach", "headline", "headline_metrics", "words", "p_text", "MAX_HEADLINE_WORDS"]
 
 #: The headline's length limit (words, numbers counted as words).
 MAX_HEADLINE_WORDS = 60
 
 
-def _p(p: float | None) -> str:
+def p_text(p: float | None) -> str:
+    """``p < 0.001``, ``p = 0.012`` (two significant digits below 0.1), ``p = 0.43``, or
+    ``p n/a`` for None / NaN."""
     if p is None or not math.isfinite(p):
         return "p n/a"
     return "p < 0.001" if p < 0.001 else f"p = {p:.2g}" if p < 0.1 else f"p = {p:.2f}"
@@ -47,8 +49,8 @@ def _lead_words(c: Comparison, best: Row, base: Row | None, compact: bool = Fals
     d = f", {c.scale * (best.estimate - base.estimate):+.{c.digits}f} points vs "
     unit = f"{c.fmt(base.estimate)}{' ' + c.unit if c.unit else ''}"
     if compact:
-        return f"{d}{base.short} ({unit}; {_p(best.p)})"
-    return f"{d}the strongest baseline {base.short} ({unit}; {c.test}, {_p(best.p)})"
+        return f"{d}{base.short} ({unit}; {p_text(best.p)})"
+    return f"{d}the strongest baseline {base.short} ({unit}; {c.test}, {p_text(best.p)})"
 
 
 def words(text: str) -> int:
@@ -98,7 +100,7 @@ def _secondary(c: Comparison) -> str:
     return (f"on {p.title}, {best.short} reaches {c.fmt(best.estimate)}"
             f"{' ' + c.unit if c.unit else ''}"
             + (f", {verdict} {base.short} ({c.scale * (best.estimate - base.estimate):+.{c.digits}f}, "
-               f"{_p(best.p)})" if base is not None and base is not best else ""))
+               f"{p_text(best.p)})" if base is not None and base is not best else ""))
 
 
 def _across(c: Comparison) -> tuple[str, str, dict]:
@@ -125,7 +127,7 @@ def _across(c: Comparison) -> tuple[str, str, dict]:
     first = (f"**{win}** is tied for best (95 % MCS) on {k} of {n} {c.noun}s; the best loss is "
              f"{c.scale * lo:+.{c.digits}f} to {c.scale * hi:+.{c.digits}f} points from the "
              f"strongest baseline ({c.metric}), significantly below on {below}, above on "
-             f"{above} ({c.test}; Wilcoxon {_p(p_w)}).")
+             f"{above} ({c.test}; Wilcoxon {p_text(p_w)}).")
     if above == 0 and below == 0:
         second = (f"Take-away: no loss differs significantly from the strongest baseline on "
                   f"any {c.noun}.")

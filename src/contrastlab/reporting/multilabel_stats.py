@@ -117,8 +117,8 @@ def _frequent_note(runs: dict[str, dict], dataset_json: Path, k: int | None) -> 
     and how many rarer ones it leaves out; or why there is none."""
     if k == -1:
         return ("mAP: no interval of mAP, over all labels or over the labels with at least 5-40 "
-                "test positives, reaches 95 % coverage in the simulation at this set's shape "
-                "(reports/metrics/coverage.json): its CIs carry no coverage claim. ")
+                "test positives, reaches the 0.92 coverage target in the simulation at this set's "
+                "shape (reports/metrics/coverage.json): its estimates are shown without intervals (°). ")
     nf = next((m[f"map_min{k}_labels"] for m in runs.values() if f"map_min{k}_labels" in m), None)
     if k is None or nf is None:
         return ""
@@ -126,19 +126,24 @@ def _frequent_note(runs: dict[str, dict], dataset_json: Path, k: int | None) -> 
     left = f"; the other {n_lab - int(nf)} label(s) left out" if n_lab is not None else ""
     return (f"mAP (frequent labels): mean AP over the {int(nf)} labels with at least {k} test "
             f"positives{left}. The AP of a label with fewer positives is biased upwards and the "
-            "interval of mAP over all labels does not reach 95 % coverage at this set's shape, "
-            f"this one does (k = {k}: the smallest that does; reports/metrics/coverage.json, "
-            "docs/statistics.md). ")
+            "interval of mAP over all labels does not reach the 0.92 coverage target at this set's "
+            f"shape (its estimates are shown without intervals, °), this one does (k = {k}: the "
+            "smallest that does; reports/metrics/coverage.json, docs/statistics.md). ")
 
 
-def _cell(st: dict | None, m: dict, key: str) -> Cell:
+def _cell(st: dict | None, m: dict, key: str, uncovered: bool = False) -> Cell:
     """A metric of one row: mean [95 % CI] in % (bold = in the MCS; ↑/↓ vs the strongest
-    baseline); without replicates the mean alone."""
+    baseline); without replicates the mean alone. ``uncovered``: the metric's interval misses
+    the coverage target at this set's shape (:data:`NO_COVER_NOTE`): no interval is shown."""
     if key not in m:
         return Cell(None)
     src = f"{key}: mean over seeds, stratified bootstrap CI"
     if st is None:
         return Cell(m[key], scale=100, digits=2, source=src)
+    if uncovered:
+        c = Cell.from_stats({**st, "ci_low": None, "ci_high": None}, scale=100, digits=2,
+                            ci_digits=1, source=src)
+        return dataclasses.replace(c, marks=(*c.marks, NO_COVER_MARK))
     if excludes_estimate(st):
         # The bias-corrected interval moved past its own estimate: the resampling bias of AP
         # over rare labels exceeds the spread of the draws. No interval is shown (NO_CI_NOTE).
@@ -155,6 +160,23 @@ NO_CI_NOTE = ("§: no interval shown: the bias-corrected bootstrap interval (Efr
               "rows duplicates the few positives of rare labels and moves AP by more than the "
               "spread of the draws (the coverage simulation at this set's shape is in "
               "reports/metrics/coverage.json).")
+
+
+#: Mark of a cell whose interval would not reach the coverage target at the set's shape.
+NO_COVER_MARK = "°"
+NO_COVER_NOTE = ("°: no interval shown: at this set's shape the simulated coverage of this "
+                 "metric's bootstrap interval is below the 0.92 target (the AP of labels with "
+                 "few test positives is biased upwards; reports/metrics/coverage.json, "
+                 "docs/statistics.md).")
+
+
+def uncovered_map_keys(k: int | None) -> set[str]:
+    """The mAP columns whose intervals are not shown, given a set's ``k`` from
+    :func:`_frequent_k`: none when the plain mAP covers (``k = 1``) or the coverage was not
+    simulated (None); the plain mAP when a ``k >= 5`` does; both when no ``k`` does (-1)."""
+    if k is None or k == 1:
+        return set()
+    return {"map"} if k > 1 else {"map", "map_frequent"}
 
 
 def dataset_stats(ddir: Path, datasets: list[str]) -> list[list]:

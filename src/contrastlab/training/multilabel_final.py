@@ -252,7 +252,14 @@ def run_final(ml, ds: str, variant: str, paths: FinalPaths, default: bool = Fals
                          "batch_size": cfg.batch_size, "max_steps": cfg.max_steps, "model": cfg.model,
                          "hybrid": cfg.hybrid}
         out["n_train"], out["n_val"], out["n_test"] = (int(len(data[k])) for k in ("x_train", "x_val", "x_test"))
-        from ..evaluation.multilabel import stratified_metric_reps
+        from ..evaluation.multilabel import seed_score_correlation, stratified_metric_reps
+
+        # shared share of the seeds' test-score noise (the coverage simulation's calibration);
+        # a model run once has no seed noise to share
+        rho = (seed_score_correlation(data["y_test"], np.stack([r.scores for r in results]))
+               if len(results) > 1 else None)
+        if rho is not None:
+            out["test_score_seed_corr"] = rho
 
         # the draws depend on the number of seeds: a deterministic model run once (knn) enters
         # with its one output repeated for every final seed, so its draws pair with the others'

@@ -100,7 +100,8 @@ def knn_scores(x: np.ndarray, y: np.ndarray, xq: np.ndarray, k: int, weights: st
         metric: ``cosine`` (1 - cosine similarity) or ``euclidean``.
 
     Returns:
-        float64 ``[M, C]`` scores in [0, 1].
+        float64 ``[M, C]`` scores in [0, 1], rounded to 12 decimals (so that scores equal in
+        exact arithmetic tie exactly, whatever the order of the floating-point sums).
 
     Raises:
         InputError: unknown weights/metric, k < 1, or shapes that disagree.
@@ -121,7 +122,11 @@ def knn_scores(x: np.ndarray, y: np.ndarray, xq: np.ndarray, k: int, weights: st
         d = np.maximum(d, 0.0)  # cosine distances may round below 0
         zero = d <= 1e-12
         w = np.where(zero.any(1, keepdims=True), zero.astype(np.float64), 1.0 / np.maximum(d, 1e-12))
-    return np.einsum("mk,mkc->mc", w, y[idx]) / w.sum(1, keepdims=True)
+    # rounded to 12 decimals: with distance weights a label that every neighbour carries scores
+    # sum(w) / sum(w), which floating point gives as 1.0 or 1 - 1 ulp depending on the order of
+    # the sums (BLAS threads); unrounded, such rows' ties were broken by that noise and mAP moved
+    # by up to 4e-4 between two runs of the same code (tmc2007-500)
+    return np.round(np.einsum("mk,mkc->mc", w, y[idx]) / w.sum(1, keepdims=True), 12)
 
 
 def forest_scores(kind: str, x: np.ndarray, y: np.ndarray, queries: list[np.ndarray], params: dict[str, Any],
