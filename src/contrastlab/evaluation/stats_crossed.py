@@ -45,7 +45,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .stats_resample import Counts, resample_counts
+from .stats_resample import Counts, per_item_arrays, resample_counts
 
 __all__ = ["interaction_variance", "crossed_reps", "bootstrap_per_item_crossed"]
 
@@ -140,13 +140,7 @@ def bootstrap_per_item_crossed(per_item: Mapping[str, np.ndarray], *, clusters=N
     Raises:
         ValueError: empty input, methods of different shapes, draws of another size.
     """
-    if not per_item:
-        raise ValueError("per_item is empty")
-    arrs = {k: np.atleast_2d(np.asarray(v, dtype=np.float64)) for k, v in per_item.items()}
-    shapes = {a.shape for a in arrs.values()}
-    if len(shapes) != 1:
-        raise ValueError(f"methods have different [seeds, items] shapes: {sorted(shapes)}")
-    (n_s, n_i), = shapes
+    arrs, n_s, n_i = per_item_arrays(per_item)
     if draws is None:
         draws = resample_counts(n_s, n_i, clusters=clusters, n_resamples=n_resamples, seed=seed)
     if draws.seeds.shape[1] != n_s:

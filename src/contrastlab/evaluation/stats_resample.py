@@ -123,6 +123,22 @@ def resample_counts(n_seeds: int, n_items: int, *, clusters: Sequence | np.ndarr
     return Counts(ws, clusters=wc, cluster_of=inv.astype(np.int64))
 
 
+def per_item_arrays(per_item: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int, int]:
+    """Method -> ``[S, I]`` float64 arrays (``[I]`` read as one seed) and ``(S, I)``.
+
+    Raises:
+        ValueError: empty input or methods of different shapes.
+    """
+    if not per_item:
+        raise ValueError("per_item is empty")
+    arrs = {k: np.atleast_2d(np.asarray(v, dtype=np.float64)) for k, v in per_item.items()}
+    shapes = {a.shape for a in arrs.values()}
+    if len(shapes) != 1:
+        raise ValueError(f"methods have different [seeds, items] shapes: {sorted(shapes)}")
+    (n_s, n_i), = shapes
+    return arrs, n_s, n_i
+
+
 def bootstrap_per_item(per_item: Mapping[str, np.ndarray], *, clusters=None,
                        n_resamples: int = 1000, seed: int = 0,
                        draws: Sequence[Draw] | Counts | None = None, chunk: int = 2000
@@ -147,13 +163,7 @@ def bootstrap_per_item(per_item: Mapping[str, np.ndarray], *, clusters=None,
     Raises:
         ValueError: empty input or methods of different shapes.
     """
-    if not per_item:
-        raise ValueError("per_item is empty")
-    arrs = {k: np.atleast_2d(np.asarray(v, dtype=np.float64)) for k, v in per_item.items()}
-    shapes = {a.shape for a in arrs.values()}
-    if len(shapes) != 1:
-        raise ValueError(f"methods have different [seeds, items] shapes: {sorted(shapes)}")
-    (S, I), = shapes
+    arrs, S, I = per_item_arrays(per_item)
     if draws is None:
         draws = resample_counts(S, I, clusters=clusters, n_resamples=n_resamples, seed=seed)
     if not isinstance(draws, Counts):  # a list of index pairs: their multiplicities
