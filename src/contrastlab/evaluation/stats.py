@@ -14,6 +14,9 @@ statistic (the paired bootstrap of Koehn, EMNLP 2004).
   of per-item scores (accuracy, reciprocal rank, hit@k), vectorised.
 - For other metrics (macro-F1, mAP) compute the metric on every draw of
   :func:`resample_indices` yourself.
+- :mod:`contrastlab.evaluation.stats_crossed` gives the same draws' replicates with the
+  seed x item interaction counted once instead of twice (Owen, Ann. Appl. Stat. 2007): the
+  multi-label and fine-tuning tables use it.
 - :func:`summarize` turns point estimates and replicates into the table: mean, 95% CI
   (:func:`bias_corrected_interval`), the probability of being best across draws, the Model
   Confidence Set that decides "tied for best" with the selection accounted for
