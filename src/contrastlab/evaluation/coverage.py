@@ -91,7 +91,8 @@ def sim_clustered(rng: np.random.Generator, *, sizes: Sequence[int], n_seeds: in
                   binary: bool = True, n_resamples: int = 1000, crossed: bool = False) -> Result:
     """One replication of a clustered per-query mean (Rank@k, MRR, purity) at given cluster
     sizes: ``(truth, estimate, low, high)``. Clusters are drawn anew (their effects
-    ``u_g ~ N(0, sigma^2)``), sizes fixed; see the module docstring for the model. ``crossed``: the replicates of
+    ``u_g ~ N(0, sigma^2)``), sizes fixed; see the module docstring for the model.
+    ``crossed``: the replicates of
     :func:`~contrastlab.evaluation.stats_crossed.bootstrap_per_item_crossed` (the fine-tuning
     tables) instead of the plain two-level bootstrap (the code tables)."""
     sizes = np.asarray(sizes, dtype=np.int64)
