@@ -51,9 +51,11 @@ __all__ = ["build_section", "load_metrics", "load_reps", "dataset_stats", "headl
            "table_stats", "strongest_baseline", "friedman_family", "trial0_values", "NO_CI_MARK", "NO_CI_NOTE"]
 
 
-def _comparison(stats: dict[str, dict], lead: list, rows: Rows):
+def _comparison(stats: dict[str, dict], uncovered: dict[str, set[str]], lead: list, rows: Rows):
     """Test mAP per data set (small multiples) as the report's first figure and headline
-    (:mod:`.figures`); ``lead``: the critical-difference diagram, shown beside it."""
+    (:mod:`.figures`); per set the mAP column whose interval covers (``uncovered[ds]``: the
+    columns that do not, :func:`uncovered_map_keys`); ``lead``: the critical-difference
+    diagram, shown beside it."""
     from .figures import Comparison, Panel, rows_from_stats
 
     kind = {v: "baseline" if v in BASELINES else "hybrid" if v in HYBRID_ROWS else "loss"
@@ -61,8 +63,9 @@ def _comparison(stats: dict[str, dict], lead: list, rows: Rows):
     panels = []
     for ds, st in stats.items():
         # per set the mAP whose interval covers at its shape: all labels, or the frequent ones
-        key = "map" if "map" not in st.get("_uncovered", ()) else "map_frequent"
-        if not st.get(key) or key in st.get("_uncovered", ()):
+        miss = uncovered.get(ds, set())
+        key = "map" if "map" not in miss else "map_frequent"
+        if not st.get(key) or key in miss:
             continue
         name = ds if key == "map" else f"{ds} (frequent labels)"
         panels.append(Panel(name, rows_from_stats(st[key], list(st[key]), kind=kind, short=rows.short,
@@ -137,14 +140,14 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
                               note="tmc2007-500's training file is subsampled (seeded, 4000 rows) before the "
                                    "validation split, for the CPU budget; nominal attributes are one-hot encoded."))
     stats: dict[str, dict] = {}
+    uncovered: dict[str, set[str]] = {}
     from ..evaluation.stats import paired_pvalue
 
     for ds, r in runs.items():
         reps = load_reps(mdir / "reps", ds, list(r))
         k_freq = _frequent_k(inp.metrics / "coverage.json", ds, r, reps)
-        uncovered = uncovered_map_keys(k_freq)
+        uncovered[ds] = uncovered_map_keys(k_freq)
         st = table_stats(r, reps, rowset)
-        st["_uncovered"] = sorted(uncovered)
         st["_pairs"] = {(a, b): paired_pvalue(reps[a]["map"] - reps[b]["map"])
                         for a, b in rowset.hybrid_pairs()
                         if a in reps and b in reps and "map" in reps[a] and "map" in reps[b]}
@@ -153,7 +156,7 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
         base = st.get("_baseline")
         stale = [v for v in present if "tuned_source" not in r[v]]  # final runs of the previous protocol
         trs = [[rowset.titles[v] + (" — strongest baseline" if v == base else "") + (" †" if v in stale else "")]
-               + [_cell(st.get(k, {}).get(v), r[v], k, k in uncovered) for k, _ in METRICS]
+               + [_cell(st.get(k, {}).get(v), r[v], k, k in uncovered[ds]) for k, _ in METRICS]
                + [f"{st['map'][v]['p_best']:.2f}" if "map" in st and "p_best" in st["map"].get(v, {}) else "-"]
                for v in present]
         thr = ", ".join(f"{v} {r[v].get('threshold_val', float('nan')):.2f}" for v in present)
@@ -169,7 +172,7 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
                                        f"from the plain row bootstrap (biased for mAP), old tuning ({len(stale)} "
                                        f"row(s)). " if stale else "")
                                     + _resolution(st) + _frequent_note(r, ddir / f"{ds}_dataset.json", k_freq)
-                                    + (NO_COVER_NOTE + " " if uncovered else "")
+                                    + (NO_COVER_NOTE + " " if uncovered[ds] else "")
                                     + f"Mean validation thresholds: {thr}.")))
         cur = figures_dir / f"multilabel_{ds}_curves.png"
         if _curve_figure(ds, pdir, present, cur, rowset):
@@ -199,7 +202,8 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
         s.tables += tabs
         fr, fr_f1 = (res, fr_f1) if key == "map" else (fr, res)
     s.headline = headline(runs, stats, fr, fr_f1, rowset)
-    s.comparison = _comparison(stats, [f for f in s.figures if f.path.name == "multilabel_cd_map.png"], rowset)
+    cd_map = [f for f in s.figures if f.path.name == "multilabel_cd_map.png"]
+    s.comparison = _comparison(stats, uncovered, cd_map, rowset)
     # Table 4 ablation
     mark = {True: "✓", False: "×"}
     abl = [(v, mark[_TABLE[v].factors[0]], mark[_TABLE[v].factors[1]]) for v in PAPER_TABLE4]

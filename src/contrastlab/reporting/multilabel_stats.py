@@ -140,17 +140,15 @@ def _cell(st: dict | None, m: dict, key: str, uncovered: bool = False) -> Cell:
     src = f"{key}: mean over seeds, stratified bootstrap CI"
     if st is None:
         return Cell(m[key], scale=100, digits=2, source=src)
-    if uncovered:
-        c = Cell.from_stats({**st, "ci_low": None, "ci_high": None}, scale=100, digits=2,
-                            ci_digits=1, source=src)
-        return dataclasses.replace(c, marks=(*c.marks, NO_COVER_MARK))
-    if excludes_estimate(st):
-        # The bias-corrected interval moved past its own estimate: the resampling bias of AP
-        # over rare labels exceeds the spread of the draws. No interval is shown (NO_CI_NOTE).
-        c = Cell.from_stats({**st, "ci_low": None, "ci_high": None}, scale=100, digits=2,
-                            ci_digits=1, source=src)
-        return dataclasses.replace(c, marks=(*c.marks, NO_CI_MARK))
-    return Cell.from_stats(st, scale=100, digits=2, ci_digits=1, source=src)
+    # no interval where it misses the coverage target (NO_COVER_NOTE), or where the
+    # bias-corrected interval moved past its own estimate: the resampling bias of AP over rare
+    # labels exceeds the spread of the draws (NO_CI_NOTE)
+    mark = NO_COVER_MARK if uncovered else NO_CI_MARK if excludes_estimate(st) else None
+    if mark is None:
+        return Cell.from_stats(st, scale=100, digits=2, ci_digits=1, source=src)
+    c = Cell.from_stats({**st, "ci_low": None, "ci_high": None}, scale=100, digits=2,
+                        ci_digits=1, source=src)
+    return dataclasses.replace(c, marks=(*c.marks, mark))
 
 
 #: Mark of a cell whose bias-corrected bootstrap interval excludes its own estimate.
