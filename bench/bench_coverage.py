@@ -35,6 +35,13 @@ Writes ``{"<set>": {"<metric>": coverage}}`` (the metrics the report shows, mAP 
 (``coverage_detail.json``). About 20 CPU-minutes at the defaults.
 
     python bench/bench_coverage.py --json reports/metrics/coverage.json
+
+A multi-label set run outside the pipeline (bibtex under its preset, say) is simulated from its
+own folders, its figures kept apart from the report's:
+
+    python bench/bench_coverage.py --params /tmp/bib/params.yaml --only bibtex \
+        --ml-data-dir /tmp/bib/data --ml-metrics-dir reports/metrics/multilabel_bibtex/tuned \
+        --json reports/metrics/multilabel_bibtex/coverage.json
 """
 
 from __future__ import annotations
@@ -135,17 +142,19 @@ def code_shapes(root: Path) -> dict[str, dict]:
     return out
 
 
-def multilabel_shape(root: Path, ds: str) -> dict:
-    """Test size, the prevalences of labels with a test positive, and the target mAP."""
+def multilabel_shape(data_dir: Path, metrics_dir: Path, ds: str) -> dict:
+    """Test size, the prevalences of labels with a test positive, and the target mAP
+    (``data_dir/<ds>/data.safetensors``; the final runs ``metrics_dir/<ds>_*.json``)."""
     from safetensors.numpy import load_file
 
-    f = root / "data" / "multilabel" / ds / "data.safetensors"
+    f = data_dir / ds / "data.safetensors"
     if not f.exists():
         raise SystemExit(f"{f} missing: run `dvc repro build_multilabel` (or dvc checkout) first")
     y = load_file(str(f))["y_test"]
     npos = y.sum(0)
-    runs = [json.loads(p.read_text()) for p in
-            (root / "reports" / "metrics" / "multilabel").glob(f"{ds}_*.json")]
+    runs = [json.loads(p.read_text()) for p in metrics_dir.glob(f"{ds}_*.json")]
+    if not runs:
+        raise SystemExit(f"no final runs {metrics_dir}/{ds}_*.json: run `dvc repro train_multilabel` first")
     maps = sorted(m["map"] for m in runs if isinstance(m.get("map"), float))
     sds = sorted(m["map_std"] for m in runs if m.get("n_seeds", 1) > 1 and "map_std" in m)
     rhos = sorted(m["test_score_seed_corr"] for m in runs
@@ -202,6 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--graph-seeds", type=int, default=None,
                     help="graph final seeds (default: len(graph.final.seeds) in params.yaml)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--params", type=Path, default=ROOT / "params.yaml",
+                    help="params file: its multilabel.datasets are the multi-label sets simulated")
+    ap.add_argument("--ml-data-dir", type=Path, default=ROOT / "data" / "multilabel",
+                    help="built multi-label sets (<dir>/<set>/data.safetensors)")
+    ap.add_argument("--ml-metrics-dir", type=Path, default=ROOT / "reports" / "metrics" / "multilabel",
+                    help="final multi-label runs (<dir>/<set>_<row>.json), for each set's mAP, "
+                         "seed-to-seed SD and test_score_seed_corr")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes, one data set, output to a temporary folder: a quick check that "
                          "the benchmark runs (tests/foundation/test_bench_smoke.py)")
@@ -211,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         args.reps, args.large_reps, args.draws, args.ml_draws = 3, 2, 50, 20
         args.only = ["graph"]
         args.json = Path(tempfile.mkdtemp(prefix="bench_coverage_")) / "coverage.json"
-    params = load_params(ROOT / "params.yaml")
+    params = load_params(args.params)
     detail_path = args.json.with_name("coverage_detail.json")
     detail = json.loads(detail_path.read_text()) if detail_path.exists() and args.only else {}
     want = lambda name: args.only is None or name in args.only  # noqa: E731
@@ -252,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     for ds in ml_sets:
         if not want(ds):
             continue
-        sh = multilabel_shape(ROOT, ds)
+        sh = multilabel_shape(args.ml_data_dir, args.ml_metrics_dir, ds)
         mu = calibrate_mu(sh["prev"], sh["target_map"])
         tau = seed_tau(sh["prev"], mu, sh["seed_sd_map"])
         n_rep = args.reps if sh["n"] <= 3000 else args.large_reps

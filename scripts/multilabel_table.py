@@ -2,13 +2,16 @@
 report's statistics; not a DVC stage: for runs made outside the pipeline (a preset's data set
 at its declared defaults, say).
 
-    python scripts/multilabel_table.py --metrics-dir DIR --dataset bibtex [--json OUT]
+    python scripts/multilabel_table.py --metrics-dir DIR [DIR ...] --dataset bibtex [--json OUT]
 
 ``--frequent-k K`` (default 10): the mAP over labels with at least K test positives, as the
 report's "mAP (frequent labels)" column.
 
 Reads ``DIR/<dataset>_<variant>.json`` and ``DIR/reps/<dataset>_<variant>.npz`` (what
-``stages/train_multilabel.py --metrics-dir DIR`` writes) and prints, per row, mAP, macro-F1 at
+``stages/train_multilabel.py --metrics-dir DIR`` writes); with several folders, a row comes
+from the first folder that has it (``--metrics-dir tuned default``: the tuned rows, and the
+declared-values run of each row not tuned; all runs of one data set share its test rows and
+bootstrap draws, so the rows stay paired), and prints, per row, mAP, macro-F1 at
 the validation threshold, micro-F1 and macro-F1 at 0.5: mean over seeds with the 95 % CI of the
 stratified bootstrap (none where it excludes its estimate, as in the report), and the difference to the strongest baseline (highest validation mAP)
 with its Holm-corrected paired p (:func:`contrastlab.reporting.multilabel_stats.table_stats`,
@@ -28,28 +31,38 @@ KEYS = (("map", "mAP"), ("map_frequent", "mAP (labels with >= k test positives)"
         ("macro_f1", "macro-F1 (0.5)"))
 
 
-def table(metrics_dir: Path, dataset: str, frequent_k: int = 10) -> dict:
+def table(metrics_dir: Path | list[Path], dataset: str, frequent_k: int = 10) -> dict:
     """``{"baseline": name, "frequent_k": k, "rows": {variant: {metric: {mean, ci_low, ci_high,
-    no_ci, delta, p_holm, above, below}}}, "n_seeds": {variant: S}}``; ``ci_low`` / ``ci_high``
-    are ``None`` and ``no_ci`` true where the bias-corrected interval excludes its estimate.
+    no_ci, delta, p_holm, above, below}}}, "n_seeds": {variant: S}, "source": {variant: folder}}``;
+    ``ci_low`` / ``ci_high`` are ``None`` and ``no_ci`` true where the bias-corrected interval
+    excludes its estimate. ``metrics_dir``: one folder or several, a row taken from the first
+    folder that has it with its replicates.
 
     Raises:
-        InputError: fewer than two rows of ``dataset`` with replicates in ``metrics_dir``.
+        InputError: fewer than two rows of ``dataset`` with replicates in the folders.
     """
     from contrastlab.reporting.multilabel_rows import ROWS
     from contrastlab.reporting.multilabel_stats import (copy_frequent, excludes_estimate, load_metrics,
                                                         load_reps, table_stats)
 
-    runs = load_metrics(metrics_dir).get(dataset, {})
-    reps = load_reps(Path(metrics_dir) / "reps", dataset, list(runs))
+    dirs = [Path(metrics_dir)] if isinstance(metrics_dir, (str, Path)) else [Path(d) for d in metrics_dir]
+    runs: dict[str, dict] = {}
+    reps: dict[str, dict] = {}
+    source: dict[str, str] = {}
+    for d in dirs:
+        found = load_metrics(d).get(dataset, {})
+        got = load_reps(d / "reps", dataset, [v for v in found if v not in reps])
+        for v, r in got.items():
+            runs[v], reps[v], source[v] = found[v], r, str(d)
     copy_frequent(runs, reps, frequent_k)  # the report's "mAP (frequent labels)" column
     st = table_stats(runs, reps)
     if not st:
-        raise InputError(f"{metrics_dir}: fewer than two rows of {dataset!r} with replicates")
+        raise InputError(f"{', '.join(map(str, dirs))}: fewer than two rows of {dataset!r} with replicates")
     base = st["_baseline"]
-    out = {"baseline": base, "frequent_k": frequent_k, "rows": {}, "n_seeds": {}}
+    out = {"baseline": base, "frequent_k": frequent_k, "rows": {}, "n_seeds": {}, "source": {}}
     for v in [r for r in ROWS.table1 if r in runs and r in reps]:
         out["n_seeds"][v] = int(runs[v].get("n_seeds", 0))
+        out["source"][v] = source[v]
         cells = {}
         for key, _ in KEYS:
             e = st.get(key, {}).get(v)
@@ -94,7 +107,8 @@ def markdown(t: dict, dataset: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = ArgParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--metrics-dir", type=Path, required=True)
+    ap.add_argument("--metrics-dir", type=Path, nargs="+", required=True,
+                    help="folder(s) of train_multilabel outputs; a row from the first that has it")
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--frequent-k", type=int, default=10,
                     help="mAP over labels with at least k test positives (the report takes k from "

@@ -56,3 +56,21 @@ def test_a_folder_without_two_rows_is_refused(tmp_path):
     _row(tmp_path, "knn", 0.30, 0.40, np.random.default_rng(1))
     with pytest.raises(InputError, match="fewer than two rows"):
         ml_table.table(tmp_path, "ds")
+
+
+def test_several_folders_take_each_row_from_the_first_that_has_it(tmp_path):
+    tuned, default = tmp_path / "tuned", tmp_path / "default"
+    for d in (tuned, default):
+        (d / "reps").mkdir(parents=True)
+    rng = np.random.default_rng(2)
+    _row(tuned, "mulsupcon", 0.40, 0.50, rng)        # tuned: wins over its default run
+    _row(default, "mulsupcon", 0.20, 0.30, rng)
+    _row(default, "extratrees", 0.30, 0.45, rng)     # not tuned: its declared-values run
+    (tuned / "ds_knn.json").write_text(json.dumps({"map": 0.9, "val_map": 0.9, "n_seeds": 1}))
+    _row(default, "knn", 0.25, 0.10, rng)            # tuned json without replicates: default used
+    t = ml_table.table([tuned, default], "ds")
+    assert t["source"] == {"mulsupcon": str(tuned), "extratrees": str(default), "knn": str(default)}
+    assert t["rows"]["mulsupcon"]["map"]["mean"] == pytest.approx(0.40)
+    assert t["rows"]["knn"]["map"]["mean"] == pytest.approx(0.25)
+    assert t["baseline"] == "extratrees"
+    assert t["rows"]["mulsupcon"]["map"]["delta"] == pytest.approx(0.10)
