@@ -5,7 +5,10 @@ at its declared defaults, say).
     python scripts/multilabel_table.py --metrics-dir DIR [DIR ...] --dataset bibtex [--json OUT]
 
 ``--frequent-k K`` (default 10): the mAP over labels with at least K test positives, as the
-report's "mAP (frequent labels)" column.
+report's "mAP (frequent labels)" column. ``--coverage FILE`` (a ``bench/bench_coverage.py``
+output holding the set) applies the report's coverage rule instead: K is the smallest whose
+simulated interval covers, and an mAP column whose interval misses the target at the set's
+shape is given without one (°).
 
 Reads ``DIR/<dataset>_<variant>.json`` and ``DIR/reps/<dataset>_<variant>.npz`` (what
 ``stages/train_multilabel.py --metrics-dir DIR`` writes); with several folders, a row comes
@@ -31,19 +34,23 @@ KEYS = (("map", "mAP"), ("map_frequent", "mAP (labels with >= k test positives)"
         ("macro_f1", "macro-F1 (0.5)"))
 
 
-def table(metrics_dir: Path | list[Path], dataset: str, frequent_k: int = 10) -> dict:
+def table(metrics_dir: Path | list[Path], dataset: str, frequent_k: int = 10,
+          coverage: Path | None = None) -> dict:
     """``{"baseline": name, "frequent_k": k, "rows": {variant: {metric: {mean, ci_low, ci_high,
     no_ci, delta, p_holm, above, below}}}, "n_seeds": {variant: S}, "source": {variant: folder}}``;
     ``ci_low`` / ``ci_high`` are ``None`` and ``no_ci`` true where the bias-corrected interval
-    excludes its estimate. ``metrics_dir``: one folder or several, a row taken from the first
-    folder that has it with its replicates.
+    excludes its estimate, ``no_cover`` true where ``coverage`` (a bench_coverage.py output)
+    finds the column's interval below the coverage target at the set's shape (then ``frequent_k``
+    is the set's covering k from that file, None when no k covers). ``metrics_dir``: one folder
+    or several, a row taken from the first folder that has it with its replicates.
 
     Raises:
         InputError: fewer than two rows of ``dataset`` with replicates in the folders.
     """
     from contrastlab.reporting.multilabel_rows import ROWS
-    from contrastlab.reporting.multilabel_stats import (copy_frequent, excludes_estimate, load_metrics,
-                                                        load_reps, table_stats)
+    from contrastlab.reporting.multilabel_stats import (_frequent_k, copy_frequent, excludes_estimate,
+                                                        load_metrics, load_reps, table_stats,
+                                                        uncovered_map_keys)
 
     dirs = [Path(metrics_dir)] if isinstance(metrics_dir, (str, Path)) else [Path(d) for d in metrics_dir]
     runs: dict[str, dict] = {}
@@ -54,7 +61,14 @@ def table(metrics_dir: Path | list[Path], dataset: str, frequent_k: int = 10) ->
         got = load_reps(d / "reps", dataset, [v for v in found if v not in reps])
         for v, r in got.items():
             runs[v], reps[v], source[v] = found[v], r, str(d)
-    copy_frequent(runs, reps, frequent_k)  # the report's "mAP (frequent labels)" column
+    k = _frequent_k(Path(coverage), dataset, runs, reps) if coverage is not None else None
+    if coverage is not None and k is None:
+        raise InputError(f"{coverage}: no coverage simulated for {dataset!r}")
+    uncovered = uncovered_map_keys(k)
+    if k is None:
+        copy_frequent(runs, reps, frequent_k)  # the report's "mAP (frequent labels)" column
+    else:
+        frequent_k = k if k > 0 else None
     st = table_stats(runs, reps)
     if not st:
         raise InputError(f"{', '.join(map(str, dirs))}: fewer than two rows of {dataset!r} with replicates")
@@ -68,9 +82,10 @@ def table(metrics_dir: Path | list[Path], dataset: str, frequent_k: int = 10) ->
             e = st.get(key, {}).get(v)
             if e is None:
                 continue
-            no_ci = excludes_estimate(e)  # the report's rule (§): such an interval is not given
+            no_cover = key in uncovered  # the report's rule (°): below the coverage target
+            no_ci = no_cover or excludes_estimate(e)  # (§): the interval excludes its estimate
             lo, hi = (None, None) if no_ci else (e.get("ci_low"), e.get("ci_high"))
-            cells[key] = {"mean": e["mean"], "ci_low": lo, "ci_high": hi, "no_ci": no_ci,
+            cells[key] = {"mean": e["mean"], "ci_low": lo, "ci_high": hi, "no_ci": no_ci, "no_cover": no_cover,
                           "delta": e.get("delta_vs_baseline"), "p_holm": e.get("p_vs_baseline_holm"),
                           "above": bool(e.get("beats_baseline")), "below": bool(e.get("below_baseline"))}
         out["rows"][v] = cells
@@ -80,13 +95,16 @@ def table(metrics_dir: Path | list[Path], dataset: str, frequent_k: int = 10) ->
 def markdown(t: dict, dataset: str) -> str:
     from contrastlab.reporting.multilabel_rows import short
 
-    head = "| row | seeds | " + " | ".join(f"{lab.replace('k', str(t['frequent_k']), 1) if 'k test' in lab else lab}"
-                                          f" [CI]; Δ vs {short(t['baseline'])} (Holm p)"
-                                          for _, lab in KEYS) + " |"
+    k = t["frequent_k"]
+    labels = [(key, lab.replace("k", str(k), 1) if "k test" in lab and k is not None else
+               "mAP (frequent labels: no k covers)" if "k test" in lab else lab) for key, lab in KEYS]
+    head = "| row | seeds | " + " | ".join(f"{lab} [CI]; Δ vs {short(t['baseline'])} (Holm p)"
+                                          for _, lab in labels) + " |"
     lines = [f"{dataset}: strongest baseline on validation mAP: {short(t['baseline'])}. Cells: mean "
              "over seeds [95 % CI]; Δ in points, Holm-corrected paired p; ▲/▼ significantly "
              "above/below. §: the bias-corrected interval excludes its own estimate (rare labels: "
-             "resampling rows moves AP more than the draws spread), not shown.", "", head,
+             "resampling rows moves AP more than the draws spread), not shown. °: the interval's "
+             "simulated coverage at this set's shape is below the 0.92 target, not shown.", "", head,
              "|" + "---|" * (2 + len(KEYS))]
     for v, cells in t["rows"].items():
         parts = []
@@ -96,7 +114,7 @@ def markdown(t: dict, dataset: str) -> str:
                 parts.append("-")
                 continue
             mark = " ▲" if c["above"] else " ▼" if c["below"] else ""
-            ci = (" §" if c["no_ci"] else
+            ci = (" °" if c.get("no_cover") else " §" if c["no_ci"] else
                   f" [{100 * c['ci_low']:.1f}, {100 * c['ci_high']:.1f}]" if c["ci_low"] is not None else "")
             d = ("" if c["delta"] is None or v == t["baseline"] else
                  f"; {100 * c['delta']:+.1f} (p={c['p_holm']:.3g}){mark}")
@@ -113,9 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frequent-k", type=int, default=10,
                     help="mAP over labels with at least k test positives (the report takes k from "
                          "the coverage simulation of the set; 10 when it has none)")
+    ap.add_argument("--coverage", type=Path, default=None,
+                    help="bench/bench_coverage.py output holding the set: k and the ° rule from it")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    t = table(args.metrics_dir, args.dataset, args.frequent_k)
+    t = table(args.metrics_dir, args.dataset, args.frequent_k, args.coverage)
     print(markdown(t, args.dataset))
     if args.json:
         from contrastlab.io import write_json

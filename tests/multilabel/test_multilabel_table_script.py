@@ -74,3 +74,37 @@ def test_several_folders_take_each_row_from_the_first_that_has_it(tmp_path):
     assert t["rows"]["knn"]["map"]["mean"] == pytest.approx(0.25)
     assert t["baseline"] == "extratrees"
     assert t["rows"]["mulsupcon"]["map"]["delta"] == pytest.approx(0.10)
+
+
+@pytest.mark.parametrize("cov, k, hidden", [
+    ({"map_min20pos": 0.95, "macro_f1": 0.95}, 20, {"map"}),            # k = 20 covers
+    ({"macro_f1": 0.95}, None, {"map", "map_frequent"}),                # no k covers
+])
+def test_coverage_file_gives_k_and_hides_uncovered_map_intervals(tmp_path, cov, k, hidden):
+    (tmp_path / "reps").mkdir()
+    rng = np.random.default_rng(3)
+    for name, level, val in (("knn", 0.30, 0.40), ("mulsupcon", 0.25, 0.30)):
+        _row(tmp_path, name, level, val, rng)
+        m = json.loads((tmp_path / f"ds_{name}.json").read_text())
+        m["map_min20"] = level + 0.1
+        (tmp_path / f"ds_{name}.json").write_text(json.dumps(m))
+        with np.load(tmp_path / "reps" / f"ds_{name}.npz") as z:
+            r = {key: z[key] for key in z.files}
+        r["map_min20"] = r["map"] + 0.1
+        np.savez(tmp_path / "reps" / f"ds_{name}.npz", **r)
+    f = tmp_path / "coverage.json"
+    f.write_text(json.dumps({"ds": cov}))
+    t = ml_table.table(tmp_path, "ds", coverage=f)
+    assert t["frequent_k"] == k
+    for key in ("map", "map_frequent"):
+        c = t["rows"]["knn"].get(key)
+        if key in hidden:
+            assert c is None or (c["no_cover"] and c["ci_low"] is None)
+        else:
+            assert not c["no_cover"] and c["ci_low"] <= c["mean"] <= c["ci_high"]
+            assert c["mean"] == pytest.approx(0.40)  # map_min20 copied into the column
+    assert t["rows"]["knn"]["macro_f1"]["ci_low"] is not None
+    md = ml_table.markdown(t, "ds")
+    assert ("30.00 °" in md) and (("no k covers" in md) == (k is None))
+    with pytest.raises(InputError, match="no coverage simulated"):
+        ml_table.table(tmp_path, "other", coverage=f)
