@@ -35,10 +35,10 @@ REFERENCES: list[tuple[str, float, str]] = [
 ]
 #: Independent public-split reruns quoted beside a published number (name -> text).
 RERUNS: dict[str, str] = {
-    "GRACE": "public-split reruns 0.819-0.822 (0.819: Hou et al. 2022, Table 1; range as "
-             "quoted in issue 37)",
-    "MVGRL": "public-split reruns 0.832-0.835 (0.835: Hou et al. 2022, Table 1; range as "
-             "quoted in issue 37)",
+    "GRACE": "public-split reruns 0.819-0.822 (0.819: Hou et al. 2022, Table 1; the other "
+             "end an independent, unpublished rerun)",
+    "MVGRL": "public-split reruns 0.832-0.835 (0.835: Hou et al. 2022, Table 1; the other "
+             "end an independent, unpublished rerun)",
 }
 
 
