@@ -126,6 +126,50 @@ def test_build_tune_train_weights_report_on_yeast(tmp_path, stage_cmd):
     assert all(f.path.exists() for f in s.figures)
 
 
+def test_hyperband_pruned_search_is_its_own_study(tmp_path, stage_cmd):
+    """multilabel.tune.pruner: hyperband over the folds (step = folds done, as graph and code
+    prune over seeds): trials are pruned after one fold, the winner is a COMPLETE trial, the
+    study is named apart from the unpruned one (whose journal it shares), and a max_resource
+    other than the folds is refused."""
+    import optuna
+
+    params = _params(tmp_path)
+    r = _run([*stage_cmd("build_multilabel@yeast"), "--params", str(params)], tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = yaml.safe_load(params.read_text())
+    doc["multilabel"]["tune"].update(trials=9, startup_trials=2)
+    params.write_text(yaml.safe_dump(doc))
+    args = [*stage_cmd("tune_multilabel@extratrees"), "--params", str(params)]
+    assert _run(args, tmp_path).returncode == 0
+    unpruned = json.loads((tmp_path / "reports/tuned/multilabel/extratrees.json").read_text())["datasets"]["yeast"]
+    assert "n_pruned" not in unpruned and unpruned["n_complete"] == 9
+    doc["multilabel"]["tune"].update(pruner="hyperband", min_resource=1, max_resource=3, reduction_factor=3)
+    params.write_text(yaml.safe_dump(doc))
+    r = _run(args, tmp_path)
+    assert r.returncode == 0, r.stderr
+    pruned = json.loads((tmp_path / "reports/tuned/multilabel/extratrees.json").read_text())["datasets"]["yeast"]
+    assert pruned["study"] != unpruned["study"]
+    assert pruned["n_pruned"] >= 1 and pruned["n_complete"] + pruned["n_pruned"] + pruned["n_failed"] == 9
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(
+        str(tmp_path / "reports/tune/multilabel/extratrees/journal.log")))
+    names = {s.study_name for s in optuna.get_all_study_summaries(storage)}
+    assert names == {pruned["study"], unpruned["study"]}  # the old study is kept beside it
+    study = optuna.load_study(study_name=pruned["study"], storage=storage)
+    states = {t.number: t.state for t in study.trials}
+    assert states[pruned["best_trial"]] == optuna.trial.TrialState.COMPLETE
+    for t in study.trials:  # steps are folds done; the last fold is not reported, so a pruned
+        # trial stopped after fold 1 or 2 and no fully computed trial is thrown away
+        steps = sorted(t.intermediate_values)
+        assert steps in ([1], [1, 2])
+        assert t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+        if t.state == optuna.trial.TrialState.COMPLETE:
+            assert steps == [1, 2]
+    doc["multilabel"]["tune"]["max_resource"] = 5
+    params.write_text(yaml.safe_dump(doc))
+    r = _run(args, tmp_path)
+    assert r.returncode == 2 and "max_resource" in r.stderr and "3 folds" in r.stderr
+
+
 def test_user_csv_dataset_end_to_end(tmp_path, stage_cmd):
     """A user's CSV data set named in params goes through build -> train -> metrics."""
     import numpy as np

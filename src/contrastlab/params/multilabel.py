@@ -14,7 +14,7 @@ of the variant table binds (:func:`variant_loss`).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -234,8 +234,25 @@ class MultilabelTune(_Strict):
         description="variant -> variant whose sampler seed its studies use: Sim-Dis Eq. 13 read "
         "literally has ANY's gradient, so with ANY's seed its study draws ANY's configurations and "
         "its outputs stay identical to ANY's (the report then counts the two as one method).")
-    pruner: Literal["none", "median"] = Field("none", description="Optuna pruner over the folds "
-                                               "(pruned trials still count against the budget).")
+    pruner: Literal["none", "median", "hyperband", "successive_halving"] = Field(
+        "none", description="Optuna pruner over the folds, step = folds done (pruned trials "
+        "still count against the budget; contrastlab.tuning.make_pruner). Any other value than "
+        "none is part of the study's name, so a switch starts new studies beside the old ones.")
+    min_resource: int = Field(1, ge=1, description="Folds before a trial can be pruned "
+                              "(hyperband / successive halving min_resource; median: "
+                              "n_warmup_steps = min_resource - 1).")
+    max_resource: Union[int, Literal["auto"]] = Field(
+        "auto", description="Hyperband max_resource: the folds of a complete trial (= folds).")
+    reduction_factor: int = Field(3, ge=2, description="Hyperband / successive halving eta.")
+
+    @model_validator(mode="after")
+    def _check_resource(self) -> "MultilabelTune":
+        top = self.folds if self.max_resource == "auto" else self.max_resource
+        if top != self.folds or self.min_resource > self.folds:
+            raise ValueError(f"multilabel.tune: min_resource {self.min_resource} and max_resource "
+                             f"{self.max_resource} must lie within the {self.folds} folds (a trial "
+                             f"reports one step per fold; max_resource = folds)")
+        return self
 
 
 #: Per-data-set settings of params.yaml that differ from :class:`DatasetParams`' defaults.

@@ -250,7 +250,11 @@ def cv_objective(x: np.ndarray, y: np.ndarray, folds: list[tuple[np.ndarray, np.
     """Cross-validated tuning objective: fold ``f`` trains :func:`run_seed` with seed
     ``run_seeds[f % len(run_seeds)]`` on the fold's training rows, its held-out rows acting as
     the validation split (early stopping, logistic-regression C, thresholds) and the objective
-    being their mAP. ``report(f, running mean)`` after each fold (for a pruner).
+    being their mAP. ``report(folds done, running mean)`` after each fold but the last (for a
+    pruner: the step is the resource, 1 .. len(folds) - 1, as the graph, code and fine-tuning
+    studies report seeds done but the last). The last fold is not reported: a pruner acting
+    there would throw away a trial whose every fold is computed (Optuna's successive halving
+    checks a rung at step ``min_resource * eta**k``, which can be the last fold).
 
     Returns:
         ``(mean, standard error)`` of the folds' validation mAP (se = sample std / sqrt(k)).
@@ -260,8 +264,8 @@ def cv_objective(x: np.ndarray, y: np.ndarray, folds: list[tuple[np.ndarray, np.
         d = {"x_train": x[tr], "y_train": y[tr], "x_val": x[va], "y_val": y[va],
              "x_test": x[va], "y_test": y[va]}
         vals.append(run_seed(d, cfg, int(run_seeds[f % len(run_seeds)])).metrics["val_map"])
-        if report is not None:
-            report(f, float(np.mean(vals)))
+        if report is not None and f + 1 < len(folds):
+            report(f + 1, float(np.mean(vals)))
     v = np.asarray(vals)
     return float(v.mean()), float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0
 

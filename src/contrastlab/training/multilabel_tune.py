@@ -18,6 +18,14 @@ hash of (variant, data set); a variant in ``tune.seed_alias`` uses its alias's s
 (``simdis_eq13`` -> ``any``: the same gradient, so the same configurations are drawn). A variant without a search space (``logreg``, whose C is picked
 on validation inside every run) gets a JSON with no params and no study.
 
+Pruning (``tune.pruner``, default ``none``): each fold but the last reports the running mean
+as step ``folds done`` (a trial whose folds are all computed is never pruned, as the other
+tracks never report their last seed), so ``hyperband`` with ``min_resource: 1``, ``max_resource: folds``,
+``reduction_factor: 3`` is the graph and code tracks' pruner (Li et al., JMLR 2018) over folds
+instead of seeds. A pruned trial counts against the budget and is never chosen. A pruner other
+than ``none`` enters the study name (``fixed["pruner"]``), so switching it starts new studies
+next to the committed ones instead of refusing them, and the JSON gains ``n_pruned``.
+
 Outputs: ``reports/tuned/multilabel/<variant>.json`` (``datasets.<d>.params``: the choices
 ``train_multilabel`` uses on ``d``; a data set not listed uses the ``params.yaml`` values),
 ``reports/plots/tune/multilabel/<variant>.csv`` (trial history, column ``dataset``),
@@ -129,7 +137,12 @@ def run_tuning(ml, variant: str, only: str | None, data_dir: str, tuned_dir: str
             name = f"{variant}-{ds}"
             kw = {"default": default} if "default" in run_kw else {}
             if "pruner" in run_kw:
-                kw["pruner"] = tune.pruner
+                kw.update(pruner=tune.pruner, min_resource=tune.min_resource,
+                          max_resource=tune.folds, reduction_factor=tune.reduction_factor)
+            if tune.pruner != "none":  # a pruned search is another study than the unpruned one
+                fixed["pruner"] = {"name": tune.pruner, "min_resource": tune.min_resource,
+                                   "max_resource": tune.max_resource,
+                                   "reduction_factor": tune.reduction_factor}
             if study_seed_key(tune, variant, ds):
                 kw["seed_key"] = study_seed_key(tune, variant, ds)
             if ds not in todo:
@@ -191,6 +204,8 @@ def run_tuning(ml, variant: str, only: str | None, data_dir: str, tuned_dir: str
                            "best_trial": res.best_trial, "n_complete": res.n_complete,
                            "n_failed": res.n_failed, "study": res.study_name, "sampler_seed": seed,
                            "default_params": default}
+            if tune.pruner != "none":
+                results[ds]["n_pruned"] = res.n_pruned
             hists.append(hist.assign(dataset=ds))
             print(f"tune_multilabel@{variant} {ds}: best CV val mAP {res.best_value:.4f} with "
                   f"{res.best_params} (trial {res.best_trial}; {res.n_complete} complete, "
