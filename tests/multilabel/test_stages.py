@@ -164,6 +164,11 @@ def test_hyperband_pruned_search_is_its_own_study(tmp_path, stage_cmd):
         assert t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
         if t.state == optuna.trial.TrialState.COMPLETE:
             assert steps == [1, 2]
+    doc["multilabel"]["tune"]["max_resource"] = "auto"  # = folds: the same study, complete
+    params.write_text(yaml.safe_dump(doc))
+    assert _run(args, tmp_path).returncode == 0
+    again = json.loads((tmp_path / "reports/tuned/multilabel/extratrees.json").read_text())["datasets"]["yeast"]
+    assert again == pruned
     doc["multilabel"]["tune"]["max_resource"] = 5
     params.write_text(yaml.safe_dump(doc))
     r = _run(args, tmp_path)

@@ -141,7 +141,7 @@ def run_tuning(ml, variant: str, only: str | None, data_dir: str, tuned_dir: str
                           max_resource=tune.folds, reduction_factor=tune.reduction_factor)
             if tune.pruner != "none":  # a pruned search is another study than the unpruned one
                 fixed["pruner"] = {"name": tune.pruner, "min_resource": tune.min_resource,
-                                   "max_resource": tune.max_resource,
+                                   "max_resource": tune.folds,  # 'auto' and folds: one protocol
                                    "reduction_factor": tune.reduction_factor}
             if study_seed_key(tune, variant, ds):
                 kw["seed_key"] = study_seed_key(tune, variant, ds)
