@@ -235,7 +235,7 @@ class MultilabelTune(_Strict):
         "literally has ANY's gradient, so with ANY's seed its study draws ANY's configurations and "
         "its outputs stay identical to ANY's (the report then counts the two as one method).")
     pruner: Literal["none", "median", "hyperband", "successive_halving"] = Field(
-        "none", description="Optuna pruner over the folds, step = folds done (pruned trials "
+        "hyperband", description="Optuna pruner over the folds, step = folds done (pruned trials "
         "still count against the budget; contrastlab.tuning.make_pruner). Any other value than "
         "none is part of the study's name, so a switch starts new studies beside the old ones.")
     min_resource: int = Field(1, ge=1, description="Folds before a trial can be pruned "
