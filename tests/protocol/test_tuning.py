@@ -242,6 +242,52 @@ def test_an_interrupted_trial_is_not_budget(tmp_path):
         == [0, 1, 3]
 
 
+def test_an_interrupted_configuration_is_retried_as_on_a_shared_study(tmp_path):
+    """A trial killed after it drew its configuration (a local journal) is closed as
+    interrupted and its configuration is the next trial's, as a shared study re-queues a dead
+    worker's trial; a configuration interrupted MAX_RETRY + 1 times is not re-queued."""
+    from optuna.trial import TrialState
+
+    from contrastlab.tuning import MAX_RETRY, _open
+    from contrastlab.tuning.space import suggest
+    from contrastlab.tuning.study import _close_interrupted
+
+    def study(variant):
+        return _open(study_name("t", variant, SPACE), out_dir=tmp_path / variant, storage=None,
+                     seed=0, startup=1, direction="maximize")
+
+    kw = dict(track="t", variant="r", space=SPACE, seed=0, out_dir=tmp_path / "r",
+              progress=False)
+    run_study(objective=_obj, n_trials=2, **kw)
+    killed = suggest(study("r").ask(), SPACE)  # the stage is killed during trial 2
+    r = run_study(objective=_obj, n_trials=3, **kw)
+    assert r.n_complete == 3
+    trials = {t.number: t for t in study("r").get_trials()}
+    assert trials[2].state == TrialState.PRUNED and trials[2].user_attrs["interrupted"]
+    assert trials[3].state == TrialState.COMPLETE and trials[3].params == killed
+    assert trials[3].user_attrs["retry_of"] == 2
+    assert list(study_history(track="t", variant="r", space=SPACE, out_dir=tmp_path / "r")
+                ["trial"]) == [0, 1, 3]
+
+    # one configuration killed again and again: re-queued after each of its first MAX_RETRY
+    # interruptions, then dropped (the next trial is a new draw)
+    kw.update(variant="q", out_dir=tmp_path / "q")
+    run_study(objective=_obj, n_trials=2, **kw)
+    drawn = []
+    while True:
+        s = study("q")
+        waiting = s.get_trials(states=(TrialState.WAITING,))
+        if drawn and not waiting:
+            break
+        drawn.append(suggest(s.ask(), SPACE))
+        _close_interrupted(s)
+    assert len(drawn) == MAX_RETRY + 1 and all(d == drawn[0] for d in drawn)
+    run_study(objective=_obj, n_trials=3, **kw)
+    last = study("q").get_trials()[-1]
+    assert last.state == TrialState.COMPLETE and "retry_of" not in last.user_attrs
+    assert last.params != drawn[0]
+
+
 def test_seed_alias_draws_the_alias_configurations(tmp_path):
     """multilabel.tune.seed_alias (Sim-Dis Eq. 13 -> ANY: the same gradient) routes the aliased
     study's TPE seed through its alias's name, so both studies try the same configurations;

@@ -29,7 +29,9 @@ Protocol (one study per track and variant; every variant of a track gets the sam
    number (Optuna's ``best_trial``), so the default wins a tie.
 
 Storage. A study lives in Optuna's journal file (``journal.log`` in the stage's output
-folder, kept by DVC with ``persist: true``), so a rerun after an interruption continues it;
+folder, kept by DVC with ``persist: true``), so a rerun after an interruption continues it
+(the trial left RUNNING is closed as interrupted, not counted, and its configuration runs
+again, as on a shared study);
 with ``storage`` set to an RDB URL (``postgresql+psycopg2://user:pw@host/db``) several
 processes or machines run the same stage and share one study: each worker stops when the
 study holds ``n_trials`` finished trials, and a trial asked for beyond the budget by a worker

@@ -13,8 +13,8 @@ from typing import Any, Callable, Literal, Mapping
 
 from .space import (SearchDim, TuneResult, _check_default, make_pruner, sampler_seed,
                     study_name, suggest)
-from .storage import (_PROTOCOL_ATTRS, GRACE_S, HEARTBEAT_S, _budget_trials, _fail_stale,
-                      _heartbeat_of, _open, _retried, _set_up, _wait_for_set_up)
+from .storage import (_PROTOCOL_ATTRS, GRACE_S, HEARTBEAT_S, MAX_RETRY, _budget_trials,
+                      _fail_stale, _heartbeat_of, _open, _retried, _set_up, _wait_for_set_up)
 
 __all__ = ["run_study"]
 
@@ -145,12 +145,25 @@ def _agree_on_protocol(study, name: str, storage: str | None, default: dict | No
 
 def _close_interrupted(study) -> None:
     """Single worker on a local journal: a RUNNING trial was interrupted (killed stage). It
-    is closed as PRUNED with user attribute ``interrupted`` (not budget)."""
+    is closed as PRUNED with user attribute ``interrupted`` (not budget) and, as a shared
+    study re-queues a dead worker's trial, its configuration is enqueued again (user
+    attribute ``retry_of``: the interrupted trial's number), so the next trial evaluates it;
+    a configuration interrupted more than :data:`MAX_RETRY` times is not re-queued. A trial
+    interrupted before it drew its configuration re-queues nothing (the next draw replaces
+    it)."""
     from optuna.trial import TrialState
 
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         study._storage.set_trial_user_attr(t._trial_id, "interrupted", True)
         study.tell(t.number, state=TrialState.PRUNED)
+        params = dict(t.params) or dict(t.system_attrs.get("fixed_params") or {})
+        if not params:
+            continue
+        tries = sum(u.user_attrs.get("interrupted", False) and
+                    (dict(u.params) or dict(u.system_attrs.get("fixed_params") or {})) == params
+                    for u in study.get_trials(deepcopy=False))
+        if tries <= MAX_RETRY:
+            study.enqueue_trial(params, user_attrs={"retry_of": t.number})
 
 
 def _next_slot(study, n_trials: int, storage: str | None, beat: float) -> bool:
