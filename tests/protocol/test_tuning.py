@@ -274,7 +274,7 @@ def test_an_interrupted_configuration_is_retried_as_on_a_shared_study(tmp_path):
     kw.update(variant="q", out_dir=tmp_path / "q")
     run_study(objective=_obj, n_trials=2, **kw)
     drawn = []
-    while True:
+    while len(drawn) < 3 * (MAX_RETRY + 1):  # bounded: a re-queue without end fails below
         s = study("q")
         waiting = s.get_trials(states=(TrialState.WAITING,))
         if drawn and not waiting:
