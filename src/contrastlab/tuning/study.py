@@ -156,14 +156,18 @@ def _close_interrupted(study) -> None:
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         study._storage.set_trial_user_attr(t._trial_id, "interrupted", True)
         study.tell(t.number, state=TrialState.PRUNED)
-        params = dict(t.params) or dict(t.system_attrs.get("fixed_params") or {})
+        params = _configuration(t)
         if not params:
             continue
-        tries = sum(u.user_attrs.get("interrupted", False) and
-                    (dict(u.params) or dict(u.system_attrs.get("fixed_params") or {})) == params
+        tries = sum(u.user_attrs.get("interrupted", False) and _configuration(u) == params
                     for u in study.get_trials(deepcopy=False))
         if tries <= MAX_RETRY:
             study.enqueue_trial(params, user_attrs={"retry_of": t.number})
+
+
+def _configuration(trial) -> dict:
+    """The configuration a trial drew, or was enqueued with when it stopped before drawing."""
+    return dict(trial.params) or dict(trial.system_attrs.get("fixed_params") or {})
 
 
 def _next_slot(study, n_trials: int, storage: str | None, beat: float) -> bool:
