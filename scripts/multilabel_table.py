@@ -92,6 +92,12 @@ def table(metrics_dir: Path | list[Path], dataset: str, frequent_k: int = 10,
     return out
 
 
+def _p(p: float) -> str:
+    """``p=3.4e-39``; a Wald p that underflows to 0.0 (z above about 38) as ``p<1e-300``
+    rather than an impossible ``p=0``."""
+    return "p<1e-300" if p < 1e-300 else f"p={p:.3g}"
+
+
 def markdown(t: dict, dataset: str) -> str:
     from contrastlab.reporting.multilabel_rows import short
 
@@ -117,7 +123,7 @@ def markdown(t: dict, dataset: str) -> str:
             ci = (" °" if c.get("no_cover") else " §" if c["no_ci"] else
                   f" [{100 * c['ci_low']:.1f}, {100 * c['ci_high']:.1f}]" if c["ci_low"] is not None else "")
             d = ("" if c["delta"] is None or v == t["baseline"] else
-                 f"; {100 * c['delta']:+.1f} (p={c['p_holm']:.3g}){mark}")
+                 f"; {100 * c['delta']:+.1f} ({_p(c['p_holm'])}){mark}")
             parts.append(f"{100 * c['mean']:.2f}{ci}{d}")
         lines.append(f"| {short(v)} | {t['n_seeds'][v]} | " + " | ".join(parts) + " |")
     return "\n".join(lines)
