@@ -231,3 +231,78 @@ def test_knn_scores_tie_exactly_where_exact_arithmetic_ties():
     raw_w = 1.0 / np.maximum(d, 1e-12)
     raw = np.einsum("mk,mkc->mc", raw_w, y[idx].astype(float)) / raw_w.sum(1, keepdims=True)
     assert (raw[:, 0] != 1.0).any()
+
+
+def test_finetune_hybrid_trains_the_pretrained_encoder_end_to_end_with_the_bce_choices(monkeypatch):
+    """hybrid_ft: the encoder that the contrastive phase returns is what BCE fine-tuning starts
+    from (copied, then trained: the pre-trained one is left as it was), at the BCE MLP's
+    learning rate and masking rate; the contrastive phase keeps hybrid_base's choices."""
+    import torch
+
+    from contrastlab.params import load_params
+    from contrastlab.training import multilabel as tm
+
+    ml = load_params(ROOT / "params.yaml").multilabel
+    cfg = make_config(ml, "yeast", "hybrid_ft", choices={"temperature": 0.3, "lr": 0.0011},
+                      model_choices={"lr": 0.0023, "mask_rate": 0.15})
+    assert (cfg.loss, cfg.hybrid, cfg.temperature, cfg.lr) == (ml.hybrid_base, "finetune", 0.3, 0.0011)
+    assert cfg.model == {"lr": 0.0023, "mask_rate": 0.15}
+    declared = make_config(ml, "yeast", "hybrid_ft").model  # untuned: the bce row's values
+    assert declared == {"lr": ml.variants["bce"].lr, "mask_rate": ml.variants["bce"].mask_rate}
+
+    x, y = _yeast(160)
+    data = {"x_train": x[:100], "y_train": y[:100], "x_val": x[100:130], "y_val": y[100:130],
+            "x_test": x[130:], "y_test": y[130:]}
+    cfg.hidden, cfg.enc_dim, cfg.proj_dim, cfg.max_steps, cfg.eval_every = [16], 8, 8, 6, 3
+    pre, seen = {}, {}
+    real_c, real_b = tm.train_contrastive, tm.train_bce
+
+    def spy_c(*a, **k):
+        enc, curve = real_c(*a, **k)
+        pre["enc"], pre["state"] = enc, {n: p.clone() for n, p in enc.state_dict().items()}
+        return enc, curve
+
+    def spy_b(*a, encoder=None, **k):
+        seen.update(encoder=encoder, lr=a[4].lr, mask_rate=a[4].mask_rate)
+        pred, curve = real_b(*a, encoder=encoder, **k)
+        seen["tuned"] = {n: p.clone() for n, p in pred.model[0].state_dict().items()}
+        return pred, curve
+
+    monkeypatch.setattr(tm, "train_contrastive", spy_c)
+    monkeypatch.setattr(tm, "train_bce", spy_b)
+    r = tm.run_seed(data, cfg, 0)
+    assert seen["encoder"] is pre["enc"] and (seen["lr"], seen["mask_rate"]) == (0.0023, 0.15)
+    after = pre["enc"].state_dict()
+    assert all(torch.equal(after[n], p) for n, p in pre["state"].items())  # left unchanged
+    assert any(not torch.equal(seen["tuned"][n], p) for n, p in pre["state"].items())  # trained
+    assert not any(p.requires_grad for p in pre["enc"].parameters())
+    assert 0 < r.metrics["map"] <= 1 and r.scores.shape == (30, y.shape[1])
+    assert "pretrain_best_step" in r.chosen and "best_step" in r.chosen
+
+
+def test_bce_fine_tuning_at_zero_learning_rate_keeps_the_given_encoder():
+    """train_bce(encoder=...) starts from that encoder: with lr 0 and no weight decay the
+    model's encoder equals it, and its predictions are a linear layer on its features."""
+    import torch
+
+    from contrastlab.models.mlp import build_encoder
+    from contrastlab.params import load_params
+    from contrastlab.training.multilabel import train_bce
+
+    ml = load_params(ROOT / "params.yaml").multilabel
+    cfg = make_config(ml, "yeast", "bce")
+    cfg.hidden, cfg.enc_dim, cfg.max_steps, cfg.eval_every = [16], 8, 6, 3
+    cfg.lr, cfg.weight_decay = 0.0, 0.0
+    x, y = _yeast(160)
+    xt, yt = torch.as_tensor(x[:100], dtype=torch.float32), torch.as_tensor(y[:100], dtype=torch.float32)
+    torch.manual_seed(5)
+    enc = build_encoder("mlp", x.shape[1], [16], 8, cfg.dropout).eval()
+    pred, _ = train_bce(xt, yt, torch.as_tensor(x[100:130], dtype=torch.float32), y[100:130], cfg,
+                        torch.Generator().manual_seed(0), encoder=enc)
+    got = pred.model[0]
+    assert got is not enc
+    assert all(torch.equal(a, b) for a, b in zip(got.state_dict().values(), enc.state_dict().values()))
+    lin = pred.model[1]
+    xq = torch.as_tensor(x[130:], dtype=torch.float32)
+    with torch.no_grad():
+        torch.testing.assert_close(pred(xq), torch.sigmoid(lin(enc(xq))))

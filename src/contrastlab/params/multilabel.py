@@ -285,8 +285,10 @@ class MultilabelParams(_Strict):
     hybrids: list[str] = Field(
         default_factory=lambda: list(HYBRIDS),
         description="Exploratory rows: the encoder of hybrid_base with the raw features beside its "
-        "output, under the linear probe (hybrid_concat) or ExtraTrees (hybrid_et); stage "
-        "train_multilabel_hybrid, not tuned (reuses hybrid_base's and extratrees' choices).")
+        "output, under the linear probe (hybrid_concat) or ExtraTrees (hybrid_et), or pre-trained "
+        "by hybrid_base's loss and then fine-tuned end to end with BCE (hybrid_ft); stage "
+        "train_multilabel_hybrid, not tuned (reuses hybrid_base's and its model_of baseline's "
+        "choices).")
     hybrid_base: str = Field(role("multilabel", "hybrid_base"),
                              description="Contrastive variant whose encoder the hybrids use.")
     reuters: ReutersParams = ReutersParams()

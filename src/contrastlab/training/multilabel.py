@@ -50,6 +50,7 @@ whatever the number of worker processes (each seed runs alone in one process).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -83,7 +84,9 @@ _TABLE = track_variants("multilabel")
 #: tuned themselves: they reuse the tuned choices of ``multilabel.hybrid_base`` and, for a
 #: hybrid with ``model_of``, of that baseline). Method ``concat``: the linear probe on
 #: ``[x, h]``; ``et``: the ``model_of`` forest on ``[x, h]`` (``h`` standardised with training
-#: statistics).
+#: statistics); ``finetune``: the pre-trained encoder and a new linear layer trained end to
+#: end with BCE at the ``model_of`` BCE MLP's learning rate and masking rate (contrastive
+#: pre-training, then fine-tuning: Audibert, Gauffre & Amini 2024).
 HYBRIDS = {n: v.method for n, v in _TABLE.items() if v.kind == "hybrid"}
 
 
@@ -179,18 +182,28 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
         enc, curve = train_contrastive(xtr, ytr, xva, yva, cfg, gen)
         with torch.no_grad():
             htr, hva, hte = enc(xtr), enc(xva), enc(xte)
-        if cfg.hybrid:
-            # raw features beside the learned ones; h standardised with training statistics
-            mu, sd = htr.mean(0), htr.std(0).clamp_min(1e-6)
-            htr, hva, hte = (torch.cat([a, (h - mu) / sd], 1) for a, h in ((xtr, htr), (xva, hva), (xte, hte)))
-        if cfg.hybrid == "et":
-            s_val, s_te = forest_scores(_TABLE[cfg.variant].model_of, htr.numpy(), data["y_train"],
-                                        [hva.numpy(), hte.numpy()], cfg.model, seed)
+        if cfg.hybrid == "finetune":
+            # the pre-trained encoder and a new linear layer, trained end to end with BCE at
+            # the BCE MLP's learning rate and masking rate (make_config), early-stopped anew
+            if curve.get("step"):
+                chosen["pretrain_best_step"] = float(curve["step"][int(np.argmax(curve["val_map"]))])
+            ft = dataclasses.replace(cfg, lr=float(cfg.model["lr"]), mask_rate=float(cfg.model["mask_rate"]))
+            pred, curve = train_bce(xtr, ytr, xva, yva, ft, gen, encoder=enc)
+            enc = pred.model[0]
+            s_val, s_te = pred(xva).numpy(), pred(xte).numpy()
         else:
-            with torch.no_grad():
-                clf = fit_linear(htr, ytr, cfg.clf_l2, cfg.clf_max_iter)
-                s_val = torch.sigmoid(clf(hva)).numpy()
-                s_te = torch.sigmoid(clf(hte)).numpy()
+            if cfg.hybrid:
+                # raw features beside the learned ones; h standardised with training statistics
+                mu, sd = htr.mean(0), htr.std(0).clamp_min(1e-6)
+                htr, hva, hte = (torch.cat([a, (h - mu) / sd], 1) for a, h in ((xtr, htr), (xva, hva), (xte, hte)))
+            if cfg.hybrid == "et":
+                s_val, s_te = forest_scores(_TABLE[cfg.variant].model_of, htr.numpy(), data["y_train"],
+                                            [hva.numpy(), hte.numpy()], cfg.model, seed)
+            else:
+                with torch.no_grad():
+                    clf = fit_linear(htr, ytr, cfg.clf_l2, cfg.clf_max_iter)
+                    s_val = torch.sigmoid(clf(hva)).numpy()
+                    s_te = torch.sigmoid(clf(hte)).numpy()
     if "step" in curve and curve["step"]:
         chosen["best_step"] = float(curve["step"][int(np.argmax(curve["val_map"]))])
         chosen["steps_run"] = float(curve["step"][-1])
@@ -333,7 +346,8 @@ def make_config(ml, dataset: str, variant: str, encoder: str = "mlp",
 
     A hybrid of :data:`HYBRIDS` takes its encoder configuration from the variant
     ``ml.hybrid_base`` (``choices`` = that variant's tuned choices) and, when its table row
-    names a ``model_of`` baseline, that baseline's model (``model_choices`` = its tuned choices).
+    names a ``model_of`` baseline, that baseline's model (``model_choices`` = its tuned choices;
+    for method ``finetune``: ``cfg.model = {"lr", "mask_rate"}`` of that BCE MLP).
 
     Raises:
         UnknownNameError: unknown data set / variant. InputError: a choice that is not tunable.
@@ -344,7 +358,11 @@ def make_config(ml, dataset: str, variant: str, encoder: str = "mlp",
         cfg = make_config(ml, dataset, ml.hybrid_base, encoder, choices)
         cfg.variant, cfg.hybrid = variant, HYBRIDS[variant]
         if _TABLE[variant].model_of is not None:
-            cfg.model = make_config(ml, dataset, _TABLE[variant].model_of, encoder, model_choices).model
+            ref = make_config(ml, dataset, _TABLE[variant].model_of, encoder, model_choices)
+            # a fine-tuning hybrid takes the BCE MLP's learning rate and masking rate for its
+            # end-to-end phase; the other hybrids the baseline's scikit-learn model
+            cfg.model = ({"lr": ref.lr, "mask_rate": ref.mask_rate} if cfg.hybrid == "finetune"
+                         else ref.model)
         return cfg
     if variant not in ml.variants:
         raise UnknownNameError(f"multilabel.variants has no entry {variant!r}")

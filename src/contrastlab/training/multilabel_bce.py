@@ -1,6 +1,7 @@
 """The BCE MLP baseline of the multi-label track (variant-table method ``mlp_bce``): the
 contrastive variants' encoder and a linear layer trained end to end with binary cross-entropy,
-with the same steps, schedule and early stopping (:func:`train_bce`).
+with the same steps, schedule and early stopping (:func:`train_bce`). The same function
+fine-tunes a contrastively pre-trained encoder (hybrid method ``finetune``).
 """
 
 from __future__ import annotations
@@ -21,11 +22,30 @@ __all__ = ["train_bce"]
 
 
 def train_bce(x: torch.Tensor, y: torch.Tensor, xva: torch.Tensor, yva: np.ndarray, cfg: TrainConfig,
-              gen: torch.Generator) -> tuple[Callable[[torch.Tensor], torch.Tensor], dict[str, list[float]]]:
+              gen: torch.Generator, encoder: nn.Module | None = None,
+              ) -> tuple[Callable[[torch.Tensor], torch.Tensor], dict[str, list[float]]]:
     """BCE MLP baseline: encoder + linear layer trained end to end (same steps, schedule,
-    masking rate of its own variant, early stopping on validation mAP). Returns
-    ``(predict_proba, curve)``."""
-    enc = build_encoder(cfg.encoder, x.shape[1], cfg.hidden, cfg.enc_dim, cfg.dropout)
+    masking rate of its own variant, early stopping on validation mAP).
+
+    Args:
+        x: float32 ``[N, F]``; y: float32 multi-hot ``[N, C]`` (training part).
+        xva: float32 ``[N_val, F]``; yva: {0,1} ``[N_val, C]`` (validation part).
+        cfg: ``lr``, ``mask_rate``, ``max_steps``, ... of the run.
+        encoder: a trained encoder ``F -> enc_dim`` to start from instead of a fresh one
+            (contrastive pre-training, then fine-tuning: Audibert, Gauffre & Amini 2024). It
+            is copied, every parameter trainable; the argument itself is left unchanged.
+
+    Returns:
+        ``(predict, curve)``: ``predict(a [M, F]) -> [M, C]`` probabilities of the model at
+        its best validation mAP (``predict.model``: that ``nn.Sequential(encoder, linear)``,
+        eval mode) and the curve (``step``, ``loss``, ``val_map``).
+    """
+    if encoder is None:
+        enc = build_encoder(cfg.encoder, x.shape[1], cfg.hidden, cfg.enc_dim, cfg.dropout)
+    else:
+        enc = copy.deepcopy(encoder)
+        for p in enc.parameters():
+            p.requires_grad_(True)
     clf = nn.Linear(cfg.enc_dim, y.shape[1])
     model = nn.Sequential(enc, clf)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -52,4 +72,5 @@ def train_bce(x: torch.Tensor, y: torch.Tensor, xva: torch.Tensor, yva: np.ndarr
         with torch.no_grad():
             return torch.sigmoid(model(a))
 
+    predict.model = model
     return predict, curve

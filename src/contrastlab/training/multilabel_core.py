@@ -36,8 +36,9 @@ class TrainConfig:
     ``variant`` is the row name (a baseline, a contrastive variant or a hybrid of the variant
     table); ``loss`` is the registry loss of a contrastive variant or of a hybrid's encoder
     (``None`` for the baselines); ``model`` the scikit-learn baseline's (or the hybrid
-    forest's) hyperparameters; ``hybrid`` ``""`` or the hybrid's ``method`` (``"concat"``,
-    ``"et"``; see :data:`contrastlab.training.multilabel.HYBRIDS`).
+    forest's, or a fine-tuning hybrid's ``lr`` / ``mask_rate``) hyperparameters; ``hybrid`` ``""``
+    or the hybrid's ``method`` (``"concat"``, ``"et"``, ``"finetune"``; see
+    :data:`contrastlab.training.multilabel.HYBRIDS`).
     """
 
     variant: str

@@ -10,8 +10,10 @@ validation by ``tune_multilabel@<variant>``: its ``datasets.<dataset>.params``, 
 variant's ``params.yaml`` values on a data set that was not tuned), early stopping and
 thresholds on the validation split, then score the test split once. See
 ``contrastlab.training.multilabel``. ``knn`` is deterministic: it runs the first seed only
-(its other seeds would repeat it; for the bootstrap its output stands for every seed). A hybrid (``hybrid_concat`` / ``hybrid_et``) reads the
-choices of ``multilabel.hybrid_base`` and, for ``hybrid_et``, of ``extratrees``.
+(its other seeds would repeat it; for the bootstrap its output stands for every seed). A hybrid (``hybrid_concat`` / ``hybrid_et`` /
+``hybrid_ft``) reads the choices of ``multilabel.hybrid_base`` and, when its table row names a
+``model_of`` baseline, that baseline's (``extratrees`` for ``hybrid_et``, ``bce`` for
+``hybrid_ft``).
 
 Outputs (all ``cache: false``, committed):
 ``reports/metrics/multilabel/<dataset>_<variant>.json`` (mean, ``_std`` and ``_seed<s>`` of
