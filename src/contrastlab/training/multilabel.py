@@ -180,8 +180,6 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
         s_val, s_te, curve = METHODS[method](data, cfg, seed, t, chosen)
     else:
         enc, curve = train_contrastive(xtr, ytr, xva, yva, cfg, gen)
-        with torch.no_grad():
-            htr, hva, hte = enc(xtr), enc(xva), enc(xte)
         if cfg.hybrid == "finetune":
             # the pre-trained encoder and a new linear layer, trained end to end with BCE at
             # the BCE MLP's learning rate and masking rate (make_config), early-stopped anew
@@ -192,6 +190,8 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
             enc = pred.model[0]
             s_val, s_te = pred(xva).numpy(), pred(xte).numpy()
         else:
+            with torch.no_grad():
+                htr, hva, hte = enc(xtr), enc(xva), enc(xte)
             if cfg.hybrid:
                 # raw features beside the learned ones; h standardised with training statistics
                 mu, sd = htr.mean(0), htr.std(0).clamp_min(1e-6)
