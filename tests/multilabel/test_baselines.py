@@ -306,3 +306,20 @@ def test_bce_fine_tuning_at_zero_learning_rate_keeps_the_given_encoder():
     xq = torch.as_tensor(x[130:], dtype=torch.float32)
     with torch.no_grad():
         torch.testing.assert_close(pred(xq), torch.sigmoid(lin(enc(xq))))
+
+
+def test_a_finetune_hybrid_must_borrow_from_the_bce_mlp(monkeypatch):
+    """The fine-tuning phase's lr / mask_rate come from model_of: a finetune hybrid pointing at
+    a forest (or at nothing) is refused with the row named, not run with meaningless values."""
+    import dataclasses
+
+    from contrastlab.params import load_params
+    from contrastlab.training import multilabel as tm
+
+    ml = load_params(ROOT / "params.yaml").multilabel
+    table = dict(tm._TABLE)
+    for wrong in ("extratrees", None):
+        table["hybrid_ft"] = dataclasses.replace(tm._TABLE["hybrid_ft"], model_of=wrong)
+        monkeypatch.setattr(tm, "_TABLE", table)
+        with pytest.raises(InputError, match="hybrid_ft.*mlp_bce"):
+            make_config(ml, "yeast", "hybrid_ft")

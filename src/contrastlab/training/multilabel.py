@@ -350,13 +350,18 @@ def make_config(ml, dataset: str, variant: str, encoder: str = "mlp",
     for method ``finetune``: ``cfg.model = {"lr", "mask_rate"}`` of that BCE MLP).
 
     Raises:
-        UnknownNameError: unknown data set / variant. InputError: a choice that is not tunable.
+        UnknownNameError: unknown data set / variant. InputError: a choice that is not tunable;
+        a ``finetune`` hybrid whose ``model_of`` is not an ``mlp_bce`` baseline.
     """
     from ..params.multilabel import MODEL_DEFAULTS, MODEL_KEYS, variant_loss
 
     if variant in HYBRIDS:
         cfg = make_config(ml, dataset, ml.hybrid_base, encoder, choices)
         cfg.variant, cfg.hybrid = variant, HYBRIDS[variant]
+        mo = _TABLE[variant].model_of
+        if cfg.hybrid == "finetune" and (mo is None or _TABLE[mo].method != "mlp_bce"):
+            raise InputError(f"hybrid {variant!r} (method finetune) takes its fine-tuning lr and mask_rate "
+                             f"from its model_of, which must name a baseline of method mlp_bce (got {mo!r})")
         if _TABLE[variant].model_of is not None:
             ref = make_config(ml, dataset, _TABLE[variant].model_of, encoder, model_choices)
             # a fine-tuning hybrid takes the BCE MLP's learning rate and masking rate for its
