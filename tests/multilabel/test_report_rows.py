@@ -155,3 +155,19 @@ def test_a_map_whose_interval_does_not_cover_is_shown_without_one():
     assert shown.low == 0.29 and NO_COVER_MARK not in shown.marks
     assert hidden.low is None and hidden.high is None and NO_COVER_MARK in hidden.marks
     assert hidden.value == 0.31 and "[" not in str(hidden)
+
+
+def test_headline_states_each_hybrid_against_its_reference_on_map_and_macro_f1():
+    """A hybrid's sentence gives both metrics' paired differences with their p (the fine-tuning
+    hybrid is judged on macro-F1 as much as on mAP); a pair missing one metric is left out."""
+    from contrastlab.reporting.multilabel_headline import F1_KEY, headline
+    from contrastlab.reporting.multilabel_rows import ROWS
+
+    h, ref = next((a, b) for a, b in ROWS.hybrid_pairs() if b == "bce")
+    st = {"map": {h: {"mean": 0.50}, ref: {"mean": 0.48}},
+          F1_KEY: {h: {"mean": 0.40}, ref: {"mean": 0.43}},
+          "_pairs": {(h, ref, "map"): 0.01, (h, ref, F1_KEY): 0.2}}
+    text = headline({}, {"ds": st}, None)
+    assert f"ds {ROWS.short(h)} − {ROWS.short(ref)} = +2.0 (p = 0.01) / -3.0 (p = 0.2)" in text
+    del st["_pairs"][(h, ref, F1_KEY)]
+    assert f"{ROWS.short(h)} − {ROWS.short(ref)}" not in headline({}, {"ds": st}, None)

@@ -109,8 +109,8 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
         "RandomForest (500 trees, native multi-output); HistGradientBoosting (one scikit-learn "
         "HistGradientBoostingClassifier per label, early stopping on 10% of its training rows); a kNN scorer (mean label vector of the k nearest "
         "training rows). Hybrids (exploratory): the encoder of the " + rowset.short(rowset.base) + " rows with "
-        "the raw features beside it, under the same linear probe or under ExtraTrees (not tuned "
-        "themselves: they reuse those rows' choices). "
+        "the raw features beside it, under the same linear probe or under ExtraTrees, or fine-tuned end "
+        "to end with BCE at the BCE MLP's choices (not tuned themselves: they reuse those rows' choices). "
         f"Seeds per cell: {', '.join(str(n) for n in n_seeds)} (kNN is deterministic: one run, its output "
         "standing for every seed in the bootstrap). Cells: test mean [95% CI] in %; CI = bias-corrected "
         "(BC) percentile interval (Efron & Tibshirani 1993, Sec. 14.3) of a "
@@ -148,9 +148,10 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
         k_freq = _frequent_k(inp.metrics / "coverage.json", ds, r, reps)
         uncovered[ds] = uncovered_map_keys(k_freq)
         st = table_stats(r, reps, rowset)
-        st["_pairs"] = {(a, b): paired_pvalue(reps[a]["map"] - reps[b]["map"])
-                        for a, b in rowset.hybrid_pairs()
-                        if a in reps and b in reps and "map" in reps[a] and "map" in reps[b]}
+        # each hybrid against its reference, paired, on mAP and on macro-F1 @val-t
+        st["_pairs"] = {(a, b, k): paired_pvalue(reps[a][k] - reps[b][k])
+                        for a, b in rowset.hybrid_pairs() for k in ("map", F1_KEY)
+                        if a in reps and b in reps and k in reps[a] and k in reps[b]}
         stats[ds] = st
         present = [v for v in rowset.table1 if v in r]
         base = st.get("_baseline")

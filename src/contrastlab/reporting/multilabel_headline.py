@@ -95,11 +95,15 @@ def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict 
         parts.append(f"On macro-F1 @0.5, contrastive rows significantly above the strongest baseline: {'; '.join(up)}.")
     hy = []
     for ds, st in stats.items():
-        m = st.get("map", {})
+        pairs = st.get("_pairs", {})
         for h, ref in rows.hybrid_pairs():
-            if h in m and ref in m and "_pairs" in st and (h, ref) in st["_pairs"]:
-                hy.append(f"{ds} {rows.short(h)} − {rows.short(ref)} = {100 * (m[h]['mean'] - m[ref]['mean']):+.1f} "
-                          f"(p = {st['_pairs'][(h, ref)]:.3g})")
+            cells = []
+            for k in ("map", F1_KEY):
+                m = st.get(k, {})
+                if h in m and ref in m and (h, ref, k) in pairs:
+                    cells.append(f"{100 * (m[h]['mean'] - m[ref]['mean']):+.1f} (p = {pairs[(h, ref, k)]:.3g})")
+            if len(cells) == 2:
+                hy.append(f"{ds} {rows.short(h)} − {rows.short(ref)} = {cells[0]} / {cells[1]}")
     if hy:
-        parts.append("Hybrids (exploratory, mAP points): " + "; ".join(hy) + ".")
+        parts.append(f"Hybrids (exploratory; mAP / {F1_LABEL} points): " + "; ".join(hy) + ".")
     return " ".join(parts)
