@@ -57,6 +57,16 @@ def test_a_rerun_with_the_same_seed_gives_the_same_scores():
     np.testing.assert_array_equal(a, b)
 
 
+def test_the_thread_count_does_not_change_the_scores():
+    """A study may continue with more threads (``threads_per_worker`` is not part of its name):
+    scikit-learn builds each feature's histogram in one thread, so the scores are identical."""
+    x, y = _data(n=400, f=12)
+    params = {"max_iter": 40, "learning_rate": 0.1, "max_leaf_nodes": 16, "min_samples_leaf": 5}
+    one = hgb_scores(x, y, [x[:50]], params, seed=1, threads=1)[0]
+    two = hgb_scores(x, y, [x[:50]], params, seed=1, threads=2)[0]
+    np.testing.assert_array_equal(one, two)
+
+
 def test_bad_input_is_one_clear_error():
     x, y = _data()
     with pytest.raises(InputError, match="unknown hyperparameter"):

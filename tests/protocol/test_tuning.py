@@ -308,3 +308,33 @@ def test_seed_alias_draws_the_alias_configurations(tmp_path):
         rows[v] = [tuple(r) for r in h[["x", "k", "c"]].itertuples(index=False)]
     assert rows["simdis_eq13"] == rows["any"]
     assert all(a != b for a, b in zip(rows["all"], rows["any"]))
+
+
+def test_multilabel_study_name_ignores_the_thread_count():
+    """A multi-label study is named by what changes its results, not by how many threads run
+    it: the committed HistGradientBoosting studies keep their names (created with one thread),
+    a study continues under ``threads_per_worker: 2``, and a real change (the folds) renames it."""
+    from pathlib import Path
+
+    from contrastlab.params import load_params
+    from contrastlab.training.multilabel import make_config
+    from contrastlab.training.multilabel_tune import study_identity
+    from contrastlab.tuning import study_name
+
+    root = Path(__file__).resolve().parents[2]
+    ml = load_params(root / "params.yaml").multilabel
+    space = {k: SearchDim(**v) for k, v in ml.variants["hgb"].search.items()}
+    base = make_config(ml, ml.tune.datasets[0], "hgb")
+    default = {k: base.model.get(k) for k in space}
+    journal = (root / "reports/tune/multilabel/hgb/journal.log").read_text()
+
+    def name(m, ds):
+        return study_name("multilabel", f"hgb-{ds}", space, study_identity(m, "hgb", ds, default))
+
+    for ds in ml.tune.datasets:
+        assert f'"study_name":"{name(ml, ds)}"' in journal, ds
+    ds = ml.tune.datasets[0]
+    more = ml.model_copy(update={"train": ml.train.model_copy(update={"threads_per_worker": 2})})
+    assert more.train.threads_per_worker == 2 and name(more, ds) == name(ml, ds)
+    other = ml.model_copy(update={"tune": ml.tune.model_copy(update={"folds": ml.tune.folds + 1})})
+    assert name(other, ds) != name(ml, ds)

@@ -49,7 +49,38 @@ from ..errors import InputError, UnknownNameError
 from ..io import write_csv, write_json
 from ..tracking import stage_run
 
-__all__ = ["run_tuning", "study_seed", "study_seed_key"]
+__all__ = ["run_tuning", "study_identity", "study_seed", "study_seed_key"]
+
+
+def study_identity(ml, variant: str, ds: str, default: dict) -> dict:
+    """What a study's name (``<track>-<variant>-<digest>``) covers besides its space: the data
+    set, the cross-validation folds and seeds, the training and data settings, the variant's
+    declaration, its default (trial 0) and the pruner when there is one.
+
+    ``multilabel.train.threads_per_worker`` is an execution setting, not part of the study: it
+    is recorded as 1 whatever its value, so a study started on one core continues on more (the
+    scikit-learn baselines give identical scores for any thread count; a torch row's float
+    sums may differ in their last bits). Studies created before this rule ran with 1, so their
+    names are unchanged.
+
+    Args:
+        ml: the validated ``multilabel`` params; variant: a key of ``ml.variants``;
+        ds: a data set name; default: the variant's declared values of the searched keys.
+
+    Returns:
+        A JSON-serialisable dict, the ``fixed`` argument of :func:`contrastlab.tuning.run_study`.
+    """
+    tune = ml.tune
+    train = ml.train.model_dump()
+    train["threads_per_worker"] = 1
+    fixed = {"dataset": ds, "folds": tune.folds, "run_seeds": list(tune.run_seeds),
+             "train": train, "data": ml.data[ds].model_dump(),
+             "variant": ml.variants[variant].model_dump(exclude={"search"}), "default": default}
+    if tune.pruner != "none":  # a pruned search is another study than the unpruned one
+        fixed["pruner"] = {"name": tune.pruner, "min_resource": tune.min_resource,
+                           "max_resource": tune.folds,  # 'auto' and folds: one protocol
+                           "reduction_factor": tune.reduction_factor}
+    return fixed
 
 
 def study_seed(base: int, variant: str, dataset: str) -> int:
@@ -130,19 +161,13 @@ def run_tuning(ml, variant: str, only: str | None, data_dir: str, tuned_dir: str
     with stage_run("multilabel", f"tune_multilabel@{variant}", {"space": vp.search, "tune": tune}) as tracker:
         for ds in tune.datasets:
             src = Path(data_dir) / ds
-            fixed = {"dataset": ds, "folds": tune.folds, "run_seeds": list(tune.run_seeds),
-                     "train": ml.train.model_dump(), "data": ml.data[ds].model_dump(),
-                     "variant": vp.model_dump(exclude={"search"}), "default": default}
+            fixed = study_identity(ml, variant, ds, default)
             seed = study_seed(tune.seed, tune.seed_alias.get(variant, variant), ds)
             name = f"{variant}-{ds}"
             kw = {"default": default} if "default" in run_kw else {}
             if "pruner" in run_kw:
                 kw.update(pruner=tune.pruner, min_resource=tune.min_resource,
                           max_resource=tune.folds, reduction_factor=tune.reduction_factor)
-            if tune.pruner != "none":  # a pruned search is another study than the unpruned one
-                fixed["pruner"] = {"name": tune.pruner, "min_resource": tune.min_resource,
-                                   "max_resource": tune.folds,  # 'auto' and folds: one protocol
-                                   "reduction_factor": tune.reduction_factor}
             if study_seed_key(tune, variant, ds):
                 kw["seed_key"] = study_seed_key(tune, variant, ds)
             if ds not in todo:
