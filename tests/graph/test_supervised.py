@@ -14,7 +14,8 @@ import yaml
 
 from contrastlab.errors import InputError
 from contrastlab.params import ParamsError, load_params
-from contrastlab.training.graph_supervised import (SupervisedGNN, _dropout, supervised_config,
+from contrastlab.training.graph_supervised import (FineTunedEncoder, SupervisedGNN, _dropout,
+                                                   build_model, supervised_config,
                                                    train_supervised)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,10 +107,84 @@ def test_bad_weight_decay_layers_and_nan_loss():
         train_supervised(data, {**_GCN, "lr": float("inf")}, 0)
 
 
+_FT = {"arch": "pretrained", "pretrain": "mixco", "dropout": 0.0, "lr": 0.0, "weight_decay": 0.0,
+       "weight_decay_layers": "every", "epochs": 2}
+
+
+def _encoder(seed: int = 0):
+    from contrastlab.models.gcn import GCNEncoder
+
+    torch.manual_seed(seed)
+    return GCNEncoder(30, 8, 6, "prelu")
+
+
+def test_fine_tuning_starts_from_the_pretrained_encoder_and_leaves_it_unchanged():
+    data = _toy_graph()
+    torch.set_num_threads(1)
+    enc = _encoder()
+    before = {k: v.clone() for k, v in enc.state_dict().items()}
+    x = data.x.to_sparse_coo().coalesce()
+    # lr 0, no dropout: the chosen predictions are those of the pre-trained encoder with the
+    # seed's freshly drawn head (an encoder drawn anew would predict otherwise)
+    r = train_supervised(data, _FT, 5, return_pred=True, encoder=enc)
+    torch.manual_seed(5)
+    m = FineTunedEncoder(enc, 2, dropout=0.0).eval()
+    with torch.no_grad():
+        out = m(x, data.edge_index)
+    expect = out.argmax(1)[data.test_mask].numpy()
+    val_loss = float(torch.nn.functional.cross_entropy(out[data.val_mask], data.y[data.val_mask]))
+    assert np.array_equal(r["test_pred"], expect) and r["epoch"] == 1
+    assert r["val_loss"] == pytest.approx(val_loss, rel=1e-6)
+    other = train_supervised(data, _FT, 5, return_pred=True, encoder=_encoder(1))
+    assert other["val_loss"] != pytest.approx(val_loss, rel=1e-3)
+    # training changes the copy, never the caller's encoder
+    trained = train_supervised(data, {**_FT, "lr": 0.05, "epochs": 30, "dropout": 0.3}, 5,
+                               encoder=enc)
+    assert all(torch.equal(before[k], v) for k, v in enc.state_dict().items())
+    assert trained["test_acc"] > 0.6  # it learns the two communities
+    assert torch.equal(m.encoder.conv1.lin.weight, enc.conv1.lin.weight)
+    assert m.encoder.conv1.lin.weight is not enc.conv1.lin.weight
+    with pytest.raises(InputError, match="pre-trained encoder"):
+        build_model(_FT, 30, 2)
+    with pytest.raises(InputError, match="sizes"):
+        FineTunedEncoder(enc, 0)
+
+
+def test_the_pretrained_encoder_is_the_variants_final_run_encoder():
+    """Seed s fine-tunes exactly the encoder whose embeddings the variant's final run with
+    seed s probes (fit_and_probe), pre-trained with the variant's tuned choices."""
+    from contrastlab.data.cora import prepare_cora
+    from contrastlab.data.planetoid import load_planetoid
+    from contrastlab.models.graph_features import embed
+    from contrastlab.training.graph import fit_and_probe, graph_run_config
+    from contrastlab.training.graph_supervised import pretrained_encoder
+    from contrastlab.tuning import read_tuned
+    import tempfile
+
+    g = load_params(ROOT / "params.yaml").graph
+    g = g.model_copy(update={"train": g.train.model_copy(update={"epochs": 2})})
+    ft = next(n for n, v in g.supervised.items() if v.arch == "pretrained")
+    cfg = supervised_config(g, ft)
+    with tempfile.TemporaryDirectory() as d:
+        prepare_cora(ROOT / "data" / "vendor" / "planetoid" / "Cora", Path(d) / "p")
+        data, _ = load_planetoid(str(Path(d) / "p"), g.dataset)
+    torch.set_num_threads(1)
+    tuned = ROOT / "reports" / "tuned" / "graph"
+    cache: dict = {}
+    enc = pretrained_encoder(g, cfg, data, 3, str(tuned), cache)
+    assert cache[3] is enc and pretrained_encoder(g, cfg, data, 3, str(tuned), cache) is enc
+    run = graph_run_config(g, cfg["pretrain"]).with_choices(read_tuned(tuned / f"{cfg['pretrain']}.json"))
+    final = fit_and_probe(data, run, 3, g.probe)
+    assert np.array_equal(embed(enc, data), final["embeddings"])
+    with pytest.raises(InputError, match="ssl-tuned"):
+        pretrained_encoder(g, cfg, data, 4, None)
+
+
 def test_params_declare_the_references_and_refuse_bad_searches(tmp_path):
     g = load_params(ROOT / "params.yaml").graph
     archs = {v.arch for v in g.supervised.values()}
-    assert archs == {"gcn", "gat"}
+    assert archs == {"gcn", "gat", "pretrained"}
+    assert all((v.arch == "pretrained") == (v.pretrain in g.variants) for v in g.supervised.values())
     for name, v in g.supervised.items():
         assert v.search and set(v.search) <= {"hidden", "heads", "dropout", "lr", "weight_decay"}
         cfg = supervised_config(g, name, {"lr": 0.02})
@@ -124,6 +199,17 @@ def test_params_declare_the_references_and_refuse_bad_searches(tmp_path):
         r = json.loads(json.dumps(raw))
         r["graph"]["supervised"][gcn].update(bad)
         f = tmp_path / "p.yaml"
+        f.write_text(yaml.safe_dump(r))
+        with pytest.raises(ParamsError, match=match):
+            load_params(f)
+    ft = next(n for n, v in g.supervised.items() if v.arch == "pretrained")
+    for who, bad, match in ((gcn, {"pretrain": next(iter(g.variants))}, "only of it"),
+                            (ft, {"pretrain": None}, "only of it"),
+                            (ft, {"pretrain": "no_such_variant"}, "not a graph variant"),
+                            (ft, {"search": {"hidden": {"type": "categorical", "choices": [8]}}},
+                             "not searched")):
+        r = json.loads(json.dumps(raw))
+        r["graph"]["supervised"][who].update(bad)
         f.write_text(yaml.safe_dump(r))
         with pytest.raises(ParamsError, match=match):
             load_params(f)
@@ -164,6 +250,42 @@ def test_paired_tests_against_a_per_seed_reference(tmp_path):
     assert t["x"]["delta"] == pytest.approx(better[:3].mean() - base[:3].mean())
 
 
+def test_fine_tuning_rows_are_told_apart_by_the_name_table_and_paired_with_the_references(tmp_path):
+    """The name table's method says which graph.supervised entries are references and which
+    fine-tune a contrastive encoder; each fine-tuning row is paired with every reference on
+    the common seeds (its own Holm family) and the sentence says above / below / level."""
+    from contrastlab.losses.registry import track_variants
+    from contrastlab.reporting.graph import loss_vs_supervised, supervised_rows
+    from contrastlab.reporting.graph_text import _finetune_sentence
+
+    p = load_params(ROOT / "params.yaml")
+    table = track_variants("graph")
+    refs_n = [n for n in p.graph.supervised if table[n].method == "supervised"]
+    ft_n = [n for n in p.graph.supervised if table[n].method == "finetune"]
+    assert refs_n and ft_n and table[ft_n[0]].kind == "hybrid"
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 7, 300)
+    base = (rng.random((3, 300)) < 0.7).astype(float)
+    better = np.maximum(base, rng.random((3, 300)) < 0.5)
+    m = tmp_path / "reports" / "metrics" / "graph" / "supervised"
+    m.mkdir(parents=True)
+    for n, c in ((refs_n[0], base), (ft_n[0], better)):
+        (m / f"{n}.json").write_text(json.dumps({"logreg_acc_mean": float(c.mean()), "logreg_acc_ci_low": 0.0,
+                                                 "logreg_acc_ci_high": 1.0, "n_seeds": 3}))
+        _pred_csv(tmp_path / "reports" / "data" / "graph" / "supervised" / f"{n}_test_pred.csv", y, c, range(3))
+    refs, fts = supervised_rows(tmp_path, p), supervised_rows(tmp_path, p, method="finetune")
+    assert list(refs) == [refs_n[0]] and list(fts) == [ft_n[0]]
+    t = loss_vs_supervised(tmp_path, list(fts), list(refs), sub="supervised")
+    assert set(t) == {(ft_n[0], refs_n[0])}
+    assert t[(ft_n[0], refs_n[0])]["delta"] == pytest.approx(better.mean() - base.mean())
+    assert loss_vs_supervised(tmp_path, list(fts), list(refs)) == {}  # not a probe row's file
+    txt = _finetune_sentence(fts, refs, t, 3)
+    assert "significantly above" in txt and f"{better.mean():.3f}" in txt
+    level = {k: {**v, "p_holm": 0.5} for k, v in t.items()}
+    assert "not significantly different" in _finetune_sentence(fts, refs, level, 3)
+    assert _finetune_sentence(fts, refs, {}, 3) == ""
+
+
 def test_headline_sentences_say_helped_or_not():
     from contrastlab.reporting.graph import _tuning_sentence
 
@@ -187,8 +309,9 @@ def _stage(name):
 
 
 def test_supervised_stages_on_real_cora(tmp_path):
-    """tune (trial 0 = the declared setting) -> final runs on the final seeds, both
-    references, with a tiny budget."""
+    """tune (trial 0 = the declared setting) -> final runs on the final seeds, every
+    reference and the fine-tuning row (pre-trained with the committed tuned choices), with a
+    tiny budget."""
     from contrastlab.data.cora import prepare_cora
 
     cora = tmp_path / "planetoid"
@@ -199,20 +322,22 @@ def test_supervised_stages_on_real_cora(tmp_path):
     g["final"]["seeds"] = [0, 1]
     for v in g["supervised"].values():
         v["epochs"] = 3
+    g["train"]["epochs"] = 2  # the fine-tuning row's pre-training
+    ssl = ["--ssl-tuned", str(ROOT / "reports" / "tuned" / "graph")]
     p = tmp_path / "params.yaml"
     p.write_text(yaml.safe_dump(raw))
     out = tmp_path / "o"
     for name, v in g["supervised"].items():
         assert _stage("tune_graph_supervised")([
             "--name", name, "--params", str(p), "--data", str(cora), "--study-dir",
-            str(out / "tune"), "--tuned", str(out / "tuned"), "--plots", str(out / "tp")]) == 0
+            str(out / "tune"), "--tuned", str(out / "tuned"), "--plots", str(out / "tp"), *ssl]) == 0
         chosen = json.loads((out / "tuned" / f"{name}.json").read_text())
         assert chosen["budget_trials"] == 2 and set(chosen["params"]) == set(v["search"])
         hist = pd.read_csv(out / "tp" / f"{name}.csv")
         assert len(hist) == 2 and (out / "tune" / name / "journal.log").exists()
         assert _stage("train_graph_supervised")([
             "--name", name, "--params", str(p), "--data", str(cora), "--tuned",
-            str(out / "tuned"), "--metrics", str(out / "m"), "--report-data", str(out / "d")]) == 0
+            str(out / "tuned"), "--metrics", str(out / "m"), "--report-data", str(out / "d"), *ssl]) == 0
         m = json.loads((out / "m" / f"{name}.json").read_text())
         assert m["n_seeds"] == 2 and m["arch"] == v["arch"] and m["epochs"] == 3
         assert m["logreg_acc_ci_low"] <= m["logreg_acc_mean"] <= m["logreg_acc_ci_high"]

@@ -160,10 +160,15 @@ class GraphSupervised(_Strict):
     to end on the public split's training labels (:mod:`contrastlab.training.graph_supervised`),
     tuned like the losses (``graph.tune``) and run on ``graph.final.seeds``. ``arch``: ``gcn``
     (Kipf & Welling, ICLR 2017) or ``gat`` (Velickovic et al., ICLR 2018); the declared
-    values are the papers' Cora settings (Sec. 5.2 / 3.3). ``search`` may tune ``hidden``,
-    ``heads``, ``dropout``, ``lr`` and ``weight_decay``."""
+    values are the papers' Cora settings (Sec. 5.2 / 3.3). ``arch: pretrained``: the
+    self-supervised GCN encoder (``graph.model`` sizes) pre-trained with the tuned choices of
+    the variant ``pretrain`` (``reports/tuned/graph/<pretrain>.json``), then fine-tuned with a
+    linear head on the same labels (its ``hidden`` and ``heads`` are unused). ``search`` may
+    tune ``hidden``, ``heads``, ``dropout``, ``lr`` and ``weight_decay``."""
 
-    arch: Literal["gcn", "gat"]  # not a row name: the GNN architecture
+    arch: Literal["gcn", "gat", "pretrained"]  # not a row name: the GNN architecture
+    pretrain: str | None = Field(
+        None, description="arch pretrained: the graph variant whose tuned choices pre-train the encoder.")
     hidden: int = Field(16, ge=1, le=4096, description="Hidden features (per head for GAT).")
     heads: int = Field(1, ge=1, le=64, description="Attention heads of the first layer (GAT).")
     out_heads: int = Field(1, ge=1, le=64, description="Heads of the output layer, averaged (GAT).")
@@ -185,6 +190,10 @@ class GraphSupervised(_Strict):
         if self.arch == "gcn" and (  # not a row name
             {"heads", "out_heads"} & set(self.search)):
             raise ValueError("search: a GCN has no attention heads")
+        if (self.arch == "pretrained") != (self.pretrain is not None):
+            raise ValueError("pretrain names the pre-training variant of arch pretrained, and only of it")
+        if self.arch == "pretrained" and {"hidden", "heads", "out_heads"} & set(self.search):
+            raise ValueError("search: a pre-trained encoder's sizes are graph.model's, not searched")
         return self
 
 
@@ -280,6 +289,10 @@ class GraphParams(_Strict):
         both = sorted(set(self.variants) & set(self.supervised))
         if both:  # one name, one row of the report
             raise ValueError(f"{', '.join(both)}: both a variant and a supervised reference")
+        for name, r in self.supervised.items():
+            if r.pretrain is not None and r.pretrain not in self.variants:
+                raise ValueError(f"supervised.{name}.pretrain: {r.pretrain!r} is not a graph variant "
+                                 f"(known: {', '.join(self.variants)})")
         for name, v in self.variants.items():
             n_hard = (v.model_extra or {}).get("n_hard")
             if isinstance(n_hard, int) or "n_hard" in v.search:  # MoCHi's hardest negatives

@@ -131,14 +131,16 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3, param
                          1 if b in _DETERMINISTIC else st["n_seeds"], hp or "-",
                          "same probe"])
     refs = supervised_rows(inp, params)
-    for r, m in refs.items():
+    fts = supervised_rows(inp, params, method="finetune")
+    for r, m in [*refs.items(), *fts.items()]:
         mean = Cell(m["logreg_acc_mean"], m["logreg_acc_ci_low"], m["logreg_acc_ci_high"],
                     digits=digits, show_ci=False,
                     source="mean over seeds; bias-corrected bootstrap CI over seeds and nodes")
-        rows.append([f"reference: {_sup_title(r)}", mean,
+        kind = "reference" if r in refs else "fine-tuning"
+        rows.append([f"{kind}: {_sup_title(r)}", mean,
                      f"{f.format(m['logreg_acc_ci_low'])}-{f.format(m['logreg_acc_ci_high'])}",
-                     "-", "-", "-", "reference (not a candidate)", m.get("n_seeds", "-"),
-                     _hp(m.get("tuned")),
+                     "-", "-", "-", f"{kind} (not a candidate: labels end to end)",
+                     m.get("n_seeds", "-"), _hp(m.get("tuned")),
                      "; ".join(x for x in (_cite(r, ""), _sup_paper(r)) if x)])
     ds = params.graph.dataset
     for name, acc, src in (REFERENCES if ds == "Cora" else []):
@@ -173,11 +175,13 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3, param
     sec = Section("graph", f"Graph self-supervised learning on {ds}")
     tuning = default_vs_tuned(inp, names)
     ref_tests = loss_vs_supervised(inp, names, list(refs))
+    ft_tests = loss_vs_supervised(inp, list(fts), list(refs), sub="supervised")
     sec.headline = _headline(st, names, base, 0.842, digits, st["n_seeds"], st["n_test"], ds,
-                             tuning=tuning, refs=refs, ref_tests=ref_tests, titles=titles)
+                             tuning=tuning, refs=refs, ref_tests=ref_tests, titles=titles,
+                             fts=fts, ft_tests=ft_tests)
     sec.comparison = _comparison(st, names, params, ds, titles)
     sec.tables.append(table)
-    sut = _supervised_table(refs, names, ref_tests, digits, titles)
+    sut = _supervised_table(refs, names, ref_tests, digits, titles, fts, ft_tests)
     if sut is not None:
         sec.tables.append(sut)
     dt = _default_table(inp, names, tuned, metrics, digits, tuning, titles)

@@ -90,23 +90,35 @@ def default_vs_tuned(root: Inputs | Path, names: list[str]) -> dict[str, dict]:
     return _paired_tests(pairs)
 
 
-def supervised_rows(root: Inputs | Path, params) -> dict[str, dict]:
-    """``{name: metrics}`` of the supervised references of ``graph.supervised`` whose final
-    runs exist (``reports/metrics/graph/supervised/<name>.json``), in params order."""
+def _entry_method(n: str) -> str:
+    """What the name table says a ``graph.supervised`` entry is (``supervised``: a reference;
+    ``finetune``: contrastive pre-training, then fine-tuning); an entry missing from the table
+    is a reference."""
+    v = track_variants("graph").get(n)
+    return v.method if v is not None and v.method else "supervised"
+
+
+def supervised_rows(root: Inputs | Path, params, method: str = "supervised") -> dict[str, dict]:
+    """``{name: metrics}`` of the entries of ``graph.supervised`` whose table ``method`` is
+    ``method`` (``supervised``: the references; ``finetune``: the fine-tuning rows) and whose
+    final runs exist (``reports/metrics/graph/supervised/<name>.json``), in params order."""
     mdir = Inputs.of(root).metrics / "graph" / "supervised"
     return {n: m for n in params.graph.supervised
-            if (m := _read_json(mdir / f"{n}.json")) is not None}
+            if _entry_method(n) == method and (m := _read_json(mdir / f"{n}.json")) is not None}
 
 
-def loss_vs_supervised(root: Inputs | Path, names: list[str], refs: list[str]) -> dict:
+def loss_vs_supervised(root: Inputs | Path, names: list[str], refs: list[str],
+                       sub: str = "") -> dict:
     """Each loss minus each supervised reference, paired on their common seeds and the test
-    nodes (``(loss, ref) -> test``; Holm over all ``len(names) x len(refs)`` pairs)."""
+    nodes (``(loss, ref) -> test``; Holm over all ``len(names) x len(refs)`` pairs). The
+    rows' predictions are ``reports/data/graph/<sub>/<name>_test_pred.csv`` (``sub``:
+    ``supervised`` for the fine-tuning rows)."""
     data = Inputs.of(root).data / "graph"
     pairs = {}
     for r in refs:
         rc = _correct(data / "supervised" / f"{r}_test_pred.csv")
         for n in names:
-            c = _correct(data / f"{n}_test_pred.csv")
+            c = _correct(data / sub / f"{n}_test_pred.csv")
             if rc is not None and c is not None:
                 a, b = _common_seeds(c, rc)
                 if len(a):

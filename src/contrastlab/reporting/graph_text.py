@@ -117,12 +117,39 @@ def _supervised_sentence(best: str, refs: dict, tests: dict, digits: int,
             "(tuned with the same budget, same seeds): " + "; ".join(parts) + ". ")
 
 
+def _finetune_sentence(fts: dict, refs: dict, tests: dict, digits: int) -> str:
+    """Each fine-tuning row (contrastive pre-training, then the 140 labels) against each
+    supervised reference (its own Holm family): the label-using form of issue 37's aim."""
+    f = f"{{:.{digits}f}}"
+    out = []
+    for n, m in fts.items():
+        parts = []
+        for r in refs:
+            t = tests.get((n, r))
+            if t is None:
+                continue
+            verdict = (("significantly above" if t["delta"] > 0 else "significantly below")
+                       if t["p_holm"] < _ALPHA else "not significantly different")
+            parts.append(f"{t['delta']:+.{digits}f} against the {_sup_title(r).split(',')[0]} "
+                         f"(p = {t['p_holm']:.2g}, {verdict})")
+        if parts:
+            out.append(f"{_sup_title(n)}: {f.format(m['logreg_acc_mean'])} (95% CI "
+                       f"{f.format(m['logreg_acc_ci_low'])}-{f.format(m['logreg_acc_ci_high'])}), "
+                       + ", ".join(parts))
+    if not out:
+        return ""
+    return ("Contrastive pre-training followed by fine-tuning on the same labels (tuned with "
+            "the same budget; paired on seeds and test nodes, Holm over the references): "
+            + "; ".join(out) + ". ")
+
+
 def _headline(st: dict, names: list[str], base: str | None, refs_best: float, digits: int,
               n_seeds: int, n_test: int, dataset: str = "Cora", *, tuning: dict | None = None,
               refs: dict | None = None, ref_tests: dict | None = None,
-              titles: dict[str, str] | None = None) -> str:
+              titles: dict[str, str] | None = None, fts: dict | None = None,
+              ft_tests: dict | None = None) -> str:
     """Best contrastive variant vs the strongest baseline (paired bootstrap p), the MCS, the
-    default-vs-tuned verdict and the supervised references."""
+    default-vs-tuned verdict, the supervised references and the fine-tuning rows."""
     titles = titles or {}
     s = st["stats"]
     best = max(names, key=lambda n: s[n]["mean"])
@@ -157,6 +184,7 @@ def _headline(st: dict, names: list[str], base: str | None, refs_best: float, di
             f"best, baselines included): {', '.join(mcs)}. ")
     txt += _tuning_sentence(tuning or {}, digits, titles)
     txt += _supervised_sentence(best, refs or {}, ref_tests or {}, digits, titles)
+    txt += _finetune_sentence(fts or {}, refs or {}, ft_tests or {}, digits)
     if dataset != "Cora":
         return txt
     gap = b["mean"] - refs_best
@@ -228,23 +256,36 @@ def _test_cells(t: dict | None, digits: int, up: str = "helped", down: str = "wo
 
 
 def _supervised_table(refs: dict, names: list[str], tests: dict, digits: int,
-                      titles: dict[str, str] | None = None) -> Table | None:
+                      titles: dict[str, str] | None = None, fts: dict | None = None,
+                      ft_tests: dict | None = None) -> Table | None:
     """Each supervised reference (test accuracy, CI, choice, published number) and each loss
-    against it (paired Δ, Holm over every loss x reference pair)."""
+    against it (paired Δ, Holm over every loss x reference pair); then each fine-tuning row
+    and its pairs against the references (its own Holm family, ``ft_tests``)."""
     titles = titles or {}
     if not refs:
         return None
     f = f"{{:.{digits}f}}"
     rows = []
+
+    def own(label: str, m: dict, paper: str) -> list:
+        return [label, f.format(m["logreg_acc_mean"]),
+                f"{f.format(m['logreg_acc_ci_low'])}-{f.format(m['logreg_acc_ci_high'])}",
+                f.format(m["logreg_val_acc_mean"]), m.get("n_seeds", "-"),
+                _hp(m.get("tuned")), "-", "-", paper or "-"]
+
     for r, m in refs.items():
-        rows.append([f"reference: {_sup_title(r)}", f.format(m["logreg_acc_mean"]),
-                     f"{f.format(m['logreg_acc_ci_low'])}-{f.format(m['logreg_acc_ci_high'])}",
-                     f.format(m["logreg_val_acc_mean"]), m.get("n_seeds", "-"),
-                     _hp(m.get("tuned")), "-", "-", _sup_paper(r) or "-"])
+        rows.append(own(f"reference: {_sup_title(r)}", m, _sup_paper(r)))
         for n in names:
             t = tests.get((n, r))
             if t is not None:
                 rows.append([f"{_title(n, titles)} vs {_sup_title(r)}", f.format(t["a"]), "-", "-",
+                             t["n_seeds"], "-", *_test_cells(t, digits, "above", "below"), "-"])
+    for n, m in (fts or {}).items():
+        rows.append(own(f"fine-tuning: {_sup_title(n)}", m, ""))
+        for r in refs:
+            t = (ft_tests or {}).get((n, r))
+            if t is not None:
+                rows.append([f"{_sup_title(n)} vs {_sup_title(r)}", f.format(t["a"]), "-", "-",
                              t["n_seeds"], "-", *_test_cells(t, digits, "above", "below"), "-"])
     return Table(
         "Supervised references trained on the same 140 labels, and each loss against them",
@@ -260,7 +301,11 @@ def _supervised_table(refs: dict, names: list[str], tests: dict, digits: int,
               f"seeds and the 1000 test nodes ({_PAIRED_RESAMPLES:,} draws), Holm over every "
               f"loss x reference pair; above / below: significant at alpha {_ALPHA}. "
               "Published: the paper's public-split accuracy (mean over its runs, with its own "
-              "early stopping)."))
+              "early stopping). Fine-tuning rows (graph.supervised, arch pretrained): seed s "
+              "fine-tunes the encoder of the pre-training loss's tuned final run with seed s, "
+              "with a linear head, every weight trained on the same 140 labels, tuned and run "
+              "like the references; their pairs against the references are their own Holm "
+              "family."))
 
 
 def _ablation_table(root: Inputs | Path, names: list[str], digits: int, titles: dict[str, str] | None = None) -> Table | None:

@@ -31,10 +31,12 @@ from torch.nn import functional as F
 
 from ..errors import InputError
 
-__all__ = ["SupervisedGNN", "build_model", "train_supervised", "run_supervised_tuning",
-           "supervised_config", "run_supervised_final", "ARCHS"]
+__all__ = ["SupervisedGNN", "FineTunedEncoder", "build_model", "train_supervised",
+           "pretrained_encoder", "run_supervised_tuning", "supervised_config",
+           "run_supervised_final", "ARCHS"]
 
-#: Architectures a ``graph.supervised`` entry may name (its ``arch`` field).
+#: Architectures a ``graph.supervised`` entry may name (its ``arch`` field) besides
+#: ``pretrained`` (:class:`FineTunedEncoder`, built from a pre-trained encoder).
 ARCHS = ("gcn", "gat")  # not a row name: architectures, named by params.yaml's arch
 
 
@@ -77,6 +79,38 @@ class SupervisedGNN(nn.Module):
         return self.conv2(h, edge_index)
 
 
+class FineTunedEncoder(nn.Module):
+    """A pre-trained encoder with a linear classifier: ``dropout -> encoder -> dropout ->
+    Linear(out_dim, classes)``, every weight trained (fine-tuning after contrastive
+    pre-training; e.g. You et al., NeurIPS 2020, Sec. 4.2; Zhu et al. 2020, GRACE, whose
+    encoder is the two-layer GCN of :class:`contrastlab.models.gcn.GCNEncoder`).
+    ``forward(x [N, F] float (dense or sparse COO), edge_index [2, E] long) -> logits [N, classes]``.
+
+    Args:
+        encoder: a trained :class:`~contrastlab.models.gcn.GCNEncoder`; it is deep-copied, so
+            the caller's encoder is never changed.
+        n_classes: number of classes (>= 1); dropout: rate on the input and on the
+            encoder output, in [0, 1).
+
+    Raises:
+        InputError: ``n_classes`` below 1.
+    """
+
+    def __init__(self, encoder: nn.Module, n_classes: int, *, dropout: float = 0.5):
+        super().__init__()
+        import copy
+
+        if n_classes < 1:
+            raise InputError("supervised GNN sizes must be >= 1")
+        self.encoder = copy.deepcopy(encoder)
+        self.head = nn.Linear(self.encoder.conv2.out_channels, n_classes)
+        self.dropout = float(dropout)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        h = self.encoder(_dropout(x, self.dropout, self.training), edge_index)
+        return self.head(F.dropout(h, self.dropout, self.training))
+
+
 def _dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """Inverted dropout (Srivastava et al., JMLR 2014) of a dense or sparse COO (coalesced)
     ``x``; for a sparse ``x`` only the stored non-zeros are drawn (the zeros stay zero under
@@ -91,22 +125,64 @@ def _dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
                                    check_invariants=False)
 
 
-def build_model(cfg: dict, in_dim: int, n_classes: int) -> SupervisedGNN:
+def build_model(cfg: dict, in_dim: int, n_classes: int, encoder: nn.Module | None = None) -> nn.Module:
     """:class:`SupervisedGNN` from a configuration dict (``arch``, ``hidden``, ``heads``,
-    ``out_heads``, ``dropout``)."""
+    ``out_heads``, ``dropout``), or for ``arch: pretrained`` a :class:`FineTunedEncoder` of
+    ``encoder`` (required then).
+
+    Raises:
+        InputError: ``arch: pretrained`` without an encoder.
+    """
+    if cfg["arch"] == "pretrained":  # not a row name: params.yaml's architecture
+        if encoder is None:
+            raise InputError("arch pretrained needs the pre-trained encoder")
+        return FineTunedEncoder(encoder, n_classes, dropout=float(cfg["dropout"]))
     return SupervisedGNN(cfg["arch"], in_dim, n_classes, hidden=int(cfg["hidden"]),
                          heads=int(cfg.get("heads", 1)), out_heads=int(cfg.get("out_heads", 1)),
                          dropout=float(cfg["dropout"]))
 
 
-def _features(data) -> torch.Tensor:
+def _features(data, cfg: dict | None = None) -> torch.Tensor:
+    """The input features, sparse COO: row-normalised bag-of-words for a GCN / GAT (both
+    papers), the raw features a pre-trained encoder saw for ``arch: pretrained``
+    (:func:`contrastlab.training.graph.train_graph_ssl`)."""
+    if cfg is not None and cfg["arch"] == "pretrained":  # not a row name
+        return data.x.to_sparse_coo().coalesce()
     from ..evaluation.probe import row_normalize
 
     return torch.from_numpy(row_normalize(data.x)).float().to_sparse_coo().coalesce()
 
 
+def pretrained_encoder(g, cfg: dict, data, seed: int, ssl_tuned_dir: str,
+                       cache: dict | None = None) -> nn.Module:
+    """The encoder of variant ``cfg["pretrain"]`` trained with its tuned choices
+    (``<ssl_tuned_dir>/<pretrain>.json``) and ``seed``: the encoder of that variant's final
+    run with the same seed (:func:`contrastlab.training.graph.train_graph_ssl`).
+
+    Args:
+        g: ``GraphParams``; cfg: a ``graph.supervised`` configuration with ``pretrain``;
+        data: the Planetoid ``Data``; seed: the pre-training seed;
+        cache: optional ``{seed: encoder}``, filled and reused (a study's trials share the
+            pre-training of each tuning seed; callers copy, never train, the cached encoder).
+
+    Raises:
+        InputError: no ``ssl_tuned_dir``. FileNotFoundError: the variant's tuned choices are
+            missing (run tune_graph first).
+    """
+    from .graph import graph_run_config, make_graph_loss, train_graph_ssl
+
+    if cache is not None and seed in cache:
+        return cache[seed]
+    run = graph_run_config(g, cfg["pretrain"]).with_choices(_pretrain_choices(cfg, ssl_tuned_dir))
+    enc = train_graph_ssl(data, make_graph_loss(run.loss, **run.loss_kwargs), seed=seed,
+                          progress=False, **run.train).encoder
+    if cache is not None:
+        cache[seed] = enc
+    return enc
+
+
 def train_supervised(data, cfg: dict, seed: int, *, x: torch.Tensor | None = None,
-                     return_pred: bool = False) -> dict:
+                     return_pred: bool = False, encoder: nn.Module | None = None) -> dict:
     """Train one seed of a supervised reference and pick its epoch on validation.
 
     Args:
@@ -118,6 +194,8 @@ def train_supervised(data, cfg: dict, seed: int, *, x: torch.Tensor | None = Non
         x: the row-normalised features, sparse COO (computed when ``None``; bag-of-words
             rows are about 1 % non-zero, so the first layer is several times cheaper).
         return_pred: include ``test_pred`` (``[n_test]`` int64 predicted classes).
+        encoder: ``arch: pretrained``: the pre-trained encoder (copied, not changed); its
+            first layer is the "first" layer of ``weight_decay_layers``.
 
     Returns:
         ``{"val_acc", "test_acc", "epoch", "val_loss"}`` (fractions; ``epoch`` 1-based) at the
@@ -125,19 +203,22 @@ def train_supervised(data, cfg: dict, seed: int, *, x: torch.Tensor | None = Non
 
     Raises:
         FloatingPointError: the training loss became NaN or infinite.
-        InputError: ``weight_decay_layers`` not ``first`` or ``every``.
+        InputError: ``weight_decay_layers`` not ``first`` or ``every``; ``arch: pretrained``
+            without ``encoder``.
     """
     layers = cfg.get("weight_decay_layers", "every")
     if layers not in ("first", "every"):
         raise InputError(f"weight_decay_layers must be first or every, got {layers!r}")
-    x = _features(data) if x is None else x
+    x = _features(data, cfg) if x is None else x
     torch.manual_seed(seed)
     n_classes = int(data.y.max()) + 1
-    model = build_model(cfg, x.shape[1], n_classes)
+    model = build_model(cfg, x.shape[1], n_classes, encoder)
     wd = float(cfg["weight_decay"])
     if layers == "first":
-        groups = [{"params": model.conv1.parameters(), "weight_decay": wd},
-                  {"params": model.conv2.parameters(), "weight_decay": 0.0}]
+        first = model.encoder.conv1 if isinstance(model, FineTunedEncoder) else model.conv1
+        ids = {id(p) for p in first.parameters()}
+        groups = [{"params": list(first.parameters()), "weight_decay": wd},
+                  {"params": [p for p in model.parameters() if id(p) not in ids], "weight_decay": 0.0}]
     else:
         groups = [{"params": model.parameters(), "weight_decay": wd}]
     opt = torch.optim.Adam(groups, lr=float(cfg["lr"]))
@@ -183,12 +264,30 @@ def supervised_config(g, name: str, choices: dict | None = None) -> dict:
 
         raise UnknownNameError(f"graph.supervised has no {name!r} (known: {', '.join(g.supervised)})")
     cfg = g.supervised[name].model_dump(exclude={"search"})
+    if cfg.get("pretrain") is None:  # a GCN / GAT: its configuration (and study name) as before
+        cfg.pop("pretrain", None)
     return apply_choices(cfg, choices or {})
 
 
+def _pretrain_choices(cfg: dict, ssl_tuned_dir: str | None) -> dict:
+    """The tuned choices of the pre-training variant ``cfg["pretrain"]``.
+
+    Raises:
+        InputError: no ``ssl_tuned_dir`` given. FileNotFoundError: the choices are missing.
+    """
+    from ..tuning import read_tuned
+
+    if not ssl_tuned_dir:
+        raise InputError(f"arch pretrained ({cfg['pretrain']}) needs the variants' tuned choices "
+                         "(--ssl-tuned reports/tuned/graph)")
+    return read_tuned(f"{ssl_tuned_dir}/{cfg['pretrain']}.json")
+
+
 def run_supervised_tuning(g, name: str, data_path: str, study_dir: str, tuned_dir: str,
-                          plots_dir: str):
+                          plots_dir: str, ssl_tuned_dir: str | None = None):
     """Tune reference ``name`` of ``graph.supervised`` under ``graph.tune`` (module docstring).
+    ``arch: pretrained``: each tuning seed's encoder is pre-trained once
+    (:func:`pretrained_encoder`, choices from ``ssl_tuned_dir``) and fine-tuned by every trial.
 
     Writes ``<study_dir>/<name>/journal.log``, ``<tuned_dir>/<name>.json`` and
     ``<plots_dir>/<name>.csv`` (trial history). Returns the
@@ -203,15 +302,19 @@ def run_supervised_tuning(g, name: str, data_path: str, study_dir: str, tuned_di
     space = g.supervised[name].search
     torch.set_num_threads(g.threads)
     data, _ = load_planetoid(data_path, g.dataset)
-    x = _features(data)
+    x = _features(data, base)
     tune = g.tune
     fixed = {"config": base, "seeds": tune.seeds, "objective": "val_acc", "kind": "supervised"}
+    if base.get("pretrain"):  # the study also depends on the pre-training choices
+        fixed["pretrain_choices"] = _pretrain_choices(base, ssl_tuned_dir)
+    encoders: dict = {}
 
     def objective(choices: dict, report=None):
         cfg = supervised_config(g, name, choices)
         accs = []
         for k, s in enumerate(tune.seeds, start=1):
-            accs.append(train_supervised(data, cfg, s, x=x)["val_acc"])
+            enc = pretrained_encoder(g, cfg, data, s, ssl_tuned_dir, encoders) if cfg.get("pretrain") else None
+            accs.append(train_supervised(data, cfg, s, x=x, encoder=enc)["val_acc"])
             if report is not None and k < len(tune.seeds):
                 report(k, float(np.mean(accs)))  # may raise optuna.TrialPruned
         se = float(np.std(accs, ddof=1) / np.sqrt(len(accs))) if len(accs) > 1 else 0.0
@@ -235,9 +338,10 @@ def run_supervised_tuning(g, name: str, data_path: str, study_dir: str, tuned_di
 
 
 def run_supervised_final(g, name: str, *, data_path: str, tuned_dir: str, metrics_dir: str,
-                         report_data_dir: str) -> dict:
+                         report_data_dir: str, ssl_tuned_dir: str | None = None) -> dict:
     """Train the tuned choice of reference ``name`` on every seed of ``graph.final.seeds`` and
-    score it once on the test nodes.
+    score it once on the test nodes (``arch: pretrained``: seed ``s`` fine-tunes the encoder
+    pre-trained with seed ``s``, :func:`pretrained_encoder`).
 
     Writes ``<metrics_dir>/<name>.json`` (``logreg_acc_*`` keys as a variant's metrics, so
     the report reads both alike: mean, bias-corrected bootstrap 95 % CI over seeds and test
@@ -258,13 +362,14 @@ def run_supervised_final(g, name: str, *, data_path: str, tuned_dir: str, metric
     seeds = list(g.final.seeds)
     torch.set_num_threads(g.threads)
     data, _ = load_planetoid(data_path, g.dataset)
-    x = _features(data)
+    x = _features(data, cfg)
     y_test = data.y[data.test_mask].numpy()
     preds, runs = {}, []
     with stage_run("graph", f"train_graph_supervised@{name}",
                    {"reference": name, "seeds": seeds, **cfg}) as tracker:
         for s in seeds:
-            r = train_supervised(data, cfg, s, x=x, return_pred=True)
+            enc = pretrained_encoder(g, cfg, data, s, ssl_tuned_dir) if cfg.get("pretrain") else None
+            r = train_supervised(data, cfg, s, x=x, return_pred=True, encoder=enc)
             preds[f"seed_{s}"] = r.pop("test_pred")
             runs.append(r)
             print(f"train_graph_supervised@{name} seed {s}: val {r['val_acc']:.4f} "
@@ -282,7 +387,8 @@ def run_supervised_final(g, name: str, *, data_path: str, tuned_dir: str, metric
              "logreg_val_acc": [r["val_acc"] for r in runs],
              "chosen_epoch": [r["epoch"] for r in runs],
              **{f"logreg_acc_seed{s}": a for s, a in zip(seeds, test)},
-             "tuned": chosen, "config": cfg}
+             "tuned": chosen, "config": cfg,
+             **({"pretrain_choices": _pretrain_choices(cfg, ssl_tuned_dir)} if cfg.get("pretrain") else {})}
         tracker.log_metrics({k: v for k, v in m.items() if isinstance(v, float)})
     m = {k: round(v, 6) if isinstance(v, float) else v for k, v in m.items()}
     write_json(f"{metrics_dir}/{name}.json", m)
