@@ -20,6 +20,12 @@ Model selection inside a run: the epoch with the highest validation accuracy (ti
 lower validation loss, then the earlier epoch), a simplification of the papers' early
 stopping on the validation loss (GCN: window 10; GAT: patience 100); the test nodes are
 read once, at that epoch.
+
+The fine-tuning row (``arch: pretrained``, e.g. ``graph.supervised.mixco_ft``) goes through
+the same study and final runs: seed ``s`` pre-trains the encoder exactly as the variant
+``pretrain``'s tuned final run with seed ``s`` (:func:`pretrained_encoder`), then
+:class:`FineTunedEncoder` trains it with a linear head on the same labels and the same
+epoch selection, on the raw features the encoder was pre-trained on.
 """
 
 from __future__ import annotations
