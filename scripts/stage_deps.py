@@ -30,7 +30,7 @@ variant, a digest of the loss's registry entry and source files. A stage depends
 of that file it uses, as a DVC ``params`` dependency:
 
 - a stage that runs over a track's variants (``foreach: ${graph.variants}``,
-  ``${code.variants}``, ``${multilabel.losses}``, ``${finetune.variants}``, or a ``matrix``
+  ``${graph.finetune}``, ``${code.variants}``, ``${multilabel.losses}``, ``${finetune.variants}``, or a ``matrix``
   axis over one of them) depends on ``variants.<track>.<its variant>`` only;
 - any other stage whose code loads losses depends on ``needs.<n>`` for each of its
   ``LOSS_NEEDS``;
@@ -87,7 +87,7 @@ REGISTRY_TABLE = "src/contrastlab/losses/registry.yaml"
 VARIANT_TABLE = "src/contrastlab/losses/variants.yaml"
 LOSS_CODE = "data/loss_code.yaml"
 #: ``foreach`` / ``matrix`` expressions that run over one track's variants -> the track.
-VARIANT_AXES = {"${graph.variants}": "graph", "${code.variants}": "code",
+VARIANT_AXES = {"${graph.variants}": "graph", "${graph.finetune}": "graph", "${code.variants}": "code",
                 "${multilabel.losses}": "multilabel", "${multilabel.hybrids}": "multilabel",
                 "${finetune.variants}": "finetune"}
 #: Modules of the ``params`` package that each hold one section's schema. The package's

@@ -15,12 +15,10 @@ from contrastlab.training.graph_supervised import run_supervised_final
 def main(argv: list[str] | None = None) -> int:
     ap = stage_parser(__doc__, "--data", "--tuned", "--metrics", "--report-data")
     ap.add_argument("--name", required=True, help="a key of graph.supervised")
-    ap.add_argument("--ssl-tuned", default=None, help="folder of tune_graph's choices (the "
-                    "pre-training variant of an arch: pretrained entry)")
     args = ap.parse_args(argv)
     m = run_supervised_final(load_params(args.params).graph, args.name, data_path=args.data,
                              tuned_dir=args.tuned, metrics_dir=args.metrics,
-                             report_data_dir=args.report_data, ssl_tuned_dir=args.ssl_tuned)
+                             report_data_dir=args.report_data)
     print(f"{args.name}: test acc {m['logreg_acc_mean']:.4f} [{m['logreg_acc_ci_low']:.4f}, "
           f"{m['logreg_acc_ci_high']:.4f}] over {m['n_seeds']} seeds", flush=True)
     return 0

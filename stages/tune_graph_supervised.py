@@ -16,11 +16,9 @@ from contrastlab.training.graph_supervised import run_supervised_tuning
 def main(argv: list[str] | None = None) -> int:
     ap = stage_parser(__doc__, "--data", "--study-dir", "--tuned", "--plots")
     ap.add_argument("--name", required=True, help="a key of graph.supervised")
-    ap.add_argument("--ssl-tuned", default=None, help="folder of tune_graph's choices (the "
-                    "pre-training variant of an arch: pretrained entry)")
     args = ap.parse_args(argv)
     res = run_supervised_tuning(load_params(args.params).graph, args.name, args.data,
-                                args.study_dir, args.tuned, args.plots, ssl_tuned_dir=args.ssl_tuned)
+                                args.study_dir, args.tuned, args.plots)
     print(f"tune_graph_supervised@{args.name}: best val acc {res.best_value:.4f} "
           f"(trial {res.best_trial}, {res.n_complete} complete, {res.n_failed} failed): "
           f"{res.best_params}", flush=True)

@@ -157,13 +157,13 @@ def test_the_pretrained_encoder_is_the_variants_final_run_encoder():
     from contrastlab.data.planetoid import load_planetoid
     from contrastlab.models.graph_features import embed
     from contrastlab.training.graph import fit_and_probe, graph_run_config
-    from contrastlab.training.graph_supervised import pretrained_encoder
+    from contrastlab.training.graph_finetune import pretrained_encoder
     from contrastlab.tuning import read_tuned
     import tempfile
 
     g = load_params(ROOT / "params.yaml").graph
     g = g.model_copy(update={"train": g.train.model_copy(update={"epochs": 2})})
-    ft = next(n for n, v in g.supervised.items() if v.arch == "pretrained")
+    ft = next(iter(g.finetune))
     cfg = supervised_config(g, ft)
     with tempfile.TemporaryDirectory() as d:
         prepare_cora(ROOT / "data" / "vendor" / "planetoid" / "Cora", Path(d) / "p")
@@ -183,9 +183,10 @@ def test_the_pretrained_encoder_is_the_variants_final_run_encoder():
 def test_params_declare_the_references_and_refuse_bad_searches(tmp_path):
     g = load_params(ROOT / "params.yaml").graph
     archs = {v.arch for v in g.supervised.values()}
-    assert archs == {"gcn", "gat", "pretrained"}
-    assert all((v.arch == "pretrained") == (v.pretrain in g.variants) for v in g.supervised.values())
-    for name, v in g.supervised.items():
+    assert archs == {"gcn", "gat"}
+    assert g.finetune and all(v.arch == "pretrained" and v.pretrain in g.variants
+                              for v in g.finetune.values())
+    for name, v in {**g.supervised, **g.finetune}.items():
         assert v.search and set(v.search) <= {"hidden", "heads", "dropout", "lr", "weight_decay"}
         cfg = supervised_config(g, name, {"lr": 0.02})
         assert cfg["lr"] == 0.02 and "search" not in cfg
@@ -202,14 +203,18 @@ def test_params_declare_the_references_and_refuse_bad_searches(tmp_path):
         f.write_text(yaml.safe_dump(r))
         with pytest.raises(ParamsError, match=match):
             load_params(f)
-    ft = next(n for n, v in g.supervised.items() if v.arch == "pretrained")
-    for who, bad, match in ((gcn, {"pretrain": next(iter(g.variants))}, "only of it"),
-                            (ft, {"pretrain": None}, "only of it"),
-                            (ft, {"pretrain": "no_such_variant"}, "not a graph variant"),
-                            (ft, {"search": {"hidden": {"type": "categorical", "choices": [8]}}},
-                             "not searched")):
+    ft = next(iter(g.finetune))
+    for sec, who, bad, match in (
+            ("supervised", gcn, {"pretrain": next(iter(g.variants))}, "only of it"),
+            ("supervised", gcn, {"arch": "pretrained", "pretrain": next(iter(g.variants)),
+                                 "search": {}}, "belongs under graph.finetune"),
+            ("finetune", ft, {"arch": "gcn", "pretrain": None}, "arch must be pretrained"),
+            ("finetune", ft, {"pretrain": None}, "only of it"),
+            ("finetune", ft, {"pretrain": "no_such_variant"}, "not a graph variant"),
+            ("finetune", ft, {"search": {"hidden": {"type": "categorical", "choices": [8]}}},
+             "not searched")):
         r = json.loads(json.dumps(raw))
-        r["graph"]["supervised"][who].update(bad)
+        r["graph"][sec][who].update(bad)
         f.write_text(yaml.safe_dump(r))
         with pytest.raises(ParamsError, match=match):
             load_params(f)
@@ -260,8 +265,9 @@ def test_fine_tuning_rows_are_told_apart_by_the_name_table_and_paired_with_the_r
 
     p = load_params(ROOT / "params.yaml")
     table = track_variants("graph")
-    refs_n = [n for n in p.graph.supervised if table[n].method == "supervised"]
-    ft_n = [n for n in p.graph.supervised if table[n].method == "finetune"]
+    rows = [*p.graph.supervised, *p.graph.finetune]
+    refs_n = [n for n in rows if table[n].method == "supervised"]
+    ft_n = [n for n in rows if table[n].method == "finetune"]
     assert refs_n and ft_n and table[ft_n[0]].kind == "hybrid"
     rng = np.random.default_rng(1)
     y = rng.integers(0, 7, 300)
@@ -310,8 +316,8 @@ def _stage(name):
 
 def test_supervised_stages_on_real_cora(tmp_path):
     """tune (trial 0 = the declared setting) -> final runs on the final seeds, every
-    reference and the fine-tuning row (pre-trained with the committed tuned choices), with a
-    tiny budget."""
+    reference and each fine-tuning row (pre-trained with the committed tuned choices), with a
+    tiny budget; a fine-tuning row's metrics record its pre-training choices."""
     from contrastlab.data.cora import prepare_cora
 
     cora = tmp_path / "planetoid"
@@ -320,24 +326,27 @@ def test_supervised_stages_on_real_cora(tmp_path):
     g = raw["graph"]
     g["tune"].update(trials=2, startup_trials=1, seeds=[100], max_resource=1)
     g["final"]["seeds"] = [0, 1]
-    for v in g["supervised"].values():
+    for v in [*g["supervised"].values(), *g["finetune"].values()]:
         v["epochs"] = 3
     g["train"]["epochs"] = 2  # the fine-tuning row's pre-training
     ssl = ["--ssl-tuned", str(ROOT / "reports" / "tuned" / "graph")]
+    stages = {n: ("supervised", []) for n in g["supervised"]}
+    stages.update({n: ("finetune", ssl) for n in g["finetune"]})
     p = tmp_path / "params.yaml"
     p.write_text(yaml.safe_dump(raw))
     out = tmp_path / "o"
-    for name, v in g["supervised"].items():
-        assert _stage("tune_graph_supervised")([
+    for name, v in [*g["supervised"].items(), *g["finetune"].items()]:
+        kind, extra = stages[name]
+        assert _stage(f"tune_graph_{kind}")([
             "--name", name, "--params", str(p), "--data", str(cora), "--study-dir",
-            str(out / "tune"), "--tuned", str(out / "tuned"), "--plots", str(out / "tp"), *ssl]) == 0
+            str(out / "tune"), "--tuned", str(out / "tuned"), "--plots", str(out / "tp"), *extra]) == 0
         chosen = json.loads((out / "tuned" / f"{name}.json").read_text())
         assert chosen["budget_trials"] == 2 and set(chosen["params"]) == set(v["search"])
         hist = pd.read_csv(out / "tp" / f"{name}.csv")
         assert len(hist) == 2 and (out / "tune" / name / "journal.log").exists()
-        assert _stage("train_graph_supervised")([
+        assert _stage(f"train_graph_{kind}")([
             "--name", name, "--params", str(p), "--data", str(cora), "--tuned",
-            str(out / "tuned"), "--metrics", str(out / "m"), "--report-data", str(out / "d"), *ssl]) == 0
+            str(out / "tuned"), "--metrics", str(out / "m"), "--report-data", str(out / "d"), *extra]) == 0
         m = json.loads((out / "m" / f"{name}.json").read_text())
         assert m["n_seeds"] == 2 and m["arch"] == v["arch"] and m["epochs"] == 3
         assert m["logreg_acc_ci_low"] <= m["logreg_acc_mean"] <= m["logreg_acc_ci_high"]
@@ -349,3 +358,4 @@ def test_supervised_stages_on_real_cora(tmp_path):
         acc = [float((pred[f"seed_{s}"] == pred["y"]).mean()) for s in (0, 1)]
         assert m["logreg_acc_mean"] == pytest.approx(np.mean(acc), abs=1e-6)
         assert "time" not in json.dumps(m)
+        assert ("pretrain_choices" in m) == (kind == "finetune")

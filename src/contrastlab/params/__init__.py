@@ -41,11 +41,11 @@ __all__ = ["Params", "ParamsError", "load_params", "flatten", "params_hash", "VA
 
 #: The dotted keys of the mappings of variants (rows) whose entries are written in
 #: ``params.yaml`` only: the schema has no per-variant values for them (graph, code and
-#: bi-encoder rows and the graph's supervised references default to none; a multi-label
-#: variant a file leaves out gets the field defaults of
+#: bi-encoder rows and the graph's supervised references and fine-tuning rows default to none;
+#: a multi-label variant a file leaves out gets the field defaults of
 #: :class:`~contrastlab.params.multilabel.VariantParams`).
-VARIANT_MAPPINGS = ("graph.variants", "graph.supervised", "code.variants", "code.biencoder.rows",
-                    "multilabel.variants")
+VARIANT_MAPPINGS = ("graph.variants", "graph.supervised", "graph.finetune", "code.variants",
+                    "code.biencoder.rows", "multilabel.variants")
 
 
 class ParamsError(InputError):

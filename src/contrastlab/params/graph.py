@@ -280,18 +280,30 @@ class GraphParams(_Strict):
         default_factory=dict,
         description="Supervised reference rows (tune_graph_supervised / train_graph_supervised), "
         "written in params.yaml only like the variants: no per-row defaults; {} turns them off.")
+    finetune: dict[str, GraphSupervised] = Field(
+        default_factory=dict,
+        description="Fine-tuning rows (tune_graph_finetune / train_graph_finetune): arch pretrained, "
+        "a variant's tuned encoder fine-tuned on the training labels; {} turns them off.")
 
     @model_validator(mode="after")
     def _check(self) -> "GraphParams":
-        for name in [*self.variants, *self.supervised]:
+        for name in [*self.variants, *self.supervised, *self.finetune]:
             if not re.fullmatch(r"[A-Za-z0-9_\-]+", name):
                 raise ValueError(f"variant name {name!r}: use letters, digits, _ or -")
-        both = sorted(set(self.variants) & set(self.supervised))
+        both = sorted((set(self.variants) & set(self.supervised)) | (set(self.finetune) & (
+            set(self.variants) | set(self.supervised))))
         if both:  # one name, one row of the report
-            raise ValueError(f"{', '.join(both)}: both a variant and a supervised reference")
+            raise ValueError(f"{', '.join(both)}: both a variant and a supervised reference "
+                             "or fine-tuning row")
         for name, r in self.supervised.items():
-            if r.pretrain is not None and r.pretrain not in self.variants:
-                raise ValueError(f"supervised.{name}.pretrain: {r.pretrain!r} is not a graph variant "
+            if r.arch == "pretrained":
+                raise ValueError(f"supervised.{name}: arch pretrained belongs under graph.finetune")
+        for name, r in self.finetune.items():
+            if r.arch != "pretrained":
+                raise ValueError(f"finetune.{name}: arch must be pretrained (a GCN / GAT goes under "
+                                 "graph.supervised)")
+            if r.pretrain not in self.variants:
+                raise ValueError(f"finetune.{name}.pretrain: {r.pretrain!r} is not a graph variant "
                                  f"(known: {', '.join(self.variants)})")
         for name, v in self.variants.items():
             n_hard = (v.model_extra or {}).get("n_hard")

@@ -72,7 +72,8 @@ def loss_code(p: Params, raw: dict) -> dict:
     ``needs.<needs>.<loss>``: every registry loss, grouped by what it consumes (a stage that
     may load any loss of a kind depends on the whole group), with its files.
     ``variants.<track>.<variant>``: ``{"loss", "sha256"}`` of the loss of one variant
-    (``{"loss": null}`` for a baseline without a contrastive loss), and for a row of
+    (``{"loss": null}`` for a baseline without a contrastive loss; a graph fine-tuning row of
+    ``graph.finetune``: its pre-training variant's loss, and its own block), and for a row of
     ``variants.yaml`` ``variant_sha256``, the hash of what it binds for training: its loss, its
     ``kwargs``, how a baseline or hybrid is fitted (``method``, ``estimator``, ``model_keys``
     defaults, ``model_of``, ``deterministic``, ``tuned``) and its configuration, the ``<track>.variants.<name>`` block of ``raw`` as
@@ -91,18 +92,18 @@ def loss_code(p: Params, raw: dict) -> dict:
         needs.setdefault(spec.needs, {})[name] = code_digest(name)
     by_name = {n: d for group in needs.values() for n, d in group.items()}
 
-    def declared(track: str, variant: str) -> dict | None:
+    def declared(track: str, variant: str, section: str = "variants") -> dict | None:
         sec = raw.get(track)
-        block = sec.get("variants") if isinstance(sec, dict) else None
+        block = sec.get(section) if isinstance(sec, dict) else None
         return block.get(variant) if isinstance(block, dict) else None
 
-    def of(loss: str | None, track: str = "", variant: str = "") -> dict:
+    def of(loss: str | None, track: str = "", variant: str = "", section: str = "variants") -> dict:
         # the files are listed once, under needs; a row of variants.yaml adds the hash of
         # what it binds for training (loss, kwargs, its params.yaml block), not its labels
         out = {"loss": loss, "sha256": by_name[loss]["sha256"]} if loss else {"loss": None}
         row = track_variants(track).get(variant) if track else None
         if row is not None:
-            bound = {"loss": row.loss, "kwargs": row.kwargs, "params": declared(track, variant)}
+            bound = {"loss": row.loss, "kwargs": row.kwargs, "params": declared(track, variant, section)}
             # how a baseline or hybrid row is fitted (the fields training dispatches on), only
             # where set, so a loss row's hash is what it was before these fields existed
             how = {k: v for k, v, unset in (
@@ -119,7 +120,10 @@ def loss_code(p: Params, raw: dict) -> dict:
     ml = p.multilabel
     hybrid = variant_loss(ml.hybrid_base)[0]
     variants = {
-        "graph": {v: of(x.loss, "graph", v) for v, x in p.graph.variants.items()},
+        "graph": {**{v: of(x.loss, "graph", v) for v, x in p.graph.variants.items()},
+                  # a fine-tuning row trains its pre-training variant's loss
+                  **{v: of(p.graph.variants[x.pretrain].loss, "graph", v, "finetune")
+                     for v, x in p.graph.finetune.items()}},
         "code": {v: of(x.loss, "code", v) for v, x in p.code.variants.items()},
         "multilabel": {**{v: of(variant_loss(v)[0], "multilabel", v) for v in ml.losses},
                        **{h: of(hybrid, "multilabel", h) for h in ml.hybrids}},

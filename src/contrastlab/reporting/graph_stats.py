@@ -91,19 +91,20 @@ def default_vs_tuned(root: Inputs | Path, names: list[str]) -> dict[str, dict]:
 
 
 def _entry_method(n: str) -> str:
-    """What the name table says a ``graph.supervised`` entry is (``supervised``: a reference;
-    ``finetune``: contrastive pre-training, then fine-tuning); an entry missing from the table
-    is a reference."""
+    """What the name table says a row of ``graph.supervised`` / ``graph.finetune`` is
+    (``supervised``: a reference; ``finetune``: contrastive pre-training, then fine-tuning); a
+    row missing from the table is a reference."""
     v = track_variants("graph").get(n)
     return v.method if v is not None and v.method else "supervised"
 
 
 def supervised_rows(root: Inputs | Path, params, method: str = "supervised") -> dict[str, dict]:
-    """``{name: metrics}`` of the entries of ``graph.supervised`` whose table ``method`` is
-    ``method`` (``supervised``: the references; ``finetune``: the fine-tuning rows) and whose
-    final runs exist (``reports/metrics/graph/supervised/<name>.json``), in params order."""
+    """``{name: metrics}`` of the rows of ``graph.supervised`` and ``graph.finetune`` whose
+    table ``method`` is ``method`` (``supervised``: the references; ``finetune``: the
+    fine-tuning rows) and whose final runs exist
+    (``reports/metrics/graph/supervised/<name>.json``), in params order."""
     mdir = Inputs.of(root).metrics / "graph" / "supervised"
-    return {n: m for n in params.graph.supervised
+    return {n: m for n in [*params.graph.supervised, *params.graph.finetune]
             if _entry_method(n) == method and (m := _read_json(mdir / f"{n}.json")) is not None}
 
 

@@ -301,7 +301,7 @@ def _supervised_table(refs: dict, names: list[str], tests: dict, digits: int,
               f"seeds and the 1000 test nodes ({_PAIRED_RESAMPLES:,} draws), Holm over every "
               f"loss x reference pair; above / below: significant at alpha {_ALPHA}. "
               "Published: the paper's public-split accuracy (mean over its runs, with its own "
-              "early stopping). Fine-tuning rows (graph.supervised, arch pretrained): seed s "
+              "early stopping). Fine-tuning rows (graph.finetune): seed s "
               "fine-tunes the encoder of the pre-training loss's tuned final run with seed s, "
               "with a linear head, every weight trained on the same 140 labels, tuned and run "
               "like the references; their pairs against the references are their own Holm "

@@ -21,11 +21,11 @@ lower validation loss, then the earlier epoch), a simplification of the papers' 
 stopping on the validation loss (GCN: window 10; GAT: patience 100); the test nodes are
 read once, at that epoch.
 
-The fine-tuning row (``arch: pretrained``, e.g. ``graph.supervised.mixco_ft``) goes through
-the same study and final runs: seed ``s`` pre-trains the encoder exactly as the variant
-``pretrain``'s tuned final run with seed ``s`` (:func:`pretrained_encoder`), then
-:class:`FineTunedEncoder` trains it with a linear head on the same labels and the same
-epoch selection, on the raw features the encoder was pre-trained on.
+The fine-tuning rows (``graph.finetune``, ``arch: pretrained``) go through the same study and
+final runs with an ``encoder_for`` hook (:mod:`contrastlab.training.graph_finetune`, which
+pre-trains; this module never imports the self-supervised training code, so the references'
+stages do not depend on it): :class:`FineTunedEncoder` trains the encoder with a linear head
+on the same labels and the same epoch selection, on the raw features it was pre-trained on.
 """
 
 from __future__ import annotations
@@ -38,8 +38,7 @@ from torch.nn import functional as F
 from ..errors import InputError
 
 __all__ = ["SupervisedGNN", "FineTunedEncoder", "build_model", "train_supervised",
-           "pretrained_encoder", "run_supervised_tuning", "supervised_config",
-           "run_supervised_final", "ARCHS"]
+           "run_supervised_tuning", "supervised_config", "run_supervised_final", "ARCHS"]
 
 #: Architectures a ``graph.supervised`` entry may name (its ``arch`` field) besides
 #: ``pretrained`` (:class:`FineTunedEncoder`, built from a pre-trained encoder).
@@ -159,34 +158,6 @@ def _features(data, cfg: dict | None = None) -> torch.Tensor:
     return torch.from_numpy(row_normalize(data.x)).float().to_sparse_coo().coalesce()
 
 
-def pretrained_encoder(g, cfg: dict, data, seed: int, ssl_tuned_dir: str,
-                       cache: dict | None = None) -> nn.Module:
-    """The encoder of variant ``cfg["pretrain"]`` trained with its tuned choices
-    (``<ssl_tuned_dir>/<pretrain>.json``) and ``seed``: the encoder of that variant's final
-    run with the same seed (:func:`contrastlab.training.graph.train_graph_ssl`).
-
-    Args:
-        g: ``GraphParams``; cfg: a ``graph.supervised`` configuration with ``pretrain``;
-        data: the Planetoid ``Data``; seed: the pre-training seed;
-        cache: optional ``{seed: encoder}``, filled and reused (a study's trials share the
-            pre-training of each tuning seed; callers copy, never train, the cached encoder).
-
-    Raises:
-        InputError: no ``ssl_tuned_dir``. FileNotFoundError: the variant's tuned choices are
-            missing (run tune_graph first).
-    """
-    from .graph import graph_run_config, make_graph_loss, train_graph_ssl
-
-    if cache is not None and seed in cache:
-        return cache[seed]
-    run = graph_run_config(g, cfg["pretrain"]).with_choices(_pretrain_choices(cfg, ssl_tuned_dir))
-    enc = train_graph_ssl(data, make_graph_loss(run.loss, **run.loss_kwargs), seed=seed,
-                          progress=False, **run.train).encoder
-    if cache is not None:
-        cache[seed] = enc
-    return enc
-
-
 def train_supervised(data, cfg: dict, seed: int, *, x: torch.Tensor | None = None,
                      return_pred: bool = False, encoder: nn.Module | None = None) -> dict:
     """Train one seed of a supervised reference and pick its epoch on validation.
@@ -257,43 +228,33 @@ def train_supervised(data, cfg: dict, seed: int, *, x: torch.Tensor | None = Non
 
 
 def supervised_config(g, name: str, choices: dict | None = None) -> dict:
-    """The configuration of ``graph.supervised.<name>`` (a ``GraphParams``) with tuned
-    ``choices`` applied (names as in its ``search``).
+    """The configuration of ``graph.supervised.<name>`` or ``graph.finetune.<name>`` (``g``:
+    a ``GraphParams``) with tuned ``choices`` applied (names as in its ``search``).
 
     Raises:
         UnknownNameError: no such reference (a ``KeyError``).
     """
     from ..tuning import apply_choices
 
-    if name not in g.supervised:
+    rows = {**g.supervised, **g.finetune}
+    if name not in rows:
         from ..errors import UnknownNameError
 
-        raise UnknownNameError(f"graph.supervised has no {name!r} (known: {', '.join(g.supervised)})")
-    cfg = g.supervised[name].model_dump(exclude={"search"})
+        raise UnknownNameError(f"graph.supervised / graph.finetune have no {name!r} "
+                               f"(known: {', '.join(rows)})")
+    cfg = rows[name].model_dump(exclude={"search"})
     if cfg.get("pretrain") is None:  # a GCN / GAT: its configuration (and study name) as before
         cfg.pop("pretrain", None)
     return apply_choices(cfg, choices or {})
 
 
-def _pretrain_choices(cfg: dict, ssl_tuned_dir: str | None) -> dict:
-    """The tuned choices of the pre-training variant ``cfg["pretrain"]``.
-
-    Raises:
-        InputError: no ``ssl_tuned_dir`` given. FileNotFoundError: the choices are missing.
-    """
-    from ..tuning import read_tuned
-
-    if not ssl_tuned_dir:
-        raise InputError(f"arch pretrained ({cfg['pretrain']}) needs the variants' tuned choices "
-                         "(--ssl-tuned reports/tuned/graph)")
-    return read_tuned(f"{ssl_tuned_dir}/{cfg['pretrain']}.json")
-
-
 def run_supervised_tuning(g, name: str, data_path: str, study_dir: str, tuned_dir: str,
-                          plots_dir: str, ssl_tuned_dir: str | None = None):
-    """Tune reference ``name`` of ``graph.supervised`` under ``graph.tune`` (module docstring).
-    ``arch: pretrained``: each tuning seed's encoder is pre-trained once
-    (:func:`pretrained_encoder`, choices from ``ssl_tuned_dir``) and fine-tuned by every trial.
+                          plots_dir: str, encoder_for=None, identity: dict | None = None,
+                          stage: str = "tune_graph_supervised"):
+    """Tune reference ``name`` of ``graph.supervised`` (or fine-tuning row of
+    ``graph.finetune``) under ``graph.tune`` (module docstring). ``encoder_for(data, seed)``
+    (fine-tuning rows): the pre-trained encoder of a tuning seed, which every trial copies;
+    ``identity``: what else the study depends on (the pre-training choices), part of its name.
 
     Writes ``<study_dir>/<name>/journal.log``, ``<tuned_dir>/<name>.json`` and
     ``<plots_dir>/<name>.csv`` (trial history). Returns the
@@ -305,21 +266,19 @@ def run_supervised_tuning(g, name: str, data_path: str, study_dir: str, tuned_di
     from ..tuning import run_study, study_history, tune_kwargs, write_tuned
 
     base = supervised_config(g, name)
-    space = g.supervised[name].search
+    space = {**g.supervised, **g.finetune}[name].search
     torch.set_num_threads(g.threads)
     data, _ = load_planetoid(data_path, g.dataset)
     x = _features(data, base)
     tune = g.tune
-    fixed = {"config": base, "seeds": tune.seeds, "objective": "val_acc", "kind": "supervised"}
-    if base.get("pretrain"):  # the study also depends on the pre-training choices
-        fixed["pretrain_choices"] = _pretrain_choices(base, ssl_tuned_dir)
-    encoders: dict = {}
+    fixed = {"config": base, "seeds": tune.seeds, "objective": "val_acc", "kind": "supervised",
+             **(identity or {})}
 
     def objective(choices: dict, report=None):
         cfg = supervised_config(g, name, choices)
         accs = []
         for k, s in enumerate(tune.seeds, start=1):
-            enc = pretrained_encoder(g, cfg, data, s, ssl_tuned_dir, encoders) if cfg.get("pretrain") else None
+            enc = encoder_for(data, s) if encoder_for is not None else None
             accs.append(train_supervised(data, cfg, s, x=x, encoder=enc)["val_acc"])
             if report is not None and k < len(tune.seeds):
                 report(k, float(np.mean(accs)))  # may raise optuna.TrialPruned
@@ -327,7 +286,7 @@ def run_supervised_tuning(g, name: str, data_path: str, study_dir: str, tuned_di
         return float(np.mean(accs)), se
 
     default = {k: base[k.partition(".")[0]] for k in space}
-    with stage_run("graph", f"tune_graph_supervised@{name}",
+    with stage_run("graph", f"{stage}@{name}",
                    {"reference": name, "tune": tune.model_dump(), "base": base}) as tracker:
         res = run_study(track="graph", variant=f"supervised-{name}", space=space,
                         objective=objective, out_dir=f"{study_dir}/{name}", fixed=fixed,
@@ -344,10 +303,11 @@ def run_supervised_tuning(g, name: str, data_path: str, study_dir: str, tuned_di
 
 
 def run_supervised_final(g, name: str, *, data_path: str, tuned_dir: str, metrics_dir: str,
-                         report_data_dir: str, ssl_tuned_dir: str | None = None) -> dict:
-    """Train the tuned choice of reference ``name`` on every seed of ``graph.final.seeds`` and
-    score it once on the test nodes (``arch: pretrained``: seed ``s`` fine-tunes the encoder
-    pre-trained with seed ``s``, :func:`pretrained_encoder`).
+                         report_data_dir: str, encoder_for=None, identity: dict | None = None,
+                         stage: str = "train_graph_supervised") -> dict:
+    """Train the tuned choice of reference (or fine-tuning row) ``name`` on every seed of
+    ``graph.final.seeds`` and score it once on the test nodes (``encoder_for(data, s)``: the
+    encoder seed ``s`` fine-tunes; ``identity``: recorded in the metrics).
 
     Writes ``<metrics_dir>/<name>.json`` (``logreg_acc_*`` keys as a variant's metrics, so
     the report reads both alike: mean, bias-corrected bootstrap 95 % CI over seeds and test
@@ -371,14 +331,14 @@ def run_supervised_final(g, name: str, *, data_path: str, tuned_dir: str, metric
     x = _features(data, cfg)
     y_test = data.y[data.test_mask].numpy()
     preds, runs = {}, []
-    with stage_run("graph", f"train_graph_supervised@{name}",
+    with stage_run("graph", f"{stage}@{name}",
                    {"reference": name, "seeds": seeds, **cfg}) as tracker:
         for s in seeds:
-            enc = pretrained_encoder(g, cfg, data, s, ssl_tuned_dir) if cfg.get("pretrain") else None
+            enc = encoder_for(data, s) if encoder_for is not None else None
             r = train_supervised(data, cfg, s, x=x, return_pred=True, encoder=enc)
             preds[f"seed_{s}"] = r.pop("test_pred")
             runs.append(r)
-            print(f"train_graph_supervised@{name} seed {s}: val {r['val_acc']:.4f} "
+            print(f"{stage}@{name} seed {s}: val {r['val_acc']:.4f} "
                   f"test {r['test_acc']:.4f} (epoch {r['epoch']})", flush=True)
         correct = np.stack([preds[f"seed_{s}"] == y_test for s in seeds]).astype(float)
         point, reps = bootstrap_per_item({name: correct}, n_resamples=2000, seed=0)
@@ -393,8 +353,7 @@ def run_supervised_final(g, name: str, *, data_path: str, tuned_dir: str, metric
              "logreg_val_acc": [r["val_acc"] for r in runs],
              "chosen_epoch": [r["epoch"] for r in runs],
              **{f"logreg_acc_seed{s}": a for s, a in zip(seeds, test)},
-             "tuned": chosen, "config": cfg,
-             **({"pretrain_choices": _pretrain_choices(cfg, ssl_tuned_dir)} if cfg.get("pretrain") else {})}
+             "tuned": chosen, "config": cfg, **(identity or {})}
         tracker.log_metrics({k: v for k, v in m.items() if isinstance(v, float)})
     m = {k: round(v, 6) if isinstance(v, float) else v for k, v in m.items()}
     write_json(f"{metrics_dir}/{name}.json", m)
