@@ -402,4 +402,7 @@ def test_adding_a_graph_loss_leaves_the_other_stages_up_to_date(tmp_path):
     run(root, *stage_argv(root, "validate_params"))
     new_ = yaml.safe_load((root / "data/loss_code.yaml").read_text())["variants"]
     moved = {f"{t}.{v}" for t in new_ for v in new_[t] if new_[t][v] != old[t].get(v)}
-    assert moved == {"graph.ntxent", "graph.mixco", "graph.mochi"}
+    # ... and of the graph fine-tuning rows pre-trained with one of them (they train that loss)
+    fts = yaml.safe_load((root / "params.yaml").read_text())["graph"].get("finetune") or {}
+    ft = {f"graph.{n}" for n, r in fts.items() if r["pretrain"] in ("ntxent", "mixco", "mochi")}
+    assert moved == {"graph.ntxent", "graph.mixco", "graph.mochi"} | ft
