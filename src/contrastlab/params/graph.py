@@ -160,7 +160,8 @@ class GraphSupervised(_Strict):
     to end on the public split's training labels (:mod:`contrastlab.training.graph_supervised`),
     tuned like the losses (``graph.tune``) and run on ``graph.final.seeds``. ``arch``: ``gcn``
     (Kipf & Welling, ICLR 2017) or ``gat`` (Velickovic et al., ICLR 2018); the declared
-    values are the papers' Cora settings (Sec. 5.2 / 3.3). ``arch: pretrained``: the
+    values are the papers' Cora settings (Sec. 5.2 / 3.3). ``arch: pretrained`` (the rows of
+    ``graph.finetune``, which share this schema): the
     self-supervised GCN encoder (``graph.model`` sizes) pre-trained with the tuned choices of
     the variant ``pretrain`` (``reports/tuned/graph/<pretrain>.json``), then fine-tuned with a
     linear head on the same labels (its ``hidden`` and ``heads`` are unused). ``search`` may
