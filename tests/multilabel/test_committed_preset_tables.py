@@ -26,9 +26,11 @@ TABLES = {"default_table.json": ["default"], "tuned_table.json": ["tuned"],
 # test rows as the default set, so the report's own coverage file applies
 # both also: the tuned rows with contrastive pre-training then BCE fine-tuning (hybrid_ft)
 TABLES["hybrid_table.json"] = ["hybrid", "tuned", "default"]
+# bibtex only: hybrid_ft with the 2,000-step cap (the cap its validation mAP picks)
+TABLES["hybrid2000_table.json"] = ["hybrid2000", "tuned", "default"]
 CASES = [(M / n, [M / d for d in dirs], "bibtex", M / "coverage.json") for n, dirs in TABLES.items()]
 CASES += [(T / n, [T / d for d in dirs], "tmc2007-500", R / "coverage.json")
-          for n, dirs in TABLES.items() if n != "steps2000_table.json"]
+          for n, dirs in TABLES.items() if n not in ("steps2000_table.json", "hybrid2000_table.json")]
 
 
 @pytest.mark.parametrize("table, dirs, dataset, coverage", CASES, ids=lambda x: getattr(x, "name", x))
@@ -64,3 +66,12 @@ def test_committed_intervals_contain_their_estimates_and_cover(table, dirs, data
                 assert c["ci_low"] <= c["mean"] <= c["ci_high"], (table.name, row, key)
             elif key.startswith("map") and dataset == "bibtex":
                 assert c["no_cover"]  # no k covers at bibtex's shape: no mAP interval
+
+
+@pytest.mark.parametrize("folder", ["steps2000", "hybrid2000"])
+def test_step_cap_runs_ran_with_the_2000_step_cap(folder):
+    runs = sorted((M / folder).glob("bibtex_*.json"))
+    assert runs
+    for run in runs:
+        cfg = json.loads(run.read_text())["config"]
+        assert cfg["max_steps"] == 2000, run.name
