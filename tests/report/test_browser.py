@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from _dvcstatus import report_stage_changed
+from _dvcstatus import skip_if_report_changed
 
 from contrastlab.reporting.html import render_html
 
@@ -146,9 +146,7 @@ def test_built_report_in_chromium(browser, tmp_path):
                     if p.is_dir() and any(p.rglob("*.json"))) if metrics.is_dir() else []
     if not page.exists() or not tracks:
         pytest.skip("reports/index.html or track metrics absent: run `dvc repro` first")
-    if report_stage_changed(ROOT):
-        pytest.skip("reports/index.html is out of date (`dvc status report` lists changes): "
-                    "run `dvc repro report`")
+    skip_if_report_changed(ROOT, "run `dvc repro report`")
     info = _open_and_check(browser, page, tmp_path / "screenshot.png")
     for tr in tracks:
         section = tr.split("_")[0]  # code_seed_corpus: the code section's second table

@@ -160,11 +160,9 @@ def test_readme_states_the_plain_column_count(repo):
     recount of what plain ``dvc exp show`` prints in the copy. The sentence describes the
     built project: while the report is out of date (a variant added and not run yet) the
     count is not checked; once it is rebuilt, the sentence must say the new count."""
-    from _dvcstatus import report_stage_changed
+    from _dvcstatus import skip_if_report_changed
 
-    if report_stage_changed(ROOT):
-        pytest.skip("the report is out of date (`dvc status report` lists changes): run "
-                    "`dvc repro`, then update the column count in docs/usage.md")
+    skip_if_report_changed(ROOT, "run `dvc repro`, then update the column count in docs/usage.md")
     header, _ = _columns(repo, ["dvc", "exp", "show"])
     text = " ".join((ROOT / "docs" / "usage.md").read_text(encoding="utf-8").split())
     m = re.search(r"A plain `dvc exp show` prints (\d+) columns.*?(\d+) of DVC's own.*?"
