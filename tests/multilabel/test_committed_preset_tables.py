@@ -75,3 +75,28 @@ def test_step_cap_runs_ran_with_the_2000_step_cap(folder):
     for run in runs:
         cfg = json.loads(run.read_text())["config"]
         assert cfg["max_steps"] == 2000, run.name
+
+
+@pytest.mark.parametrize("choice", sorted((M / "studies").glob("*.json")), ids=lambda p: p.stem)
+def test_committed_study_choice_is_its_journals_best(choice, tmp_path):
+    """Each committed bibtex choice (studies/<row>.json) is what its committed Optuna journal
+    (reports/tune/multilabel_bibtex/<row>/journal.log) says: the budget of complete trials
+    and the best trial, its value and its configuration."""
+    import shutil
+
+    import optuna
+    from optuna.storages.journal import JournalFileBackend
+    from optuna.trial import TrialState
+
+    d = json.loads(choice.read_text())["datasets"]["bibtex"]
+    journal = ROOT / "reports" / "tune" / "multilabel_bibtex" / choice.stem / "journal.log"
+    shutil.copy(journal, tmp_path / "journal.log")  # the backend may write beside the file
+    storage = optuna.storages.JournalStorage(JournalFileBackend(str(tmp_path / "journal.log")))
+    study = optuna.load_study(study_name=d["study"], storage=storage)
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    assert len(complete) == d["n_complete"] == json.loads(choice.read_text())["budget_trials"]
+    best = max(complete, key=lambda t: t.value)
+    assert best.number == d["best_trial"]
+    assert best.value == pytest.approx(d["best_value"], abs=1e-6)
+    for k, v in d["params"].items():
+        assert best.params[k] == (pytest.approx(v, abs=1e-6) if isinstance(v, float) else v), k
