@@ -100,3 +100,19 @@ def test_committed_study_choice_is_its_journals_best(choice, tmp_path):
     assert best.value == pytest.approx(d["best_value"], abs=1e-6)
     for k, v in d["params"].items():
         assert best.params[k] == (pytest.approx(v, abs=1e-6) if isinstance(v, float) else v), k
+
+
+@pytest.mark.parametrize("choice", sorted((M / "studies").glob("*.json")), ids=lambda p: p.stem)
+def test_every_committed_study_choice_has_its_final_runs(choice):
+    """A row with a committed bibtex study appears in the tuned table with that study's choice
+    (not its declared values) and as many seeds as its declared-values run: a study whose final
+    runs were not made, or were made with another configuration, fails here."""
+    params = json.loads(choice.read_text())["datasets"]["bibtex"]["params"]
+    run = M / "tuned" / f"bibtex_{choice.stem}.json"
+    assert run.exists(), f"{choice.stem}: study committed, final runs missing ({run.name})"
+    tuned = json.loads(run.read_text())
+    assert tuned["tuned"] == params, choice.stem
+    assert tuned["tuned_source"].startswith("tuned on bibtex"), tuned["tuned_source"]
+    default = json.loads((M / "default" / run.name).read_text())
+    assert tuned["n_seeds"] == default["n_seeds"], choice.stem
+    assert choice.stem in json.loads((M / "tuned_table.json").read_text())["rows"], choice.stem
