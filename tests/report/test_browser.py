@@ -25,11 +25,12 @@ def _open_and_check(driver, page: Path, shot: Path) -> dict:
     from selenium.webdriver.support.ui import WebDriverWait
 
     driver.get_log("browser")  # drop anything logged before this page
-    driver.get(page.resolve().as_uri())
+    uri = page.resolve().as_uri()
+    driver.get(uri)
     # get() can return before a large page is parsed to its end (seen on a loaded CI machine:
-    # the last section had no figure yet); measure only the whole document.
-    WebDriverWait(driver, 60).until(
-        lambda d: d.execute_script("return document.readyState") == "complete")
+    # the last section had no figure yet); measure only this page's whole document.
+    WebDriverWait(driver, 60).until(lambda d: d.execute_script(
+        "return [document.URL, document.readyState]") == [uri, "complete"])
     glance = _at_a_glance(driver)
     # collapsed details (the track's tables and other figures) open, as a reader would
     driver.execute_script("document.querySelectorAll('details').forEach(d => d.open = true);")
