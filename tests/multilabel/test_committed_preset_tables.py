@@ -28,6 +28,8 @@ TABLES = {"default_table.json": ["default"], "tuned_table.json": ["tuned"],
 TABLES["hybrid_table.json"] = ["hybrid", "tuned", "default"]
 # bibtex only: hybrid_ft with the 2,000-step cap (the cap its validation mAP picks)
 TABLES["hybrid2000_table.json"] = ["hybrid2000", "tuned", "default"]
+#: every committed bibtex study choice (studies/<row>.json)
+STUDIES = sorted((M / "studies").glob("*.json"))
 CASES = [(M / n, [M / d for d in dirs], "bibtex", M / "coverage.json") for n, dirs in TABLES.items()]
 CASES += [(T / n, [T / d for d in dirs], "tmc2007-500", R / "coverage.json")
           for n, dirs in TABLES.items() if n not in ("steps2000_table.json", "hybrid2000_table.json")]
@@ -77,7 +79,7 @@ def test_step_cap_runs_ran_with_the_2000_step_cap(folder):
         assert cfg["max_steps"] == 2000, run.name
 
 
-@pytest.mark.parametrize("choice", sorted((M / "studies").glob("*.json")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("choice", STUDIES, ids=lambda p: p.stem)
 def test_committed_study_choice_is_its_journals_best(choice, tmp_path):
     """Each committed bibtex choice (studies/<row>.json) is what its committed Optuna journal
     (reports/tune/multilabel_bibtex/<row>/journal.log) says: the budget of complete trials
@@ -88,13 +90,14 @@ def test_committed_study_choice_is_its_journals_best(choice, tmp_path):
     from optuna.storages.journal import JournalFileBackend
     from optuna.trial import TrialState
 
-    d = json.loads(choice.read_text())["datasets"]["bibtex"]
+    doc = json.loads(choice.read_text())
+    d = doc["datasets"]["bibtex"]
     journal = ROOT / "reports" / "tune" / "multilabel_bibtex" / choice.stem / "journal.log"
     shutil.copy(journal, tmp_path / "journal.log")  # the backend may write beside the file
     storage = optuna.storages.JournalStorage(JournalFileBackend(str(tmp_path / "journal.log")))
     study = optuna.load_study(study_name=d["study"], storage=storage)
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    assert len(complete) == d["n_complete"] == json.loads(choice.read_text())["budget_trials"]
+    assert len(complete) == d["n_complete"] == doc["budget_trials"]
     best = max(complete, key=lambda t: t.value)
     assert best.number == d["best_trial"]
     assert best.value == pytest.approx(d["best_value"], abs=1e-6)
@@ -102,7 +105,7 @@ def test_committed_study_choice_is_its_journals_best(choice, tmp_path):
         assert best.params[k] == (pytest.approx(v, abs=1e-6) if isinstance(v, float) else v), k
 
 
-@pytest.mark.parametrize("choice", sorted((M / "studies").glob("*.json")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("choice", STUDIES, ids=lambda p: p.stem)
 def test_every_committed_study_choice_has_its_final_runs(choice):
     """A row with a committed bibtex study appears in the tuned table with that study's choice
     (not its declared values) and as many seeds as its declared-values run: a study whose final
