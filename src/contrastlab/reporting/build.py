@@ -129,8 +129,8 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
         sections = collect_sections(inputs, figures)
         for s in sections:  # first figure, two-sentence headline, legend (headline.attach)
             attach(s, figures)
-        heads = {s.track: headline_metrics(s.comparison) for s in sections
-                 if s.comparison is not None}
+        heads = {s.track: {**headline_metrics(s.comparison), "title": s.title}
+                 for s in sections if s.comparison is not None and headline_metrics(s.comparison)}
         stamp_sections(sections, prov)
         # The answer first (one headline per track), provenance at the end; wall times go
         # beside the timings files, never into the hashed page.

@@ -51,6 +51,7 @@ class Row:
         strongest: the strongest baseline (chosen on validation by the track).
         delta, p: difference to the strongest baseline and its Holm-corrected p-value.
         beats, below: significantly better / worse than the strongest baseline.
+        delta_low, delta_high: the 95 % CI of ``delta`` (``None``: not computed).
     """
 
     key: str
@@ -66,6 +67,8 @@ class Row:
     p: float | None = None
     beats: bool = False
     below: bool = False
+    delta_low: float | None = None
+    delta_high: float | None = None
 
 
 @dataclass
@@ -168,7 +171,8 @@ def rows_from_stats(stats: Mapping[str, Mapping[str, Any]], names: Sequence[str]
                         float(st["mean"]), st.get("ci_low"), st.get("ci_high"),
                         bool(st.get("in_mcs", st.get("tied_for_best"))), n == baseline,
                         st.get("delta_vs_baseline"), st.get("p_vs_baseline_holm"),
-                        bool(st.get("beats_baseline")), bool(st.get("below_baseline"))))
+                        bool(st.get("beats_baseline")), bool(st.get("below_baseline")),
+                        st.get("delta_ci_low"), st.get("delta_ci_high")))
     for label, v in published:
         rows.append(Row(f"published:{label}", label, f"{label} (published result)",
                         "published", float(v)))

@@ -142,7 +142,9 @@ def _across(c: Comparison) -> tuple[str, str, dict]:
                   f"{above}, below on {below} of {n} {c.noun}s.")
     bl = _mode([b.key for _, b, _ in per], per, lambda x: x[1])
     sb = _mode([s.key for _, _, s in per], per, lambda x: x[2])
-    nums = {"best_loss": bl, "strongest_baseline": sb,
+    label = {r.key: r.short for p, _, _ in per for r in p.rows}
+    nums = {"best_loss": bl, "strongest_baseline": sb, "delta_min": lo, "delta_max": hi,
+            "best_loss_label": label[bl], "baseline_label": label[sb],
             "delta": sum(deltas) / n, "p": p_w, "n_panels": n, "n_above": above,
             "n_below": below,
             "best_loss_value": _mean([r.estimate for p, _, _ in per for r in p.rows if r.key == bl]),
@@ -211,20 +213,44 @@ def headline(c: Comparison) -> str:
 def headline_metrics(c: Comparison) -> dict[str, Any]:
     """The headline's numbers: ``best_loss`` (key), ``best_loss_value``,
     ``strongest_baseline`` (key), ``baseline_value``, ``delta`` (best loss - baseline,
-    metric units), ``p`` (Holm-corrected paired test; across panels the Wilcoxon
-    signed-rank p, with ``n_panels``, ``n_above``, ``n_below``); ``{}`` without a loss or a
-    baseline. Values rounded to 6 decimals (byte-stable JSON)."""
-    if c.primary is None:
-        nums = _across(c)[2]
-    else:
-        p = c.panels[c.primary]
+    metric units) with its 95 % CI ``delta_low``, ``delta_high``, ``p`` (Holm-corrected
+    paired test) and ``verdict`` (``above`` / ``below`` significantly, or ``level``); across
+    panels the mean difference, its range ``delta_min``, ``delta_max``, the Wilcoxon
+    signed-rank p, ``n_panels``, ``n_above``, ``n_below``; with a secondary panel the same
+    numbers of it under ``secondary``; and ``metric``, ``scale``, ``unit`` (how to show the
+    values). ``{}`` without a loss or a baseline. Values rounded to 6 decimals (byte-stable
+    JSON)."""
+    def rnd(d: dict) -> dict:
+        return {k: round(v, 6) if isinstance(v, float) else v for k, v in d.items()
+                if v is not None}
+
+    def panel(i: int) -> dict:
+        p = c.panels[i]
         b, s = p.best_loss(), p.baseline()
         if b is None or s is None:
             return {}
-        nums = {"best_loss": b.key, "best_loss_value": b.estimate, "strongest_baseline": s.key,
-                "baseline_value": s.estimate, "delta": b.estimate - s.estimate, "p": b.p}
-    return {k: round(v, 6) if isinstance(v, float) else v for k, v in nums.items()
-            if v is not None}
+        # a fixed reference (no interval or a point, e.g. the tier-blind 50 %): the difference's
+        # CI is the row's own, shifted
+        fixed = b.low is not None and (s.low is None or s.low == s.high)
+        return {"best_loss": b.key, "best_loss_label": b.short, "baseline_label": s.short,
+                "best_loss_value": b.estimate, "strongest_baseline": s.key,
+                "baseline_value": s.estimate, "delta": b.estimate - s.estimate, "p": b.p,
+                "delta_low": b.delta_low if b.delta_low is not None or not fixed else b.low - s.estimate,
+                "delta_high": b.delta_high if b.delta_high is not None or not fixed else b.high - s.estimate,
+                "verdict": "above" if b.beats else "below" if b.below else "level",
+                "panel": p.title or None}
+
+    if c.primary is None:
+        nums = _across(c)[2]
+    else:
+        nums = panel(c.primary)
+        if not nums:
+            return {}
+        if c.secondary is not None and panel(c.secondary):
+            nums["secondary"] = rnd(panel(c.secondary))
+    if nums:
+        nums.update(metric=c.metric, scale=c.scale, unit=c.unit)
+    return rnd(nums)
 
 
 def attach(section, figures_dir: Path) -> None:
