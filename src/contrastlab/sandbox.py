@@ -33,7 +33,12 @@ status only names failures (exception name, timeout, signal).
   memory (``/proc/self/mem``, ``gc``, frames, ``ctypes``) finds nothing to steal: the
   server's code is public and holds no secret. Ending early (``os._exit(0)``,
   ``sys.exit``, a signal, closing its pipes) leaves the checker's call without an answer, a
-  failed assertion; bytes that are not a well-formed answer are ``BadResponse``.
+  failed assertion; bytes that are not a well-formed answer, or an answer over
+  :data:`~contrastlab.sandbox_programs.MAX_MESSAGE` bytes or the checker's memory limit
+  (RLIMIT_AS, twice the server's), are ``BadResponse``. Such a failure, and the checker's
+  alarm (``Timeout``), fails the assertion even if the test catches the exception
+  (``except:``) and returns; every later call in that check raises it again. Replies are
+  read in time linear in their size.
 - *Only values come back.* Return values (and arguments changed in place) travel in the
   value format of :mod:`contrastlab.sandbox_programs` and are decoded by the checker into
   exact built-in types (``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``,
@@ -41,16 +46,19 @@ status only names failures (exception name, timeout, signal).
   other class (an object whose ``__eq__`` always returns ``True``, a ``str`` subclass) is a
   ``TypeError`` at the call. An exception the program raises is re-raised in the check as
   the same built-in class (or a fresh subclass of its nearest built-in base, reported as
-  ``Exception``).
+  ``Exception``), except that ``StopIteration`` (and ``StopAsyncIteration``, subclasses
+  too) becomes ``RuntimeError``, as PEP 479 does for generators: it cannot silently end a
+  ``map``/``filter``/``zip``/``for`` in the check (``all(map(candidate, xs))``).
 - *The test's names are the test's.* The check's global namespace is the reference program's
   names plus the assertion's own; nothing of the program is in it, so a program that
   redefines a helper the test calls (``poly``, ``encode_cyclic`` ...), ``abs``, ``math.fabs``
   or ``builtins.exec`` changes nothing in the check.
 - *Type-strict comparisons* (:func:`harden_check`, applied to every assertion): a single
-  ``a == b`` / ``a != b`` with a candidate call on either side uses a structural equality:
-  ``int``/``float``/``complex`` by value (``1 == 1.0``), ``bool`` is not a number
-  (``True != 1``, ``[0] != [False]``), other values need the same exact type, containers
-  element by element with the same rule.
+  ``a == b`` / ``a != b`` with a candidate call on either side, or anywhere in an ``assert``
+  statement, uses a structural equality: ``int``/``float``/``complex`` by value
+  (``1 == 1.0``), ``bool`` is not a number (``True != 1``, ``[0] != [False]``,
+  ``{True, 2} != {1, 2}``, ``{False: 'a'} != {0: 'a'}``), other values need the same exact
+  type, containers element by element (set elements and dict keys too) with the same rule.
 - *Isolation of the server*: new user, pid, network, IPC, UTS and cgroup namespaces, no
   capabilities, read-only ``/usr`` and the interpreter's prefix (site-packages hidden), a
   size-capped private tmpfs, an empty environment, ``--die-with-parent``; a seccomp filter
@@ -106,6 +114,14 @@ def _mentions(node: ast.AST, name: str) -> bool:
 
 
 class _Harden(ast.NodeTransformer):
+    strict = False  # inside an assert statement: every single ==/!= is type-strict
+
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        self.strict = True
+        self.generic_visit(node)
+        self.strict = False
+        return node
+
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id == "candidate":
@@ -115,7 +131,7 @@ class _Harden(ast.NodeTransformer):
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
         self.generic_visit(node)
         if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)) and (
-                _mentions(node.left, "candidate") or _mentions(node.comparators[0], "candidate")):
+                self.strict or _mentions(node, "candidate")):
             call = ast.Call(ast.Name("_cl_eq", ast.Load()), [node.left, node.comparators[0]], [])
             return call if isinstance(node.ops[0], ast.Eq) else ast.UnaryOp(ast.Not(), call)
         return node
@@ -125,8 +141,8 @@ def harden_check(test_src: str) -> str:
     """Rewrite a test program for type-strict checking (rules in the module docstring).
 
     ``candidate(...)`` -> ``_cl_ret(candidate(...))`` (exact built-in types required) and a
-    single ``x == y`` / ``x != y`` with a candidate call on either side -> ``_cl_eq(x, y)`` /
-    ``not _cl_eq(x, y)``; the checker process defines ``_cl_ret``/``_cl_eq`` in the check's own
+    single ``x == y`` / ``x != y`` with a candidate call on either side, or inside an
+    ``assert`` statement, -> ``_cl_eq(x, y)`` / ``not _cl_eq(x, y)``; the checker process defines ``_cl_ret``/``_cl_eq`` in the check's own
     namespace. Rewriting twice only wraps twice (harmless).
 
     Args:
@@ -233,7 +249,8 @@ def _run_one(mode: str, program: str, unit: str, reference: str, entry: str, *, 
             _feed(server, json.dumps({"program": program, "entry": entry, "per_s": per_s,
                                       "limits": limits}).encode())
             _feed(checker, json.dumps({"reference": reference, "unit": unit, "per_s": per_s,
-                                       "cpu": limits[0], "nonce": nonce}).encode())
+                                       "cpu": limits[0], "mem": 2 * limits[1],
+                                       "nonce": nonce}).encode())
             if mode == "bwrap":
                 child = read_child_pid(info_r, deadline)
                 if child is not None:
@@ -335,8 +352,10 @@ class RunResult:
     ``check(candidate)`` returned) and ``errors[i]`` (``""`` when passed; else a built-in
     exception name, ``Timeout``, ``CpuLimit``, ``killed:<signal>``, ``exit:<code>``
     (``exit:0``: the program's process ended before the check returned), ``BadResponse``
-    (bytes from the program that are not a well-formed answer), or ``Exception`` for an
-    exception class that is not a built-in)."""
+    (bytes from the program that are not a well-formed answer, or too large), or
+    ``Exception`` for an exception class that is not a built-in; ``Timeout``/``BadResponse``/
+    exits count even where the test caught the exception; the program's ``StopIteration`` is
+    ``RuntimeError``)."""
 
     passed: list[bool]
     errors: list[str]
@@ -368,7 +387,8 @@ def run_sandboxed(program: str, assertions: list[str], entry_point: str, *,
         timeout_s: wall-clock limit of each assertion, start-up included (then both
             processes are killed and the assertion counts as ``Timeout``).
         assert_timeout_s: alarm on program + calls (server) and on the check (checker).
-        cpu_s: RLIMIT_CPU seconds; memory_mb: RLIMIT_AS (MiB); fsize_mb: RLIMIT_FSIZE (MiB,
+        cpu_s: RLIMIT_CPU seconds; memory_mb: RLIMIT_AS (MiB; the checker gets twice
+            that); fsize_mb: RLIMIT_FSIZE (MiB,
             also sizes the private tmpfs); nofile: RLIMIT_NOFILE; nproc: RLIMIT_NPROC (all
             of the server).
         allow_fork: keep process creation allowed (else a seccomp filter makes fork/vfork and

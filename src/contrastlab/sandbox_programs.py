@@ -38,9 +38,13 @@ MAX_MESSAGE = 64 << 20
 _CODEC = r'''
 import json as _json, os as _os, struct as _struct
 _MAXDEPTH = 400
-class _Bad(BaseException):
+_failed = []  # the checker's own failures, first first: a check that catches one still fails
+class _Stop(BaseException):
+    def __init__(self):
+        _failed.append(type(self))
+class _Bad(_Stop):
     pass
-class _Gone(BaseException):
+class _Gone(_Stop):
     pass
 def _enc(v, d=0):
     t = type(v)
@@ -107,7 +111,7 @@ def _send(fd, obj):
     while data:
         data = data[_os.write(fd, data):]
 def _read_n(fd, n):
-    buf = b""
+    buf = bytearray()
     while len(buf) < n:
         chunk = _os.read(fd, min(n - len(buf), 1 << 20))
         if not chunk:
@@ -208,9 +212,11 @@ _main()
 '''
 
 #: The trusted side (argv: request fd, response fd, verdict fd, tag; stdin: JSON with
-#: ``reference``, ``unit``, ``per_s``, ``cpu``, ``nonce``). It writes one JSON verdict:
-#: ``{"nonce", "ok", "err", "gone"}`` (``gone``: the program's process ended or closed its
-#: pipe before the check returned; the supervisor then names the failure from its exit status).
+#: ``reference``, ``unit``, ``per_s``, ``cpu``, ``mem`` (its RLIMIT_AS), ``nonce``). It writes
+#: one JSON verdict: ``{"nonce", "ok", "err", "gone"}`` (``gone``: the program's process ended
+#: or closed its pipe before the check returned; the supervisor then names the failure from its
+#: exit status). Its own failures (``Timeout``, ``BadResponse``, ``gone``) are recorded when
+#: raised, so a check that catches them (``except:``) and returns still fails.
 CHECKER = _CODEC + r'''
 import builtins as _builtins, resource as _R, signal as _signal, sys as _sys
 def _main():
@@ -225,14 +231,15 @@ def _main():
     cpu = int(data["cpu"]) + 1
     hard = _R.getrlimit(_R.RLIMIT_CPU)[1]
     _R.setrlimit(_R.RLIMIT_CPU, (cpu, cpu + 1) if hard == _R.RLIM_INFINITY else (min(cpu, hard), hard))
-    _R.setrlimit(_R.RLIMIT_CORE, (0, 0))
-    class _Timeout(BaseException):
+    for lim, v in ((_R.RLIMIT_CORE, 0), (_R.RLIMIT_AS, int(data["mem"]))):
+        hard = _R.getrlimit(lim)[1]
+        _R.setrlimit(lim, (v, v) if hard == _R.RLIM_INFINITY else (min(v, hard), hard))
+    class _Timeout(_Stop):
         pass
     def _alarm(signum, frame):
         raise _Timeout()
     _signal.signal(_signal.SIGALRM, _alarm)
     _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
-    gone = [False]
     def _raise_from(msg):
         e, b = msg.get("e"), msg.get("b")
         if type(e) is not str or type(b) is not str:
@@ -248,10 +255,12 @@ def _main():
                 cls = type("SubmissionError", (base,), {"__module__": "__submission__"})
             except TypeError:
                 cls = type("SubmissionError", (Exception,), {"__module__": "__submission__"})
+        if issubclass(cls, (StopIteration, StopAsyncIteration)):
+            cls = RuntimeError  # as PEP 479: a call cannot silently end the check's map/zip/for
         raise cls("raised by the program under test")
     def candidate(*args, **kw):
-        if gone[0]:
-            raise _Gone()
+        if _failed:  # the harness failed before (and the check went on): no more calls
+            raise _failed[0]()
         try:
             enc_a, enc_k = [_enc(x) for x in args], {k: _enc(v) for k, v in kw.items()}
         except (TypeError, RecursionError):
@@ -259,27 +268,29 @@ def _main():
         try:
             _send(req, {"a": enc_a, "k": enc_k})
             msg = _recv(resp, __CAP__)
+            if msg is None:
+                raise _Gone()
+            if type(msg) is not dict:
+                raise _Bad()
+            if "e" not in msg:
+                if "r" not in msg or type(msg.get("m")) is not list or len(msg["m"]) != len(args):
+                    raise _Bad()
+                ret, news = _dec(msg["r"]), [None if m is None else _dec(m) for m in msg["m"]]
         except (BrokenPipeError, ConnectionResetError):
-            msg = None
-        if msg is None:
-            gone[0] = True
-            raise _Gone()
-        if type(msg) is not dict:
-            raise _Bad()
+            raise _Gone() from None
+        except MemoryError:  # a reply too large for the checker's memory limit
+            raise _Bad() from None
         if "e" in msg:
             _raise_from(msg)
-        if "r" not in msg or type(msg.get("m")) is not list or len(msg["m"]) != len(args):
-            raise _Bad()
-        for x, m in zip(args, msg["m"]):  # the program changed an argument in place
-            if m is None:
+        for x, new in zip(args, news):  # the program changed an argument in place
+            if new is None:
                 continue
-            new = _dec(m)
             if type(x) is list and type(new) is list:
                 x[:] = new
             elif type(x) is dict and type(new) is dict or type(x) is set and type(new) is set:
                 x.clear()
                 x.update(new)
-        return _dec(msg["r"])
+        return ret
     nums = (int, float, complex)
     def _cl_ret(v):
         return v  # decoded values are built from exact built-in types by construction
@@ -296,11 +307,12 @@ def _main():
                 if not _cl_eq(u, v):
                     return False
             return True
-        if tx is dict:
+        if tx is dict or tx is set or tx is frozenset:  # keys and elements type-strict too
             if len(x) != len(y):
                 return False
-            for k, v in y.items():
-                if k not in x or not _cl_eq(x[k], v):
+            keys = {k: k for k in x}  # y's key -> x's equal key
+            for k in y:
+                if k not in keys or not _cl_eq(keys[k], k) or tx is dict and not _cl_eq(x[k], y[k]):
                     return False
             return True
         return (x == y) is True
@@ -310,7 +322,6 @@ def _main():
             _signal.setitimer(_signal.ITIMER_REAL, float(data["per_s"]))
             first = _recv(resp, 1 << 10)
             if first is None:
-                gone[0] = True
                 raise _Gone()
             if first != {"ready": 1}:
                 raise _Bad()
@@ -319,26 +330,20 @@ def _main():
             g.update(_cl_ret=_cl_ret, _cl_eq=_cl_eq)
             exec(compile(data["unit"], "check.py", "exec"), g)
             g["check"](candidate)
-            if gone[0]:
-                raise _Gone()
             ok = True
         finally:
             _signal.setitimer(_signal.ITIMER_REAL, 0)
-    except _Timeout:
-        err = "Timeout"
-    except _Gone:
-        gone[0] = True
-    except _Bad:
-        err = "BadResponse"
     except BaseException as e:
         n = type(e).__name__
         err = n if n in names and type(e).__module__ == "builtins" else "Exception"
+    if _failed:  # even if the check caught it and returned
+        ok, err = False, {_Timeout: "Timeout", _Bad: "BadResponse"}.get(_failed[0], "")
     try:
         _os.close(req)
     except OSError:
         pass
-    _os.write(ver, _json.dumps({"nonce": data["nonce"], "ok": ok and not gone[0], "err": err,
-                                "gone": gone[0]}).encode())
+    _os.write(ver, _json.dumps({"nonce": data["nonce"], "ok": ok, "err": err,
+                                "gone": _failed[:1] == [_Gone]}).encode())
     _os._exit(0)
 _main()
 '''

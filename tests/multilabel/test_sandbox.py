@@ -478,6 +478,11 @@ def test_an_always_equal_object_fails(what):
     ("(1, 2)", "[1, 2]", "FAIL"),     # tuple is not list
     ("{'a': True}", "{'a': 1}", "FAIL"),
     ("{'a': [1]}", "{'a': [1.0]}", "PASS"),
+    ("{True, 2}", "{1, 2}", "FAIL"),  # set elements and dict keys too (issue 58)
+    ("{False: 'a'}", "{0: 'a'}", "FAIL"),
+    ("frozenset({(1, True)})", "frozenset({(1, 1)})", "FAIL"),
+    ("{1.0, 2}", "{2, 1}", "PASS"),
+    ("{2: 'b', 1: 'a'}", "{1.0: 'a', 2: 'b'}", "PASS"),
 ])
 def test_equality_is_type_strict(returned, expected, tier):
     r = run_program(f"def f():\n    return {returned}\n",

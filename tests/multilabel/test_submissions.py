@@ -167,3 +167,48 @@ def test_empty_folder_and_empty_file_in_a_folder(tmp_path):
     bad.write_text("  \n")
     with pytest.raises(InputError, match=rf"^{re.escape(str(bad))}: empty"):
         subs.read_submissions(tmp_path / "subs")
+
+
+EFFECTS = '''ENTRY_POINT = "sort_in_place"
+
+
+def check(candidate):
+    x = [3, 1, 2]
+    candidate(x)
+    assert x == [1, 2, 3]
+    assert True
+    y = [2, 1]
+    assert candidate(y) is None
+    assert y == [1, 2]
+'''
+
+
+def test_asserts_on_the_programs_effects_are_kept_in_order(tmp_path):
+    """Issue 58: an assert without a candidate call after one is kept, run after everything
+    before it (earlier asserts as expressions); ``assert True`` is dropped."""
+    (tmp_path / "sort.py").write_text(EFFECTS)
+    units, _ = subs.read_tests(tmp_path, ["sort"])["sort"]
+    assert len(units) == 3 and all(u.count("assert ") == 1 for u in units)
+    assert units[0].rstrip().endswith("candidate(x)\n    assert x == [1, 2, 3]")
+    last = units[2].split("def check(candidate):")[1].split("\n")
+    assert [ln.strip() for ln in last if ln.strip()] == [
+        "x = [3, 1, 2]", "candidate(x)", "x == [1, 2, 3]", "True", "y = [2, 1]",
+        "candidate(y) is None", "assert y == [1, 2]"]
+
+
+def test_an_assert_that_tests_nothing_of_the_program_is_refused(tmp_path):
+    (tmp_path / "p.py").write_text("ENTRY_POINT = 'f'\n\ndef check(candidate):\n    x = [1]\n"
+                                   "    assert x == [1]\n    assert candidate(x) == 1\n")
+    with pytest.raises(InputError, match=r"p\.py: line 5: assert tests nothing of the program"):
+        subs.read_tests(tmp_path, ["p"])
+
+
+@needs_bwrap
+def test_a_no_op_in_place_sort_does_not_pass(tmp_path):
+    (tmp_path / "sort.py").write_text(EFFECTS)
+    rows = [{"problem": "sort", "code": f"def sort_in_place(x):\n    {body}\n", "tier": None,
+             "submission": str(i)} for i, body in enumerate(
+        ["x.sort()", "pass", "x[:] = [True, 2, 3][:len(x)]"])]
+    out = subs.tier_submissions(rows, tmp_path, **LIMITS)
+    assert [r["passed"] for r in out] == [[True] * 3, [False, True, False], [False, True, False]]
+    assert [r["tier"] for r in out] == ["PASS", "PARTIAL", "PARTIAL"]

@@ -4,7 +4,7 @@ Two inputs, one output:
 
 - **To be tiered**: ``(problem, code)`` rows plus one test file per problem. Each submission
   runs against every assertion of its problem's test in the sandbox of
-  :mod:`contrastlab.sandbox` (bubblewrap, one process per assertion, the HMAC-token verdict,
+  :mod:`contrastlab.sandbox` (bubblewrap, one process per assertion, the nonce verdict,
   type-strict ``==``), exactly as HumanEval variants do (:mod:`contrastlab.data.humaneval`),
   and gets the tier ``PASS`` (all assertions), ``PARTIAL`` (some) or ``FAIL`` (none).
 - **Already labelled**: ``(problem, tier, code)`` rows, used as given (nothing is executed).
@@ -20,7 +20,11 @@ Where the rows come from (:func:`read_submissions`):
 
 Test files (:func:`read_tests`): ``<tests>/<problem>.py`` defines ``check(candidate)`` (plain
 ``assert`` statements, as in HumanEval) and a module-level string ``ENTRY_POINT`` naming the
-function under test. Problem names match ``[A-Za-z0-9_.-]+``.
+function under test. Problem names match ``[A-Za-z0-9_.-]+``. An assert that does not call
+``candidate`` itself but follows a call (``candidate(x)`` then ``assert x == [1, 2, 3]``)
+tests the program's effects: it is kept and runs after all the statements before it in
+``check`` (earlier asserts as plain expressions, their result ignored); ``assert <constant>``
+is dropped; any other assert without a candidate call in or before it is refused.
 
 Output rows (:func:`load_submissions`, :func:`tier_submissions`, :func:`labelled_rows`) have
 the keys of :func:`contrastlab.data.humaneval.tier_problem`'s records plus ``submission``:
@@ -40,6 +44,7 @@ row). An example: ``examples/submissions/`` (docs/multilabel.md, "Your own submi
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -47,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..sandbox import TIERS, run_sandboxed
+from ..sandbox import TIERS, _mentions, run_sandboxed
 from .humaneval import split_assertions
 
 __all__ = ["ROW_KEYS", "label_matrix", "labelled_rows", "load_submissions", "read_submissions",
@@ -150,14 +155,18 @@ def read_tests(tests_dir: str | Path, problems: list[str]) -> dict[str, tuple[li
     """Each problem's assertions and entry point from ``<tests_dir>/<problem>.py``.
 
     Nothing is executed: ``ENTRY_POINT`` is read from the syntax tree and ``check`` is split
-    into one program per assertion (:func:`contrastlab.data.humaneval.split_assertions`).
+    into one program per assertion (:func:`contrastlab.data.humaneval.split_assertions`),
+    in order; an assert after a candidate call that does not call it itself (it tests the
+    program's effects) is kept as a program of all the statements before it (their asserts as
+    expressions) and itself; ``assert <constant>`` is dropped.
 
     Returns:
         ``{problem: (assertion programs, entry point)}``.
 
     Raises:
         InputError: a missing test file, one that does not parse, has no ``check`` with an
-            assertion on ``candidate``, or no string ``ENTRY_POINT``; names the file.
+            assertion on ``candidate``, has an assert with no candidate call in or before it
+            (line named), or no string ``ENTRY_POINT``; names the file.
     """
     tests_dir = Path(tests_dir)
     out = {}
@@ -176,13 +185,36 @@ def read_tests(tests_dir: str | Path, problems: list[str]) -> dict[str, tuple[li
         if not entry or not entry[-1].isidentifier():
             raise InputError(f"{f}: needs a module-level ENTRY_POINT = \"<function name>\"")
         try:
-            units = split_assertions(src)
+            split = iter(split_assertions(src))
         except ValueError as e:
             raise InputError(f"{f}: {e}") from None
+        chk = next(s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == "check")
+        units = []
+        for i, st in enumerate(chk.body):
+            if not any(isinstance(n, ast.Assert) for n in ast.walk(st)) or (
+                    isinstance(st, ast.Assert) and isinstance(st.test, ast.Constant)):
+                continue
+            if _mentions(st, "candidate"):
+                units.append(next(split))
+            elif not any(_mentions(p, "candidate") for p in chk.body[:i]):
+                raise InputError(f"{f}: line {st.lineno}: assert tests nothing of the program "
+                                 "(no candidate call in or before it); remove it or call "
+                                 "candidate first")
+            else:  # the program's effects: everything before it, then the assert
+                fn = copy.deepcopy(chk)
+                fn.body[i + 1:] = []
+                fn.body[:i] = [_Unassert().visit(p) for p in fn.body[:i]]
+                mod = ast.Module([s for s in tree.body if s is not chk] + [fn], [])
+                units.append(ast.unparse(ast.fix_missing_locations(mod)))
         if not units:
             raise InputError(f"{f}: check(candidate) has no assert that calls candidate")
         out[prob] = (units, entry[-1])
     return out
+
+
+class _Unassert(ast.NodeTransformer):
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        return ast.Expr(node.test)
 
 
 def _row(problem: str, variant: int, code: str, tier: str, submission: str, *,
