@@ -5,14 +5,20 @@ Writes ``reports/metrics/finetune/<variant>.json``, ``reports/metrics/finetune/i
 and ``data/finetune/runs/<variant>/`` (embeddings; the index variant's encoder in ``model/``);
 MLflow: one ``contrastlab-finetune`` run per variant. ``--tuned FILE``: the row's
 ``tune_finetune`` choices (``reports/tuned/finetune/<variant>.json``). ``--override FILE`` (repeatable) merges
-YAML over the params (``presets/finetune-gpu.yaml``); under ``torchrun --nproc_per_node=N``
-the contrastive loss gathers all ranks' embeddings, gradients are averaged, rank 0 writes.
+YAML over the params (``presets/finetune-gpu.yaml``). ``finetune.nproc`` > 1 (or ``auto``: one
+per visible CUDA device) re-launches this script under torchrun (``contrastlab.launch``, the
+``cmd`` unchanged); there the contrastive loss gathers all ranks' embeddings, gradients are
+averaged, rank 0 writes.
 """
+
+import sys
 
 from _dvc import run
 
 from contrastlab.cli import stage_parser
 from contrastlab.finetune.final import run_final_variant
+from contrastlab.launch import relaunch
+from contrastlab.params.presets import load_with_overrides
 from contrastlab.utils import set_cpu_threads
 
 
@@ -24,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--override", action="append", default=[],
                     help="YAML merged over the params (e.g. presets/finetune-gpu.yaml)")
     args = ap.parse_args(argv)
+    nproc = load_with_overrides(args.params, args.override).finetune.nproc
+    rc = relaunch(__file__, sys.argv[1:] if argv is None else argv, nproc)
+    if rc is not None:
+        return rc
     set_cpu_threads()
     summary = run_final_variant(args.params, args.override, args.variant, args.data, args.cache,
                                 args.metrics_dir, args.runs_dir, args.tuned)

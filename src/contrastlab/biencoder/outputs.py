@@ -4,8 +4,10 @@ training curve, the embeddings of every seed (for the BM25 fusions) and the quer
 The metrics JSON has the keys of the code table's trained rows (``reports/metrics/code/
 <variant>.json``: ``rank_at_1/5/10`` as fractions, ``mrr``, ``median_rank``, ``per_seed``,
 ``val_rank_at_10``, ``n_seeds``, ``corpus_size``, ``n_queries``, ``lr``, ``temperature``,
-``loss``, ``tuned``) plus ``title``, ``trainer``, ``layers``, ``steps``, ``batch_size`` and
-the training tokens per seed. No wall time (run-dependent values stay out of hashed outputs).
+``loss``, ``tuned``) plus ``title``, ``trainer``, ``layers``, ``steps``, ``batch_size``,
+``nproc`` (torchrun processes; ``batch_size`` is per process), ``index`` (the search that
+ranked: ``faiss-cpu IndexFlatIP`` or ``faiss-gpu IndexFlatIP``) and the training tokens per
+seed. No wall time (run-dependent values stay out of hashed outputs).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def row_title(be, row) -> str:
 
 def row_metrics(be, name: str, res: dict[str, Any], pairs, tuned: bool) -> dict[str, Any]:
     """The metrics JSON of a row (module docstring) from :func:`contrastlab.biencoder.run.run_row`."""
+    from ..distributed import world_size
     from ..evaluation.retrieval import rank_metrics
 
     row = res["row"]
@@ -52,7 +55,8 @@ def row_metrics(be, name: str, res: dict[str, Any], pairs, tuned: bool) -> dict[
              trainer=row.trainer, loss=row.loss, lr=float(row.lr), temperature=float(row.temperature),
              learn_temperature=bool(row.learn_temperature), residual=False, tuned=bool(tuned),
              layers=be.layers, towers=be.towers if row.trainer == "contrastlab" else "shared",
-             steps=be.steps, batch_size=be.batch_size, max_length=be.max_length, model=be.model)
+             steps=be.steps, batch_size=be.batch_size, max_length=be.max_length, model=be.model,
+             index=res.get("index", "faiss-cpu IndexFlatIP"), nproc=world_size())
     return m
 
 

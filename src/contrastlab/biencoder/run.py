@@ -4,7 +4,8 @@ callable from a notebook).
 :func:`train_row` builds the row's encoder(s) under ``torch.manual_seed(seed)``, trains them
 with the row's trainer on ``pair_batches(train, batch_size, steps, seed)`` (the same pairs for
 every row at a given seed) and :func:`score_row` ranks the true body of each validation or
-test signature among *all* bodies of the corpus (FAISS inner product on unit rows, exact;
+test signature among *all* bodies of the corpus (FAISS inner product on unit rows, exact, on
+the GPU with faiss-gpu and a CUDA device: :func:`contrastlab.biencoder.train.faiss_index`;
 ties count against the true body: ``1 + #bodies scoring strictly higher``), as every other
 row of the code table. :func:`run_tuning` is the row's study on the validation repositories
 under the shared protocol (:func:`contrastlab.tuning.run_study`; trial 0 = the declared row).
@@ -63,10 +64,12 @@ def train_row(be, row, pairs: Pairs, sig_inp, body_inp, seed: int, device: str |
     tr = pairs.rows("train")
     torch.manual_seed(seed)
     if row.trainer == "sentence_transformers":
+        from ..distributed import world_size
         from .st import train_st
 
+        # not distributed: under torchrun every rank trains it alike on the global batch
         enc, info = train_st(be, row, pairs.signatures, pairs.bodies,
-                             pair_batches(tr, be.batch_size, be.steps, seed), device=dev)
+                             pair_batches(tr, be.batch_size * world_size(), be.steps, seed), device=dev)
         return enc, enc, {**info, "curve": None, "temperature": row.temperature}
     model = BiEncoder(make_encoder(be), be.towers, row.temperature, row.learn_temperature)
     r = train_biencoder(model, sig_inp, body_inp, tr, pairs.dup, be=be, row=row, seed=seed, device=dev)
@@ -91,11 +94,14 @@ def embed_all(be, sig_enc, body_enc, sig_inp, body_inp, q_rows, device: str | No
     return q, c
 
 
-def score_row(q: torch.Tensor, corpus: torch.Tensor, true_rows, k_max: int = 100) -> np.ndarray:
-    """1-based rank of each query's own body among all ``corpus`` rows (exact, ties against)."""
-    from ..evaluation.retrieval import build_index, true_ranks
+def score_row(q: torch.Tensor, corpus: torch.Tensor, true_rows, k_max: int = 100,
+              device="cpu") -> np.ndarray:
+    """1-based rank of each query's own body among all ``corpus`` rows (exact, ties against;
+    the FAISS index on ``device``: :func:`contrastlab.biencoder.train.faiss_index`)."""
+    from ..evaluation.retrieval import true_ranks
+    from .train import faiss_index
 
-    return true_ranks(q, corpus, np.asarray(true_rows), k_max, index=build_index(corpus, "cpu"))
+    return true_ranks(q, corpus, np.asarray(true_rows), k_max, index=faiss_index(corpus, device))
 
 
 def run_row(be, name: str, pairs: Pairs, sig_inp, body_inp, seeds=None, tuned: dict | None = None,
@@ -106,22 +112,26 @@ def run_row(be, name: str, pairs: Pairs, sig_inp, body_inp, seeds=None, tuned: d
         ``{"ranks": {"val": [S, Qv], "test": [S, Qt]}, "sig_rows": [Qv + Qt] (validation then
         test rows), "emb": {"sig": [S, Qv + Qt, D] (those rows' signatures), "body": [S, N, D]},
         "info": [per seed], "models": [(sig, body) of the first keep_models seeds], "row": the
-        row used}``.
+        row used, "index": the search that ranked them (:func:`contrastlab.biencoder.train.
+        index_label`)}``.
     """
+    from .train import index_label
+
     row = row_of(be, name)
     if tuned:
         row = apply_choices(row, tuned)
     seeds = list(be.seeds if seeds is None else seeds)
     va, te = pairs.rows("val"), pairs.rows("test")
+    dev = _device(be)
     out: dict[str, Any] = {"ranks": {"val": [], "test": []}, "emb": {"sig": [], "body": []},
-                           "info": [], "models": [], "row": row}
+                           "info": [], "models": [], "row": row, "index": index_label(dev)}
     q_rows = np.concatenate([va, te])
     out["sig_rows"] = q_rows
     for i, seed in enumerate(seeds):
         s_enc, b_enc, info = train_row(be, row, pairs, sig_inp, body_inp, seed)
         q, c = embed_all(be, s_enc, b_enc, sig_inp, body_inp, q_rows)
-        out["ranks"]["val"].append(score_row(q[:len(va)], c, va, 10))
-        out["ranks"]["test"].append(score_row(q[len(va):], c, te, k_max))
+        out["ranks"]["val"].append(score_row(q[:len(va)], c, va, 10, dev))
+        out["ranks"]["test"].append(score_row(q[len(va):], c, te, k_max, dev))
         out["emb"]["sig"].append(q)
         out["emb"]["body"].append(c)
         out["info"].append({**info, "seed": int(seed)})
@@ -164,7 +174,7 @@ def run_tuning(be, name: str, pairs: Pairs, sig_inp, body_inp, tuned_dir, histor
         for seed in t.seeds:
             s_enc, b_enc, _ = train_row(be, cfg, pairs, sig_inp, body_inp, seed)
             q, c = embed_all(be, s_enc, b_enc, sig_inp, body_inp, va)
-            scores.append(float(np.mean(score_row(q, c, va, 10) <= 10)))
+            scores.append(float(np.mean(score_row(q, c, va, 10, _device(be)) <= 10)))
             print(f"tune_biencoder {name} {choices}: val R@10 {scores[-1]:.2%}", flush=True)
         se = float(np.std(scores, ddof=1) / np.sqrt(len(scores))) if len(scores) > 1 else 0.0
         return float(np.mean(scores)), se

@@ -13,7 +13,8 @@ over ranks (:mod:`contrastlab.distributed`), so ``W`` processes equal one proces
 global batch.
 
 ``infonce_hardneg``: every ``hardneg_refresh`` steps (and before the first) the current body
-tower embeds the training bodies into a FAISS inner-product index and each training
+tower embeds the training bodies into a FAISS inner-product index (:func:`faiss_index`: on
+the GPU with a GPU build of FAISS and a CUDA device, else on the CPU) and each training
 signature's top neighbours, minus its own body and every body of its near-duplicate group,
 give ``hardneg_k`` hard negatives (Xiong et al. 2021, ANCE, Sec. 3: negatives from an
 asynchronously refreshed index); they are embedded with gradient in the step and appended to
@@ -43,7 +44,8 @@ from ..losses.registry import get_loss
 #: bi-encoder stages depend on the digests of the losses with these needs).
 LOSS_NEEDS = ("targets",)
 
-__all__ = ["load_cache", "BiEncoder", "TrainResult", "pair_batches", "mine_hard_negatives", "train_biencoder"]
+__all__ = ["load_cache", "BiEncoder", "TrainResult", "pair_batches", "faiss_index", "index_label",
+           "mine_hard_negatives", "train_biencoder"]
 
 
 def load_cache(tensors: dict[str, torch.Tensor]):
@@ -105,11 +107,42 @@ def pair_batches(train_idx: np.ndarray, batch: int, steps: int, seed: int) -> np
     return np.stack(out[:steps])
 
 
+def _faiss_gpu(device) -> bool:
+    import faiss
+
+    return torch.device(device).type == "cuda" and hasattr(faiss, "StandardGpuResources") \
+        and faiss.get_num_gpus() > 0
+
+
+def index_label(device="cpu") -> str:
+    """What :func:`faiss_index` builds on ``device``: ``faiss-gpu IndexFlatIP`` or
+    ``faiss-cpu IndexFlatIP`` (exact inner product either way), recorded in the metrics."""
+    return f"faiss-{'gpu' if _faiss_gpu(device) else 'cpu'} IndexFlatIP"
+
+
+def faiss_index(corpus: torch.Tensor, device="cpu"):
+    """Exact inner-product index (FAISS ``IndexFlatIP``) over ``corpus [N, D]``: on this
+    process's GPU (``faiss.StandardGpuResources``) when ``device`` is CUDA and FAISS has GPU
+    support (faiss-gpu), else on the CPU (:func:`index_label` says which)."""
+    import faiss
+
+    from ..evaluation.retrieval import build_index
+
+    index = build_index(corpus, "cpu")
+    if not _faiss_gpu(device):
+        return index
+    dev = torch.device(device)
+    res = faiss.StandardGpuResources()
+    gpu = faiss.index_cpu_to_gpu(res, torch.cuda.current_device() if dev.index is None else dev.index, index)
+    gpu._res = res  # keep the resources alive with the index
+    return gpu
+
+
 def mine_hard_negatives(q: torch.Tensor, corpus: torch.Tensor, positive: np.ndarray,
-                        dup: np.ndarray, k: int) -> np.ndarray:
-    """``k`` hard negatives per query: its nearest corpus rows by inner product (FAISS
-    ``IndexFlatIP``), skipping the positive and every row of the positive's near-duplicate
-    group.
+                        dup: np.ndarray, k: int, device="cpu") -> np.ndarray:
+    """``k`` hard negatives per query: its nearest corpus rows by inner product
+    (:func:`faiss_index` on ``device``), skipping the positive and every row of the
+    positive's near-duplicate group.
 
     Args:
         q: ``[Q, D]`` query embeddings; corpus: ``[N, D]`` (both unit rows).
@@ -122,13 +155,13 @@ def mine_hard_negatives(q: torch.Tensor, corpus: torch.Tensor, positive: np.ndar
     Raises:
         InputError: not enough candidates outside a query's group.
     """
-    from ..evaluation.retrieval import build_index, search
+    from ..evaluation.retrieval import search
 
     dup = np.asarray(dup)
     width = k + 1 + int(np.bincount(dup - dup.min()).max())
     if width > len(corpus):
         raise InputError(f"cannot mine {k} negatives from {len(corpus)} rows")
-    _, nn_idx = search(build_index(corpus, "cpu"), q, width)
+    _, nn_idx = search(faiss_index(corpus, device), q, width)
     out = np.empty((len(q), k), dtype=np.int64)
     for i, row in enumerate(nn_idx):
         g = dup[positive[i]]
@@ -200,7 +233,7 @@ def train_biencoder(model: BiEncoder, sig_inp, body_inp, train_idx, dup, *, be, 
             q = embed_inputs(model.sig, sig_inp, train_idx, be.batch_size_encode, bf16, be.sub_batch)
             c = embed_inputs(model.body, body_inp, train_idx, be.batch_size_encode, bf16, be.sub_batch)
             local = mine_hard_negatives(q, c, np.arange(len(train_idx)), np.asarray(dup)[train_idx],
-                                        be.hardneg_k)
+                                        be.hardneg_k, dev)
             negs = train_idx[local]
             model.train()
         rows = batches[step - 1][r * be.batch_size:(r + 1) * be.batch_size]
@@ -239,5 +272,7 @@ def train_biencoder(model: BiEncoder, sig_inp, body_inp, train_idx, dup, *, be, 
             res.curve["temperature"].append(model.loss.temperature)
             acc, cnt = 0.0, 0
     res.seconds = time.perf_counter() - t0
+    if w > 1:  # every rank's pairs
+        res.tokens = int(all_reduce_sum(torch.tensor(res.tokens)))
     model.eval()
     return res

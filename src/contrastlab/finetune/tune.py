@@ -131,7 +131,7 @@ def run_tuning(ft, row: str, df: pd.DataFrame, cache: dict | None, tuned_dir: st
     if not len(va):
         raise InputError("tuning needs validation rows (finetune.data.val_fraction > 0)")
     fixed = {"row": row, "tune_seeds": list(t.seeds), **ft.model_dump(mode="json", exclude={
-        "tune", "seeds", "variants", "index_variant", "eval", "device", *space})}
+        "tune", "seeds", "variants", "index_variant", "eval", "device", "nproc", *space})}
     default = {k: getattr(ft, k) for k in space}
 
     def objective(choices: dict, report=None):

@@ -99,7 +99,9 @@ class BiencoderParams(BaseModel):
     bf16: Literal["auto", "on", "off"] = "auto"
     device: str = "auto"
     threads: int = Field(2, ge=1, le=256)
-    nproc: int = Field(1, ge=1, le=1024, description="torchrun processes (negatives gathered across ranks)")
+    nproc: Union[Annotated[int, Field(ge=1, le=1024)], Literal["auto"]] = Field(
+        1, description="train_biencoder's torchrun processes (negatives gathered across ranks); "
+        "auto = one per visible CUDA device, 1 without CUDA")
     index_row: str = Field("biencoder_infonce", description="row whose first seed is the query index")
     rows: dict[str, BiencoderRow] = Field(
         default_factory=dict, description="the fine-tuned rows, written in params.yaml only "
