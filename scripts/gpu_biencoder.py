@@ -1,6 +1,10 @@
 """The bi-encoder with every layer trained (``presets/code-biencoder-gpu.yaml``) on one GPU:
 a validation grid, then the final seeds of each row, per-query ranks written for the report.
 
+Superseded by the pipeline's GPU route (docs/code.md, "Bi-encoder on a GPU through the
+pipeline": the preset, a study per row, torchrun, FAISS); kept because the committed GPU table
+(``reports/metrics/code_biencoder_gpu/``) was made by this script.
+
 What it runs, in order, within ``--budget-s`` seconds of wall time (a step that would not
 finish in the time left is skipped and listed as such, so a short lease still returns what
 did run):
