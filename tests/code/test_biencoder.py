@@ -177,7 +177,7 @@ def test_signature_index_and_query_cli(model_dir, tmp_path, capsys):
     assert is_code_index(tmp_path / "idx")
     hits = search_signatures(tmp_path / "idx", SIGS[:3], k=2)
     assert [h[0]["id"] for h in hits] == [0, 1, 2]
-    assert main(["--index", str(tmp_path / "idx"), "--signature", SIGS[4], "-k", "1"]) == 0
+    assert main(["--index", str(tmp_path / "idx"), "--signature", SIGS[4], "-k", "1", "--dense"]) == 0
     assert "to_upper" in capsys.readouterr().out
     with pytest.raises(InputError):
         write_code_index(tmp_path / "bad", emb[:2], meta, enc)
