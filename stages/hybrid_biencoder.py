@@ -1,9 +1,12 @@
 """DVC stage ``hybrid_biencoder``: BM25 fused with every fine-tuned bi-encoder row, exactly as
 ``hybrid_code`` fuses the trained predictors (:func:`contrastlab.evaluation.code_hybrids.
 fuse_with_bm25`): reciprocal-rank fusion (Cormack, Clarke & Buettcher 2009, Eq. 1, k =
-``code.baselines.rrf_k``) and ``w z(bm25) + (1 - w) z(cosine)`` with ``w`` chosen on the
-validation repositories (Rank@10, mean over seeds), per seed of each row; BM25's ``k1, b`` are
-``baselines_code``'s validation choice.
+``code.baselines.rrf_k``) and ``w z(bm25) + (1 - w) z(cosine)`` with ``w`` picked on the
+validation repositories by the same rule as ``hybrid_code``'s (``pick_on_grid``: validation MRR
+averaged over seeds, the centre of the plateau within 1 % of the validation queries of the best,
+the margin recorded), per seed of each row; BM25's ``k1, b`` are ``baselines_code``'s
+validation choice. The report compares each of these fusions with ``hybrid_code``'s untrained
+control evaluated at the same weight.
 
 Outputs: ``reports/metrics/code/hybrids_biencoder.json`` and
 ``reports/data/code/hybrids_biencoder_ranks.csv`` (``id, repo, hybrid, seed, rank``).

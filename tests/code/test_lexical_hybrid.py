@@ -75,13 +75,14 @@ def test_fusion_weight_is_chosen_on_validation_only():
     lex_val = rng.normal(size=(q, n))
     lex_val[np.arange(q), true_val] += 10.0
     dense_val = rng.normal(size=(q, n))
-    w, grid = fit_fusion_weight([lex_val], [dense_val], true_val, [0.0, 0.5, 1.0])
+    w, grid, pick = fit_fusion_weight([lex_val], [dense_val], true_val, [0.0, 0.5, 1.0])
+    assert pick["choice"] == w and pick["n_val"] == q and pick["margin_items"] is not None
     assert [g["weight"] for g in grid] == [0.0, 0.5, 1.0]
     assert grid[0]["val_rank_at_10"] < grid[2]["val_rank_at_10"]
     assert w in (0.5, 1.0) and grid[[0.0, 0.5, 1.0].index(w)]["val_rank_at_10"] == 1.0
     # swapping the roles on validation flips the choice to the dense side: the choice follows
     # the validation scores it is given (no test data enters the function)
-    w2, _ = fit_fusion_weight([dense_val], [lex_val], true_val, [0.0, 0.5, 1.0])
+    w2, _, _ = fit_fusion_weight([dense_val], [lex_val], true_val, [0.0, 0.5, 1.0])
     assert w2 in (0.0, 0.5) and w2 <= 1 - w
     fused = fuse_scores(lex_val, dense_val, 1.0)
     assert (ranks_from_scores(fused, true_val) == 1).all()
@@ -91,8 +92,9 @@ def test_fusion_weight_is_chosen_on_validation_only():
 
 def test_fusion_weight_from_chunked_ranks_matches_whole_matrix_rule():
     """``pick_fusion_weight`` on ranks computed query chunk by query chunk (how ``hybrid_code``
-    scores a large corpus) picks what ``fit_fusion_weight`` picks on the whole matrices; its
-    tie rule: Rank@10, then MRR, then the smaller weight."""
+    scores a large corpus) picks what ``fit_fusion_weight`` picks on the whole matrices; the
+    criterion is the validation MRR (Rank@10 is only recorded); equal MRR everywhere: the
+    plateau is the whole grid and its centre is picked."""
     rng = np.random.default_rng(3)
     q, n, grid = 40, 60, [0.0, 0.3, 0.7, 1.0]
     true_val = rng.permutation(n)[:q]
@@ -106,10 +108,15 @@ def test_fusion_weight_from_chunked_ranks_matches_whole_matrix_rule():
                                                      true_val[a:a + 7]) for a in range(0, q, 7)])
                    for lx, dn in zip(lex, dense)] for w in grid}
     assert pick_fusion_weight(chunked) == whole
-    # hand-made: equal Rank@10 at both weights, MRR decides; then equal MRR: the smaller weight
+    # hand-made: equal Rank@10 at both weights, MRR decides (0.8: 1 + 1/5 against 1/2 + 1/3,
+    # 0.37 items apart: over 1 % of the 3 queries, not fragile); equal MRR: the grid's centre
     a, b = np.array([1, 5, 20]), np.array([2, 3, 20])
-    w, table = pick_fusion_weight({0.2: [b], 0.8: [a]})
+    w, table, pick = pick_fusion_weight({0.2: [b], 0.8: [a]})
     assert w == 0.8 and table[0]["val_rank_at_10"] == table[1]["val_rank_at_10"] == 2 / 3
-    assert pick_fusion_weight({0.9: [a], 0.1: [a]})[0] == 0.1
+    assert pick["runner_up"] == 0.2 and not pick["fragile"]
+    assert pick["margin_items"] == pytest.approx((1 + 1 / 5) - (1 / 2 + 1 / 3), abs=1e-3)
+    assert pick_fusion_weight({0.9: [a], 0.5: [a], 0.1: [a]})[0] == 0.5
+    with pytest.raises(ValueError):  # seeds of different lengths
+        pick_fusion_weight({0.5: [a, a[:2]]})
     with pytest.raises(ValueError):
         pick_fusion_weight({})

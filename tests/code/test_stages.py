@@ -106,8 +106,19 @@ def test_code_stages_end_to_end(tmp_path):
     assert h["hybrids"]["fusion_infonce"]["weight"] in [round(0.1 * i, 1) for i in range(11)]
     assert h["hybrids"]["fusion_sentence"]["variant"] == "sentence"
     assert h["hybrids"]["fusion_sentence"]["n_seeds"] == 1
+    # every fusion weight is picked by one rule with its margin recorded; the control is also
+    # evaluated on the test queries at every grid weight (compared at each fusion's weight)
+    for f in ("fusion_infonce", "fusion_sentence"):
+        pick = h["hybrids"][f]["pick"]
+        assert pick["choice"] == h["hybrids"][f]["weight"] and pick["n_val"] == (sp["split"] == "val").sum()
+        assert pick["margin_items"] is not None and isinstance(pick["fragile"], bool)
+    tbw = h["hybrids"]["fusion_sentence"]["test_by_weight"]
+    assert [g["weight"] for g in tbw] == [round(0.1 * i, 1) for i in range(11)]
+    assert b["baselines"]["bm25"]["pick"]["choice"] == {"k1": b["baselines"]["bm25"]["k1"],
+                                                        "b": b["baselines"]["bm25"]["b"]}
     hr = pd.read_csv(tmp_path / "curves" / "hybrids_ranks.csv")
-    assert len(hr) == 4 * m["n_queries"] and hr["rank"].between(1, 32).all()
+    assert len(hr) == (4 + len(tbw)) * m["n_queries"] and hr["rank"].between(1, 32).all()
+    assert set(hr["hybrid"]) == set(h["hybrids"]) | {g["hybrid"] for g in tbw}
     r = pd.read_csv(tmp_path / "curves" / "infonce_ranks.csv")
     assert len(r) == m["n_queries"] and (r["rank"] >= 1).all()
     tuned = json.loads((tmp_path / "tuned" / "infonce.json").read_text())

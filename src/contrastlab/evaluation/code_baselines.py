@@ -9,7 +9,8 @@ Same corpus (every extracted body), same test signatures, same FAISS ranking as
 - ``zeroshot_centred``: both centred (and whitened with ``code.target.centre: whiten``) on
   the training functions;
 - ``ridge``: closed-form ridge from the centred pooled signature states to the target-space
-  body, lambda chosen on the validation repositories (Rank@10, then MRR);
+  body, lambda chosen on the validation repositories (Rank@10, then MRR; the pick and its
+  margin in validation items recorded as ``pick``);
 - ``zeroshot_centred_l<L>`` for each ``code.baselines.zeroshot_layers`` entry: the centred
   zero-shot row with the teacher read at layer ``L`` instead of ``code.teacher.layer``
   (same truncation; the teacher layer as an ablated knob);
@@ -38,8 +39,9 @@ import torch.nn.functional as F
 
 from ..data.code_inputs import load_code_data, load_code_texts
 from ..losses.registry import method_row
-from ..models.code_baselines import (BM25Scorer, TargetSpace, fit_ridge, identifier_tokens,
-                                     pooled_signature, ranks_from_scores, ridge_predict)
+from ..models.code_baselines import (BM25Scorer, TargetSpace, argmax_pick, fit_ridge,
+                                     identifier_tokens, pooled_signature, ranks_from_scores,
+                                     ridge_predict)
 from ..models.code_student import prepare_targets
 from ..models.teacher import TeacherEncoder
 from ..utils import set_cpu_threads
@@ -66,7 +68,9 @@ def run_baselines(data, targets, lambdas, k_max: int = 100, device: str = "cpu")
         r = true_ranks(ridge_predict(pooled[va], w, mx, my), targets.corpus, va, 10, index=idx_c)
         grid.append({"lambda": lam, "val_rank_at_10": float((r <= 10).mean()),
                      "val_mrr": float((1.0 / r).mean())})
-    best = max(grid, key=lambda g: (g["val_rank_at_10"], g["val_mrr"]))
+    pick = argmax_pick([g["lambda"] for g in grid], [g["val_rank_at_10"] for g in grid], len(va),
+                       ties=[g["val_mrr"] for g in grid])
+    best = next(g for g in grid if g["lambda"] == pick["choice"])
     w, mx, my = fit_ridge(pooled[tr], targets.body[tr], best["lambda"])
     queries[ridge] = (ridge_predict(pooled, w, mx, my), targets.corpus, idx_c)
     metrics, frames = {}, []
@@ -82,11 +86,16 @@ def run_baselines(data, targets, lambdas, k_max: int = 100, device: str = "cpu")
                                     "rank": ranks}))
     metrics[ridge]["lambda"] = best["lambda"]
     metrics[ridge]["lambda_grid"] = grid
+    metrics[ridge]["pick"] = pick
     return metrics, pd.concat(frames)
 
 
-def bm25_grid(signatures, bodies, val, k1s, bs) -> tuple[dict, list[dict]]:
-    """``(k1, b)`` with the best validation Rank@10 (ties: MRR, then grid order) and the grid."""
+def bm25_grid(signatures, bodies, val, k1s, bs) -> tuple[dict, list[dict], dict]:
+    """``(k1, b)`` with the best validation Rank@10 (ties: MRR, then grid order), the grid and
+    the pick record with its margin (:func:`contrastlab.models.code_baselines.argmax_pick`).
+
+    The pick stays the Rank@10 argmax: BM25's ``(k1, b)`` enters every hybrid, so a change
+    of rule reruns every trained fusion (see docs/code.md, "Picks on validation grids")."""
     toks = [identifier_tokens(b) for b in bodies]
     qs = [signatures[i] for i in val]
     grid = []
@@ -95,8 +104,11 @@ def bm25_grid(signatures, bodies, val, k1s, bs) -> tuple[dict, list[dict]]:
             r = ranks_from_scores(BM25Scorer(bodies, k1, b, tokenized=toks).scores(qs), val)
             grid.append({"k1": float(k1), "b": float(b), "val_rank_at_10": float((r <= 10).mean()),
                          "val_mrr": float((1.0 / r).mean())})
-    best = max(grid, key=lambda g: (g["val_rank_at_10"], g["val_mrr"]))
-    return best, grid
+    pick = argmax_pick([{"k1": g["k1"], "b": g["b"]} for g in grid],
+                       [g["val_rank_at_10"] for g in grid], len(qs),
+                       ties=[g["val_mrr"] for g in grid])
+    best = next(g for g in grid if {"k1": g["k1"], "b": g["b"]} == pick["choice"])
+    return best, grid, pick
 
 
 _ENC: dict = {}
@@ -187,11 +199,12 @@ def run_text_baselines(code, signatures: list[str], bodies: list[str], data) -> 
     te, va, tr = data.rows("test"), data.rows("val"), data.rows("train")
     bp, t = code.baselines, code.teacher
     metrics, frames, rows = {}, [], {}
-    best, grid = bm25_grid(signatures, bodies, va, bp.bm25_k1, bp.bm25_b)
+    best, grid, pick = bm25_grid(signatures, bodies, va, bp.bm25_k1, bp.bm25_b)
     bm = BM25Scorer(bodies, best["k1"], best["b"])
     r = ranks_from_scores(bm.scores([signatures[i] for i in te]), te)
     rows[method_row("code", "lexical")] = (r, best["val_rank_at_10"],
-                                           {"k1": best["k1"], "b": best["b"], "bm25_grid": grid})
+                                           {"k1": best["k1"], "b": best["b"], "bm25_grid": grid,
+                                            "pick": pick})
 
     def dense(q: torch.Tensor, c: torch.Tensor) -> tuple[np.ndarray, float]:
         q, c = F.normalize(q.float(), dim=-1), F.normalize(c.float(), dim=-1)

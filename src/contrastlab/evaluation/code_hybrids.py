@@ -1,11 +1,16 @@
 """BM25 fused with every trained code-retrieval predictor (stage ``hybrid_code``; callable
 from a notebook): :func:`run_hybrids`. Per variant and seed, reciprocal-rank fusion
 ``1/(k + r_bm25) + 1/(k + r_dense)`` over the whole corpus (Cormack, Clarke & Buettcher 2009,
-Eq. 1) and z-scored score fusion ``w z(bm25) + (1 - w) z(cosine)`` with ``w`` chosen on
-validation Rank@10 (mean over seeds). The same two fusions of BM25 with the teacher's
-untrained sentence embedding (``rrf_sentence``, ``fusion_sentence``; when
-``code.baselines.sentence`` is on) are the control: a trained predictor earns its place in a
-hybrid only if its hybrid beats this one.
+Eq. 1) and z-scored score fusion ``w z(bm25) + (1 - w) z(cosine)`` with ``w`` picked on the
+validation MRR (mean over seeds) by :func:`contrastlab.models.code_baselines.pick_on_grid`:
+the centre of the plateau of weights within 1 % of the validation queries of the best, with
+the pick's margin (validation items that would flip it) recorded. The same two fusions of
+BM25 with the teacher's untrained sentence embedding (``rrf_sentence``, ``fusion_sentence``;
+when ``code.baselines.sentence`` is on) are the control, picked by the same rule: a trained
+predictor earns its place in a hybrid only if its hybrid beats this one. The control is also
+evaluated on the test queries at every grid weight (``test_by_weight``; ranks as hybrid
+``fusion_sentence@w<w>``), so that each trained fusion is compared with the control at its
+own weight and no comparison hangs on which weight a fragile pick chose.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from ..models.code_student import checkpoint_path, load_student, predict, prepar
 from ..utils import pick_device, set_cpu_threads
 from .retrieval import rank_metrics
 
-__all__ = ["run_hybrids", "fuse_with_bm25", "KEYS"]
+__all__ = ["run_hybrids", "fuse_with_bm25", "sentence_control", "at_weight", "KEYS"]
 
 KEYS = ("rank_at_1", "rank_at_5", "rank_at_10", "mrr", "median_rank")
 
@@ -72,24 +77,40 @@ def run_hybrids(code, baselines: str, models_dir: str, functions: str, splits: s
             student = load_student(checkpoint_path(models, s), dev)
             preds[v][s] = (predict(student, data, va, dev).numpy(),
                            predict(student, data, te, dev).numpy(), corpus)
+    every = ()
     if code.baselines.sentence:  # the untrained control: cosine of the sentence embeddings
-        import torch.nn.functional as F
+        sentence, pred = sentence_control(code, sigs, bodies, va, te)
+        preds[sentence] = pred
+        every = (sentence,)
 
-        from .code_baselines import encode_all
-
-        sentence = method_row("code", "sentence_embedding")
-        qs, ds, _ = encode_all(code, sigs, bodies, [])[sentence]
-        qs, ds = F.normalize(qs.float(), dim=-1).numpy(), F.normalize(ds.float(), dim=-1).numpy()
-        preds[sentence] = {0: (qs[va], qs[te], ds)}
-
-    out, frames = fuse_with_bm25(code, bm, sigs, bodies, preds, va, te, data.repo, chunk)
+    out, frames = fuse_with_bm25(code, bm, sigs, bodies, preds, va, te, data.repo, chunk,
+                                 every_weight=every)
     metrics = {"hybrids": out, "corpus_size": int(len(corpus)), "n_queries": int(len(te))}
     ranks = pd.concat(frames) if frames else pd.DataFrame(columns=["id", "repo", "hybrid", "seed", "rank"])
     return metrics, ranks
 
 
+def sentence_control(code, sigs: list[str], bodies: list[str], va, te) -> tuple[str, dict]:
+    """``(row name, {0: (val queries, test queries, corpus)})`` of the untrained control's
+    dense side: the teacher's sentence embedding (``encode_all``), unit rows."""
+    import torch.nn.functional as F
+
+    from ..losses.registry import method_row
+    from .code_baselines import encode_all
+
+    sentence = method_row("code", "sentence_embedding")
+    qs, ds, _ = encode_all(code, sigs, bodies, [])[sentence]
+    qs, ds = F.normalize(qs.float(), dim=-1).numpy(), F.normalize(ds.float(), dim=-1).numpy()
+    return sentence, {0: (qs[va], qs[te], ds)}
+
+
+def at_weight(name: str, w: float) -> str:
+    """The ranks-file name of hybrid ``name`` evaluated at fusion weight ``w``."""
+    return f"{name}@w{float(w):g}"
+
+
 def fuse_with_bm25(code, bm: dict, sigs: list[str], bodies: list[str], preds: dict, va, te, repo,
-                   chunk: int = 1024) -> tuple[dict, list]:
+                   chunk: int = 1024, every_weight=()) -> tuple[dict, list]:
     """BM25 (``bm``: its chosen ``k1``, ``b``) fused with each dense ranker of ``preds``.
 
     Args:
@@ -99,11 +120,15 @@ def fuse_with_bm25(code, bm: dict, sigs: list[str], bodies: list[str], preds: di
             (unit rows; the corpus may differ per ranker and seed).
         va, te: validation and test rows (each query's own body is that row of the corpus).
         repo: ``[N]`` repository group of every row (written with the ranks).
+        every_weight: rankers whose score fusion is also evaluated on the test queries at
+            every grid weight (the untrained control: one seed, cheap).
 
     Returns:
         ``(hybrids, frames)``: ``rrf_<ranker>`` and ``fusion_<ranker>`` metrics (mean and per
-        seed, the weight chosen on validation and its grid) and the test-rank DataFrames
-        (``id, repo, hybrid, seed, rank``).
+        seed; the weight picked on validation, its pick record ``pick`` with the margin, and
+        the grid; for ``every_weight`` rankers ``test_by_weight``) and the test-rank
+        DataFrames (``id, repo, hybrid, seed, rank``; ``fusion_<ranker>@w<w>`` for the test
+        ranks at every weight).
     """
     bm25 = BM25Scorer(bodies, bm["k1"], bm["b"])
     grid = [float(w) for w in code.baselines.fusion_weights]
@@ -126,6 +151,8 @@ def fuse_with_bm25(code, bm: dict, sigs: list[str], bodies: list[str], preds: di
     # test: RRF and the chosen fusion, once
     test = {(f"{kind}_{v}", s): np.empty(len(te), np.int64)
             for v, p in preds.items() for s in p for kind in ("rrf", "fusion")}
+    test.update({(at_weight(f"fusion_{v}", w), s): np.empty(len(te), np.int64)
+                 for v in every_weight if v in preds for s in preds[v] for w in grid})
     for sl, rows in chunks(te):
         lex = bm25.scores([sigs[i] for i in rows])
         lex_rank = competition_ranks(lex)
@@ -136,9 +163,14 @@ def fuse_with_bm25(code, bm: dict, sigs: list[str], bodies: list[str], preds: di
                     rrf_scores([lex_rank, competition_ranks(dense)], code.baselines.rrf_k), rows)
                 test[f"fusion_{v}", s][sl] = ranks_from_scores(
                     fuse_scores(lex, dense, weights[v][0]), rows)
+                if v in every_weight:
+                    z_lex, z_dense = zscore_rows(lex), zscore_rows(dense)
+                    for w in grid:
+                        test[at_weight(f"fusion_{v}", w), s][sl] = ranks_from_scores(
+                            fuse_zscores(z_lex, z_dense, w), rows)
     out, frames = {}, []
     for v, p in preds.items():
-        w, table = weights[v]
+        w, table, pick = weights[v]
         per = {f"rrf_{v}": [], f"fusion_{v}": []}
         for s in p:
             for name, rows_ in per.items():
@@ -153,9 +185,22 @@ def fuse_with_bm25(code, bm: dict, sigs: list[str], bodies: list[str], preds: di
             if name.startswith("rrf_"):
                 m["rrf_k"] = code.baselines.rrf_k
             else:
-                m.update(weight=w, weight_grid=table,
-                         val_rank_at_10=max(g["val_rank_at_10"] for g in table))
+                at = next(g for g in table if g["weight"] == w)
+                m.update(weight=w, pick=pick, weight_grid=table,
+                         val_rank_at_10=at["val_rank_at_10"], val_mrr=at["val_mrr"])
+                if v in every_weight:
+                    m["test_by_weight"] = []
+                    for g in table:
+                        h = at_weight(name, g["weight"])
+                        rs = [rank_metrics(test[h, s]) for s in p]
+                        m["test_by_weight"].append(
+                            {"weight": g["weight"], "hybrid": h,
+                             **{k: float(np.mean([r[k] for r in rs])) for k in KEYS}})
+                        frames.extend(pd.DataFrame({"id": te, "repo": np.asarray(repo)[te],
+                                                    "hybrid": h, "seed": s, "rank": test[h, s]})
+                                      for s in p)
             out[name] = m
             print(f"hybrid_code: {name:28s} test R@10 {m['rank_at_10']:.2%} MRR {m['mrr']:.4f}"
-                  + (f" (w={w:g})" if "weight" in m else ""))
+                  + (f" (w={w:g}, margin {pick['margin_items']} validation items"
+                     + (", fragile" if pick["fragile"] else "") + ")" if "weight" in m else ""))
     return out, frames

@@ -37,7 +37,8 @@ from .code_rows import (REFERENCES, TITLES, _contrastive, _is_baseline, _is_hybr
                         _title)
 from .code_rows import BASELINES, BM25, SENTENCE, SHORT  # noqa: F401 (re-exported)
 from .code_rows import CONTROL_HYBRID, REFERENCE_BASELINE, TARGET_R10  # noqa: F401 (re-exported)
-from .code_stats import _load_table, _resolution, default_vs_tuned, strongest_baseline, table_stats
+from .code_stats import (_load_table, _resolution, control_at_same_weight, default_vs_tuned,
+                         strongest_baseline, table_stats)
 from .code_stats import only_in_top10  # noqa: F401 (re-exported)
 
 __all__ = ["build_section", "REFERENCES", "TITLES"]
@@ -56,13 +57,51 @@ def _comparison(stats: dict, metrics: dict, names: list[str], baseline: str | No
                       title="Signature -> body retrieval: test Rank@10, 95 % CI")
 
 
+#: The column of each score fusion beside the control at the same weight.
+SAME_W_COLUMN = "Δ R@10 vs control at the same w (pp [CI], Holm p)"
+_PICK_NOTE = ("Fusion weights: the centre of the plateau of weights whose validation MRR is within "
+              "1 % of the validation queries of the best (the same rule for the control and every "
+              "trained fusion); margin: the fewest validation items (criterion x queries) whose "
+              "change would move the pick; ‡ a pick decided by under 1 % of the validation items; "
+              "† the committed weight was picked by the former rule (validation Rank@10) and the "
+              "new rule picks another, not rerun (its pick is in the metrics file). ")
+_SAME_W_NOTE = ("'vs control at the same w': each trained fusion against BM25 + the untrained "
+                "sentence embedding fused at that fusion's own weight (the control evaluated on the "
+                "test queries at every grid weight), paired bootstrap on the same draws, Holm over "
+                "the trained fusions; no comparison depends on which weight a fragile pick chose. ")
+
+
+def _weight_cell(m: dict) -> str:
+    """A score fusion's weight, its pick margin and flags (‡ fragile, † rule not rerun)."""
+    pick = m.get("pick") or {}
+    cell = f"w={m.get('weight'):g} (val"
+    if pick.get("margin_items") is not None:
+        cell += f"; margin {pick['margin_items']:.1f} items" + ("‡" if pick.get("fragile") else "")
+    return cell + ")" + (" †" if m.get("pick_rule_not_rerun") else "")
+
+
+def _vs_control_cell(n: str, m: dict, vs_ctl: dict) -> str:
+    """The trained fusion's Rank@10 difference to the control at its own weight."""
+    e = vs_ctl.get(n)
+    if n == CONTROL_HYBRID:
+        return "(the control)"
+    if e is None:
+        return "-"
+    mark = "▲ " if e.get("beats_baseline") else "▼ " if e.get("below_baseline") else ""
+    return (f"{mark}{100 * e['delta_vs_baseline']:+.1f} [{100 * e['delta_ci_low']:+.1f}, "
+            f"{100 * e['delta_ci_high']:+.1f}] (control {100 * e['control_mean']:.1f} % at "
+            f"w={m.get('weight'):g}; Holm p={e['p_vs_baseline_holm']:.2g})")
+
+
 def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -> tuple[Table, str]:
     import numpy as np
 
     metrics, ranks, repo = loaded["metrics"], loaded["ranks"], loaded["repo"]
     names = _order(metrics)
     baseline = strongest_baseline(metrics)
-    stats = table_stats({n: ranks[n] for n in names}, repo, baseline=baseline)
+    same_w = control_at_same_weight(metrics, loaded.get("controls", {}))
+    stats = table_stats({n: ranks[n] for n in names}, repo, baseline=baseline, same_w=same_w)
+    vs_ctl = stats["rank_at_10"].get("control_same_w", {})
     corpus = int(max(m.get("corpus_size", 0) for m in metrics.values()))
     n_q = int(ranks[names[0]].shape[1])
     n_groups = int(len(np.unique(repo)))
@@ -77,7 +116,7 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
                   f"{m['max_tokens']} tokens" if "max_tokens" in m else "-")
             seeds, epoch = "-", "-"
         elif _is_hybrid(n):
-            hp = (f"k={m.get('rrf_k', 60):g}" if n.startswith("rrf_") else f"w={m.get('weight'):g} (val)")
+            hp = (f"k={m.get('rrf_k', 60):g}" if n.startswith("rrf_") else _weight_cell(m))
             seeds, epoch = str(m.get("n_seeds", "-")), "-"
         else:
             hp = (f"lr={m.get('lr', float('nan')):.2g}"
@@ -96,10 +135,11 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
             f"{m.get('median_rank', float('nan')):.0f}", seeds, epoch, hp,
             f"{r10.get('p_best', float('nan')):.2f}", "yes" if r10.get("in_mcs") else "no",
             vs_base,
-        ])
+        ] + ([_vs_control_cell(n, m, vs_ctl)] if vs_ctl else []))
     if references:
         for rname, r1, r10s, rc, _ in REFERENCES:
-            rows.append([f"*{rname}*", r1, "-", r10s, "-", "-", "-", "-", "-", "-", "-", "-"])
+            rows.append([f"*{rname}*", r1, "-", r10s, "-", "-", "-", "-", "-", "-", "-", "-"]
+                        + (["-"] if vs_ctl else []))
     note = (f"{n_q:,} test signatures from {n_groups} held-out repository groups against all "
             f"{corpus:,} extracted bodies (chance Rank@10 = 10/{corpus:,} = {1000 / corpus:.2f} %). "
             "Target space centred on the training bodies' mean for every learned or zero-shot "
@@ -121,7 +161,8 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
             + ("Hybrids: BM25 fused with each trained predictor per seed, by reciprocal-rank "
                "fusion (Cormack et al. 2009, k=60) or by z-scored score fusion with its weight "
                "chosen on validation. Every grid (ridge λ, BM25 k1 and b, fusion weight) was "
-               "searched on the validation repositories only. "
+               "searched on the validation repositories only. " + _PICK_NOTE
+               + (_SAME_W_NOTE if vs_ctl else "")
                if any(_is_hybrid(n) for n in names) else
                "No BM25 hybrid rows here (not computed for this table). Every grid (ridge λ, "
                "BM25 k1 and b) was searched on the validation repositories only. ")
@@ -134,7 +175,8 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
                  "49,631), comparable in corpus size only.")
     table = Table(title, ["row", "R@1 % [CI]", "R@5 % [CI]", "R@10 % [CI]", "MRR [CI]",
                           "median rank", "seeds", "best epoch", "hyperparameters", "P(best)",
-                          "in MCS", "Δ R@10 vs strongest baseline (pp, Holm p)"], rows, note=note)
+                          "in MCS", "Δ R@10 vs strongest baseline (pp, Holm p)"]
+                  + ([SAME_W_COLUMN] if vs_ctl else []), rows, note=note)
     table.comparison = _comparison(stats, metrics, names, baseline)
     return table, _headline(stats, metrics, names, n_q, n_groups, corpus, ranks, baseline)
 

@@ -19,6 +19,29 @@ def _ci(st: dict, pct: bool, digits: int) -> Cell:
                 source="mean over seeds, bootstrap CI over seeds and repository-clustered queries")
 
 
+def _same_weight_sentence(T: dict, r10: dict, metrics: dict, ctl_w: dict) -> str:
+    """The control at its validation pick, and the trained fusions against the control at
+    each fusion's own weight (the best by that difference, with its CI and Holm p)."""
+    pick = metrics[CONTROL_HYBRID].get("pick") or {}
+    margin = pick.get("margin_items")
+    tbest = max(ctl_w, key=lambda n: ctl_w[n]["mean"])
+    e = ctl_w[tbest]
+    above = [n for n in ctl_w if ctl_w[n].get("beats_baseline")]
+    below = [n for n in ctl_w if ctl_w[n].get("below_baseline")]
+    return (f"The control, BM25 score-fused with the untrained sentence embedding, reaches "
+            f"{_ci(r10[CONTROL_HYBRID], True, 1)} % at its validation pick "
+            f"w={metrics[CONTROL_HYBRID].get('weight', float('nan')):g}"
+            + (f" (margin {margin:.1f} validation items"
+               + (", under 1 % of them" if pick.get("fragile") else "") + ")"
+               if margin is not None else "")
+            + f". Against the control at the same weight, the largest gain of a trained fusion "
+            f"is {T[tbest]}'s {100 * e['delta_vs_baseline']:+.1f} "
+            f"[{100 * e['delta_ci_low']:+.1f}, {100 * e['delta_ci_high']:+.1f}] points (control "
+            f"{100 * e['control_mean']:.1f} % at w={metrics[tbest].get('weight', float('nan')):g}; "
+            f"Holm p={e['p_vs_baseline_holm']:.2g}); trained fusions significantly above the "
+            f"control at their weight: {len(above)} of {len(ctl_w)}, below: {len(below)}.")
+
+
 def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: int,
               corpus: int, ranks: dict | None = None, baseline: str | None = None) -> str:
     T = {n: _title(n, metrics.get(n)) for n in names}
@@ -60,7 +83,10 @@ def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: 
                      f"Holm p={hb[hbest]['p_vs_baseline_holm']:.3f}); hybrids significantly "
                      f"above BM25: {len(sig)} of {len(hybrids)}.")
         ctl = stats["rank_at_10"].get("control")
-        if ctl:
+        ctl_w = stats["rank_at_10"].get("control_same_w")
+        if ctl_w:
+            parts.append(_same_weight_sentence(T, r10, metrics, ctl_w))
+        elif ctl:
             fused = _trained_fusions(hybrids)
             tbest = max(fused, key=lambda n: r10[n]["mean"])
             above = [n for n in fused if ctl[n].get("beats_baseline")]

@@ -24,6 +24,7 @@ def _load_table(root: Inputs | Path, name: str) -> dict | None:
     bfile = mdir / "baselines.json"
     metrics: dict[str, dict] = {}
     ranks: dict[str, np.ndarray] = {}  # name -> [S, I]
+    controls: dict[str, dict[float, np.ndarray]] = {}  # control -> weight -> [S, I] test ranks
     order = None
     repo = None
     if bfile.exists() and (ddir / "baselines_ranks.csv").exists():
@@ -71,9 +72,46 @@ def _load_table(root: Inputs | Path, name: str) -> dict | None:
             metrics[k] = {**m, "corpus_size": h["corpus_size"],
                           "_variant_metrics": metrics.get(m.get("variant"))}
             ranks[k] = mat
+            for g in m.get("test_by_weight", []):  # the control evaluated at every grid weight
+                pw = hr[hr["hybrid"] == g["hybrid"]].sort_values(["seed", "id"])
+                if len(pw) == len(part):
+                    controls.setdefault(k, {})[float(g["weight"])] = np.stack(
+                        [pw[pw["seed"] == s]["rank"].to_numpy() for s in sorted(pw["seed"].unique())])
     if not metrics:
         return None
-    return {"metrics": metrics, "ranks": ranks, "repo": repo}
+    return {"metrics": metrics, "ranks": ranks, "repo": repo, "controls": controls}
+
+
+def control_at_same_weight(metrics: dict, controls: dict) -> dict:
+    """Trained score fusion -> the control's test ranks ``[1, I]`` at that fusion's weight
+    (empty when the control was not evaluated at every weight, e.g. an older table)."""
+    at = controls.get(CONTROL_HYBRID, {})
+    return {n: at[float(metrics[n]["weight"])] for n in _trained_fusions(metrics)
+            if "weight" in metrics[n] and float(metrics[n]["weight"]) in at}
+
+
+def _same_weight_family(mats: dict, same_w: dict, f, draws, s: int) -> dict:
+    """Each trained fusion against the control at the fusion's own weight: the paired
+    per-item difference (the control's one run repeated over the fusion's seeds) against
+    zero, on the table's draws; Holm over the fusions (:func:`summarize` with a zero
+    baseline: ``delta_vs_baseline``, its BC interval, ``p_vs_baseline_holm``, ``beats_`` /
+    ``below_baseline``) and ``control_mean``, the control's point estimate at that weight."""
+    import numpy as np
+
+    from ..evaluation.stats import bootstrap_per_item, summarize
+
+    per, ctl = {}, {}
+    for n, c in same_w.items():
+        c = np.repeat(c[:1], s, 0) if c.shape[0] == 1 else c[:s]
+        per[n] = f(mats[n]).astype(np.float64) - f(c.astype(np.float64))
+        ctl[n] = float(f(c.astype(np.float64)).mean())
+    zero = "__zero__"
+    per[zero] = np.zeros_like(next(iter(per.values())))
+    point, reps = bootstrap_per_item(per, draws=draws)
+    res = summarize(point, reps, candidates=list(per), baseline=zero)
+    # the difference's CI is the CI of its own row (``ci_low``, ``ci_high``)
+    return {n: {**res[n], "delta_ci_low": res[n]["ci_low"], "delta_ci_high": res[n]["ci_high"],
+                "control_mean": ctl[n]} for n in same_w}
 
 
 def strongest_baseline(metrics: dict) -> str | None:
@@ -98,7 +136,7 @@ def only_in_top10(ranks: dict, a: str, b: str, k: int = 10) -> float:
 
 
 def table_stats(ranks: dict, repo, n_resamples: int | None = None, seed: int = 0,
-                baseline: str | None = None) -> dict[str, dict]:
+                baseline: str | None = None, same_w: dict | None = None) -> dict[str, dict]:
     """CIs, best-row statistics and paired tests for Rank@1/5/10 and MRR from per-query ranks.
 
     Args:
@@ -107,6 +145,9 @@ def table_stats(ranks: dict, repo, n_resamples: int | None = None, seed: int = 0
         repo: ``[I]`` bootstrap clusters (repository groups of the test queries).
         baseline: the strongest baseline (chosen on validation by the caller); every row is
             tested against it.
+        same_w: trained fusion -> the control's ranks at that fusion's weight
+            (:func:`control_at_same_weight`): adds ``"control_same_w"``, each trained fusion
+            against the control at its own weight (Holm over the fusions).
         n_resamples: bootstrap draws; default :func:`contrastlab.evaluation.stats.draws_for`
             of the largest family (every row but one against the strongest baseline), so the
             smallest attainable Holm p is at most alpha / 10.
@@ -147,6 +188,8 @@ def table_stats(ranks: dict, repo, n_resamples: int | None = None, seed: int = 0
         if CONTROL_HYBRID in point and trained_hyb:  # each trained fusion vs the untrained one
             res["control"] = summarize(point, reps, candidates=trained_hyb + [CONTROL_HYBRID],
                                        baseline=CONTROL_HYBRID)
+        if same_w:  # each trained fusion against the control at the fusion's own weight
+            res["control_same_w"] = _same_weight_family(mats, same_w, f, draws, s)
         out[metric] = res
     return out
 
