@@ -4,9 +4,11 @@ so it cannot rot while no GPU is at hand: params.yaml with the GPU preset merged
 ``stages/train_biencoder.py`` run as ``dvc.yaml`` runs it, through ``python -m
 contrastlab.launch`` on 2 gloo ranks. Checked: the one summary line and the outputs come from
 rank 0; the metrics name the search that ran (``faiss-cpu IndexFlatIP``) and the 2 processes;
-every parameter of the saved tower (embeddings and every block; not BERT's unused pooler) moved; and the run equals one
-process on the same global batch (loss, embeddings, ranks). Also: FAISS's search equals the
-exact torch inner product, and ``--nproc_per_node=auto`` is 1 without CUDA."""
+every parameter of the saved tower (embeddings and every block; not BERT's unused pooler)
+moved; and the run equals one process on the same global batch (loss, embeddings, ranks).
+Also: FAISS's search equals the exact torch inner product, both GPU presets apply to
+params.yaml as scripts/preset.py writes it, ``nproc: auto`` is 1 without CUDA, and
+:func:`contrastlab.launch.relaunch` runs a plain stage script on N ranks."""
 
 from __future__ import annotations
 
@@ -43,6 +45,22 @@ def test_faiss_index_equals_exact_inner_product():
     true = np.arange(7) * 3
     exact = 1 + ((q @ c.T) > (q * c[true]).sum(1, keepdim=True)).sum(1).numpy()
     np.testing.assert_array_equal(score_row(q, c, true, 3, "cpu"), exact)  # deeper than k: counted
+
+
+def test_gpu_presets_apply_to_params_yaml(tmp_path):
+    """As ``python scripts/preset.py`` writes them (in place, then read back by DVC and the stages)."""
+    from contrastlab.params import load_params
+    from contrastlab.params.presets import apply_to_text, read_override
+
+    text = (ROOT / "params.yaml").read_text()
+    for name in ("code-biencoder-gpu", "finetune-gpu"):
+        text = apply_to_text(text, *read_override(ROOT / f"presets/{name}.yaml"))
+    (tmp_path / "params.yaml").write_text(text)
+    p = load_params(tmp_path / "params.yaml")
+    be, ft = p.code.biencoder, p.finetune
+    assert (be.layers, be.nproc, be.bf16, be.device, be.steps, be.tune.trials) == (
+        "all", "auto", "auto", "cuda", 1000, 8)
+    assert (ft.layers, ft.nproc, ft.bf16, ft.device) == ("all", "auto", "auto", "cuda")
 
 
 def test_nproc_auto_is_one_without_cuda(monkeypatch):
@@ -83,7 +101,8 @@ def _inputs(d: Path) -> dict[str, str]:
     bodies = [f"return x{i} * {i} + n" if i % 2 else f"return [x{i}] * n" for i in range(N)]
     split = ["train"] * 10 + ["val"] * 3 + ["test"] * 3
     pd.DataFrame({"id": range(N), "signature": sigs, "body": bodies, "repo": [f"r{i % 4}" for i in range(N)],
-                  "path": "m.py", "qualname": [f"f{i}" for i in range(N)]}).to_parquet(d / "functions.parquet")
+                  "path": "m.py", "qualname": [f"f{i}" for i in range(N)]}
+                 ).to_parquet(d / "functions.parquet")
     pd.DataFrame({"id": range(N), "split": split, "repo_group": [f"r{i % 4}" for i in range(N)],
                   "dup_group": range(N)}).to_parquet(d / "splits.parquet")
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -146,7 +165,8 @@ def test_gpu_preset_route_on_two_gloo_ranks(tmp_path):
     # 2 ranks x 4 pairs = 1 process x 8 pairs
     c2, c1 = (pd.read_csv(tmp_path / f"{k}/plots" / f"{ROW}.csv") for k in ("two", "one"))
     np.testing.assert_allclose(c2["loss"], c1["loss"], rtol=1e-4)
-    e2, e1 = (load_file(str(tmp_path / f"{k}/models" / ROW / "embeddings.safetensors")) for k in ("two", "one"))
+    e2, e1 = (load_file(str(tmp_path / f"{k}/models" / ROW / "embeddings.safetensors"))
+              for k in ("two", "one"))
     torch.testing.assert_close(e2["body"], e1["body"], atol=1e-4, rtol=1e-3)
     r2, r1 = (pd.read_csv(tmp_path / f"{k}/data" / f"{ROW}_ranks.csv") for k in ("two", "one"))
     assert r2["rank"].tolist() == r1["rank"].tolist()

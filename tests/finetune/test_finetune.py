@@ -223,4 +223,5 @@ def test_the_gpu_preset_is_a_valid_override():
 
     root = repo_root()
     p = load_with_overrides(root / "params.yaml", [root / "presets" / "finetune-gpu.yaml"])
-    assert p.finetune.layers == "all" and p.finetune.bf16 == "on" and p.finetune.device == "cuda"
+    f = p.finetune
+    assert (f.layers, f.bf16, f.nproc, f.device) == ("all", "auto", "auto", "cuda")
