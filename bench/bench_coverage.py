@@ -54,8 +54,9 @@ from pathlib import Path
 import numpy as np
 from scipy.special import expit, logit
 
-from contrastlab.evaluation.coverage import (calibrate_mu, coverage, population_clustered,
-                                             sim_accuracy, sim_clustered, sim_multilabel)
+from contrastlab.evaluation.coverage import (calibrate_mu, calibrate_operating_point, coverage,
+                                             population_clustered, sim_accuracy, sim_clustered,
+                                             sim_f1_operating_point, sim_multilabel)
 from contrastlab.io import atomic_path
 from contrastlab.params import load_params
 
@@ -83,16 +84,21 @@ def finetune_shapes(root: Path) -> dict[str, dict]:
     out: dict[str, dict] = {}
     files = [f for f in sorted((root / "reports" / "metrics" / "finetune" / "items").glob("*.npz"))]
     for split in ("a", "b"):
-        for metric, binary in (("rank1", True), ("knn5_pxt", False), ("ap", False)):
+        # every column of the split tables; a metric undefined for some queries (NaN: split b's
+        # Rank@k and AP) over the queries where every seed has it
+        for metric, binary in (("rank1", True), ("rank5", True), ("knn5_pxt", False), ("knn5_tier", False),
+                               ("knn5_problem", False), ("ap", False), ("probe_tier", True)):
             vals = []
             for f in files:
                 with np.load(f) as z:
                     a = z.get(f"{split}/{metric}")
-                    if a is not None and a.ndim == 2 and a.shape[0] > 1 and np.isfinite(a).all():
-                        vals.append((float(a.mean()), float(a.mean(1).std(ddof=1))))
+                    cols = np.isfinite(a).all(0) if a is not None and a.ndim == 2 else np.zeros(0, bool)
+                    if a is not None and a.ndim == 2 and a.shape[0] > 1 and cols.sum() > 1:
+                        a = a[:, cols]
+                        vals.append((float(a.mean()), float(a.mean(1).std(ddof=1)), int(cols.sum())))
             if vals:
-                m, sd_seed = sorted(vals)[len(vals) // 2]
-                out[f"{split}/{metric}"] = {"mean": m, "tau": _tau(m, sd_seed), "binary": binary}
+                m, sd_seed, n_q = sorted(vals)[len(vals) // 2]
+                out[f"{split}/{metric}"] = {"mean": m, "tau": _tau(m, sd_seed), "binary": binary, "queries": n_q}
     # the within-problem tier metrics (the fine-tuning headline): per row ``[seeds, queries]``
     # in tier_items.npz, undefined (NaN) for queries without another tier in their problem
     tier = root / "reports" / "metrics" / "finetune" / "tier_items.npz"
@@ -150,9 +156,11 @@ def multilabel_shape(data_dir: Path, metrics_dir: Path, ds: str) -> dict:
     f = data_dir / ds / "data.safetensors"
     if not f.exists():
         raise SystemExit(f"{f} missing: run `dvc repro build_multilabel` (or dvc checkout) first")
-    y = load_file(str(f))["y_test"]
+    z = load_file(str(f))
+    y = z["y_test"]
     npos = y.sum(0)
     runs = [json.loads(p.read_text()) for p in metrics_dir.glob(f"{ds}_*.json")]
+    med = lambda k: float(np.median([m[k] for m in runs if isinstance(m.get(k), (int, float))]))  # noqa: E731
     if not runs:
         raise SystemExit(f"no final runs {metrics_dir}/{ds}_*.json: run `dvc repro train_multilabel` first")
     maps = sorted(m["map"] for m in runs if isinstance(m.get("map"), float))
@@ -163,7 +171,12 @@ def multilabel_shape(data_dir: Path, metrics_dir: Path, ds: str) -> dict:
             "n": int(y.shape[0]), "prev": (npos[npos > 0] / y.shape[0]).tolist(),
             "labels_without_positive": int((npos == 0).sum()), "counts": npos.tolist(),
             "target_map": maps[len(maps) // 2] if maps else 0.5,
-            "seed_sd_map": sds[len(sds) // 2] if sds else 0.005}
+            "seed_sd_map": sds[len(sds) // 2] if sds else 0.005,
+            # the operating point: the real rows' medians, and every split's label vectors
+            "real": {k: med(k) for k in ("micro_f1", "macro_f1", "micro_f1_val_t", "macro_f1_val_t",
+                                         "threshold_val", "micro_f1_val_t_std")},
+            "n_val": int(z["y_val"].shape[0]),
+            "label_rows": np.concatenate([z[k] for k in ("y_train", "y_val", "y_test")]).astype(np.int64)}
 
 
 def seed_tau(prev: list[float], mu: float, seed_sd_map: float) -> float:
@@ -194,6 +207,8 @@ def markdown_table(detail: dict) -> str:
         else:
             shape = f"{st['test_nodes']} nodes, {st['seeds']} seeds, {st['draws']} draws"
         for m, v in e["metrics"].items():
+            if v.get("truth") != v.get("truth"):  # a recorded value, not an interval (NaN truth)
+                continue
             lines.append(f"| {name} | {shape} | {m} | {v['coverage']:.3f} | {v['width']:.4f} | {v['n']} |")
     return "\n".join(lines)
 
@@ -208,6 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ml-draws", type=int, default=300, help="bootstrap draws (multi-label)")
     ap.add_argument("--min-pos", type=int, nargs="+", default=[1, 5, 10, 20, 40])
     ap.add_argument("--only", nargs="*", default=None, help="data sets to (re)run; others kept")
+    ap.add_argument("--keep", action="store_true",
+                    help="code / fine-tuning: keep the entries coverage_detail.json has, simulate the rest")
+    ap.add_argument("--f1-only", action="store_true",
+                    help="multi-label: rerun only the F1 operating-point simulation, keeping the set's "
+                         "mAP figures from coverage_detail.json")
     ap.add_argument("--graph-seeds", type=int, default=None,
                     help="graph final seeds (default: len(graph.final.seeds) in params.yaml)")
     ap.add_argument("--seed", type=int, default=0)
@@ -231,18 +251,23 @@ def main(argv: list[str] | None = None) -> int:
     detail_path = args.json.with_name("coverage_detail.json")
     detail = json.loads(detail_path.read_text()) if detail_path.exists() and args.only else {}
     want = lambda name: args.only is None or name in args.only  # noqa: E731
-    for group in ("code", "finetune"):  # a rerun group replaces all of its entries
-        if want(group):
+    for group in ("code", "finetune"):  # a rerun group replaces all of its entries (--keep: adds)
+        if want(group) and not args.keep:
             for k in [k for k in detail if k.startswith(group + "/")]:
                 del detail[k]
 
-    def run(name: str, metric_map: dict, sim, n_rep: int, settings: dict, **kw) -> None:
+    def run(name: str, metric_map: dict, sim, n_rep: int, settings: dict, merge: str = "", **kw) -> None:
         t = time.time()
         cov = coverage(sim, n_rep, seed=args.seed, **kw)
         res = {m: {"coverage": cov[f"{k}.coverage"], "width": cov[f"{k}.width"],
-                   "contains_estimate": cov[f"{k}.contains_estimate"], "n": int(cov[f"{k}.n"])}
+                   "contains_estimate": cov[f"{k}.contains_estimate"], "n": int(cov[f"{k}.n"]),
+                   "estimate": cov[f"{k}.estimate"], "truth": cov[f"{k}.truth"]}
                for m, k in metric_map.items() if f"{k}.coverage" in cov}
-        detail[name] = {"metrics": res, "settings": {**settings, "replications": n_rep}}
+        if merge:  # a second simulation of the same set: its metrics and settings added
+            detail[name]["metrics"].update(res)
+            detail[name]["settings"][merge] = {**settings, "replications": n_rep}
+        else:
+            detail[name] = {"metrics": res, "settings": {**settings, "replications": n_rep}}
         print(f"{name}: " + ", ".join(f"{m} {v['coverage']:.3f}" for m, v in res.items())
               + f" ({time.time() - t:.0f} s)", flush=True)
 
@@ -273,23 +298,42 @@ def main(argv: list[str] | None = None) -> int:
         tau = seed_tau(sh["prev"], mu, sh["seed_sd_map"])
         n_rep = args.reps if sh["n"] <= 3000 else args.large_reps
         keys = {f"map_min{k}pos": f"map_k{k}" for k in args.min_pos}
-        keys.update({"micro_f1": "micro_f1", "macro_f1": "macro_f1",
-                     "micro_f1_val_t": "micro_f1_t2", "macro_f1_val_t": "macro_f1_t2"})
-        run(ds, keys, sim_multilabel, n_rep,
-            {"test_rows": sh["n"], "labels_with_positive": len(sh["prev"]),
-             "labels_without_positive": sh["labels_without_positive"],
-             "labels_at_or_above": {str(k): int(sum(c >= k for c in sh["counts"])) for k in args.min_pos},
-             "seeds": 5, "draws": args.ml_draws, "target_map": sh["target_map"], "mu": mu,
-             "seed_sd_map": sh["seed_sd_map"], "tau": tau, "thresholds_sd_units": [1.0, mu / 2],
-             "seed_score_corr": sh["seed_score_corr"], "replicates": "crossed"},
-            n_items=sh["n"], n_seeds=5, prevalence=tuple(sh["prev"]), mu=mu, tau=tau,
-            thresholds=(1.0, mu / 2), min_pos=tuple(args.min_pos), n_resamples=args.ml_draws,
-            rho=sh["seed_score_corr"], crossed=True)
+        if args.f1_only and ds in detail:  # keep this set's mAP figures (the same law and draws)
+            detail[ds]["metrics"] = {m: v for m, v in detail[ds]["metrics"].items() if m.startswith("map_min")}
+        else:
+            run(ds, keys, sim_multilabel, n_rep,
+                {"test_rows": sh["n"], "labels_with_positive": len(sh["prev"]),
+                 "labels_without_positive": sh["labels_without_positive"],
+                 "labels_at_or_above": {str(k): int(sum(c >= k for c in sh["counts"])) for k in args.min_pos},
+                 "seeds": 5, "draws": args.ml_draws, "target_map": sh["target_map"], "mu": mu,
+                 "seed_sd_map": sh["seed_sd_map"], "tau": tau, "thresholds_sd_units": [1.0, mu / 2],
+                 "seed_score_corr": sh["seed_score_corr"], "replicates": "crossed"},
+                n_items=sh["n"], n_seeds=5, prevalence=tuple(sh["prev"]), mu=mu, tau=tau,
+                thresholds=(1.0, mu / 2), min_pos=tuple(args.min_pos), n_resamples=args.ml_draws,
+                rho=sh["seed_score_corr"], crossed=True)
+        # micro-/macro-F1 at the operating point the pipeline picks (calibrate_operating_point)
+        re = sh["real"]
+        op = calibrate_operating_point(sh["label_rows"].mean(0), micro_val_t=re["micro_f1_val_t"],
+                                       macro_val_t=re["macro_f1_val_t"], micro_fixed=re["micro_f1"],
+                                       threshold_val=re["threshold_val"])
+        f1 = [f"{m}{t}" for m in ("micro_f1", "macro_f1") for t in ("", "_val_t")]
+        run(ds, {**{k: k for k in f1}, **{k + "_rows": k + "_rows" for k in f1},
+                 "threshold_val_score": "threshold_val"}, sim_f1_operating_point, n_rep,
+            {"real_median_row": re, "validation_rows": sh["n_val"], "seeds": 5, "draws": args.ml_draws,
+             "seed_score_corr": sh["seed_score_corr"], "mu_per_label": "a + b z (z: standardised log prevalence)",
+             **{k: (np.round(v, 4).tolist() if isinstance(v, np.ndarray) else v) for k, v in op.items()},
+             "label_rows": int(len(sh["label_rows"])), "tau": tau,
+             "replicates": "crossed; per-label (stratified) law and whole rows (_rows)"},
+            merge="operating_point", n_items=sh["n"], n_val=sh["n_val"], label_rows=sh["label_rows"],
+            mu=op["mu"], grid=op["grid"], t_fixed=op["t_fixed"], tau=tau,
+            rho=sh["seed_score_corr"], n_resamples=args.ml_draws)
     if want("finetune"):
         d = json.loads((ROOT / "reports" / "data" / "finetune" / "humaneval_dataset.json").read_text())
         fs = finetune_shapes(ROOT)
         for key, m in fs.items():
             split, metric = key.split("/")
+            if args.keep and f"finetune/{key}" in detail:
+                continue
             n_q, n_p = m.get("queries", d["splits"][f"test_{split}"]), d["problems_per_split"][f"test_{split}"]
             sizes = np.full(n_p, n_q // n_p)
             sizes[: n_q - sizes.sum()] += 1
@@ -306,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     for ds in ml_sets:
         if ds in detail:
             ok = [k for k in args.min_pos
-                  if detail[ds]["metrics"].get(f"map_min{k}pos", {}).get("coverage", 0) >= LO]
+                  if LO <= detail[ds]["metrics"].get(f"map_min{k}pos", {}).get("coverage", 0) <= HI]
             k_report[ds] = min(ok) if ok else None
     out: dict[str, dict[str, float]] = {}
     for name, e in detail.items():
@@ -316,9 +360,25 @@ def main(argv: list[str] | None = None) -> int:
             group = name.split("/")[0]
             out.setdefault(group, {}).update({m: round(v["coverage"], 4) for m, v in e["metrics"].items()})
             continue
-        k = k_report.get(name)
-        out[name] = {m: round(v["coverage"], 4) for m, v in e["metrics"].items()
-                     if not m.startswith("map_min") or (k is not None and m == f"map_min{k}pos")}
+        k, ms = k_report.get(name), e["metrics"]
+        # the law the report's replicates use (per label); the whole-row law and the all-label
+        # mAP ("map") beside it in the detail; the ° rule reads these (multilabel_stats.cover_ok)
+        out[name] = {m: round(v["coverage"], 4) for m, v in ms.items()
+                     if m.endswith("f1") or m.endswith("val_t") or (k is not None and m == f"map_min{k}pos")}
+        if "map_min1pos" in ms:
+            out[name]["map"] = round(ms["map_min1pos"]["coverage"], 4)
+        op = e["settings"].get("operating_point")
+        if op:
+            out.setdefault("_operating_point", {})[name] = {
+                "threshold_rule": "per seed, the grid threshold maximising the mean of validation micro- "
+                                  "and macro-F1 on a simulated validation split of the real size",
+                "real_median_row": op["real_median_row"], "seed_score_corr": op["seed_score_corr"],
+                "mu_a": round(op["a"], 4), "mu_b": round(op["b"], 4), "t_fixed": round(op["t_fixed"], 4),
+                "t_opt": round(op["t_opt"], 4),
+                "simulated_mean": {m: round(ms[m]["estimate"], 4) for m in ms
+                                   if m.endswith("f1") or m.endswith("val_t")},
+                "coverage_whole_rows": {m[:-5]: round(v["coverage"], 4) for m, v in ms.items()
+                                        if m.endswith("_rows")}}
     detail["_summary"] = {"map_min_positives": k_report, "interval": "BC percentile (BCa, a = 0)",
                           "target": [LO, HI], "seed": args.seed}
     for path, obj in ((detail_path, detail), (args.json, out)):
@@ -327,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
             Path(tmp).write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
     print(markdown_table(detail))
     print(f"mAP (frequent labels) per set, labels with >= k test positives: {k_report}; wrote {args.json}")
-    bad = {f"{s}.{m}": c for s, d in out.items() for m, c in d.items() if not LO <= c <= HI}
+    bad = {f"{s}.{m}": c for s, d in out.items() if not s.startswith("_")
+           for m, c in d.items() if not LO <= c <= HI}
     print("outside [0.92, 0.98]: " + (", ".join(f"{k} {v:.3f}" for k, v in bad.items()) or "none"))
     return 0
 

@@ -51,7 +51,7 @@ from .stats_crossed import bootstrap_per_item_crossed, crossed_reps
 
 __all__ = ["sim_accuracy", "sim_clustered", "sim_multilabel", "stratified_reps_fast", "coverage",
            "population_accuracy", "population_ap", "population_f1", "population_clustered",
-           "calibrate_mu"]
+           "calibrate_mu", "calibrate_operating_point", "sim_f1_operating_point", "row_reps"]
 
 _GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(40)  # E[f(Z)], Z ~ N(0,1)
 _GH_W = _GH_W / _GH_W.sum()
@@ -173,7 +173,8 @@ def stratified_reps_fast(y: np.ndarray, scores: np.ndarray, thresholds: Sequence
 
     Args:
         y: {0,1} ``[N, C]`` test labels; scores: ``[S, N, C]``; thresholds: F1 thresholds (the
-            first gives ``micro_f1``/``macro_f1``, the second ``..._t2``).
+            first gives ``micro_f1``/``macro_f1``, the second ``..._t2``), ``[T]`` or per seed
+            ``[S, T]``.
         min_pos: for each ``k``, ``map_k<k>``: the mean AP over labels with at least ``k``
             positives in the test split (``k = 1`` is ``map``).
         seed_points: metric -> ``[S]``, each seed's value on the test set itself (what
@@ -193,6 +194,7 @@ def stratified_reps_fast(y: np.ndarray, scores: np.ndarray, thresholds: Sequence
         sfx = "" if j == 0 else "_t2"
         f1[sfx] = [np.zeros((R, n_s)) for _ in range(4)]  # tp, fp, fn, sum of per-label F1
     thr = np.asarray(thresholds, dtype=np.float64)
+    thr = np.broadcast_to(thr, (n_s, thr.shape[-1])) if thr.ndim < 2 else thr  # [S, T]: per seed
     rows = np.arange(R)[:, None]
     for c in range(n_c):
         pos, neg = np.flatnonzero(y[:, c]), np.flatnonzero(y[:, c] == 0)
@@ -210,7 +212,7 @@ def stratified_reps_fast(y: np.ndarray, scores: np.ndarray, thresholds: Sequence
         keep = np.arange(kmax)[None] < k_neg[:, None]
         for s in range(n_s):
             sp, sn = scores[s, pos, c], scores[s, neg, c]
-            cuts = np.concatenate([sp, thr])
+            cuts = np.concatenate([sp, thr[s]])
             order = np.argsort(-cuts, kind="stable")
             rank = np.empty(cuts.size, dtype=np.int64)
             rank[order] = np.arange(cuts.size)
@@ -221,7 +223,7 @@ def stratified_reps_fast(y: np.ndarray, scores: np.ndarray, thresholds: Sequence
                 cum_b = np.cumsum(np.bincount(flat, minlength=R * nb).reshape(R, nb), 1)
             else:
                 cum_b = np.zeros((R, nb))
-            for j, t in enumerate(thr):
+            for j, t in enumerate(thr[s]):
                 tp = wp @ (sp >= t).astype(np.float64)
                 fp = cum_b[:, rank[sp.size + j]]                     # drawn negatives above t
                 fn = k_pos - tp
@@ -230,7 +232,7 @@ def stratified_reps_fast(y: np.ndarray, scores: np.ndarray, thresholds: Sequence
                 acc[1][:, s] += fp
                 acc[2][:, s] += fn
                 acc[3][:, s] += 2 * tp / np.maximum(2 * tp + fp + fn, 1e-12)
-            if pos.size == 0:
+            if pos.size == 0 or not min_pos:
                 continue
             op = np.argsort(-sp, kind="stable")
             wpo = wp[:, op]
@@ -327,19 +329,158 @@ def sim_multilabel(rng: np.random.Generator, *, n_items: int = 600, n_seeds: int
     return out
 
 
+def row_reps(y: np.ndarray, scores: np.ndarray, thresholds: np.ndarray, *, n_resamples: int,
+             rng: np.random.Generator, seed_points: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Replicates of micro-/macro-F1 under **whole-row** resampling (all labels of a drawn row
+    together, so the labels' shared-row correlation is kept), seeds n-1 of n, crossed
+    (:func:`~contrastlab.evaluation.stats_crossed.crossed_reps`). ``thresholds``: ``[S, T]``;
+    keys as :func:`stratified_reps_fast` (``micro_f1``, ``macro_f1``, ``..._t2``)."""
+    n_s, n, _ = scores.shape
+    w = _counts(rng, n, np.full(n_resamples, n))                     # [R, N] row multiplicities
+    seed_idx = rng.integers(0, n_s, (n_resamples, max(1, n_s - 1)))
+    yf = y.astype(np.float64)
+    out = {}
+    for j in range(thresholds.shape[1]):
+        sfx = "" if j == 0 else "_t2"
+        mi, ma = np.zeros((n_resamples, n_s)), np.zeros((n_resamples, n_s))
+        for s in range(n_s):
+            pred = (scores[s] >= thresholds[s, j]).astype(np.float64)
+            tp, fp = w @ (yf * pred), w @ ((1 - yf) * pred)
+            den = 2 * tp + fp + (w @ yf - tp)
+            mi[:, s] = 2 * tp.sum(1) / np.maximum(den.sum(1), 1e-12)
+            ma[:, s] = (2 * tp / np.maximum(den, 1e-12)).mean(1)
+        for k, v in (("micro_f1" + sfx, mi), ("macro_f1" + sfx, ma)):
+            out[k] = crossed_reps(v, seed_points[k], seed_idx)[0]
+    return out
+
+
+def _op_f1(prev: np.ndarray, mu: np.ndarray, t: float) -> np.ndarray:
+    return np.array(population_f1(prev, mu, t))
+
+
+def calibrate_operating_point(prevalence: Sequence[float], *, micro_val_t: float, macro_val_t: float,
+                              micro_fixed: float, threshold_val: float) -> dict:
+    """The operating point of a set's real rows in the binormal model: per-label separation
+    ``mu_c = a + b z_c`` (``z``: standardised log prevalence; rarer labels learnt worse when
+    ``b > 0``) whose population micro- and macro-F1 at the threshold ``t_opt`` that maximises
+    their mean (the pipeline's rule, :func:`~contrastlab.evaluation.multilabel.choose_threshold`,
+    in the population) equal the real median row's ``micro_val_t`` / ``macro_val_t``; the fixed
+    threshold ``t_fixed`` (the pipeline's 0.5) where the population micro-F1 is the real
+    ``micro_fixed``, on the side of ``t_opt`` where 0.5 lies from the real ``threshold_val``;
+    and the pipeline's grid (0.05..0.95) in score units, ``t_fixed + logit(grid) / slope``, its
+    slope putting ``threshold_val`` at ``t_opt``. Bisection throughout; a target out of reach
+    is met as closely as the model allows (the simulated values are recorded beside the real)."""
+    from .multilabel import THRESHOLD_GRID
+
+    prev = np.asarray(prevalence, dtype=np.float64)
+    z = np.log(prev)
+    z = (z - z.mean()) / (z.std() or 1.0)
+    ts = np.linspace(-3.0, 9.0, 481)
+
+    def at_opt(a: float, b: float) -> tuple[float, np.ndarray]:
+        f = np.array([_op_f1(prev, a + b * z, t) for t in ts])
+        j = int(np.argmax(f.sum(1)))
+        return float(ts[j]), f[j]
+
+    def a_for(b: float) -> float:
+        lo, hi = -3.0, 8.0
+        for _ in range(30):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if at_opt(mid, b)[1][0] < micro_val_t else (lo, mid)
+        return (lo + hi) / 2
+
+    lo, hi = -1.0, 3.0  # at a matched micro-F1, macro-F1 falls as b grows
+    if prev.size > 1 and np.ptp(z) > 0:
+        for _ in range(20):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if at_opt(a_for(mid), mid)[1][1] > macro_val_t else (lo, mid)
+    b = (lo + hi) / 2 if prev.size > 1 and np.ptp(z) > 0 else 0.0
+    a = a_for(b)
+    mu = a + b * z
+    t_opt, f_opt = at_opt(a, b)
+    side = 1.0 if threshold_val < 0.5 else -1.0
+    lo, hi = t_opt, t_opt + side * 6.0
+    for _ in range(40):  # micro-F1 falls moving away from t_opt
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _op_f1(prev, mu, mid)[0] > micro_fixed else (lo, mid)
+    t_fixed = (lo + hi) / 2
+    gap = t_opt - t_fixed
+    slope = float(np.clip(logit(threshold_val) / gap, 0.25, 4.0)) if abs(gap) > 1e-6 else 1.0
+    return {"mu": mu, "a": a, "b": b, "t_opt": t_opt, "t_fixed": t_fixed, "slope": slope,
+            "grid": t_fixed + logit(THRESHOLD_GRID) / slope,
+            "population_f1_at_opt": f_opt.tolist(),
+            "population_f1_at_fixed": _op_f1(prev, mu, t_fixed).tolist()}
+
+
+def sim_f1_operating_point(rng: np.random.Generator, *, n_items: int, n_val: int,
+                           label_rows: np.ndarray, mu: Sequence[float], grid: Sequence[float],
+                           t_fixed: float, tau: float = 0.05, rho: float = 0.0, n_seeds: int = 5,
+                           n_resamples: int = 300, n_truth: int = 64) -> dict[str, Result]:
+    """One replication of micro-/macro-F1 at the pipeline's operating point: test and
+    validation rows drawn with replacement from ``label_rows`` (``[M, C]``, the real label
+    vectors of every split: the labels' co-occurrence kept; population prevalence their mean;
+    a label may have no test positive: its F1 is 0, as in the pipeline), scores ``N(mu_c + delta_s, 1)`` /
+    ``N(0, 1)`` with ``delta_s ~ N(0, tau^2)`` and the share ``rho`` of the noise common to the
+    seeds; per seed the validation threshold the pipeline's rule picks on ``grid``
+    (:func:`~contrastlab.evaluation.multilabel.choose_threshold` on the validation rows) and
+    the fixed ``t_fixed``. Truth: the population F1 averaged over ``n_truth`` further seeds on
+    the same validation rows (the validation split is fixed data, like the training set).
+    Keys ``micro_f1``, ``macro_f1`` (at ``t_fixed``), ``micro_f1_val_t``, ``macro_f1_val_t``,
+    each under the pipeline's per-label (stratified) law, and the same ``..._rows`` under
+    whole-row resampling (:func:`row_reps`)."""
+    from .multilabel import choose_threshold
+
+    lab = np.asarray(label_rows).astype(np.int64)
+    mu, grid = np.asarray(mu, dtype=np.float64), np.sort(np.asarray(grid, dtype=np.float64))
+    prev, c = lab.mean(0), lab.shape[1]
+    y, yv = lab[rng.integers(0, len(lab), n_items)], lab[rng.integers(0, len(lab), n_val)]
+    rv = rng.normal(0, 1, (n_val, c))
+
+    def seed_threshold(delta: float) -> float:
+        sv = (mu + delta) * yv + np.sqrt(rho) * rv + np.sqrt(1 - rho) * rng.normal(0, 1, (n_val, c))
+        return choose_threshold(yv, sv, grid)
+
+    deltas = rng.normal(0, tau, n_truth)
+    truth_t = np.mean([_op_f1(prev, mu + d, t_fixed) for d in deltas], 0)
+    truth_v = np.mean([_op_f1(prev, mu + d, seed_threshold(d)) for d in deltas], 0)
+    dl = rng.normal(0, tau, n_seeds)
+    thr = np.array([[t_fixed, seed_threshold(d)] for d in dl])            # [S, 2]
+    scores = ((mu[None, None] + dl[:, None, None]) * y[None] + np.sqrt(rho) * rng.normal(0, 1, (1, n_items, c))
+              + np.sqrt(1 - rho) * rng.normal(0, 1, (n_seeds, n_items, c)))
+    pts = {}
+    for j, sfx in enumerate(("", "_t2")):
+        pred = scores >= thr[:, j, None, None]
+        tp = (pred & (y[None] == 1)).sum(1).astype(float)
+        den = 2 * tp + (pred & (y[None] == 0)).sum(1) + (y.sum(0)[None] - tp)
+        pts["micro_f1" + sfx] = 2 * tp.sum(1) / np.maximum(den.sum(1), 1)
+        pts["macro_f1" + sfx] = (2 * tp / np.maximum(den, 1e-12)).mean(1)
+    laws = {"": stratified_reps_fast(y, scores, thr, n_resamples=n_resamples, rng=rng, min_pos=(),
+                                     seed_points=pts),
+            "_rows": row_reps(y, scores, thr, n_resamples=n_resamples, rng=rng, seed_points=pts)}
+    truth = {"micro_f1": truth_t[0], "macro_f1": truth_t[1], "micro_f1_t2": truth_v[0], "macro_f1_t2": truth_v[1]}
+    out = {}
+    for law, reps in laws.items():
+        for k, v in pts.items():
+            e = float(v.mean())
+            lo, hi = bias_corrected_interval(e, reps[k])
+            out[k.replace("_t2", "_val_t") + law] = (float(truth[k]), e, lo, hi)
+    out["threshold_val"] = (np.nan, float(np.mean(thr[:, 1])), np.nan, np.nan)
+    return out
+
+
 def coverage(sim: Callable[..., object], n_rep: int, seed: int = 0, **kw) -> dict[str, float]:
     """Fraction of ``n_rep`` replications of ``sim`` whose interval covers the truth, per
     metric (``"value"`` for single-metric simulators), plus the mean interval width, the
-    fraction of intervals containing their own estimate and the number of replications in
-    which the metric was defined (``.n``)."""
+    fraction of intervals containing their own estimate, the mean estimate and truth and the
+    number of replications in which the metric was defined (``.n``)."""
     rng = np.random.default_rng(seed)
-    hits: dict[str, list[tuple[bool, float, bool]]] = {}
+    hits: dict[str, list[tuple]] = {}
     for _ in range(n_rep):
         res = sim(rng, **kw)
         items = res.items() if isinstance(res, dict) else [("value", res)]
         for k, (truth, est, lo, hi) in items:
-            hits.setdefault(k, []).append((lo <= truth <= hi, hi - lo, lo <= est <= hi))
-    out = {f"{k}.{name}": float(np.mean([h[i] for h in v]))
-           for k, v in hits.items() for i, name in enumerate(("coverage", "width", "contains_estimate"))}
+            hits.setdefault(k, []).append((lo <= truth <= hi, hi - lo, lo <= est <= hi, est, truth))
+    out = {f"{k}.{name}": float(np.mean([h[i] for h in v])) for k, v in hits.items()
+           for i, name in enumerate(("coverage", "width", "contains_estimate", "estimate", "truth"))}
     out.update({f"{k}.n": float(len(v)) for k, v in hits.items()})
     return out

@@ -35,13 +35,14 @@ import json
 from pathlib import Path
 
 from . import Figure, Inputs, Section, Table
+from . import coverage_rule as rule
 from .multilabel_figures import _curve_figure, _weights_figure
 from .multilabel_headline import F1_KEY, F1_LABEL, headline
 from .multilabel_rows import (_TABLE, ALIASES, BASELINES, CONTRASTIVE, CONTRASTIVE_BASE, HYBRID_ROWS, METRICS,
                               PAPER_TABLE1, PAPER_TABLE4, ROWS, SHORT, TABLE1_ROWS, TITLES, Rows, _paper_name,
                               _rows_of, _tuned, rows_for, short)
 from .multilabel_stats import (NO_CI_MARK, NO_CI_NOTE, NO_COVER_NOTE, _cell, _frequent_k, _frequent_note,
-                               _resolution, uncovered_map_keys,
+                               _resolution, uncovered_keys,
                                dataset_stats, default_vs_tuned, friedman_family, load_metrics, load_reps,
                                strongest_baseline, table_stats, trial0_values)
 
@@ -54,7 +55,7 @@ __all__ = ["build_section", "load_metrics", "load_reps", "dataset_stats", "headl
 def _comparison(stats: dict[str, dict], uncovered: dict[str, set[str]], lead: list, rows: Rows):
     """Test mAP per data set (small multiples) as the report's first figure and headline
     (:mod:`.figures`); per set the mAP column whose interval covers (``uncovered[ds]``: the
-    columns that do not, :func:`uncovered_map_keys`); ``lead``: the critical-difference
+    columns that do not, :func:`uncovered_keys`); ``lead``: the critical-difference
     diagram, shown beside it."""
     from .figures import Comparison, Panel, rows_from_stats
 
@@ -141,12 +142,13 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
                                    "validation split, for the CPU budget; nominal attributes are one-hot encoded."))
     stats: dict[str, dict] = {}
     uncovered: dict[str, set[str]] = {}
+    cov = rule.load(inp.metrics)
     from ..evaluation.stats import paired_pvalue
 
     for ds, r in runs.items():
         reps = load_reps(mdir / "reps", ds, list(r))
         k_freq = _frequent_k(inp.metrics / "coverage.json", ds, r, reps)
-        uncovered[ds] = uncovered_map_keys(k_freq)
+        uncovered[ds] = uncovered_keys(cov, ds)
         st = table_stats(r, reps, rowset)
         # each hybrid against its reference, paired, on mAP and on macro-F1 @val-t
         st["_pairs"] = {(a, b, k): paired_pvalue(reps[a][k] - reps[b][k])
@@ -216,12 +218,14 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
             row = [sim, dis]
             for ds in dsl:
                 st = stats.get(ds, {})
-                row += [_cell(st.get("micro_f1_val_t", {}).get(v), runs[ds][v], "micro_f1_val_t"),
-                        _cell(st.get("macro_f1_val_t", {}).get(v), runs[ds][v], "macro_f1_val_t")]
+                row += [_cell(st.get(k, {}).get(v), runs[ds][v], k, k in uncovered[ds])
+                        for k in ("micro_f1_val_t", "macro_f1_val_t")]
             trs.append(row)
         s.tables.append(Table("Ablation in the Table 4 format (ours; F1 at the validation threshold, %)", cols, trs,
                               note="Neither factor = ANY; both = Sim-Dis (/|P| weighting). Marks as in the "
-                                   "per-data-set tables (tests over all models of that data set)."))
+                                   "per-data-set tables (tests over all models of that data set)."
+                                   + (" " + NO_COVER_NOTE if any(k in uncovered[ds] for ds in dsl
+                                                               for k in ("micro_f1_val_t", "macro_f1_val_t")) else "")))
     # tuned choices, per variant and tuned data set
     trow, tuned_ds = [], set()
     for v in rowset.table1:
@@ -252,7 +256,7 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
                                       "params.yaml values: the losses' choices of the earlier joint tuning "
                                       "(emotions + medical, 4 trials), the forests' and kNN's defaults."
                                       if untuned else "")))
-    dvt = default_vs_tuned(mdir, tdir, rowset)
+    dvt = default_vs_tuned(mdir, tdir, rowset, cov)
     if dvt is not None:
         s.tables.append(dvt)
         verdicts = [r[-1] for r in dvt.rows]

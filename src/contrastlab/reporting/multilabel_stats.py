@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from . import Cell, Figure, Table
+from . import coverage_rule as rule
 from .multilabel_rows import _TABLE, ALIASES, ALPHA, BASELINES, METRICS, ROWS, Rows
 
 def load_metrics(metrics_dir: Path, rows: Rows = ROWS) -> dict[str, dict[str, dict]]:
@@ -160,12 +161,16 @@ NO_CI_NOTE = ("§: no interval shown: the bias-corrected bootstrap interval (Efr
               "reports/metrics/coverage.json).")
 
 
-#: Mark of a cell whose interval would not reach the coverage target at the set's shape.
-NO_COVER_MARK = "°"
-NO_COVER_NOTE = ("°: no interval shown: at this set's shape the simulated coverage of this "
-                 "metric's bootstrap interval is below the 0.92 target (the AP of labels with "
-                 "few test positives is biased upwards; reports/metrics/coverage.json, "
-                 "docs/statistics.md).")
+#: Mark of a cell whose interval misses the coverage target at its operating point (coverage_rule).
+NO_COVER_MARK, NO_COVER_NOTE = rule.MARK, rule.NOTE
+
+
+def uncovered_keys(cov: dict, ds: str) -> set[str]:
+    """The columns of :data:`METRICS` whose interval is not shown at ``ds``: those without a
+    simulated coverage in [0.92, 0.98] at the set's operating point in ``cov``
+    (reports/metrics/coverage.json; :mod:`.coverage_rule`)."""
+    return {key for key, head in METRICS
+            if not rule.covers(cov, rule.coverage_key("multilabel", f"{ds}: Table 1 format", head, []))}
 
 
 def uncovered_map_keys(k: int | None) -> set[str]:
@@ -240,13 +245,15 @@ def trial0_values(history_csv: Path) -> dict[str, tuple[float, float]]:
     return {str(d): (float(v), float(e)) for d, v, e in zip(h["dataset"], h["value"], se)}
 
 
-def default_vs_tuned(mdir: Path, tdir: Path, rowset: Rows = ROWS) -> Table | None:
+def default_vs_tuned(mdir: Path, tdir: Path, rowset: Rows = ROWS, cov: dict | None = None) -> Table | None:
     """Test mAP of every tuned variant with its ``params.yaml`` values (trial 0; stage
     ``default_multilabel@<dataset>``, files under ``<mdir>/default/<dataset>/``) beside its tuned choices (the
     final runs), per tuned data set: each with its bias-corrected bootstrap CI, the
     difference in points and its paired-bootstrap p-value (the two runs share seeds and the
     stratified draws, ``stratified_metric_reps(seed=0)``), Holm-corrected within each data set
-    (one family per data set, as in the per-data-set tables).
+    (one family per data set, as in the per-data-set tables). ``cov``: coverage.json; an
+    interval whose all-label mAP coverage misses [0.92, 0.98] at the set's shape is not shown
+    (°, :mod:`.coverage_rule`); None: every interval shown.
     None when no default run exists."""
     from ..evaluation.stats import bias_corrected_interval, choose_test, holm, paired_pvalue
 
@@ -264,9 +271,12 @@ def default_vs_tuned(mdir: Path, tdir: Path, rowset: Rows = ROWS) -> Table | Non
             (d, t), (dr, tr) = ([json.loads(x.read_text())["map"] for x in files[:2]],
                                 [np.load(x)["map"].astype(np.float64) for x in files[2:]])
             cells = []
+            ok = cov is None or rule.covers(cov, rule.coverage_key("multilabel", "Default (params.yaml",
+                                                                     "default", [None, ds]))
             for point, reps in ((d, dr), (t, tr)):
                 lo, hi = bias_corrected_interval(point, reps)
-                cells.append(f"{100 * point:.2f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+                cells.append(f"{100 * point:.2f} {NO_COVER_MARK}" if not ok else  # NO_COVER_NOTE
+                             f"{100 * point:.2f} [{100 * lo:.1f}, {100 * hi:.1f}]"
                              if lo - 1e-12 <= point <= hi + 1e-12 else
                              f"{100 * point:.2f} {NO_CI_MARK}")  # NO_CI_NOTE
             rows.append([rowset.titles[v], ds, *cells, f"{100 * (t - d):+.2f}"])
@@ -301,4 +311,5 @@ def default_vs_tuned(mdir: Path, tdir: Path, rowset: Rows = ROWS) -> Table | Non
                          "bootstrap SE)")
                       + ", Holm over each data set's pairs, alpha 0.05. "
                       "The tuned choice was picked on cross-validated validation mAP, never on test."
-                      + (" " + NO_CI_NOTE if any(NO_CI_MARK in c for r in out for c in r[2:4]) else ""))
+                      + (" " + NO_CI_NOTE if any(NO_CI_MARK in c for r in out for c in r[2:4]) else "")
+                      + (" " + NO_COVER_NOTE if any(NO_COVER_MARK in c for r in out for c in r[2:4]) else ""))
