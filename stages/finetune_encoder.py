@@ -6,8 +6,8 @@ and ``data/finetune/runs/<variant>/`` (embeddings; the index variant's encoder i
 MLflow: one ``contrastlab-finetune`` run per variant. ``--tuned FILE``: the row's
 ``tune_finetune`` choices (``reports/tuned/finetune/<variant>.json``). ``--override FILE`` (repeatable) merges
 YAML over the params (``presets/finetune-gpu.yaml``). ``finetune.nproc`` > 1 (or ``auto``: one
-per visible CUDA device) re-launches this script under torchrun (``contrastlab.launch``, the
-``cmd`` unchanged); there the contrastive loss gathers all ranks' embeddings, gradients are
+per visible CUDA device) re-launches this script under torchrun (:func:`relaunch`, the ``cmd``
+unchanged); there the contrastive loss gathers all ranks' embeddings, gradients are
 averaged, rank 0 writes.
 """
 
@@ -17,9 +17,25 @@ from _dvc import run
 
 from contrastlab.cli import stage_parser
 from contrastlab.finetune.final import run_final_variant
-from contrastlab.launch import relaunch
 from contrastlab.params.presets import load_with_overrides
 from contrastlab.utils import set_cpu_threads
+
+
+def relaunch(script: str, argv: list[str], nproc: int | str) -> int | None:
+    """Run ``script argv`` through ``python -m contrastlab.launch`` on ``nproc`` processes
+    (``auto``: one per visible CUDA device, 1 without CUDA) when that is more than one and
+    this process is not already a torchrun worker; returns the launcher's exit status, or
+    None: run here as one process."""
+    import os
+
+    import torch
+
+    n = (torch.cuda.device_count() if torch.cuda.is_available() else 1) if nproc == "auto" else int(nproc)
+    if n <= 1 or "WORLD_SIZE" in os.environ:
+        return None
+    from contrastlab.launch import main as launch
+
+    return launch(["--standalone", f"--nproc_per_node={n}", script, *argv])
 
 
 def main(argv: list[str] | None = None) -> int:

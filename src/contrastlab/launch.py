@@ -15,11 +15,6 @@ worker's own message once per rank. Here:
 
 A worker that dies of an unexpected exception keeps printing its Python traceback (that is a
 bug, not bad input); the launcher adds one line naming the rank and exit status.
-
-``--nproc_per_node=auto`` means one process per visible CUDA device, or 1 without CUDA
-(torchrun's own ``auto`` would start one per CPU core). :func:`relaunch` lets a stage whose
-``cmd`` is a plain ``python stages/X.py`` re-run itself here when its params ask for more
-than one process (``finetune.nproc``), so the default ``cmd`` string stays as it is.
 """
 
 from __future__ import annotations
@@ -29,7 +24,7 @@ import os
 import sys
 import time
 
-__all__ = ["main", "report_worker_error", "resolve_nproc", "relaunch", "LAUNCHER_ENV"]
+__all__ = ["main", "report_worker_error", "LAUNCHER_ENV"]
 
 #: Set to ``1`` in the workers' environment by this launcher.
 LAUNCHER_ENV = "CONTRASTLAB_LAUNCHER"
@@ -56,40 +51,6 @@ def report_worker_error(message: str) -> bool:
     except OSError:
         return False
     return True
-
-
-def resolve_nproc(n: int | str) -> int:
-    """``auto`` -> the number of visible CUDA devices (1 without CUDA); an int as it is."""
-    if str(n) != "auto":
-        return int(n)
-    import torch
-
-    return max(torch.cuda.device_count(), 1) if torch.cuda.is_available() else 1
-
-
-def _resolve_auto(argv: list[str]) -> list[str]:
-    """torchrun's options (those before the first ``*.py``) with ``--nproc_per_node`` resolved."""
-    out = list(argv)
-    for i, a in enumerate(out):
-        if a.endswith(".py"):
-            break
-        key, eq, val = a.partition("=")
-        if key in ("--nproc_per_node", "--nproc-per-node"):
-            if eq:
-                out[i] = f"{key}={resolve_nproc(val)}"
-            elif i + 1 < len(out):
-                out[i + 1] = str(resolve_nproc(out[i + 1]))
-    return out
-
-
-def relaunch(script: str, argv: list[str], nproc: int | str) -> int | None:
-    """Run ``script argv`` under this launcher on ``nproc`` processes (``auto``:
-    :func:`resolve_nproc`) when that is more than one and this process is not already a
-    torchrun worker; returns the launcher's exit status, or None: run here as one process."""
-    n = resolve_nproc(nproc)
-    if n <= 1 or "WORLD_SIZE" in os.environ:
-        return None
-    return main(["--standalone", f"--nproc_per_node={n}", script, *argv])
 
 
 def _failure_line(err) -> tuple[str, int]:
@@ -122,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             if name.startswith("torch.distributed"):
                 logging.getLogger(name).setLevel(logging.CRITICAL)
         logging.getLogger("torch.distributed").setLevel(logging.CRITICAL)
-    args = parse_args(_resolve_auto(argv))
+    args = parse_args(argv)
     try:
         run(args)
     except ChildFailedError as e:

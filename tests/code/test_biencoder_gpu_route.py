@@ -7,8 +7,8 @@ rank 0; the metrics name the search that ran (``faiss-cpu IndexFlatIP``) and the
 every parameter of the saved tower (embeddings and every block; not BERT's unused pooler)
 moved; and the run equals one process on the same global batch (loss, embeddings, ranks).
 Also: FAISS's search equals the exact torch inner product, both GPU presets apply to
-params.yaml as scripts/preset.py writes it, ``nproc: auto`` is 1 without CUDA, and
-:func:`contrastlab.launch.relaunch` runs a plain stage script on N ranks."""
+params.yaml as scripts/preset.py writes it, and ``finetune_encoder``'s ``relaunch`` runs a
+plain stage script on N ranks (``finetune.nproc``; ``auto`` is 1 process without CUDA)."""
 
 from __future__ import annotations
 
@@ -63,27 +63,34 @@ def test_gpu_presets_apply_to_params_yaml(tmp_path):
     assert (ft.layers, ft.nproc, ft.bf16, ft.device) == ("all", "auto", "auto", "cuda")
 
 
-def test_nproc_auto_is_one_without_cuda(monkeypatch):
-    from contrastlab.launch import _resolve_auto, relaunch, resolve_nproc
+def _stage_relaunch():
+    sys.path.insert(0, str(ROOT / "stages"))
+    from finetune_encoder import relaunch
 
+    return relaunch
+
+
+def test_finetune_nproc_auto_is_one_process_without_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert resolve_nproc("auto") == 1 and resolve_nproc(3) == 3
-    assert _resolve_auto(["--standalone", "--nproc_per_node=auto", "s.py", "--nproc_per_node=auto"]) == [
-        "--standalone", "--nproc_per_node=1", "s.py", "--nproc_per_node=auto"]
-    assert relaunch("s.py", [], "auto") is None  # one process: the stage runs in place
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    relaunch = _stage_relaunch()
+    assert relaunch("s.py", [], "auto") is None and relaunch("s.py", [], 1) is None  # runs in place
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert relaunch("s.py", [], 2) is None  # already a torchrun worker
 
 
 @pytest.mark.distributed
 def test_relaunch_runs_a_plain_stage_on_n_ranks(tmp_path):
     """How ``stages/finetune_encoder.py`` honours ``finetune.nproc`` with its cmd unchanged."""
     script = tmp_path / "stage.py"
-    script.write_text("import os, sys\nfrom contrastlab.launch import relaunch\n"
+    script.write_text(f"import os, sys\nsys.path.insert(0, {str(ROOT / 'stages')!r})\n"
+                      "from finetune_encoder import relaunch\n"
                       "rc = relaunch(__file__, sys.argv[1:], 2)\nif rc is not None:\n    sys.exit(rc)\n"
                       "open(sys.argv[1] + os.environ['RANK'], 'w').write(os.environ['WORLD_SIZE'])\n")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
     env.pop("WORLD_SIZE", None)
     r = subprocess.run([sys.executable, str(script), str(tmp_path / "rank")], env=env,
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr[-2000:]
     assert [(tmp_path / f"rank{k}").read_text() for k in (0, 1)] == ["2", "2"]
 

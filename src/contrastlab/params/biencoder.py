@@ -101,7 +101,7 @@ class BiencoderParams(BaseModel):
     threads: int = Field(2, ge=1, le=256)
     nproc: Union[Annotated[int, Field(ge=1, le=1024)], Literal["auto"]] = Field(
         1, description="train_biencoder's torchrun processes (negatives gathered across ranks); "
-        "auto = one per visible CUDA device, 1 without CUDA")
+        "auto = torchrun's: one per visible GPU (one per CPU core without one)")
     index_row: str = Field("biencoder_infonce", description="row whose first seed is the query index")
     rows: dict[str, BiencoderRow] = Field(
         default_factory=dict, description="the fine-tuned rows, written in params.yaml only "

@@ -148,7 +148,7 @@ class FinetuneParams(BaseModel):
     device: str = "cpu"
     nproc: Union[Annotated[int, Field(ge=1, le=1024)], Literal["auto"]] = Field(1, description=(
         "finetune_encoder's processes: > 1 (or auto = one per visible CUDA device) re-launches "
-        "the stage under torchrun (contrastlab.launch.relaunch); not part of a study's identity."))
+        "the stage under torchrun (stages/finetune_encoder.py); not part of a study's identity."))
     batch_size_encode: int = Field(64, ge=1)
     sub_batch: int = Field(8, ge=1, description=(
         "Rows per padded forward pass (rows sorted by length; small on a CPU, large on a GPU)."))
