@@ -37,7 +37,9 @@ KEYS = (("map", "mAP"), ("map_frequent", "mAP (labels with >= k test positives)"
 def table(metrics_dir: Path | list[Path], dataset: str, frequent_k: int = 10,
           coverage: Path | None = None) -> dict:
     """``{"baseline": name, "frequent_k": k, "rows": {variant: {metric: {mean, ci_low, ci_high,
-    no_ci, delta, p_holm, above, below}}}, "n_seeds": {variant: S}, "source": {variant: folder}}``;
+    no_ci, delta, p_holm, n_resamples, family_size, above, below}}}, "n_seeds": {variant: S},
+    "source": {variant: folder}}`` (``p_holm``: the Holm-corrected bootstrap tail p, never below
+    its floor ``2 family_size / (n_resamples + 1)``);
     ``ci_low`` / ``ci_high`` are ``None`` and ``no_ci`` true where the bias-corrected interval
     excludes its estimate, ``no_cover`` true where ``coverage`` (a bench_coverage.py output)
     finds the column's interval below the coverage target at the set's shape (then ``frequent_k``
@@ -87,18 +89,14 @@ def table(metrics_dir: Path | list[Path], dataset: str, frequent_k: int = 10,
             lo, hi = (None, None) if no_ci else (e.get("ci_low"), e.get("ci_high"))
             cells[key] = {"mean": e["mean"], "ci_low": lo, "ci_high": hi, "no_ci": no_ci, "no_cover": no_cover,
                           "delta": e.get("delta_vs_baseline"), "p_holm": e.get("p_vs_baseline_holm"),
+                          "n_resamples": e.get("n_resamples"), "family_size": e.get("family_size", 1),
                           "above": bool(e.get("beats_baseline")), "below": bool(e.get("below_baseline"))}
         out["rows"][v] = cells
     return out
 
 
-def _p(p: float) -> str:
-    """``p=3.4e-39``; a Wald p that underflows to 0.0 (z above about 38) as ``p<1e-300``
-    rather than an impossible ``p=0``."""
-    return "p<1e-300" if p < 1e-300 else f"p={p:.3g}"
-
-
 def markdown(t: dict, dataset: str) -> str:
+    from contrastlab.evaluation.stats import format_p
     from contrastlab.reporting.multilabel_rows import short
 
     k = t["frequent_k"]
@@ -123,7 +121,8 @@ def markdown(t: dict, dataset: str) -> str:
             ci = (" °" if c.get("no_cover") else " §" if c["no_ci"] else
                   f" [{100 * c['ci_low']:.1f}, {100 * c['ci_high']:.1f}]" if c["ci_low"] is not None else "")
             d = ("" if c["delta"] is None or v == t["baseline"] else
-                 f"; {100 * c['delta']:+.1f} ({_p(c['p_holm'])}){mark}")
+                 f"; {100 * c['delta']:+.1f} "
+                 f"({format_p(c['p_holm'], c.get('n_resamples'), c.get('family_size', 1))}){mark}")
             parts.append(f"{100 * c['mean']:.2f}{ci}{d}")
         lines.append(f"| {short(v)} | {t['n_seeds'][v]} | " + " | ".join(parts) + " |")
     return "\n".join(lines)

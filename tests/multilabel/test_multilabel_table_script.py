@@ -109,8 +109,3 @@ def test_coverage_file_gives_k_and_hides_uncovered_map_intervals(tmp_path, cov, 
     with pytest.raises(InputError, match="no coverage simulated"):
         ml_table.table(tmp_path, "other", coverage=f)
 
-
-def test_an_underflowed_p_is_printed_as_a_bound_not_as_zero():
-    assert ml_table._p(0.0) == "p<1e-300"
-    assert ml_table._p(3.43e-39) == "p=3.43e-39"
-    assert ml_table._p(0.012) == "p=0.012"

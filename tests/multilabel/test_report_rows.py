@@ -131,7 +131,8 @@ def test_default_vs_tuned_pairs_runs_and_says_which_way(tmp_path):
     table = rep.default_vs_tuned(mdir, tdir)
     got = {row[0]: row for row in table.rows}
     ms, an, al = (got[rep.TITLES[v]] for v in ("mulsupcon", "any", "all"))
-    assert ms[-1] == "tuned better" and ms[4] == "+6.00" and float(ms[5]) < 0.05
+    assert ms[-1] == "tuned better" and ms[4] == "+6.00" and float(ms[5].split()[-1]) < 0.05
+    assert ms[5].startswith(("p = ", "p ≤ "))  # stats.format_p
     assert an[-1] == "tuned worse" and an[4] == "-8.00"
     assert al[-1] == "trial 0 won: the same run" and al[5] == "-"
     assert "raised test mAP significantly in 1, lowered it significantly in 1" in table.note
@@ -168,6 +169,6 @@ def test_headline_states_each_hybrid_against_its_reference_on_map_and_macro_f1()
           F1_KEY: {h: {"mean": 0.40}, ref: {"mean": 0.43}},
           "_pairs": {(h, ref, "map"): 0.01, (h, ref, F1_KEY): 0.2}}
     text = headline({}, {"ds": st}, None)
-    assert f"ds {ROWS.short(h)} − {ROWS.short(ref)} = +2.0 (p = 0.01) / -3.0 (p = 0.2)" in text
+    assert f"ds {ROWS.short(h)} − {ROWS.short(ref)} = +2.0 (p = 0.01) / -3.0 (p = 0.20)" in text
     del st["_pairs"][(h, ref, F1_KEY)]
     assert f"{ROWS.short(h)} − {ROWS.short(ref)}" not in headline({}, {"ds": st}, None)

@@ -28,8 +28,9 @@ statistic (the paired bootstrap of Koehn, EMNLP 2004).
   across data sets (Demsar, JMLR 2006, Sec. 3.2.2).
 
 The code lives in four modules, re-exported here: ``stats_resample`` (draws, per-item
-bootstrap), ``stats_tests`` (p-values, resolution, Holm, intervals), ``stats_summary`` (best,
-MCS, identical outputs, :func:`summarize`) and ``stats_ranks`` (Friedman / Nemenyi).
+bootstrap), ``stats_tests`` (p-values, draws, their display, Holm, intervals),
+``stats_summary`` (best, MCS, identical outputs, :func:`summarize`) and ``stats_ranks``
+(Friedman / Nemenyi).
 """
 
 
@@ -39,10 +40,12 @@ from .stats_ranks import friedman_nemenyi, plot_cd
 from .stats_resample import (Counts, Draw, bootstrap_per_item, resample_counts,
                              resample_indices)
 from .stats_summary import group_identical, model_confidence_set, prob_best, summarize
-from .stats_tests import (bias_corrected_interval, choose_test, draws_for, holm, paired_pvalue,
-                          pvalue_floor, resolution_note, table_resolution)
+from .stats_tests import (MAX_DRAWS, baseline_p, bias_corrected_interval, draws_for, format_p,
+                          holm, holm_unstable, paired_pvalue, pvalue_floor, resolution_note,
+                          settle_draws, table_resolution)
 
 __all__ = ["resample_indices", "resample_counts", "Counts", "bootstrap_per_item", "paired_pvalue",
-           "holm", "summarize", "draws_for", "pvalue_floor", "choose_test", "resolution_note",
+           "holm", "summarize", "draws_for", "pvalue_floor", "holm_unstable", "settle_draws",
+           "format_p", "baseline_p", "MAX_DRAWS", "resolution_note",
            "table_resolution", "bias_corrected_interval", "model_confidence_set", "prob_best",
            "group_identical", "friedman_nemenyi", "plot_cd", "Draw"]

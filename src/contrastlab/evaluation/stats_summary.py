@@ -3,12 +3,12 @@ identical outputs, and :func:`summarize` (:mod:`contrastlab.evaluation.stats`)."
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from .stats_tests import (bias_corrected_interval, choose_test, holm, paired_pvalue,
-                          pvalue_floor)
+from .stats_tests import (MAX_DRAWS, bias_corrected_interval, holm, holm_unstable,
+                          paired_pvalue, pvalue_floor)
 
 __all__ = ["prob_best", "model_confidence_set", "group_identical", "summarize"]
 
@@ -151,7 +151,8 @@ def group_identical(outputs: Mapping[str, Sequence[np.ndarray]], *, atol: float 
 def summarize(point: Mapping[str, float], reps: Mapping[str, np.ndarray], *,
               higher_is_better: bool = True, alpha: float = 0.05, confidence: float = 0.95,
               baseline: str | None = None, candidates: Sequence[str] | None = None,
-              test: str = "auto") -> dict[str, dict]:
+              redraw: Callable[[int], tuple] | None = None, max_draws: int = MAX_DRAWS
+              ) -> dict[str, dict]:
     """One table's statistics: CIs, the selection-aware best set, tests against a baseline.
 
     Args:
@@ -166,11 +167,13 @@ def summarize(point: Mapping[str, float], reps: Mapping[str, np.ndarray], *,
             difference is significant after Holm.
         candidates: methods that compete for "best" (default: every method). Baselines belong
             here; leave out only reference rows (published numbers, ablations).
-        test: paired test of each family (:func:`paired_pvalue`): ``"bootstrap"``,
-            ``"wald"`` or ``"auto"`` (:func:`choose_test`: the bootstrap tail p when its Holm
-            floor over the family is at most ``alpha / 10``, else the Wald p). The family of
-            the baseline tests is every other candidate against the baseline (``m`` = their
-            number): the comparisons a reader is promised.
+        redraw: ``R -> (point, reps)`` with ``R`` fresh draws (a table whose per-item
+            scores are at hand). While a Holm decision against the baseline is within
+            Monte-Carlo error of ``alpha`` (:func:`holm_unstable`), the table is recomputed
+            with twice the draws, up to ``max_draws``. Without it the given replicates decide.
+            Every p is the bootstrap tail p (:func:`paired_pvalue`), never below its floor.
+            The family of the baseline tests is every other candidate against the baseline
+            (``m`` = their number): the comparisons a reader is promised.
 
     Returns:
         method -> ``{"mean", "ci_low", "ci_high", "n_resamples"}`` and, for candidates,
@@ -211,18 +214,7 @@ def summarize(point: Mapping[str, float], reps: Mapping[str, np.ndarray], *,
                                alpha=alpha, higher_is_better=higher_is_better)
     others = [c for c in cands if c != best]
     n_rep = int(next(iter(sizes))[0]) if next(iter(sizes)) else 1
-
-    def pick(m: int) -> str:
-        if test == "auto":
-            return choose_test(n_rep, m, alpha)
-        if test not in ("bootstrap", "wald"):
-            raise ValueError(f"unknown test {test!r} (auto, bootstrap or wald)")
-        return test
-
-    t_best = pick(len(others))
-    p_best = [paired_pvalue(sign * (np.asarray(reps[best]) - np.asarray(reps[c])),
-                            point=sign * float(point[best] - point[c]), method=t_best)
-              for c in others]
+    p_best = [paired_pvalue(sign * (np.asarray(reps[best]) - np.asarray(reps[c]))) for c in others]
     p_best_holm = holm(p_best)
     for c in cands:
         out[c].update(p_best=pb[c], in_mcs=mcs[c]["in_mcs"], p_mcs=mcs[c]["p_mcs"],
@@ -233,11 +225,13 @@ def summarize(point: Mapping[str, float], reps: Mapping[str, np.ndarray], *,
                       p_vs_best=p, p_vs_best_holm=float(ph))
     if baseline is not None:
         tested = [c for c in cands if c != baseline]
-        t_base = pick(len(tested))
-        floor = pvalue_floor(n_rep, len(tested)) if t_base == "bootstrap" else 0.0
-        p_base = [paired_pvalue(sign * (np.asarray(reps[c]) - np.asarray(reps[baseline])),
-                                point=sign * float(point[c] - point[baseline]), method=t_base)
+        p_base = [paired_pvalue(sign * (np.asarray(reps[c]) - np.asarray(reps[baseline])))
                   for c in tested]
+        if redraw is not None and n_rep < max_draws and holm_unstable(p_base, n_rep, alpha):
+            return summarize(*redraw(min(max_draws, 2 * n_rep)), higher_is_better=higher_is_better,
+                             alpha=alpha, confidence=confidence, baseline=baseline,
+                             candidates=candidates, redraw=redraw, max_draws=max_draws)
+        floor = pvalue_floor(n_rep, len(tested))
         for c, p, ph in zip(tested, p_base, holm(p_base)):
             delta = float(point[c] - point[baseline])
             sig = bool(ph < alpha)
@@ -245,5 +239,5 @@ def summarize(point: Mapping[str, float], reps: Mapping[str, np.ndarray], *,
                           p_vs_baseline_holm=float(ph),
                           beats_baseline=sig and sign * delta > 0,
                           below_baseline=sig and sign * delta < 0,
-                          test=t_base, family_size=len(tested), p_floor=floor)
+                          test="bootstrap", family_size=len(tested), p_floor=floor)
     return out

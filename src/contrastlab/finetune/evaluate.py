@@ -40,6 +40,9 @@ def table(items: Mapping[str, np.ndarray], clusters, *, baseline: str | None,
             :func:`contrastlab.evaluation.stats.summarize`); every method but the
             ``references`` is a candidate (in the MCS and the Holm family).
         references: rows shown with their CI only (e.g. the data's ceiling).
+        n_resamples: the fewest draws; at least :func:`~contrastlab.evaluation.stats.draws_for`
+            of the family, doubled while a Holm decision is within Monte-Carlo error of alpha
+            (``summarize(redraw=)``; the row's ``n_resamples`` says how many were drawn).
 
     Returns:
         :func:`~contrastlab.evaluation.stats.summarize` output plus ``n_items`` per method.
@@ -47,7 +50,7 @@ def table(items: Mapping[str, np.ndarray], clusters, *, baseline: str | None,
     Raises:
         InputError: methods of different query counts.
     """
-    from ..evaluation.stats import summarize
+    from ..evaluation.stats import draws_for, summarize
     from ..evaluation.stats_crossed import bootstrap_per_item_crossed
 
     arrs = {k: np.atleast_2d(np.asarray(v, dtype=np.float64)) for k, v in items.items()}
@@ -62,9 +65,13 @@ def table(items: Mapping[str, np.ndarray], clusters, *, baseline: str | None,
     arrs = {k: a[:, keep] for k, a in arrs.items()}
     cl = np.asarray(clusters, dtype=object)[keep].astype(str)
     # problems and seeds resampled (n-1 of n), the seed x query interaction counted once
-    point, reps = bootstrap_per_item_crossed(arrs, clusters=cl, n_resamples=n_resamples, seed=seed)
-    out = summarize(point, reps, baseline=baseline,
-                    candidates=[k for k in arrs if k not in set(references)])
+    cands = [k for k in arrs if k not in set(references)]
+
+    def redraw(r: int):
+        return bootstrap_per_item_crossed(arrs, clusters=cl, n_resamples=r, seed=seed)
+
+    out = summarize(*redraw(max(n_resamples, draws_for(len(cands) - 1))), baseline=baseline,
+                    candidates=cands, redraw=redraw)
     for k in out:
         out[k]["n_items"] = int(keep.sum())
     return out
@@ -196,9 +203,10 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
     reference rows (:data:`~contrastlab.finetune.tiers.REFERENCES`: tier-blind reference,
     ceiling) come from the labels alone. The strongest baseline is the baseline row or the
     tier-blind reference with the best validation ``wp_auc`` (mean over seeds and queries);
-    the ceiling is shown but is no candidate. The bootstrap draws at least ``400 m`` times
-    (``m`` paired tests; rounded up to a thousand, never fewer than ``ft.eval.n_resamples``) so
-    that the smallest attainable Holm-corrected p (``p_floor``) is at most 0.005.
+    the ceiling is shown but is no candidate. The bootstrap draws at least
+    :func:`~contrastlab.evaluation.stats.draws_for` ``(m)`` times (``m`` paired tests; never
+    fewer than ``ft.eval.n_resamples``) so that the smallest attainable Holm-corrected p
+    (``p_floor``) is at most 0.005, and more where a decision is near alpha (:func:`table`).
     ``knn{k}_pxt`` (the largest ``k`` of ``ft.eval.knn_k``, the rows' stored arrays) is added
     as the secondary column.
 
@@ -220,6 +228,7 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
     """
     from pathlib import Path
 
+    from ..evaluation.stats import draws_for
     from .tiers import (CEILING, CHANCE, REFERENCES, TIER_METRICS, reference_metrics, split_sets,
                         tier_items)
 
@@ -257,10 +266,9 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
     baseline = max(pool, key=lambda b: val.get(b, -1.0))
     clusters = {s: problems[q] for s, (q, _, _) in sets.items()}
     refs = [r for r, x in REFERENCES.items() if not x.competes]
-    # enough draws that the smallest attainable Holm-corrected p, m * 2 / (R + 1) for m tests
-    # (stats.paired_pvalue), is at most alpha / 10 = 0.005 (issue 35: no floor above it)
+    # at least draws_for(m) draws (Holm floor <= alpha / 10; table() adds more near alpha)
     n_tests = len(rows) - len(refs) - 1
-    draws = max(ft.eval.n_resamples, -(-400 * n_tests // 1000) * 1000)
+    draws = max(ft.eval.n_resamples, draws_for(n_tests))
     out = {"baseline": baseline, "rows": rows, "references": list(REFERENCES),
            "reference_titles": {r: x.title for r, x in REFERENCES.items()},
            "chance": CHANCE, "ceiling": CEILING,

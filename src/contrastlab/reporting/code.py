@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..evaluation.stats import baseline_p
 from . import Figure, Inputs, Section, Table
 from . import coverage_rule as rule
 from .code_figures import _rank_curve_figure, _training_figure
@@ -91,7 +92,7 @@ def _vs_control_cell(n: str, m: dict, vs_ctl: dict) -> str:
     mark = "▲ " if e.get("beats_baseline") else "▼ " if e.get("below_baseline") else ""
     return (f"{mark}{100 * e['delta_vs_baseline']:+.1f} [{100 * e['delta_ci_low']:+.1f}, "
             f"{100 * e['delta_ci_high']:+.1f}] (control {100 * e['control_mean']:.1f} % at "
-            f"w={m.get('weight'):g}; Holm p={e['p_vs_baseline_holm']:.2g})")
+            f"w={m.get('weight'):g}; Holm {baseline_p(e)})")
 
 
 def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -> tuple[Table, str]:
@@ -129,7 +130,7 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
             vs_base = "-" if n != baseline else "(strongest baseline)"
         else:
             mark = "▲ " if r10.get("beats_baseline") else "▼ " if r10.get("below_baseline") else ""
-            vs_base = f"{mark}{100 * r10['delta_vs_baseline']:+.1f} (p={r10['p_vs_baseline_holm']:.3f})"
+            vs_base = f"{mark}{100 * r10['delta_vs_baseline']:+.1f} ({baseline_p(r10)})"
         rows.append([
             _title(n, m), _ci(b["rank_at_1"], True, digits), _ci(b["rank_at_5"], True, digits),
             _ci(r10, True, digits), _ci(b["mrr"], False, digits),

@@ -6,6 +6,7 @@ the best predictor and BM25 finds; :func:`_ci`, the table cell of a statistic.
 
 from __future__ import annotations
 
+from ..evaluation.stats import baseline_p
 from . import Cell
 from .code_rows import (BM25, CONTROL_HYBRID, SENTENCE, _is_baseline, _is_hybrid, _title,
                         _trained_fusions)
@@ -38,7 +39,7 @@ def _same_weight_sentence(T: dict, r10: dict, metrics: dict, ctl_w: dict) -> str
             f"is {T[tbest]}'s {100 * e['delta_vs_baseline']:+.1f} "
             f"[{100 * e['delta_ci_low']:+.1f}, {100 * e['delta_ci_high']:+.1f}] points (control "
             f"{100 * e['control_mean']:.1f} % at w={metrics[tbest].get('weight', float('nan')):g}; "
-            f"Holm p={e['p_vs_baseline_holm']:.2g}); trained fusions significantly above the "
+            f"Holm {baseline_p(e)}); trained fusions significantly above the "
             f"control at their weight: {len(above)} of {len(ctl_w)}, below: {len(below)}.")
 
 
@@ -80,7 +81,7 @@ def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: 
         sig = [n for n in hybrids if hb[n].get("beats_baseline")]
         parts.append(f"Best BM25 hybrid: {T[hbest]}, Rank@10 {_ci(r10[hbest], True, 1)} % "
                      f"({100 * hb[hbest]['delta_vs_baseline']:+.1f} points over BM25 alone, "
-                     f"Holm p={hb[hbest]['p_vs_baseline_holm']:.3f}); hybrids significantly "
+                     f"Holm {baseline_p(hb[hbest])}); hybrids significantly "
                      f"above BM25: {len(sig)} of {len(hybrids)}.")
         ctl = stats["rank_at_10"].get("control")
         ctl_w = stats["rank_at_10"].get("control_same_w")
@@ -95,7 +96,7 @@ def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: 
                          f"reaches {_ci(r10[CONTROL_HYBRID], True, 1)} %; the best fusion with a "
                          f"trained predictor, {T[tbest]}, differs by "
                          f"{100 * ctl[tbest]['delta_vs_baseline']:+.1f} points (Holm "
-                         f"p={ctl[tbest]['p_vs_baseline_holm']:.3f}); trained fusions "
+                         f"{baseline_p(ctl[tbest])}); trained fusions "
                          f"significantly above the control: {len(above)} of {len(fused)}, below: "
                          f"{len(below)}.")
     if ranks is not None and trained and BM25 in ranks:

@@ -150,7 +150,8 @@ def table_stats(ranks: dict, repo, n_resamples: int | None = None, seed: int = 0
             against the control at its own weight (Holm over the fusions).
         n_resamples: bootstrap draws; default :func:`contrastlab.evaluation.stats.draws_for`
             of the largest family (every row but one against the strongest baseline), so the
-            smallest attainable Holm p is at most alpha / 10.
+            smallest attainable Holm p is at most alpha / 10; a family with a Holm decision
+            within Monte-Carlo error of alpha is redrawn with more (``summarize(redraw=)``).
 
     Returns:
         metric -> ``{"best": summarize(...), "baseline": ..., "bm25": ...}``
@@ -171,23 +172,29 @@ def table_stats(ranks: dict, repo, n_resamples: int | None = None, seed: int = 0
     n_items = next(iter(mats.values())).shape[1]
     n_resamples = n_resamples or draws_for(max(1, len(ranks) - 1))
     draws = resample_counts(s, n_items, clusters=repo, n_resamples=n_resamples, seed=seed)
+
+    def redraw(per: dict):
+        return lambda r: bootstrap_per_item(per, clusters=repo, n_resamples=r, seed=seed)
     per_metric = {"rank_at_1": lambda r: (r <= 1), "rank_at_5": lambda r: (r <= 5),
                   "rank_at_10": lambda r: (r <= 10), "mrr": lambda r: 1.0 / r}
     names = list(ranks)
     out = {}
     for metric, f in per_metric.items():
-        point, reps = bootstrap_per_item({k: f(v) for k, v in mats.items()}, draws=draws)
+        per = {k: f(v) for k, v in mats.items()}
+        point, reps = bootstrap_per_item(per, draws=draws)
         base = baseline if baseline in point and len(point) > 1 else None
-        res = {"best": summarize(point, reps, candidates=names, baseline=base)}
+        res = {"best": summarize(point, reps, candidates=names, baseline=base,
+                                 redraw=redraw(per))}
         if base is not None:
             res["baseline"] = res["best"]
         hyb = [n for n in names if _is_hybrid(n)]
         if BM25 in point and hyb:  # Holm family: the hybrids, each against BM25 alone
-            res[BM25] = summarize(point, reps, candidates=hyb + [BM25], baseline=BM25)
+            res[BM25] = summarize(point, reps, candidates=hyb + [BM25], baseline=BM25,
+                                  redraw=redraw(per))
         trained_hyb = _trained_fusions(hyb)
         if CONTROL_HYBRID in point and trained_hyb:  # each trained fusion vs the untrained one
             res["control"] = summarize(point, reps, candidates=trained_hyb + [CONTROL_HYBRID],
-                                       baseline=CONTROL_HYBRID)
+                                       baseline=CONTROL_HYBRID, redraw=redraw(per))
         if same_w:  # each trained fusion against the control at the fusion's own weight
             res["control_same_w"] = _same_weight_family(mats, same_w, f, draws, s)
         out[metric] = res
@@ -203,7 +210,7 @@ def _resolution(stats: dict) -> str:
     n_res = next(iter(rows.values()))["n_resamples"]
     if not tested:
         return f"{n_res:,} bootstrap draws"
-    return resolution_note(n_res, tested[0]["family_size"], tested[0]["test"])
+    return resolution_note(n_res, tested[0]["family_size"])
 
 
 def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None = None) -> Table | None:
@@ -214,8 +221,8 @@ def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None 
     import numpy as np
     import pandas as pd
 
-    from ..evaluation.stats import (bootstrap_per_item, choose_test, draws_for, holm, paired_pvalue,
-                                    resample_counts, resolution_note, summarize)
+    from ..evaluation.stats import (bootstrap_per_item, format_p, holm, paired_pvalue,
+                                    resample_counts, resolution_note, settle_draws, summarize)
 
     inp = Inputs.of(root)
     mdir, ddir = inp.metrics / "code" / "default", inp.data / "code" / "default"
@@ -234,16 +241,17 @@ def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None 
         return None
     s = min(x.shape[0] for x in mats.values())
     names = list(vals)
-    n_resamples = n_resamples or draws_for(len(names))
-    test = choose_test(n_resamples, len(names))
-    draws = resample_counts(s, next(iter(mats.values())).shape[1], clusters=loaded["repo"],
-                            n_resamples=n_resamples, seed=0)
-    point, reps = bootstrap_per_item({k: (x[:s] <= 10).astype(np.float64) for k, x in mats.items()},
-                                     draws=draws)
-    st = summarize(point, reps)
-    p = holm([paired_pvalue(reps[f"{v}|tuned"] - reps[f"{v}|default"],
-                            point=point[f"{v}|tuned"] - point[f"{v}|default"], method=test)
-              for v in names])
+    per = {k: (x[:s] <= 10).astype(np.float64) for k, x in mats.items()}
+
+    def run(r: int):
+        draws = resample_counts(s, next(iter(mats.values())).shape[1], clusters=loaded["repo"],
+                                n_resamples=r, seed=0)
+        point, reps = bootstrap_per_item(per, draws=draws)
+        ps = [paired_pvalue(reps[f"{v}|tuned"] - reps[f"{v}|default"]) for v in names]
+        return (point, reps, ps), ps
+
+    (point, reps, ps), n_resamples = settle_draws(run, len(names), start=n_resamples)
+    st, p = summarize(point, reps), holm(ps)
     rows = []
     for v, ph in zip(names, p):
         d, t = st[f"{v}|default"], st[f"{v}|tuned"]
@@ -253,7 +261,7 @@ def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None 
                      Cell(d["mean"], d["ci_low"], d["ci_high"], scale=100, digits=1, source=src),
                      f"{100 * vals[v][1]:.1f}" if vals[v][1] is not None else "-",
                      Cell(t["mean"], t["ci_low"], t["ci_high"], scale=100, digits=1, source=src),
-                     f"{100 * diff:+.1f} (p={ph:.2g})"])
+                     f"{100 * diff:+.1f} ({format_p(ph, n_resamples, len(names))})"])
     return Table("Default vs tuned: each loss's declared configuration and its tuned choice",
                  ["loss", "default val R@10 %", "default test R@10 % [CI]", "tuned val R@10 %",
                   "tuned test R@10 % [CI]", "Δ test (tuned − default, Holm p)"], rows,
@@ -262,6 +270,6 @@ def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None 
                       "(train_code). Validation: mean over seeds of the best validation Rank@10 "
                       "(the early-stopping epoch); test: 1,477 signatures against all bodies, 95 % "
                       "CI (BC percentile) and paired p from the bootstrap over seeds and queries "
-                      "clustered by repository group (" + resolution_note(n_resamples, len(names), test)
+                      "clustered by repository group (" + resolution_note(n_resamples, len(names))
                       + "). The from-scratch ablations are not tuned and have no row.")
 

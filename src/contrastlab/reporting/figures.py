@@ -52,6 +52,7 @@ class Row:
         delta, p: difference to the strongest baseline and its Holm-corrected p-value.
         beats, below: significantly better / worse than the strongest baseline.
         delta_low, delta_high: the 95 % CI of ``delta`` (``None``: not computed).
+        p_floor: the smallest ``p`` its draws and family allow (printed as ``p ≤ floor``).
     """
 
     key: str
@@ -69,6 +70,7 @@ class Row:
     below: bool = False
     delta_low: float | None = None
     delta_high: float | None = None
+    p_floor: float | None = None
 
 
 @dataclass
@@ -172,7 +174,7 @@ def rows_from_stats(stats: Mapping[str, Mapping[str, Any]], names: Sequence[str]
                         bool(st.get("in_mcs", st.get("tied_for_best"))), n == baseline,
                         st.get("delta_vs_baseline"), st.get("p_vs_baseline_holm"),
                         bool(st.get("beats_baseline")), bool(st.get("below_baseline")),
-                        st.get("delta_ci_low"), st.get("delta_ci_high")))
+                        st.get("delta_ci_low"), st.get("delta_ci_high"), st.get("p_floor")))
     for label, v in published:
         rows.append(Row(f"published:{label}", label, f"{label} (published result)",
                         "published", float(v)))

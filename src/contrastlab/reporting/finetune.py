@@ -16,7 +16,7 @@ from ..losses.registry import method_row, track_variants
 from ..params.finetune import REFERENCE_ROWS as BASELINE_ROWS
 from . import Cell, Figure, Inputs, Section, Table, style
 from . import coverage_rule as rule
-from .headline import p_text
+from ..evaluation.stats import baseline_p
 
 #: The frozen encoder's row (the reference rows are the variant table's, BASELINE_ROWS).
 FROZEN = method_row("finetune", "frozen_encoder")
@@ -58,11 +58,18 @@ def _split_table(summary: dict, split: str, title: str) -> Table:
     cols = [c for c in COLUMNS[split] if c in t]
     rows = [[TITLES.get(v, v), *[_cell(t[c][v]) for c in cols]] for v in summary["variants"]]
     n = t[cols[0]][summary["variants"][0]]["n_items"]
+    return Table(f"{title} ({n} queries)", ["variant", *[HEADS[c] for c in cols]], rows,
+                 note=_tests_note(t, cols))
+
+
+def _tests_note(t: dict, cols: list[str]) -> str:
+    """Caption text: the draws, family and smallest attainable Holm p of each column's tests
+    (columns that needed more draws near alpha name theirs)."""
     from ..evaluation.stats import table_resolution
 
-    note = table_resolution(t[cols[0]])  # draws, test and smallest attainable Holm p
-    return Table(f"{title} ({n} queries)", ["variant", *[HEADS[c] for c in cols]], rows,
-                 note=f"Paired tests against the strongest baseline: {note}." if note else "")
+    notes = dict.fromkeys(table_resolution(t[c]) for c in cols)
+    notes.pop("", None)
+    return f"Paired tests against the strongest baseline: {' / '.join(notes)}." if notes else ""
 
 
 TIER_HEADS = {"wp_auc": "same-tier AUC within problem", "wp_nn_tier": "nearest same-problem neighbour's tier",
@@ -95,10 +102,10 @@ def tier_headline(tier: dict) -> str:
 
     def vs(split: str, metric: str = "wp_auc") -> str:
         st = t[split][metric][best]
-        p = st.get("p_vs_baseline_holm")
         word = ("significantly above" if st.get("beats_baseline") else "significantly below"
                 if st.get("below_baseline") else "not significantly different from")
-        return f"{word} the strongest baseline" + (f" (Holm {p_text(p)})" if p is not None else "")
+        return f"{word} the strongest baseline" + (f" (Holm {baseline_p(st)})"
+                                                   if "p_vs_baseline_holm" in st else "")
 
     verdict = "Yes" if auc[best].get("beats_baseline") else "No"
     s = (f"Does fine-tuning rank a query's same-tier variants of its own problem above the other-tier "
@@ -135,7 +142,7 @@ def _tier_table(summary: dict, split: str, title: str) -> Table:
     rows = [[_tier_title(r, tier), *[_cell(t[c][r]) for c in cols]] for r in tier["rows"]]
     n = {c: t[c][tier["rows"][0]]["n_items"] for c in cols}
     return Table(f"{title} (queries: " + ", ".join(f"{n[c]} {TIER_HEADS[c].split(' (')[0]}" for c in cols) + ")",
-                 ["variant", *[TIER_HEADS[c] for c in cols]], rows)
+                 ["variant", *[TIER_HEADS[c] for c in cols]], rows, note=_tests_note(t, cols))
 
 
 def headline(summary: dict, layers) -> str:
@@ -262,14 +269,13 @@ def gpu_note(g: dict) -> str:
     best = best_trained(g)
     base = g["baseline"]
     ap = g["tables"]["a"]["ap"]
-    p = ta[best].get("p_vs_baseline_holm")
     verdict = ("significantly above" if ta[best].get("beats_baseline") else
                "significantly below" if ta[best].get("below_baseline") else "not significantly different from")
     return (f"GPU run ({g.get('device', 'CUDA')}; every layer trained, not part of `dvc repro`, "
             f"docs/finetune.md): {TITLES.get(best, best)} reaches kNN@5 problem x tier "
             f"{_pct(ta[best])} on split a, {verdict} the strongest baseline "
             f"{TITLES.get(base, base)} {_pct(ta[base])}"
-            + (f" (Holm {p_text(p)})" if p is not None else "")
+            + (f" (Holm {baseline_p(ta[best])})" if "p_vs_baseline_holm" in ta[best] else "")
             + f"; mAP {_pct(ap[best])} vs {_pct(ap[base])}; split b "
             f"{_pct(g['tables']['b']['knn5_pxt'][best])} vs {_pct(g['tables']['b']['knn5_pxt'][base])}.")
 
@@ -365,7 +371,8 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
             "inside it (chance); ceiling: the best any embedding can reach (no candidate, no test). "
             f"↑/↓ against the strongest baseline ({_tier_title(tier['baseline'], tier)}, chosen by "
             f"{tier['baseline_rule']}), paired cluster bootstrap over problems and seeds"
-            + (f" ({tier['n_resamples']} draws; smallest attainable Holm p {tier['p_floor']:.4f})"
+            + (f" (at least {tier['n_resamples']:,} draws, more where a Holm decision is near "
+               f"alpha; the tables' captions give the draws and the floor)"
                if "n_resamples" in tier else "") + ", Holm.")
         for s, title in (("a", "Tier within problem, split (a)"), ("b", "Tier within problem, split (b)")):
             sec.tables.append(_tier_table(summary, s, title))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..evaluation.stats import baseline_p
 from . import Cell, Figure, Inputs, Section, Table, params_titles
 from .graph_figures import _bar_figure, _curve_figure, _pca_figure, _tuning_figure
 from .graph_stats import (_ALPHA, _DETERMINISTIC, BASELINES, SHORT_BASELINES, _read_json, _resolution,
@@ -106,7 +107,7 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3, param
         if n == base:
             delta, mark = "(strongest baseline)", "-"
         elif "delta_vs_baseline" in r:
-            delta = f"{r['delta_vs_baseline']:+.{digits}f} (p={r['p_vs_baseline_holm']:.2g})"
+            delta = f"{r['delta_vs_baseline']:+.{digits}f} ({baseline_p(r)})"
             mark = ("▲ better" if r.get("beats_baseline") else
                     "▼ worse" if r.get("below_baseline") else "n.s.")
         else:

@@ -45,26 +45,27 @@ def _correct(csv: Path, prefix: str = "seed_") -> tuple[np.ndarray, list[str]] |
     return np.stack([(df[c].to_numpy() == df["y"].to_numpy()) for c in cols]).astype(float), cols
 
 
-#: Draws of the paired tests of the default-vs-tuned and supervised-reference tables: the
-#: smallest attainable p is 2 / (draws + 1) = 0.0002 before Holm (issue 35: at most alpha / 10
-#: after the correction for up to 25 comparisons).
-_PAIRED_RESAMPLES = 10_000
-
-
-def _paired_tests(pairs: dict, n_resamples: int = _PAIRED_RESAMPLES) -> dict[str, dict]:
+def _paired_tests(pairs: dict, n_resamples: int | None = None) -> dict[str, dict]:
     """Paired bootstrap test of ``a - b`` for each ``key: (a, b)`` (``[S, I]`` 0/1 arrays on
     the same seeds and test nodes): seeds (n-1 of n) and nodes resampled together, two-sided
-    p (:func:`contrastlab.evaluation.stats.paired_pvalue`), Holm-corrected over the pairs.
-    Returns ``key -> {"a", "b", "delta", "p", "p_holm", "n_seeds"}`` (accuracies as fractions)."""
-    from ..evaluation.stats import bootstrap_per_item, holm, paired_pvalue
+    tail p (:func:`contrastlab.evaluation.stats.paired_pvalue`), Holm-corrected over the pairs;
+    ``n_resamples`` draws (default ``draws_for`` of the family), doubled while a Holm decision
+    is within Monte-Carlo error of alpha (:func:`~contrastlab.evaluation.stats.settle_draws`).
+    Returns ``key -> {"a", "b", "delta", "p", "p_holm", "n_seeds", "n_resamples",
+    "family_size"}`` (accuracies as fractions)."""
+    from ..evaluation.stats import bootstrap_per_item, holm, paired_pvalue, settle_draws
 
-    out, ps = {}, []
-    for k, (a, b) in pairs.items():
-        point, reps = bootstrap_per_item({"a": a, "b": b}, n_resamples=n_resamples, seed=0)
-        ps.append(paired_pvalue(reps["a"] - reps["b"]))
-        out[k] = {"a": point["a"], "b": point["b"], "delta": point["a"] - point["b"],
-                  "p": ps[-1], "n_seeds": int(a.shape[0])}
-    for k, ph in zip(out, holm(ps) if ps else []):
+    def run(r: int):
+        out = {}
+        for k, (a, b) in pairs.items():
+            point, reps = bootstrap_per_item({"a": a, "b": b}, n_resamples=r, seed=0)
+            out[k] = {"a": point["a"], "b": point["b"], "delta": point["a"] - point["b"],
+                      "p": paired_pvalue(reps["a"] - reps["b"]), "n_seeds": int(a.shape[0]),
+                      "n_resamples": r, "family_size": len(pairs)}
+        return out, [e["p"] for e in out.values()]
+
+    out, _ = settle_draws(run, len(pairs), _ALPHA, start=n_resamples)
+    for k, ph in zip(out, holm([e["p"] for e in out.values()])):
         out[k]["p_holm"] = float(ph)
     return out
 
@@ -178,9 +179,10 @@ def graph_statistics(root: Inputs | Path, variants: list[str]) -> dict | None:
     by = "validation" if bases and all(v is not None for v in val.values()) else "test"
     key = (lambda b: val[b]) if by == "validation" else point.get
     strongest = max(bases, key=key) if bases else None
-    stats = summarize(point, reps, baseline=strongest, candidates=cands, alpha=_ALPHA)
+    stats = summarize(point, reps, baseline=strongest, candidates=cands, alpha=_ALPHA,
+                      redraw=lambda r: bootstrap_per_item(per_item, n_resamples=r, seed=0))
     return {"stats": stats, "baseline": strongest, "baseline_by": by, "n_seeds": S,
-            "n_test": I, "candidates": cands, "n_resamples": n_res, "variants": [v for v in variants if v in stats]}
+            "n_test": I, "candidates": cands, "n_resamples": stats[cands[0]]["n_resamples"], "variants": [v for v in variants if v in stats]}
 
 
 def _resolution(st: dict) -> str:

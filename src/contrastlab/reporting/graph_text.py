@@ -7,8 +7,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..evaluation.stats import format_p, resolution_note
 from . import Inputs, Table
-from .graph_stats import _ALPHA, _PAIRED_RESAMPLES, BASELINES, _correct, _read_json
+from .graph_stats import _ALPHA, BASELINES, _correct, _read_json
+
+
+def _p(t: dict) -> str:
+    """``p = 0.012`` / ``p ≤ 0.0014`` of a Holm-corrected paired test (``_paired_tests``)."""
+    return format_p(t["p_holm"], t.get("n_resamples"), t.get("family_size", 1))
+
+
+def _draws(tests: dict) -> str:
+    """The draws, family and floor of a ``_paired_tests`` result (caption text)."""
+    t = next(iter(tests.values()), None)
+    return "no pair ran" if t is None else resolution_note(t["n_resamples"], t["family_size"])
 
 
 def _cite(name: str, loss: str) -> str:
@@ -77,7 +89,7 @@ def _tuning_sentence(tuning: dict, digits: int, titles: dict[str, str] | None = 
     if not tuning:
         return ""
     k = {t["n_seeds"] for t in tuning.values()}
-    each = "; ".join(f"{_title(n, titles)} {t['delta']:+.{digits}f} (p = {t['p_holm']:.2g})"
+    each = "; ".join(f"{_title(n, titles)} {t['delta']:+.{digits}f} ({_p(t)})"
                      for n, t in tuning.items())
     up = [_title(n, titles) for n, t in tuning.items() if t["p_holm"] < _ALPHA and t["delta"] > 0]
     down = [_title(n, titles) for n, t in tuning.items() if t["p_holm"] < _ALPHA and t["delta"] < 0]
@@ -109,7 +121,7 @@ def _supervised_sentence(best: str, refs: dict, tests: dict, digits: int,
                         "; below it on the point estimate"))
         parts.append(f"{_sup_title(r)} {f.format(m['logreg_acc_mean'])} (95% CI "
                      f"{f.format(m['logreg_acc_ci_low'])}-{f.format(m['logreg_acc_ci_high'])}): "
-                     f"{_title(best, titles)} is {t['delta']:+.{digits}f} (paired p = {t['p_holm']:.2g} "
+                     f"{_title(best, titles)} is {t['delta']:+.{digits}f} (paired {_p(t)} "
                      f"after Holm), {verdict}")
     if not parts:
         return ""
@@ -131,7 +143,7 @@ def _finetune_sentence(fts: dict, refs: dict, tests: dict, digits: int) -> str:
             verdict = (("significantly above" if t["delta"] > 0 else "significantly below")
                        if t["p_holm"] < _ALPHA else "not significantly different")
             parts.append(f"{t['delta']:+.{digits}f} against the {_sup_title(r).split(',')[0]} "
-                         f"(p = {t['p_holm']:.2g}, {verdict})")
+                         f"({_p(t)}, {verdict})")
         if parts:
             out.append(f"{_sup_title(n)}: {f.format(m['logreg_acc_mean'])} (95% CI "
                        f"{f.format(m['logreg_acc_ci_low'])}-{f.format(m['logreg_acc_ci_high'])}), "
@@ -166,8 +178,9 @@ def _headline(st: dict, names: list[str], base: str | None, refs_best: float, di
         cmp = (f"The strongest baseline (highest {st.get('baseline_by', 'validation')} "
                f"accuracy), **{BASELINES[base]}**, reaches {f.format(bs['mean'])} "
                f"(95% CI {f.format(bs['ci_low'])}-{f.format(bs['ci_high'])}); "
-               f"the best loss is {d:+.{digits}f} against it (paired bootstrap p = {p:.2g}, "
-               f"{ph:.2g} after Holm). ")
+               f"the best loss is {d:+.{digits}f} against it (paired bootstrap "
+               f"{format_p(p, b['n_resamples'])}, "
+               f"{format_p(ph, b['n_resamples'], b['family_size'])} after Holm). ")
         if b.get("beats_baseline"):
             cmp += "The best loss is significantly better than that baseline. "
         elif b.get("below_baseline"):
@@ -236,8 +249,7 @@ def _default_table(root: Inputs | Path, names: list[str], tuned: dict, metrics: 
               f"graph.final.default_seeds ({', '.join(str(x) for x in sorted(seeds_d))} "
               "seeds). Tuned: the study's choice on graph.final.seeds. Paired Δ: tuned - "
               "default on the seeds both ran and the same 1000 test nodes, paired bootstrap "
-              f"over seeds (n-1 of n) and nodes ({_PAIRED_RESAMPLES:,} draws, smallest "
-              f"attainable p {2 / (_PAIRED_RESAMPLES + 1):.4f} before Holm), Holm-corrected "
+              f"over seeds (n-1 of n) and nodes ({_draws(tests)}), Holm-corrected "
               "over the losses; \"helped\" / \"worse\": significant at alpha "
               f"{_ALPHA}, \"n.s.\": neither. Validation "
               "accuracy: mean over the seeds of the probe on the 500 validation nodes; test: "
@@ -251,7 +263,7 @@ def _test_cells(t: dict | None, digits: int, up: str = "helped", down: str = "wo
     if t is None:
         return ["-", "-"]
     sig = t["p_holm"] < _ALPHA
-    return [f"{t['delta']:+.{digits}f} (p={t['p_holm']:.2g})",
+    return [f"{t['delta']:+.{digits}f} ({_p(t)})",
             (up if t["delta"] > 0 else down) if sig else "n.s."]
 
 
@@ -298,7 +310,7 @@ def _supervised_table(refs: dict, names: list[str], tests: dict, digits: int,
               "= the paper's Cora setting), the epoch chosen on the 500 validation nodes, then "
               "run on graph.final.seeds; 95% CI: bias-corrected bootstrap over seeds and test "
               "nodes, as for the losses. Loss vs reference: paired bootstrap on the common "
-              f"seeds and the 1000 test nodes ({_PAIRED_RESAMPLES:,} draws), Holm over every "
+              f"seeds and the 1000 test nodes ({_draws(tests)}), Holm over every "
               f"loss x reference pair; above / below: significant at alpha {_ALPHA}. "
               "Published: the paper's public-split accuracy (mean over its runs, with its own "
               "early stopping). Fine-tuning rows (graph.finetune): seed s "
@@ -310,11 +322,10 @@ def _supervised_table(refs: dict, names: list[str], tests: dict, digits: int,
 
 def _ablation_table(root: Inputs | Path, names: list[str], digits: int, titles: dict[str, str] | None = None) -> Table | None:
     titles = titles or {}
-    from ..evaluation.stats import bootstrap_per_item, draws_for, holm, paired_pvalue, resolution_note
+    from ..evaluation.stats import bootstrap_per_item, holm, paired_pvalue, settle_draws
 
     data = Inputs.of(root).data / "graph"
-    rows, pvals, rec = [], [], []
-    n_res = draws_for(len(names), _ALPHA)
+    rows, pairs = [], []
     mdir = Inputs.of(root).metrics / "graph"
     for n in names:
         ab = _correct(data / "ablation" / f"{n}_test_pred.csv")
@@ -330,20 +341,25 @@ def _ablation_table(root: Inputs | Path, names: list[str], digits: int, titles: 
             continue
         a = ab[0][[ab[1].index(c) for c in seeds]]
         m = main[0][[main[1].index(c) for c in seeds]]
-        point, reps = bootstrap_per_item({"all_nodes": a, "batch": m}, n_resamples=n_res,
-                                         seed=0)
-        pvals.append(paired_pvalue(reps["all_nodes"] - reps["batch"]))
-        rec.append((n, point, len(seeds)))
-    if not rec:
+        pairs.append((n, {"all_nodes": a, "batch": m}, len(seeds)))
+    if not pairs:
         return None
-    for (n, point, k), ph in zip(rec, holm(pvals)):
+
+    def run(r: int):
+        res = [bootstrap_per_item(per, n_resamples=r, seed=0) for _, per, _ in pairs]
+        ps = [paired_pvalue(x["all_nodes"] - x["batch"]) for _, x in res]
+        return (res, ps), ps
+
+    (res, ps), n_res = settle_draws(run, len(pairs), _ALPHA)
+    for (n, _, k), (point, _), ph in zip(pairs, res, holm(ps)):
         rows.append([titles.get(n, n), f"{point['batch']:.{digits}f}",
                      f"{point['all_nodes']:.{digits}f}",
-                     f"{point['all_nodes'] - point['batch']:+.{digits}f}", f"{ph:.2g}", k])
+                     f"{point['all_nodes'] - point['batch']:+.{digits}f}",
+                     format_p(ph, n_res, len(pairs)), k])
     return Table("Loss-batch ablation: the tuned choices with every node in each loss batch",
                  ["variant", "batch_nodes (tuned setting)", "all 2708 nodes", "Δ",
                   "p (paired, Holm)", "seeds"], rows,
                  note=("Same chosen hyperparameters and the same seeds; only the number of "
                        "nodes per loss batch differs (graph.final.ablation_batch_nodes). "
                        "The hyperparameters were tuned at the default batch, which favours "
-                       "that column. " + resolution_note(n_res, len(rec)) + "."))
+                       "that column. " + resolution_note(n_res, len(pairs)) + "."))

@@ -16,7 +16,6 @@ sets (Demsar 2006, Sec. 3.1.3).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -28,12 +27,13 @@ __all__ = ["attach", "headline", "headline_metrics", "words", "p_text", "MAX_HEA
 MAX_HEADLINE_WORDS = 60
 
 
-def p_text(p: float | None) -> str:
-    """``p < 0.001``, ``p = 0.012`` (two significant digits below 0.1), ``p = 0.43``, or
-    ``p n/a`` for None / NaN."""
-    if p is None or not math.isfinite(p):
-        return "p n/a"
-    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}" if p < 0.1 else f"p = {p:.2f}"
+def p_text(p: float | None, floor: float | None = None) -> str:
+    """:func:`contrastlab.evaluation.stats.format_p` of a figure row's p and its floor:
+    ``p ≤ 0.0048`` at the floor, ``p = 0.012``, ``p = 0.43``; ``p < 0.001`` for a p without
+    draws (Wilcoxon); ``p n/a`` for None / NaN."""
+    from ..evaluation.stats import format_p
+
+    return format_p(p, floor=floor)
 
 
 def _names(rows: Sequence[Row], n: int = 3) -> str:
@@ -49,8 +49,9 @@ def _lead_words(c: Comparison, best: Row, base: Row | None, compact: bool = Fals
     d = f", {c.scale * (best.estimate - base.estimate):+.{c.digits}f} points vs "
     unit = f"{c.fmt(base.estimate)}{' ' + c.unit if c.unit else ''}"
     if compact:
-        return f"{d}{base.short} ({unit}; {p_text(best.p)})"
-    return f"{d}the strongest baseline {base.short} ({unit}; {c.test}, {p_text(best.p)})"
+        return f"{d}{base.short} ({unit}; {p_text(best.p, best.p_floor)})"
+    return (f"{d}the strongest baseline {base.short} ({unit}; {c.test}, "
+            f"{p_text(best.p, best.p_floor)})")
 
 
 def words(text: str) -> int:
@@ -100,7 +101,7 @@ def _secondary(c: Comparison) -> str:
     return (f"on {p.title}, {best.short} reaches {c.fmt(best.estimate)}"
             f"{' ' + c.unit if c.unit else ''}"
             + (f", {verdict} {base.short} ({c.scale * (best.estimate - base.estimate):+.{c.digits}f}, "
-               f"{p_text(best.p)})" if base is not None and base is not best else ""))
+               f"{p_text(best.p, best.p_floor)})" if base is not None and base is not best else ""))
 
 
 def _across(c: Comparison) -> tuple[str, str, dict]:
@@ -235,6 +236,7 @@ def headline_metrics(c: Comparison) -> dict[str, Any]:
         return {"best_loss": b.key, "best_loss_label": b.short, "baseline_label": s.short,
                 "best_loss_value": b.estimate, "strongest_baseline": s.key,
                 "baseline_value": s.estimate, "delta": b.estimate - s.estimate, "p": b.p,
+                "p_floor": b.p_floor,
                 "delta_low": b.delta_low if b.delta_low is not None or not fixed else b.low - s.estimate,
                 "delta_high": b.delta_high if b.delta_high is not None or not fixed else b.high - s.estimate,
                 "verdict": "above" if b.beats else "below" if b.below else "level",

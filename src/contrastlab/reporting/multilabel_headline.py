@@ -5,6 +5,7 @@ contrastive rows above it on macro-F1 @0.5, and the exploratory hybrids.
 
 from __future__ import annotations
 
+from ..evaluation.stats import baseline_p, format_p
 from .multilabel_rows import BASELINES, ROWS, Rows
 
 #: The macro-F1 column of the second Friedman family and headline: F1 at the global threshold
@@ -43,9 +44,9 @@ def _metric_headline(stats: dict[str, dict], fr: dict | None, key: str, label: s
         if not cands:
             continue
         cb = max(cands, key=lambda v: m[v]["mean"])
-        d, ph = m[cb]["delta_vs_baseline"], m[cb]["p_vs_baseline_holm"]
+        d = m[cb]["delta_vs_baseline"]
         txt = (f"{ds}: {rows.short(cb)} {100 * m[cb]['mean']:.1f} vs {rows.short(base)} {100 * m[base]['mean']:.1f} "
-               f"(p_Holm = {ph:.3g})")
+               f"(Holm {baseline_p(m[cb])})")
         btest = max((v for v in BASELINES if v in m), key=lambda v: m[v]["mean"])
         if btest != base:
             txt += f", best baseline on test {rows.short(btest)} {100 * m[btest]['mean']:.1f}"
@@ -89,7 +90,7 @@ def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict 
         m, base = st.get("macro_f1", {}), st.get("_baseline")
         if base in m:
             up += [f"{ds} {rows.short(v)} {100 * m[v]['mean']:.2f} vs {rows.short(base)} {100 * m[base]['mean']:.2f} "
-                   f"(p_Holm = {m[v]['p_vs_baseline_holm']:.3g})"
+                   f"(Holm {baseline_p(m[v])})"
                    for v in rows.contrastive if v in m and m[v].get("beats_baseline")]
     if up:
         parts.append(f"On macro-F1 @0.5, contrastive rows significantly above the strongest baseline: {'; '.join(up)}.")
@@ -101,7 +102,8 @@ def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict 
             for k in ("map", F1_KEY):
                 m = st.get(k, {})
                 if h in m and ref in m and (h, ref, k) in pairs:
-                    cells.append(f"{100 * (m[h]['mean'] - m[ref]['mean']):+.1f} (p = {pairs[(h, ref, k)]:.3g})")
+                    cells.append(f"{100 * (m[h]['mean'] - m[ref]['mean']):+.1f} "
+                                 f"({format_p(pairs[(h, ref, k)], m[h].get('n_resamples'))})")
             if len(cells) == 2:
                 hy.append(f"{ds} {rows.short(h)} − {rows.short(ref)} = {cells[0]} / {cells[1]}")
     if hy:

@@ -68,15 +68,12 @@ def table_stats(runs: dict[str, dict], reps: dict[str, dict[str, np.ndarray]], r
 
 
 def _resolution(st: dict) -> str:
-    """Caption text: draws, test and smallest attainable Holm p of a :func:`table_stats` result
-    (``stats.summarize`` picks the Wald p from the bootstrap SE when the stored draws are too
-    few for the bootstrap tail p to reach alpha / 10 after Holm)."""
-    from ..evaluation.stats import resolution_note
+    """Caption text: draws and smallest attainable Holm p of a :func:`table_stats` result (the
+    bootstrap tail p of the stage's stored draws)."""
+    from ..evaluation.stats import table_resolution
 
-    tested = [e for e in st.get("map", {}).values() if "test" in e]
-    if not tested:
-        return ""
-    return resolution_note(tested[0]["n_resamples"], tested[0]["family_size"], tested[0]["test"]) + ". "
+    note = table_resolution(st.get("map", {}))
+    return note + ". " if note else ""
 
 
 def _frequent_k(coverage_json: Path, ds: str, runs: dict[str, dict], reps: dict[str, dict]) -> int | None:
@@ -255,7 +252,7 @@ def default_vs_tuned(mdir: Path, tdir: Path, rowset: Rows = ROWS, cov: dict | No
     interval whose all-label mAP coverage misses [0.92, 0.98] at the set's shape is not shown
     (°, :mod:`.coverage_rule`); None: every interval shown.
     None when no default run exists."""
-    from ..evaluation.stats import bias_corrected_interval, choose_test, holm, paired_pvalue
+    from ..evaluation.stats import bias_corrected_interval, format_p, holm, paired_pvalue
 
     rows, ps, deltas, same, diffs = [], [], [], [], []
     for v in rowset.table1:
@@ -286,18 +283,16 @@ def default_vs_tuned(mdir: Path, tdir: Path, rowset: Rows = ROWS, cov: dict | No
     if not rows:
         return None
     adj = np.ones(len(rows))  # Holm within each data set (a family per data set, as in its table)
-    tests = set()
+    fam = np.ones(len(rows), dtype=int)
     for ds in {row[1] for row in rows}:
         idx = [i for i, row in enumerate(rows) if row[1] == ds]
-        test = choose_test(diffs[idx[0]].size, len(idx), ALPHA)  # Wald when the draws are too few
-        tests.add(test)
-        adj[idx] = holm([paired_pvalue(diffs[i], point=deltas[i], method=test) for i in idx])
+        adj[idx], fam[idx] = holm([paired_pvalue(diffs[i]) for i in idx]), len(idx)
     out = []
-    for row, q, delta, sm in zip(rows, adj, deltas, same):
+    for row, q, delta, sm, m, d in zip(rows, adj, deltas, same, fam, diffs):
         verdict = ("trial 0 won: the same run" if sm else
                    "tuned better" if q < ALPHA and delta > 0 else
                    "tuned worse" if q < ALPHA and delta < 0 else "no significant difference")
-        out.append([*row, "-" if sm else f"{q:.3g}", verdict])
+        out.append([*row, "-" if sm else format_p(q, d.size, m), verdict])
     up = sum(r[-1] == "tuned better" for r in out)
     down = sum(r[-1] == "tuned worse" for r in out)
     return Table("Default (params.yaml, trial 0) vs tuned, on test (mAP, %)",
@@ -305,11 +300,9 @@ def default_vs_tuned(mdir: Path, tdir: Path, rowset: Rows = ROWS, cov: dict | No
                  note=f"{len(out)} variant x data set pairs: tuning raised test mAP significantly in {up}, "
                       f"lowered it significantly in {down}. Both runs use the final seeds and the same "
                       "stratified bootstrap draws (paired); CIs as in the tables above; p = paired "
-                      + ("bootstrap (Davison & Hinkley 1997)" if tests == {"bootstrap"} else
-                         f"test on {diffs[0].size:,} draws ({' / '.join(sorted(tests))}: the bootstrap tail p "
-                         "where its Holm floor is at most alpha/10, else the normal approximation with the "
-                         "bootstrap SE)")
-                      + ", Holm over each data set's pairs, alpha 0.05. "
+                      f"bootstrap tail p (Davison & Hinkley 1997) of the {diffs[0].size:,} stored draws, "
+                      "no lower than 2 / (draws + 1) times the Holm multiplier (p ≤ that floor where "
+                      "no draw crosses zero), Holm over each data set's pairs, alpha 0.05. "
                       "The tuned choice was picked on cross-validated validation mAP, never on test."
                       + (" " + NO_CI_NOTE if any(NO_CI_MARK in c for r in out for c in r[2:4]) else "")
                       + (" " + NO_COVER_NOTE if any(NO_COVER_MARK in c for r in out for c in r[2:4]) else ""))

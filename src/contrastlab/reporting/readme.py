@@ -29,8 +29,10 @@ def _value(a: dict, v: float) -> str:
     return f"{a['scale'] * v:.1f}{' ' + a['unit'] if a.get('unit') else ''}"
 
 
-def _p(p: float | None) -> str:
-    return "" if p is None else f"p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+def _p(a: dict) -> str:
+    from ..evaluation.stats import format_p  # the one p formatter (issue 55)
+
+    return "" if a.get("p") is None else format_p(a["p"], floor=a.get("p_floor"))
 
 
 def _row(title: str, a: dict) -> str:
@@ -41,12 +43,12 @@ def _row(title: str, a: dict) -> str:
         diff = (f"{s * a['delta']:+.1f} on average ({s * a['delta_min']:+.1f} to "
                 f"{s * a['delta_max']:+.1f} over {a['n_panels']} sets)")
         verdict = (f"above on {a['n_above']}, below on {a['n_below']} of {a['n_panels']} sets "
-                   f"(Wilcoxon {_p(a.get('p'))})")
+                   f"(Wilcoxon {_p(a)})")
     else:
         ci = (f" [{s * a['delta_low']:+.1f}, {s * a['delta_high']:+.1f}]"
               if a.get("delta_low") is not None else "")
         diff = f"{s * a['delta']:+.1f}{ci}"
-        verdict = f"{_VERDICT[a['verdict']]} (Holm {_p(a.get('p'))})"
+        verdict = f"{_VERDICT[a['verdict']]} (Holm {_p(a)})"
     return f"| {title} | {base} | {best} | {diff} | {verdict} |"
 
 
