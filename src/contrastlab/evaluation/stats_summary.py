@@ -182,8 +182,9 @@ def summarize(point: Mapping[str, float], reps: Mapping[str, np.ndarray], *,
         ``"tied_for_best"`` (= ``in_mcs``), ``"delta_vs_best"``, ``"p_vs_best"`` and
         ``"p_vs_best_holm"`` (paired test against the observed best, kept for reference; the
         tie is decided by the MCS) and, with a baseline, for every other candidate
-        ``"delta_vs_baseline", "p_vs_baseline", "p_vs_baseline_holm", "beats_baseline",
-        "below_baseline"``.
+        ``"delta_vs_baseline"`` with its 95 % BC interval ``"delta_ci_low", "delta_ci_high"``
+        (of the paired difference replicates), ``"p_vs_baseline", "p_vs_baseline_holm",
+        "beats_baseline", "below_baseline"``.
 
     Raises:
         ValueError: unknown baseline/candidate, mismatched replicate counts, or no candidate.
@@ -235,7 +236,10 @@ def summarize(point: Mapping[str, float], reps: Mapping[str, np.ndarray], *,
         for c, p, ph in zip(tested, p_base, holm(p_base)):
             delta = float(point[c] - point[baseline])
             sig = bool(ph < alpha)
-            out[c].update(delta_vs_baseline=delta, p_vs_baseline=p,
+            d_lo, d_hi = bias_corrected_interval(
+                delta, np.asarray(reps[c], dtype=np.float64) - np.asarray(reps[baseline]), confidence)
+            out[c].update(delta_vs_baseline=delta, delta_ci_low=d_lo, delta_ci_high=d_hi,
+                          p_vs_baseline=p,
                           p_vs_baseline_holm=float(ph),
                           beats_baseline=sig and sign * delta > 0,
                           below_baseline=sig and sign * delta < 0,
