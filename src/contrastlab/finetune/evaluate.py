@@ -228,9 +228,7 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
     """
     from pathlib import Path
 
-    from ..evaluation.stats import draws_for
-    from .tiers import (CEILING, CHANCE, REFERENCES, TIER_METRICS, reference_metrics, split_sets,
-                        tier_items)
+    from .tiers import reference_metrics, split_sets, tier_items
 
     problems = df["problem"].astype(str).to_numpy()
     tiers = df["tier"].astype(str).to_numpy()
@@ -260,7 +258,25 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
     for s, (_, _, ps) in sets.items():
         for r, d in reference_metrics(ps, kmax).items():
             items.setdefault(r, {}).update({f"{s}/{m}": a[None] for m, a in d.items()})
-    rows = [*names, *REFERENCES]
+    out = tier_summary(ft, df, items, sets)
+    flat = {f"{r}/{k}": a for r in out["rows"] for k, a in items[r].items()}
+    return out, flat
+
+
+def tier_summary(ft, df, items: dict[str, dict[str, np.ndarray]], sets=None) -> dict:
+    """The summary of :func:`tier_tables` from the per-query arrays ``items[row]["<split>/
+    <metric>"]`` (``[S, Q]``; what ``tier_items.npz`` stores, so the statistics can be
+    recomputed without the embeddings: ``scripts/finetune_restat.py``). ``sets``: the
+    :func:`~contrastlab.finetune.tiers.split_sets` of ``df`` (computed when ``None``)."""
+    from ..evaluation.stats import draws_for
+    from .tiers import CEILING, CHANCE, REFERENCES, TIER_METRICS, split_sets
+
+    problems = df["problem"].astype(str).to_numpy()
+    if sets is None:
+        sets = split_sets(problems, df["tier"].astype(str).to_numpy(),
+                          df["split"].astype(str).to_numpy(), df["text"].tolist())
+    knn = f"knn{max(ft.eval.knn_k)}_pxt"  # not a row name (metric)
+    rows = [*ft.variants, *BASELINES, *REFERENCES]
     val = {r: float(np.nanmean(items[r]["val/wp_auc"])) for r in rows if "val/wp_auc" in items[r]}
     pool = [*BASELINES, *(r for r, x in REFERENCES.items() if x.competes)]
     baseline = max(pool, key=lambda b: val.get(b, -1.0))
@@ -282,5 +298,4 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
                                      references=refs)
                             for m in (*TIER_METRICS, knn)
                             if np.isfinite(items[CHANCE][f"{s}/{m}"]).any()}
-    flat = {f"{r}/{k}": a for r in rows for k, a in items[r].items()}
-    return out, flat
+    return out
