@@ -27,6 +27,7 @@ from contrastlab.biencoder.data import load_pairs
 from contrastlab.evaluation.code_hybrids import at_weight, fuse_with_bm25, sentence_control
 from contrastlab.evaluation.retrieval import true_ranks
 from contrastlab.models.code_baselines import BM25Scorer, ranks_from_scores
+from contrastlab.losses.registry import method_row
 from contrastlab.params import load_params
 from contrastlab.utils import set_cpu_threads
 
@@ -52,16 +53,17 @@ def main() -> None:
     set_cpu_threads(code.train.threads)
     pairs = load_pairs(a.functions, a.splits)
     va, te = pairs.rows("val"), pairs.rows("test")
-    bm = json.load(open(f"{a.metrics}/baselines.json"))["baselines"]["bm25"]
+    lexical = method_row("code", "lexical")  # BM25: the row the name table says
+    bm = json.load(open(f"{a.metrics}/baselines.json"))["baselines"][lexical]
     br = pd.read_csv(f"{a.data}/baselines_ranks.csv")
     hr = pd.read_csv(f"{a.data}/hybrids_ranks.csv")
     committed = json.load(open(f"{a.metrics}/hybrids.json"))["hybrids"]
     sigs, bodies = pairs.signatures, pairs.bodies
     lex = BM25Scorer(bodies, bm["k1"], bm["b"]).scores([sigs[i] for i in te])
-    _same("bm25", ranks_from_scores(lex, te), te, br[br["baseline"] == "bm25"])
+    _same(lexical, ranks_from_scores(lex, te), te, br[br["baseline"] == lexical])
     sentence, pred = sentence_control(code, sigs, bodies, va, te)
     _, qt, corpus = pred[0]
-    _same("sentence", true_ranks(qt, corpus, te, code.evaluate.k_max, device="cpu"), te,
+    _same(sentence, true_ranks(qt, corpus, te, code.evaluate.k_max, device="cpu"), te,
           br[br["baseline"] == sentence])
     out, frames = fuse_with_bm25(code, bm, sigs, bodies, {sentence: pred}, va, te, pairs.repo,
                                  every_weight=(sentence,))

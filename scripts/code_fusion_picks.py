@@ -29,13 +29,15 @@ import numpy as np
 import pandas as pd
 
 from contrastlab.io import write_csv, write_json
+from contrastlab.losses.registry import method_row
 from contrastlab.models.code_baselines import argmax_pick, pick_on_grid
 
-CONTROL = "sentence"
+CONTROL = method_row("code", "sentence_embedding")
+LEXICAL, RIDGE = method_row("code", "lexical"), method_row("code", "closed_form_ridge")
 
 
 def _n_val(baselines: dict) -> int:
-    fr = [g["val_rank_at_10"] for g in baselines["bm25"]["bm25_grid"]]
+    fr = [g["val_rank_at_10"] for g in baselines[LEXICAL]["bm25_grid"]]
     for n in range(10, 100_000):
         x = np.asarray(fr) * n
         if np.allclose(x, np.round(x), atol=1e-6):
@@ -87,7 +89,7 @@ def fusions(path: Path, n_val: int, control: dict | None) -> list[str]:
 
 def baselines(path: Path, n_val: int) -> list[str]:
     b = json.loads(path.read_text())
-    bm = b["baselines"]["bm25"]
+    bm = b["baselines"][LEXICAL]
     g = bm["bm25_grid"]
     pts = [{"k1": x["k1"], "b": x["b"]} for x in g]
     bm["pick"] = argmax_pick(pts, [x["val_rank_at_10"] for x in g], n_val,
@@ -96,17 +98,17 @@ def baselines(path: Path, n_val: int) -> list[str]:
     k1s, bs = sorted({x["k1"] for x in g}), sorted({x["b"] for x in g})
     bm["smooth_pick"] = pick_on_grid(pts, [x["val_mrr"] for x in g], n_val,
                                      coords=[(k1s.index(x["k1"]), bs.index(x["b"])) for x in g])
-    notes = [f"{path}: bm25 (k1={bm['k1']:g}, b={bm['b']:g}) margin {bm['pick']['margin_items']} "
+    notes = [f"{path}: {LEXICAL} (k1={bm['k1']:g}, b={bm['b']:g}) margin {bm['pick']['margin_items']} "
              f"items (Rank@10; tie gap {bm['pick'].get('tie_gap_items')}); the smooth rule would "
              f"pick {bm['smooth_pick']['choice']}"]
-    if "ridge" in b["baselines"]:
-        r = b["baselines"]["ridge"]
+    if RIDGE in b["baselines"]:
+        r = b["baselines"][RIDGE]
         g = r["lambda_grid"]
         r["pick"] = argmax_pick([x["lambda"] for x in g], [x["val_rank_at_10"] for x in g], n_val,
                                 ties=[x["val_mrr"] for x in g])
         assert r["pick"]["choice"] == r["lambda"], path
         r["smooth_pick"] = pick_on_grid([x["lambda"] for x in g], [x["val_mrr"] for x in g], n_val)
-        notes.append(f"{path}: ridge lambda={r['lambda']:g} margin {r['pick']['margin_items']} items; "
+        notes.append(f"{path}: {RIDGE} lambda={r['lambda']:g} margin {r['pick']['margin_items']} items; "
                      f"the smooth rule would pick {r['smooth_pick']['choice']:g}")
     write_json(path, b)
     return notes
