@@ -368,7 +368,7 @@ def calibrate_operating_point(prevalence: Sequence[float], *, micro_val_t: float
     threshold ``t_fixed`` (the pipeline's 0.5) where the population micro-F1 is the real
     ``micro_fixed``, on the side of ``t_opt`` where 0.5 lies from the real ``threshold_val``;
     and the pipeline's grid (0.05..0.95) in score units, ``t_fixed + logit(grid) / slope``, its
-    slope putting ``threshold_val`` at ``t_opt``. Bisection throughout; a target out of reach
+    slope putting ``threshold_val`` at ``t_opt``. ``b`` on a grid over [-3, 3], the rest by bisection; a target out of reach
     is met as closely as the model allows (the simulated values are recorded beside the real)."""
     from .multilabel import THRESHOLD_GRID
 
@@ -389,12 +389,9 @@ def calibrate_operating_point(prevalence: Sequence[float], *, micro_val_t: float
             lo, hi = (mid, hi) if at_opt(mid, b)[1][0] < micro_val_t else (lo, mid)
         return (lo + hi) / 2
 
-    lo, hi = -1.0, 3.0  # at a matched micro-F1, macro-F1 falls as b grows
-    if prev.size > 1 and np.ptp(z) > 0:
-        for _ in range(20):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if at_opt(a_for(mid), mid)[1][1] > macro_val_t else (lo, mid)
-    b = (lo + hi) / 2 if prev.size > 1 and np.ptp(z) > 0 else 0.0
+    # b on a grid (macro-F1 at a matched micro-F1 need not be monotone in b), a by bisection
+    bs = np.linspace(-3.0, 3.0, 25) if prev.size > 1 and np.ptp(z) > 0 else np.zeros(1)
+    b = float(min(bs, key=lambda b: abs(at_opt(a_for(b), b)[1][1] - macro_val_t)))
     a = a_for(b)
     mu = a + b * z
     t_opt, f_opt = at_opt(a, b)
