@@ -57,14 +57,15 @@ def test_committed_table_is_recomputed_from_the_committed_runs(table, dirs, data
 @pytest.mark.parametrize("table, dirs, dataset, coverage", CASES, ids=lambda x: getattr(x, "name", x))
 def test_committed_intervals_contain_their_estimates_and_cover(table, dirs, dataset, coverage):
     cov = json.loads(coverage.read_text())[dataset]
-    assert cov and all(0.92 <= v <= 0.98 for v in cov.values())
+    assert cov
     t = json.loads(table.read_text())
     # the coverage entry that licenses each column's interval (map: the plain mAP, k = 1)
     licence = {"map": "map_min1pos", "map_frequent": f"map_min{t['frequent_k']}pos"}
     for row, cells in t["rows"].items():
         for key, c in cells.items():
             if c["ci_low"] is not None:
-                assert licence.get(key, key) in cov, (table.name, row, key)
+                # printed only where the simulated coverage lies in the target
+                assert 0.92 <= cov[licence.get(key, key)] <= 0.98, (table.name, row, key)
                 assert c["ci_low"] <= c["mean"] <= c["ci_high"], (table.name, row, key)
             elif key.startswith("map") and dataset == "bibtex":
                 assert c["no_cover"]  # no k covers at bibtex's shape: no mAP interval

@@ -24,9 +24,15 @@ NOTE = ("°: no interval shown: the coverage simulation at this column's operati
 
 
 def load(metrics_dir: Path) -> dict:
-    """``<metrics_dir>/coverage.json``, or ``{}`` when absent."""
+    """``<metrics_dir>/coverage.json``, or ``{}`` when absent; a preset folder's own file
+    (``<metrics_dir>/multilabel_<preset>/coverage.json``, its set simulated at its shape) adds
+    its sets as ``"multilabel_<preset>/<set>"``."""
     f = Path(metrics_dir) / "coverage.json"
-    return json.loads(f.read_text()) if f.exists() else {}
+    cov = json.loads(f.read_text()) if f.exists() else {}
+    for p in sorted(Path(metrics_dir).glob("multilabel_*/coverage.json")):
+        cov.update({f"{p.parent.name}/{ds}": e for ds, e in json.loads(p.read_text()).items()
+                    if not ds.startswith("_")})
+    return cov
 
 
 def covers(cov: dict, key: str | None) -> bool:
@@ -65,6 +71,9 @@ def coverage_key(section: str, title: str, column: str, row: list) -> str | None
     ``column``: the table's; ``row``: the row, for tables with a data-set column); None when
     the column was never simulated (its intervals are not to be printed)."""
     if section == "multilabel":
+        m = re.match(r"(\S+), preset multilabel-(\S+) \(", title)  # reporting/multilabel_presets.py
+        if m:  # simulated in the preset's own folder (no file: its intervals are not printed)
+            return f"multilabel_{m.group(2).replace('-', '_')}/{m.group(1)}.{_ML[column]}" if column in _ML else None
         m = re.match(r"(\S+): Table 1 format", title)
         ds = m.group(1) if m else str(row[1]) if title.startswith("Default (params.yaml") else None
         if column == "mAP (frequent labels)":

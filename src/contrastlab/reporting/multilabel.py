@@ -264,6 +264,9 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
                        f"params.yaml defaults on test: mAP significantly higher in "
                        f"{verdicts.count('tuned better')} and lower in {verdicts.count('tuned worse')} of "
                        f"{len(verdicts)} variant x data set pairs (paired bootstrap, Holm per data set).")
+    from .multilabel_presets import preset_tables  # bibtex, tmc2007-500 on all rows: own tables
+
+    s.tables += preset_tables(inp.metrics, inp.root)
     # reference numbers from the paper
     ref_rows = []
     for loss in [n for n in _TABLE if any(n in t for t in PAPER_TABLE1.values())]:

@@ -1,0 +1,74 @@
+"""The multi-label presets' results in the report: one table per folder
+``reports/metrics/multilabel_<preset>/`` holding a ``combined_table.json`` (written by
+``scripts/multilabel_table.py --json`` from runs made under ``presets/multilabel-<preset>.yaml``,
+e.g. bibtex, tmc2007-500 on all training rows), with the preset named in its title.
+
+Intervals follow the report's coverage rule (:mod:`.coverage_rule`): an interval is printed
+where the preset folder's own ``coverage.json`` (``bench/bench_coverage.py`` at that set's
+shape and operating point) covers in [0.92, 0.98]; elsewhere (or with no such file) the
+estimate alone, marked °.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from . import Cell, Table, short_label
+from . import coverage_rule as rule
+
+__all__ = ["preset_tables", "COLUMNS"]
+
+#: table column -> the metric key of ``combined_table.json`` rows
+COLUMNS = {"mAP": "map", "macro-F1 @val-t": "macro_f1_val_t", "micro-F1 @0.5": "micro_f1",
+           "macro-F1 @0.5": "macro_f1"}
+_TITLE = "{ds}, preset {preset} (presets/{preset}.yaml): test, %"
+
+
+def _dataset(folder: Path, table: dict) -> str:
+    """The data set of a preset table: the prefix of its baseline's run file
+    (``<source>/<dataset>_<baseline>.json``)."""
+    src = Path(table["source"][table["baseline"]])
+    hits = sorted(src.glob(f"*_{table['baseline']}.json"))
+    if not hits:
+        raise FileNotFoundError(f"{folder}: no run file of {table['baseline']} under {src}")
+    return hits[0].name[: -len(f"_{table['baseline']}.json")]
+
+
+def preset_tables(metrics: Path, root: Path, digits: int = 2) -> list[Table]:
+    """One :class:`~contrastlab.reporting.Table` per ``<metrics>/multilabel_*/combined_table.json``
+    (``root``: where the table's ``source`` folders are relative to): every row with mAP, macro-F1
+    at the validation threshold, micro-/macro-F1 at 0.5 (mean over seeds [95 % CI], or ° where
+    the preset's coverage simulation does not cover) and macro-F1 @val-t against the strongest
+    baseline (by validation mAP) with its Holm-corrected p; ``[]`` when no preset has one."""
+    from ..evaluation.stats import format_p
+
+    out, cov = [], rule.load(metrics)
+    for f in sorted(Path(metrics).glob("multilabel_*/combined_table.json")):
+        t = json.loads(f.read_text(encoding="utf-8"))
+        t["source"] = {k: str(Path(root) / v) for k, v in t["source"].items()}
+        ds, preset = _dataset(f.parent, t), f.parent.name.replace("_", "-")
+        title = _TITLE.format(ds=ds, preset=preset)
+        rows = []
+        for name, r in t["rows"].items():
+            cells = []
+            for col, m in COLUMNS.items():
+                e = r[m]
+                c = Cell(e["mean"], e.get("ci_low"), e.get("ci_high"), scale=100.0, digits=digits,
+                         marks=tuple(k for k, on in (("↑", e.get("above")), ("↓", e.get("below"))) if on))
+                ok = not e.get("no_cover") and rule.covers(cov, rule.coverage_key("multilabel", title, col, []))
+                cells.append(c if ok else dataclasses.replace(c, low=None, high=None, marks=(*c.marks, rule.MARK)))
+            e = r["macro_f1_val_t"]
+            vs = ("(strongest baseline)" if name == t["baseline"] else
+                  f"{100 * e['delta']:+.{digits}f} ({format_p(e['p_holm'], e.get('n_resamples'), e.get('family_size', 1))})")
+            rows.append([short_label("multilabel", name), str(t["n_seeds"][name]), *cells, vs])
+        out.append(Table(title,
+                         ["row", "seeds", *COLUMNS, "Δ macro-F1 @val-t vs strongest baseline (Holm p)"],
+                         rows, note=(f"Runs made under presets/{preset}.yaml, outside the default "
+                                     f"pipeline (docs/multilabel.md); {f.parent.name}/{f.name} "
+                                     "from `python scripts/multilabel_table.py --json`. Strongest "
+                                     f"baseline by validation mAP: {short_label('multilabel', t['baseline'])}. "
+                                     "↑/↓: significantly above / below it (paired bootstrap, Holm). "
+                                     + rule.NOTE)))
+    return out
