@@ -27,12 +27,8 @@ from contrastlab import sandbox as sbx
 from contrastlab.sandbox import SandboxUnavailable, run_sandboxed, sandbox_mode
 from contrastlab.utils import repo_root
 
-try:
-    sandbox_mode(False)
-    _WHY = ""
-except SandboxUnavailable as e:  # pragma: no cover - depends on the machine
-    _WHY = str(e)
-needs_bwrap = pytest.mark.skipif(bool(_WHY), reason=f"bubblewrap cannot run here: {_WHY}")
+from _bwrap import needs_bwrap
+
 
 PWNED = "def check(candidate):\n    assert candidate() == 'pwned'\n"
 LIMITS = dict(timeout_s=10.0, assert_timeout_s=5.0, cpu_s=5, memory_mb=256, fsize_mb=1)

@@ -18,14 +18,11 @@ import textwrap
 import pytest
 
 from contrastlab import sandbox as sbx
-from contrastlab.sandbox import SandboxUnavailable, run_sandboxed, sandbox_mode
+from contrastlab.sandbox import run_sandboxed
 
-try:
-    sandbox_mode(False)
-    _WHY = ""
-except SandboxUnavailable as e:  # pragma: no cover - depends on the machine
-    _WHY = str(e)
-pytestmark = pytest.mark.skipif(bool(_WHY), reason=f"bubblewrap cannot run here: {_WHY}")
+from _bwrap import needs_bwrap
+
+pytestmark = needs_bwrap
 
 PWNED = "def check(candidate):\n    assert candidate() == 'pwned'\n"
 LIMITS = dict(timeout_s=15.0, assert_timeout_s=10.0, cpu_s=10, memory_mb=512, fsize_mb=1)

@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from contrastlab.sandbox import SandboxUnavailable, run_sandboxed, sandbox_mode
+from contrastlab.sandbox import run_sandboxed
 
-try:
-    sandbox_mode(False)
-    _WHY = ""
-except SandboxUnavailable as e:  # pragma: no cover - depends on the machine
-    _WHY = str(e)
-pytestmark = pytest.mark.skipif(bool(_WHY), reason=f"bubblewrap cannot run here: {_WHY}")
+from _bwrap import needs_bwrap
+
+pytestmark = needs_bwrap
 
 LIMITS = dict(timeout_s=10.0, assert_timeout_s=2.0, cpu_s=5, memory_mb=256, fsize_mb=1)
 FRAME = "import os, struct, sys\n\ndef f():\n    d = {}\n    os.write(int(sys.argv[2]), struct.pack('>I', len(d)) + d)\n    return 1\n"

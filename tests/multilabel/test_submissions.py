@@ -13,15 +13,10 @@ import pytest
 from contrastlab.data import submissions as subs
 from contrastlab.data.humaneval import load_problems, tier_problem
 from contrastlab.errors import InputError
-from contrastlab.sandbox import SandboxUnavailable, sandbox_mode
 from contrastlab.utils import repo_root
 
-try:
-    sandbox_mode(False)
-    _WHY = ""
-except SandboxUnavailable as e:  # pragma: no cover - depends on the machine
-    _WHY = str(e)
-needs_bwrap = pytest.mark.skipif(bool(_WHY), reason=f"bubblewrap cannot run here: {_WHY}")
+from _bwrap import needs_bwrap
+
 
 EX = repo_root() / "examples" / "submissions"
 LIMITS = dict(timeout_s=10.0, assert_timeout_s=5.0, cpu_s=5, memory_mb=256)
