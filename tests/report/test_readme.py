@@ -47,7 +47,7 @@ def test_every_answer_entry_has_a_row_with_its_numbers():
 def test_row_states_difference_ci_and_verdict():
     t = readme.answer_table({"answer": {"graph": _answer()}})
     row = t.splitlines()[2]
-    assert "| SGC 81.2 % | MixCo 81.7 % | +0.5 [-1.7, +2.5] | level (not significant)" in row
+    assert "| SGC 81.2 % | MixCo 81.7 % | +0.5 [-1.7, +2.5] | level, not significant" in row
     below = readme.answer_table({"answer": {"graph": _answer(
         delta=-0.05, delta_low=-0.08, delta_high=-0.02, p=0.001, verdict="below")}})
     assert "-5.0 [-8.0, -2.0] | below, significantly" in below
