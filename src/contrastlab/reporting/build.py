@@ -61,7 +61,12 @@ def track_run(track: str, *, stage: str):
 def collect_sections(root: Inputs | Path, figures_dir: Path, tracks: Sequence[str] = TRACKS) -> list[Section]:
     """Build every available track's section from ``root`` (the report's
     :class:`~contrastlab.reporting.Inputs`, or a repository root and its standard layout);
-    tracks whose module or metrics are missing are skipped."""
+    tracks whose module or metrics are missing are skipped. Every table then follows the
+    coverage rule (:func:`contrastlab.reporting.coverage_rule.apply`: an interval only where
+    its column's simulated coverage lies in [0.92, 0.98], else °)."""
+    from . import coverage_rule as rule
+
+    cov = rule.load(Inputs.of(root).metrics)
     sections = []
     for t in tracks:
         try:
@@ -72,6 +77,8 @@ def collect_sections(root: Inputs | Path, figures_dir: Path, tracks: Sequence[st
             raise
         s = mod.build_section(root, figures_dir)
         if s is not None:
+            for table in s.tables:  # the ° rule, for every track's tables (coverage_rule)
+                rule.apply(table, s.track, cov)
             sections.append(s)
     return sections
 

@@ -32,7 +32,6 @@ from pathlib import Path
 
 from ..evaluation.stats import baseline_p
 from . import Figure, Inputs, Section, Table
-from . import coverage_rule as rule
 from .code_figures import _rank_curve_figure, _training_figure
 from .code_headline import _ci, _headline
 from .code_rows import (REFERENCES, TITLES, _contrastive, _is_baseline, _is_hybrid, _order, _short,
@@ -286,6 +285,4 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
         s.figures.append(Figure("Training curves (seed 0)", p,
                                 "Left: training loss per epoch; right: validation Rank@10 "
                                 "against the full corpus (early-stopping criterion)."))
-    for t in s.tables:  # the ° rule (coverage_rule)
-        rule.apply(t, "code", rule.load(inp.metrics))
     return s

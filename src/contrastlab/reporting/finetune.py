@@ -15,7 +15,6 @@ from pathlib import Path
 from ..losses.registry import method_row, track_variants
 from ..params.finetune import REFERENCE_ROWS as BASELINE_ROWS
 from . import Cell, Figure, Inputs, Section, Table, style
-from . import coverage_rule as rule
 from ..evaluation.stats import baseline_p
 
 #: The frozen encoder's row (the reference rows are the variant table's, BASELINE_ROWS).
@@ -389,6 +388,4 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
     sec.figures.append(Figure("kNN@5 problem x tier purity with 95% CIs", fig,
                               "Dashed: the highest purity any embedding can reach given the cell "
                               "sizes (cells with fewer than 6 members cannot fill 5 neighbours)."))
-    for t in sec.tables:  # the ° rule (coverage_rule)
-        rule.apply(t, "finetune", rule.load(inp.metrics))
     return sec
