@@ -59,7 +59,7 @@ def _comparison(stats: dict, metrics: dict, names: list[str], baseline: str | No
 
 
 #: The column of each score fusion beside the control at the same weight.
-SAME_W_COLUMN = "Δ R@10 vs control at the same w (pp [CI], Holm p)"
+SAME_W_COLUMN = "Δ R@10 vs control at the same w (pp, Holm p)"
 _PICK_NOTE = ("Fusion weights: the centre of the plateau of weights whose validation MRR is within "
               "1 % of the validation queries of the best (the same rule for the control and every "
               "trained fusion); margin: the fewest validation items (criterion x queries) whose "
@@ -89,8 +89,8 @@ def _vs_control_cell(n: str, m: dict, vs_ctl: dict) -> str:
     if e is None:
         return "-"
     mark = "▲ " if e.get("beats_baseline") else "▼ " if e.get("below_baseline") else ""
-    return (f"{mark}{100 * e['delta_vs_baseline']:+.1f} [{100 * e['delta_ci_low']:+.1f}, "
-            f"{100 * e['delta_ci_high']:+.1f}] (control {100 * e['control_mean']:.1f} % at "
+    # no interval: the coverage of a difference's interval is not simulated (the ° rule)
+    return (f"{mark}{100 * e['delta_vs_baseline']:+.1f} (control {100 * e['control_mean']:.1f} % at "
             f"w={m.get('weight'):g}; Holm {baseline_p(e)})")
 
 
