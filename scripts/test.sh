@@ -2,10 +2,11 @@
 # README command 2: create the environment if needed, then run the test suite.
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh tests/losses -x`).
 # The suite runs on CONTRASTLAB_TEST_WORKERS pytest-xdist workers (default: one per core plus
-# one, at most 4: many tests wait on a server, a sandbox or a child process; measured on 2 cores,
-# 1,298 tests: 3 workers 9 min 50 s, 2 workers 10 min 22 s, serially about 16 min), tests handed out one by one and taken over from a busy worker by an idle one
-# (--dist worksteal: the long end-to-end tests do not queue behind each other in one file);
-# CONTRASTLAB_TEST_WORKERS=0 runs it in this process.
+# one, at most 4, since many tests wait on a server, a sandbox or a child process), tests handed
+# out one by one and taken over from a busy worker by an idle one (--dist worksteal: the long
+# end-to-end tests do not queue behind each other). Measured on 2 cores, 1,298 tests: 3 workers
+# 9 min 50 s, 2 workers 10 min 22 s, serially about 16 min. CONTRASTLAB_TEST_WORKERS=0 runs it
+# in this process.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/env.sh
