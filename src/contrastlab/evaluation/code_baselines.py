@@ -40,8 +40,8 @@ import torch.nn.functional as F
 from ..data.code_inputs import load_code_data, load_code_texts
 from ..losses.registry import method_row
 from ..models.code_baselines import (BM25Scorer, TargetSpace, argmax_pick, fit_ridge,
-                                     identifier_tokens, pooled_signature, ranks_from_scores,
-                                     ridge_predict)
+                                     identifier_tokens, pick_on_grid, pooled_signature,
+                                     ranks_from_scores, ridge_predict)
 from ..models.code_student import prepare_targets
 from ..models.teacher import TeacherEncoder
 from ..utils import set_cpu_threads
@@ -87,6 +87,9 @@ def run_baselines(data, targets, lambdas, k_max: int = 100, device: str = "cpu")
     metrics[ridge]["lambda"] = best["lambda"]
     metrics[ridge]["lambda_grid"] = grid
     metrics[ridge]["pick"] = pick
+    # what the smooth rule (validation MRR, plateau centre) would pick, for the report
+    metrics[ridge]["smooth_pick"] = pick_on_grid([g["lambda"] for g in grid],
+                                                 [g["val_mrr"] for g in grid], len(va))
     return metrics, pd.concat(frames)
 
 
@@ -108,6 +111,10 @@ def bm25_grid(signatures, bodies, val, k1s, bs) -> tuple[dict, list[dict], dict]
                        [g["val_rank_at_10"] for g in grid], len(qs),
                        ties=[g["val_mrr"] for g in grid])
     best = next(g for g in grid if {"k1": g["k1"], "b": g["b"]} == pick["choice"])
+    k1s, bs = sorted({g["k1"] for g in grid}), sorted({g["b"] for g in grid})
+    pick["smooth_pick"] = pick_on_grid(  # what the smooth rule would pick (not applied)
+        [{"k1": g["k1"], "b": g["b"]} for g in grid], [g["val_mrr"] for g in grid], len(qs),
+        coords=[(k1s.index(g["k1"]), bs.index(g["b"])) for g in grid])
     return best, grid, pick
 
 
@@ -204,7 +211,7 @@ def run_text_baselines(code, signatures: list[str], bodies: list[str], data) -> 
     r = ranks_from_scores(bm.scores([signatures[i] for i in te]), te)
     rows[method_row("code", "lexical")] = (r, best["val_rank_at_10"],
                                            {"k1": best["k1"], "b": best["b"], "bm25_grid": grid,
-                                            "pick": pick})
+                                            "pick": pick, "smooth_pick": pick.pop("smooth_pick")})
 
     def dense(q: torch.Tensor, c: torch.Tensor) -> tuple[np.ndarray, float]:
         q, c = F.normalize(q.float(), dim=-1), F.normalize(c.float(), dim=-1)
