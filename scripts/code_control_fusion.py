@@ -1,6 +1,6 @@
 """Recompute the code track's untrained control fusion (BM25 + the sentence embedding) from
 the extracted functions and the splits alone (no teacher states, no trained model), with the
-fusion-weight pick of :func:`contrastlab.models.code_baselines.pick_on_grid` and its test
+fusion-weight pick of :func:`contrastlab.models.grid_picks.pick_on_grid` and its test
 ranks at every grid weight, exactly as ``hybrid_code`` computes them
 (:func:`contrastlab.evaluation.code_hybrids.fuse_with_bm25`).
 

@@ -1,7 +1,7 @@
 """Bring the committed code-track metrics under the pick rule of issue 55 (part 4) without
 rerunning what cannot be rerun on two CPU cores without the DVC cache.
 
-- Every fusion's weight: :func:`contrastlab.models.code_baselines.pick_on_grid` applied to
+- Every fusion's weight: :func:`contrastlab.models.grid_picks.pick_on_grid` applied to
   its committed validation grid (``weight_grid``: validation MRR per weight, mean over seeds).
   Where it picks the committed weight, the committed test numbers stand and the pick record is
   added. The untrained control (``fusion_sentence`` of the default table) is replaced by its
@@ -30,7 +30,7 @@ import pandas as pd
 
 from contrastlab.io import write_csv, write_json
 from contrastlab.losses.registry import method_row
-from contrastlab.models.code_baselines import argmax_pick, pick_on_grid
+from contrastlab.models.grid_picks import argmax_pick, pick_on_grid
 
 CONTROL = method_row("code", "sentence_embedding")
 LEXICAL, RIDGE = method_row("code", "lexical"), method_row("code", "closed_form_ridge")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from contrastlab.models.code_baselines import (BM25Scorer, competition_ranks, fit_fusion_weight,
-                                               fuse_scores, identifier_tokens, pick_fusion_weight,
-                                               ranks_from_scores, rrf_scores)
+from contrastlab.models.code_baselines import (BM25Scorer, competition_ranks, fuse_scores,
+                                               identifier_tokens, ranks_from_scores, rrf_scores)
+from contrastlab.models.grid_picks import fit_fusion_weight, pick_fusion_weight
 
 
 def test_tokeniser_splits_snake_camel_and_acronyms():

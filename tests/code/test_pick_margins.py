@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contrastlab.models.code_baselines import (FRAGILE_SHARE, argmax_pick, pick_fusion_weight,
-                                               pick_on_grid)
+from contrastlab.models.grid_picks import FRAGILE_SHARE, argmax_pick, pick_fusion_weight, pick_on_grid
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -39,9 +39,9 @@ import torch.nn.functional as F
 
 from ..data.code_inputs import load_code_data, load_code_texts
 from ..losses.registry import method_row
-from ..models.code_baselines import (BM25Scorer, TargetSpace, argmax_pick, fit_ridge,
-                                     identifier_tokens, pick_on_grid, pooled_signature,
-                                     ranks_from_scores, ridge_predict)
+from ..models.code_baselines import (BM25Scorer, TargetSpace, fit_ridge, identifier_tokens,
+                                     pooled_signature, ranks_from_scores, ridge_predict)
+from ..models.grid_picks import argmax_pick, pick_on_grid
 from ..models.code_student import prepare_targets
 from ..models.teacher import TeacherEncoder
 from ..utils import set_cpu_threads
@@ -95,7 +95,7 @@ def run_baselines(data, targets, lambdas, k_max: int = 100, device: str = "cpu")
 
 def bm25_grid(signatures, bodies, val, k1s, bs) -> tuple[dict, list[dict], dict]:
     """``(k1, b)`` with the best validation Rank@10 (ties: MRR, then grid order), the grid and
-    the pick record with its margin (:func:`contrastlab.models.code_baselines.argmax_pick`).
+    the pick record with its margin (:func:`contrastlab.models.grid_picks.argmax_pick`).
 
     The pick stays the Rank@10 argmax: BM25's ``(k1, b)`` enters every hybrid, so a change
     of rule reruns every trained fusion (see docs/code.md, "Picks on validation grids")."""

@@ -2,7 +2,7 @@
 from a notebook): :func:`run_hybrids`. Per variant and seed, reciprocal-rank fusion
 ``1/(k + r_bm25) + 1/(k + r_dense)`` over the whole corpus (Cormack, Clarke & Buettcher 2009,
 Eq. 1) and z-scored score fusion ``w z(bm25) + (1 - w) z(cosine)`` with ``w`` picked on the
-validation MRR (mean over seeds) by :func:`contrastlab.models.code_baselines.pick_on_grid`:
+validation MRR (mean over seeds) by :func:`contrastlab.models.grid_picks.pick_on_grid`:
 the centre of the plateau of weights within 1 % of the validation queries of the best, with
 the pick's margin (validation items that would flip it) recorded. The same two fusions of
 BM25 with the teacher's untrained sentence embedding (``rrf_sentence``, ``fusion_sentence``;
@@ -22,8 +22,9 @@ import pandas as pd
 
 from ..data.code_inputs import load_code_data, load_code_texts
 from ..io import read_json
+from ..models.grid_picks import pick_fusion_weight
 from ..models.code_baselines import (BM25Scorer, competition_ranks, fuse_scores, fuse_zscores,
-                                     pick_fusion_weight, ranks_from_scores, rrf_scores,
+                                     ranks_from_scores, rrf_scores,
                                      zscore_rows)
 from ..models.code_student import checkpoint_path, load_student, predict, prepare_targets
 from ..utils import pick_device, set_cpu_threads
