@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 TRACKS: list[str] = ["graph", "code", "multilabel", "finetune"]
 #: The name tables the reports take their labels, citations and reference numbers from
@@ -46,17 +46,6 @@ class Inputs:
         root = Path(where)
         rep = root / "reports"
         return cls(root, rep / "metrics", rep / "data", rep / "plots", rep / "tuned")
-
-
-def wall_time(root: Path, track: str, name: str, metrics: dict | None = None) -> float:
-    """``time_s`` of ``reports/timings/<track>/<name>.json`` (:mod:`contrastlab.timings`);
-    falls back to a ``time_s`` still found in ``metrics`` (older runs); NaN when neither."""
-    from ..timings import read_timing
-
-    t = (read_timing(track, name, root) or {}).get("time_s")
-    if t is None and metrics is not None:
-        t = metrics.get("time_s")
-    return float(t) if isinstance(t, (int, float)) else float("nan")
 
 
 def params_titles(params, track: str, names: Sequence[str] = ()) -> dict[str, str]:
@@ -111,17 +100,6 @@ def params_shorts(params, track: str) -> dict[str, str]:
         out[name] = (short_label(track, name) if name == v.loss or name in known
                      else f"{short_label(track, v.loss)} ({name})")
     return out
-
-
-def variant_titles(root: Path, track: str, names: Sequence[str] = ()) -> dict[str, str]:
-    """:func:`params_titles` with ``<root>/params.yaml`` (none when missing or invalid)."""
-    from ..params import ParamsError, load_params
-
-    try:
-        p = load_params(Path(root) / "params.yaml")
-    except ParamsError:
-        p = None
-    return params_titles(p, track, names)
 
 
 @dataclass(frozen=True)
@@ -253,13 +231,47 @@ class Section:
     legend: dict[str, str] = field(default_factory=dict)
 
 
-def fmt_mean_std(mean: float | None, std: float | None, digits: int = 3) -> str:
-    """``0.812 ± 0.004`` (``-`` for a missing value; no ``±`` when std is missing)."""
-    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
-        return "-"
-    if std is None or (isinstance(std, float) and math.isnan(std)):
-        return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+@dataclass
+class Plot:
+    """A figure a track draws when its section is built: ``draw(path)`` writes the PNG
+    ``<figures_dir>/<file>`` and returns ``False`` when it has nothing to draw (no figure)."""
+
+    title: str
+    file: str
+    caption: str
+    draw: Callable[[Path], Any]
+
+
+@dataclass
+class TrackSection:
+    """A track's section as data, which its module fills and :meth:`build` renders (the one
+    section builder of every track): the headline paragraph, the comparison behind the first
+    figure (:class:`contrastlab.reporting.figures.Comparison`), notes, tables and figures in
+    order. ``None`` entries (a table or note that does not apply) are left out; a
+    :class:`Plot` is drawn, a :class:`Figure` already drawn is kept."""
+
+    track: str
+    title: str
+    headline: str = ""
+    comparison: Any = None
+    notes: list[str | None] = field(default_factory=list)
+    tables: list[Table | None] = field(default_factory=list)
+    figures: list[Plot | Figure | None] = field(default_factory=list)
+
+    def build(self, figures_dir: Path) -> Section:
+        """The :class:`Section`, with every :class:`Plot` drawn into ``figures_dir``."""
+        figures_dir = Path(figures_dir)
+        figures_dir.mkdir(parents=True, exist_ok=True)
+        figs = []
+        for f in self.figures:
+            if isinstance(f, Plot):
+                path = figures_dir / f.file
+                f = None if f.draw(path) is False else Figure(f.title, path, f.caption)
+            if f is not None:
+                figs.append(f)
+        return Section(self.track, self.title, headline=self.headline,
+                       tables=[t for t in self.tables if t is not None], figures=figs,
+                       notes=[n for n in self.notes if n], comparison=self.comparison)
 
 
 def markdown_table(table: Table) -> str:

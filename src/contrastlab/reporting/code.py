@@ -31,7 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..evaluation.stats import baseline_p
-from . import Figure, Inputs, Section, Table
+from . import Inputs, Plot, Section, Table, TrackSection
 from .code_figures import _rank_curve_figure, _training_figure
 from .code_headline import _ci, _headline
 from .code_rows import (REFERENCES, TITLES, _contrastive, _is_baseline, _is_hybrid, _order, _short,
@@ -94,7 +94,85 @@ def _vs_control_cell(n: str, m: dict, vs_ctl: dict) -> str:
             f"w={m.get('weight'):g}; Holm {baseline_p(e)})")
 
 
+def _hyperparameters(n: str, m: dict) -> tuple[str, str, str]:
+    """``(seeds, best epoch, hyperparameters)`` cells of a row."""
+    if _is_baseline(n):
+        return "-", "-", (f"λ={m['lambda']:g}" if "lambda" in m else
+                          f"k1={m['k1']:g}, b={m['b']:g}" if "k1" in m else
+                          f"{m['max_tokens']} tokens" if "max_tokens" in m else "-")
+    seeds = str(m.get("n_seeds", "-"))
+    if _is_hybrid(n):
+        return seeds, "-", (f"k={m.get('rrf_k', 60):g}" if n.startswith("rrf_") else _weight_cell(m))
+    hp = (f"lr={m.get('lr', float('nan')):.2g}"
+          + (f", τ0={m['temperature']:.3g}" if _contrastive(m.get("loss")) else "")
+          + (" (tuned)" if m.get("tuned") else ""))
+    return seeds, (f"{m['steps']} steps" if "steps" in m else
+                   f"{m.get('best_epoch', float('nan')):.1f}"), hp
+
+
+def _row(n: str, m: dict, stats: dict, baseline: str | None, vs_ctl: dict, digits: int) -> list:
+    """One row of a code table: the Rank@k and MRR cells with CIs, then the rest."""
+    b = {k: stats[k]["best"][n] for k in stats}
+    r10 = b["rank_at_10"]
+    if n == baseline or "delta_vs_baseline" not in r10:
+        vs_base = "-" if n != baseline else "(strongest baseline)"
+    else:
+        mark = "▲ " if r10.get("beats_baseline") else "▼ " if r10.get("below_baseline") else ""
+        vs_base = f"{mark}{100 * r10['delta_vs_baseline']:+.1f} ({baseline_p(r10)})"
+    return [_title(n, m), _ci(b["rank_at_1"], True, digits), _ci(b["rank_at_5"], True, digits),
+            _ci(r10, True, digits), _ci(b["mrr"], False, digits),
+            f"{m.get('median_rank', float('nan')):.0f}", *_hyperparameters(n, m),
+            f"{r10.get('p_best', float('nan')):.2f}", "yes" if r10.get("in_mcs") else "no",
+            vs_base] + ([_vs_control_cell(n, m, vs_ctl)] if vs_ctl else [])
+
+
+def _note(metrics: dict, names: list[str], stats: dict, baseline: str | None, size: tuple,
+          vs_ctl: dict, references: bool) -> str:
+    """A code table's caption: the test set, the rows, the cells and the tests."""
+    n_q, n_groups, corpus = size
+    hybrids = ("Hybrids: BM25 fused with each trained predictor per seed, by reciprocal-rank "
+               "fusion (Cormack et al. 2009, k=60) or by z-scored score fusion with its weight "
+               "chosen on validation. Every grid (ridge λ, BM25 k1 and b, fusion weight) was "
+               "searched on the validation repositories only. " + _PICK_NOTE
+               + (_SAME_W_NOTE if vs_ctl else ""))
+    return (f"{n_q:,} test signatures from {n_groups} held-out repository groups against all "
+            f"{corpus:,} extracted bodies (chance Rank@10 = 10/{corpus:,} = {1000 / corpus:.2f} %). "
+            + _CELLS_NOTE + (f" ({_title(baseline, metrics.get(baseline))})" if baseline else "")
+            + ", Holm-corrected paired-bootstrap p; ▲/▼ significantly above/below ("
+            + _resolution(stats) + "). Trained rows: "
+            "mean over seeds; 'from the zero-shot map': the predictor adds a correction to the "
+            "centred zero-shot map and epoch 0 (the map itself) may be kept by early stopping. "
+            + (hybrids if any(_is_hybrid(n) for n in names) else
+               "No BM25 hybrid rows here (not computed for this table). Every grid (ridge λ, "
+               "BM25 k1 and b) was searched on the validation repositories only. ")
+            + ("Hyperparameters marked (tuned) were chosen on the validation repositories "
+               "with an equal budget per loss (tune_code)."
+               if any(m.get("tuned") for m in metrics.values()) else
+               "No trained row of this table is tuned: every loss uses the hyperparameters shown.")
+            + (" Italic rows: the retrieval notes' (docs/sources.md) reported numbers "
+               "(Qwen2.5-Coder-3B layer 18, corpus 49,631), comparable in corpus size only."
+               if references else ""))
+
+
+_CELLS_NOTE = (
+    "Target space centred on the training bodies' mean for every learned or zero-shot "
+    "row except the raw zero-shot one; BM25 scores identifier sub-tokens (snake_case and "
+    "camelCase split, lower-cased, the whole identifier kept too; ties count against the "
+    "true body); the sentence-embedding row is the teacher as its authors use it (all "
+    "layers, mean pooling, normalised, raw space). Cells: mean [95 % CI], bias-corrected "
+    "(BC) percentile CI (Efron & Tibshirani 1993, Sec. 14.3) from the bootstrap over seeds "
+    "and over test queries clustered by repository group (related distributions form one group; "
+    "near-duplicate bodies never straddle the split). P(best): share of draws in which the row "
+    "has the highest Rank@10; in MCS: member of the 95 % model confidence set (Hansen, Lunde & "
+    "Nason 2011) over every row, baselines included. 'vs strongest baseline': Rank@10 "
+    "difference in points to the baseline with the best validation Rank@10")
+_COLUMNS = ["row", "R@1 % [CI]", "R@5 % [CI]", "R@10 % [CI]", "MRR [CI]", "median rank", "seeds",
+            "best epoch", "hyperparameters", "P(best)", "in MCS",
+            "Δ R@10 vs strongest baseline (pp, Holm p)"]
+
+
 def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -> tuple[Table, str]:
+    """A code table (its comparison attached) and its headline paragraph."""
     import numpy as np
 
     metrics, ranks, repo = loaded["metrics"], loaded["ranks"], loaded["repo"]
@@ -103,83 +181,16 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
     same_w = control_at_same_weight(metrics, loaded.get("controls", {}))
     stats = table_stats({n: ranks[n] for n in names}, repo, baseline=baseline, same_w=same_w)
     vs_ctl = stats["rank_at_10"].get("control_same_w", {})
-    corpus = int(max(m.get("corpus_size", 0) for m in metrics.values()))
-    n_q = int(ranks[names[0]].shape[1])
-    n_groups = int(len(np.unique(repo)))
-    rows = []
-    for n in names:
-        m = metrics[n]
-        b = {k: stats[k]["best"][n] for k in stats}
-        r10 = b["rank_at_10"]
-        if _is_baseline(n):
-            hp = (f"λ={m['lambda']:g}" if "lambda" in m else
-                  f"k1={m['k1']:g}, b={m['b']:g}" if "k1" in m else
-                  f"{m['max_tokens']} tokens" if "max_tokens" in m else "-")
-            seeds, epoch = "-", "-"
-        elif _is_hybrid(n):
-            hp = (f"k={m.get('rrf_k', 60):g}" if n.startswith("rrf_") else _weight_cell(m))
-            seeds, epoch = str(m.get("n_seeds", "-")), "-"
-        else:
-            hp = (f"lr={m.get('lr', float('nan')):.2g}"
-                  + (f", τ0={m['temperature']:.3g}" if _contrastive(m.get("loss")) else "")
-                  + (" (tuned)" if m.get("tuned") else ""))
-            seeds, epoch = str(m.get("n_seeds", "-")), (f"{m['steps']} steps" if "steps" in m else
-                                                         f"{m.get('best_epoch', float('nan')):.1f}")
-        if n == baseline or "delta_vs_baseline" not in r10:
-            vs_base = "-" if n != baseline else "(strongest baseline)"
-        else:
-            mark = "▲ " if r10.get("beats_baseline") else "▼ " if r10.get("below_baseline") else ""
-            vs_base = f"{mark}{100 * r10['delta_vs_baseline']:+.1f} ({baseline_p(r10)})"
-        rows.append([
-            _title(n, m), _ci(b["rank_at_1"], True, digits), _ci(b["rank_at_5"], True, digits),
-            _ci(r10, True, digits), _ci(b["mrr"], False, digits),
-            f"{m.get('median_rank', float('nan')):.0f}", seeds, epoch, hp,
-            f"{r10.get('p_best', float('nan')):.2f}", "yes" if r10.get("in_mcs") else "no",
-            vs_base,
-        ] + ([_vs_control_cell(n, m, vs_ctl)] if vs_ctl else []))
+    size = (int(ranks[names[0]].shape[1]), int(len(np.unique(repo))),
+            int(max(m.get("corpus_size", 0) for m in metrics.values())))
+    rows = [_row(n, metrics[n], stats, baseline, vs_ctl, digits) for n in names]
     if references:
-        for rname, r1, r10s, rc, _ in REFERENCES:
-            rows.append([f"*{rname}*", r1, "-", r10s, "-", "-", "-", "-", "-", "-", "-", "-"]
-                        + (["-"] if vs_ctl else []))
-    note = (f"{n_q:,} test signatures from {n_groups} held-out repository groups against all "
-            f"{corpus:,} extracted bodies (chance Rank@10 = 10/{corpus:,} = {1000 / corpus:.2f} %). "
-            "Target space centred on the training bodies' mean for every learned or zero-shot "
-            "row except the raw zero-shot one; BM25 scores identifier sub-tokens (snake_case and "
-            "camelCase split, lower-cased, the whole identifier kept too; ties count against the "
-            "true body); the sentence-embedding row is the teacher as its authors use it (all "
-            "layers, mean pooling, normalised, raw space). Cells: mean [95 % CI], bias-corrected "
-            "(BC) percentile CI (Efron & Tibshirani 1993, Sec. 14.3) from the bootstrap over seeds "
-            "and over test queries clustered by repository group (related distributions form one group; near-duplicate bodies never "
-            "straddle the split). P(best): share of draws in which the row has the highest "
-            "Rank@10; in MCS: member of the 95 % model confidence set (Hansen, Lunde & Nason 2011) "
-            "over every row, baselines included. 'vs strongest baseline': Rank@10 difference in "
-            "points to the baseline with the best validation Rank@10"
-            + (f" ({_title(baseline, metrics.get(baseline))})" if baseline else "")
-            + ", Holm-corrected paired-bootstrap p; ▲/▼ significantly above/below ("
-            + _resolution(stats) + "). Trained rows: "
-            "mean over seeds; 'from the zero-shot map': the predictor adds a correction to the "
-            "centred zero-shot map and epoch 0 (the map itself) may be kept by early stopping. "
-            + ("Hybrids: BM25 fused with each trained predictor per seed, by reciprocal-rank "
-               "fusion (Cormack et al. 2009, k=60) or by z-scored score fusion with its weight "
-               "chosen on validation. Every grid (ridge λ, BM25 k1 and b, fusion weight) was "
-               "searched on the validation repositories only. " + _PICK_NOTE
-               + (_SAME_W_NOTE if vs_ctl else "")
-               if any(_is_hybrid(n) for n in names) else
-               "No BM25 hybrid rows here (not computed for this table). Every grid (ridge λ, "
-               "BM25 k1 and b) was searched on the validation repositories only. ")
-            + ("Hyperparameters marked (tuned) were chosen on the validation repositories "
-               "with an equal budget per loss (tune_code)."
-               if any(m.get("tuned") for m in metrics.values()) else
-               "No trained row of this table is tuned: every loss uses the hyperparameters shown."))
-    if references:
-        note += (" Italic rows: the retrieval notes' (docs/sources.md) reported numbers (Qwen2.5-Coder-3B layer 18, corpus "
-                 "49,631), comparable in corpus size only.")
-    table = Table(title, ["row", "R@1 % [CI]", "R@5 % [CI]", "R@10 % [CI]", "MRR [CI]",
-                          "median rank", "seeds", "best epoch", "hyperparameters", "P(best)",
-                          "in MCS", "Δ R@10 vs strongest baseline (pp, Holm p)"]
-                  + ([SAME_W_COLUMN] if vs_ctl else []), rows, note=note)
+        rows += [[f"*{rname}*", r1, "-", r10s, *["-"] * 8] + (["-"] if vs_ctl else [])
+                 for rname, r1, r10s, rc, _ in REFERENCES]
+    table = Table(title, _COLUMNS + ([SAME_W_COLUMN] if vs_ctl else []), rows,
+                  note=_note(metrics, names, stats, baseline, size, vs_ctl, references))
     table.comparison = _comparison(stats, metrics, names, baseline)
-    return table, _headline(stats, metrics, names, n_q, n_groups, corpus, ranks, baseline)
+    return table, _headline(stats, metrics, names, *size, ranks, baseline)
 
 
 def _preset_provenance(root: Path, name: str) -> str:
@@ -233,56 +244,70 @@ def _gpu_table(inp: Inputs, digits: int):
     return t, h, dev
 
 
+def _seed_table(inp: Inputs, digits: int) -> tuple[Table, str] | None:
+    """The seed-corpus preset's table (with the retrieval notes' reference rows) and its
+    headline, or ``None`` when that folder is absent."""
+    seed = _load_table(inp, "code_seed_corpus")
+    if seed is None:
+        return None
+    t, h = _table("code_seed_corpus", seed, "Seed-corpus preset (bash scripts/"
+                  "seed_corpus.sh; presets/code-seed-corpus.yaml)", digits, True)
+    t.note += " " + _preset_provenance(inp.root, "seed-corpus")
+    return t, h
+
+
+def _with_gpu_panel(c, gpu: tuple | None):
+    """The comparison, with the GPU table's as a second panel (the take-away names its best
+    loss) when there is one."""
+    if gpu is None:
+        return c
+    from .figures import Comparison
+
+    cpu_p, gpu_p = c.panels[0], gpu[0].comparison.panels[0]
+    cpu_p.title, gpu_p.title = "2 CPU cores", f"one {_gpu_name(gpu[2])}, every layer trained"
+    return Comparison(c.metric, [cpu_p, gpu_p], unit=c.unit, scale=c.scale, digits=c.digits,
+                      test=c.test, primary=0, secondary=1, title=c.title)
+
+
+def _trained(loaded: dict) -> tuple[list[str], dict[str, str]]:
+    """The trained rows of a table (no baseline, no hybrid) and their titles."""
+    names = [n for n in _order(loaded["metrics"]) if not _is_baseline(n) and not _is_hybrid(n)]
+    return names, {n: _title(n, loaded["metrics"][n]) for n in names}
+
+
+def _rank_curve_plot(inp: Inputs, loaded: dict) -> Plot:
+    names, titles = _trained(loaded)
+    corpus = max(int(m.get("corpus_size", 0)) for m in loaded["metrics"].values())
+    return Plot("Test Rank@k against k", "code_rank_at_k.png",
+                "Share of test signatures whose body is in the top k (mean over seeds); dotted: chance.",
+                lambda p: _rank_curve_figure(inp.data / "code", names, p, corpus, titles))
+
+
+def _training_plot(inp: Inputs, loaded: dict) -> Plot:
+    names, titles = _trained(loaded)
+    return Plot("Training curves (seed 0)", "code_training_curves.png",
+                "Left: training loss per epoch; right: validation Rank@10 against the full "
+                "corpus (early-stopping criterion).",
+                lambda p: _training_figure(inp.plots / "code", names, p, titles))
+
+
+#: The code section's figures after the tables, in order: each ``(inputs, the default corpus's
+#: loaded table) -> Plot | None`` (a new figure is one more entry).
+FIGURES = [_rank_curve_plot, _training_plot]
+
+
 def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Section | None:
     """The code track's report section, or ``None`` when no code metrics exist yet."""
     inp = Inputs.of(root)
-    root = inp.root
     loaded = _load_table(inp, "code")
     if loaded is None:
         return None
-    s = Section("code", "Code retrieval: signature -> body embedding")
     table, headline = _table("code", loaded, "Signature -> body retrieval, default corpus "
                              "(installed distributions, MiniLM layer 4)", digits, False)
-    s.tables.append(table)
-    s.headline = headline
-    s.comparison = table.comparison
-    dvt = default_vs_tuned(inp, loaded)
-    if dvt is not None:
-        s.tables.append(dvt)
-    seed = _load_table(inp, "code_seed_corpus")
-    if seed is not None:
-        t2, h2 = _table("code_seed_corpus", seed, "Seed-corpus preset (bash scripts/"
-                        "seed_corpus.sh; presets/code-seed-corpus.yaml)", digits, True)
-        t2.note += " " + _preset_provenance(root, "seed-corpus")
-        s.tables.append(t2)
-        s.notes.append("Seed-corpus table: " + h2)
-    gpu = _gpu_table(inp, digits)
-    if gpu is not None:  # the figure gets a second panel; the take-away names its best loss
-        from .figures import Comparison
-
-        t3, h3, dev = gpu
-        s.tables.append(t3)
-        s.notes.append("GPU bi-encoder table: " + h3)
-        cpu_p, gpu_p = table.comparison.panels[0], t3.comparison.panels[0]
-        cpu_p.title, gpu_p.title = "2 CPU cores", f"one {_gpu_name(dev)}, every layer trained"
-        c = table.comparison
-        s.comparison = Comparison(c.metric, [cpu_p, gpu_p], unit=c.unit, scale=c.scale,
-                                  digits=c.digits, test=c.test, primary=0, secondary=1,
-                                  title=c.title)
-    names = [n for n in _order(loaded["metrics"])
-             if not _is_baseline(n) and not _is_hybrid(n)]
-    titles = {n: _title(n, loaded["metrics"][n]) for n in names}
-    figures_dir = Path(figures_dir)
-    figures_dir.mkdir(parents=True, exist_ok=True)
-    p = figures_dir / "code_rank_at_k.png"
-    corpus = max(int(m.get("corpus_size", 0)) for m in loaded["metrics"].values())
-    if _rank_curve_figure(inp.data / "code", names, p, corpus, titles):
-        s.figures.append(Figure("Test Rank@k against k", p,
-                                "Share of test signatures whose body is in the top k (mean "
-                                "over seeds); dotted: chance."))
-    p = figures_dir / "code_training_curves.png"
-    if _training_figure(inp.plots / "code", names, p, titles):
-        s.figures.append(Figure("Training curves (seed 0)", p,
-                                "Left: training loss per epoch; right: validation Rank@10 "
-                                "against the full corpus (early-stopping criterion)."))
-    return s
+    seed, gpu = _seed_table(inp, digits), _gpu_table(inp, digits)
+    return TrackSection(
+        "code", "Code retrieval: signature -> body embedding", headline=headline,
+        comparison=_with_gpu_panel(table.comparison, gpu),
+        tables=[table, default_vs_tuned(inp, loaded), seed and seed[0], gpu and gpu[0]],
+        notes=[seed and "Seed-corpus table: " + seed[1], gpu and "GPU bi-encoder table: " + gpu[1]],
+        figures=[f(inp, loaded) for f in FIGURES]).build(figures_dir)

@@ -31,7 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..evaluation.stats import baseline_p
-from . import Cell, Figure, Inputs, Section, Table, params_titles
+from . import Cell, Inputs, Plot, Section, Table, TrackSection, params_titles
 from .graph_figures import _bar_figure, _curve_figure, _pca_figure, _tuning_figure
 from .graph_stats import (_ALPHA, _DETERMINISTIC, BASELINES, SHORT_BASELINES, _read_json, _resolution,
                           default_vs_tuned, graph_statistics, loss_vs_supervised, supervised_rows)
@@ -65,6 +65,176 @@ def _comparison(st: dict, names: list[str], params, dataset: str, titles: dict[s
                       title=f"{dataset}: linear-probe test accuracy, 95 % CI")
 
 
+def _params(root: Path, params):
+    """``params``, else ``root/params.yaml`` (the repository's when ``root`` has none)."""
+    if params is not None:
+        return params
+    from ..params import load_params
+    from ..utils import repo_root
+
+    pfile = root / "params.yaml"
+    return load_params(pfile if pfile.exists() else repo_root() / "params.yaml")
+
+
+def _span(f: str, lo: float, hi: float) -> str:
+    return f"{f.format(lo)}-{f.format(hi)}"
+
+
+def _stat_cells(st: dict, n: str, digits: int) -> list:
+    """The statistic cells of a competing row: accuracy, CI, P(best), MCS, Δ and mark."""
+    r, base = st["stats"][n], st["baseline"]
+    if n == base:
+        delta, mark = "(strongest baseline)", "-"
+    elif "delta_vs_baseline" in r:
+        delta = f"{r['delta_vs_baseline']:+.{digits}f} ({baseline_p(r)})"
+        mark = ("▲ better" if r.get("beats_baseline") else
+                "▼ worse" if r.get("below_baseline") else "n.s.")
+    else:
+        delta, mark = "-", "-"
+    mean = Cell(r["mean"], r["ci_low"], r["ci_high"], digits=digits, show_ci=False, source=_SOURCE)
+    return [mean, _span(f"{{:.{digits}f}}", r["ci_low"], r["ci_high"]),
+            f"{r['p_best']:.2f}", "yes" if r.get("in_mcs") else "no", delta, mark]
+
+
+_SOURCE = "mean over seeds; bias-corrected bootstrap CI over seeds and nodes"
+
+
+def _baseline_rows(inp: Inputs, st: dict, digits: int) -> list[list]:
+    """The feature baselines' rows, through the same probe."""
+    bjson = _read_json(inp.metrics / "graph" / "baselines.json") or {}
+    rows = []
+    for b in [b for b in BASELINES if b in st["stats"]]:
+        info = bjson.get(b, {})
+        hp = ", ".join(f"{k}={info[k]:.3g}" if isinstance(info[k], float) else
+                       f"{k}={info[k]}" for k in ("K", "C", "normalize") if k in info)
+        rows.append([f"baseline: {BASELINES[b]}", *_stat_cells(st, b, digits),
+                     1 if b in _DETERMINISTIC else st["n_seeds"], hp or "-", "same probe"])
+    return rows
+
+
+def _reference_rows(refs: dict, fts: dict, digits: int, dataset: str) -> list[list]:
+    """The supervised references and fine-tuning rows (not candidates), then the published
+    results (italic, Cora only)."""
+    rows = []
+    for r, m in [*refs.items(), *fts.items()]:
+        mean = Cell(m["logreg_acc_mean"], m["logreg_acc_ci_low"], m["logreg_acc_ci_high"],
+                    digits=digits, show_ci=False, source=_SOURCE)
+        kind = "reference" if r in refs else "fine-tuning"
+        rows.append([f"{kind}: {_sup_title(r)}", mean,
+                     _span(f"{{:.{digits}f}}", m["logreg_acc_ci_low"], m["logreg_acc_ci_high"]),
+                     "-", "-", "-", f"{kind} (not a candidate: labels end to end)",
+                     m.get("n_seeds", "-"), _hp(m.get("tuned")),
+                     "; ".join(x for x in (_cite(r, ""), _sup_paper(r)) if x)])
+    for name, acc, src in (REFERENCES if dataset == "Cora" else []):
+        rerun = f"; {RERUNS[name]}" if name in RERUNS else ""
+        rows.append([f"*{name} (published)*", f"*{acc:.{digits}f}*", *["-"] * 7, f"*{src}{rerun}*"])
+    return rows
+
+
+def _main_note(st: dict, params) -> str:
+    """The main table's caption (its sizes read from the statistics and the params)."""
+    return (f"Accuracy on the {st['n_test']} test nodes of the public split, mean over the final seeds "
+            "(graph.final.seeds); 95% CI: bias-corrected (BC) percentile bootstrap over seeds "
+            "(n-1 of n) and test nodes (Efron & Tibshirani 1993, Sec. 14.3). "
+            + _resolution(st) + ". Every row except the italic published ones competes for best: P(best) = "
+            "share of bootstrap draws in which the row is the best; \"in 95% MCS\" = member "
+            "of the 95% Model Confidence Set (Hansen, Lunde & Nason 2011, T_max statistic), "
+            "the selection-aware set tied for best. Δ vs the strongest baseline (the "
+            f"baseline with the highest {st['baseline_by']} accuracy) with the paired "
+            "bootstrap p-value, Holm-corrected over the rows; ▲ / ▼: significantly better / "
+            f"worse at alpha {_ALPHA}, n.s.: neither. Probe: logistic regression, C from a "
+            "log grid 1e-4..1e3 chosen on the 500 validation nodes and interior to the grid "
+            "(graph.probe.edge). Baselines use the same probe; deterministic ones (raw "
+            "features, SGC) are one run, repeated across seeds in the paired tests; their K "
+            "(SGC), C and input normalisation are chosen on validation. Every variant: the "
+            f"same GCN (2 layers, {params.graph.model.hidden_dim}-d), the same epochs and the same tuning budget "
+            "(graph.tune). MixCo here mixes node embeddings, a graph adaptation of Kim et "
+            "al.'s input mix-up. Italic rows are published results, not rerun here (their "
+            "encoders and training differ).")
+
+
+def _main_table(inp: Inputs, g: dict, digits: int) -> Table:
+    """Every tuned variant and baseline as competing rows, then the references."""
+    st, params, titles, ds = g["st"], g["params"], g["titles"], _dataset(g)
+    rows = [[titles.get(n, n), *_stat_cells(st, n, digits), g["metrics"][n].get("n_seeds", "-"),
+             _hp((g["tuned"][n] or {}).get("params")), _cite(n, params.graph.variants[n].loss)]
+            for n in g["names"]]
+    rows += _baseline_rows(inp, st, digits) + _reference_rows(g["refs"], g["fts"], digits, ds)
+    return Table(
+        f"{ds} node classification: linear probe on the frozen GCN encoder (public split)",
+        ["variant", "test acc", "95% CI", "P(best)", "in 95% MCS",
+         f"Δ vs {BASELINES.get(st['baseline'], 'baseline')} (p, Holm)", "vs baseline", "seeds",
+         "chosen hyperparameters (on validation)", "source"], rows, note=_main_note(st, params))
+
+
+def _dataset(g: dict) -> str:
+    return g["params"].graph.dataset
+
+
+def _tuning_table(g: dict, digits: int) -> Table:
+    """The tuning budget and outcome per variant."""
+    rows = []
+    for n in g["names"]:
+        t = g["tuned"][n] or {}
+        se = t.get("best_se")
+        rows.append([g["titles"].get(n, n), t.get("budget_trials", "-"), t.get("n_complete", "-"),
+                     t.get("n_pruned", "-"), t.get("n_failed", "-"),
+                     (f"{t['best_value']:.{digits}f}" + (f" ± {se:.3f}" if se is not None else "")
+                      if "best_value" in t else "-"), t.get("best_trial", "-"),
+                     ", ".join(sorted((t.get("space") or {}).keys())) or "-"])
+    tp = g["params"].graph.tune
+    return Table("Tuning: the same budget for every loss", [
+        "variant", "trial budget", "complete", "pruned", "failed",
+        "best val acc (mean ± SE)", "chosen trial", "searched"], rows,
+        note=(f"Seeded TPE (Optuna; sampler seed derived per variant from graph.tune.seed) on "
+              f"the linear-probe accuracy of the 500 validation nodes, mean over "
+              f"{len(tp.seeds)} training seeds per trial (disjoint from the final seeds); "
+              f"trial 0 is the declared default; {tp.pruner} pruning on the running mean after "
+              f"each seed (a pruned trial counts against the budget). The test nodes are not "
+              f"read while tuning."))
+
+
+def _plots(inp: Inputs, g: dict) -> list[Plot]:
+    """The graph section's figures, in order."""
+    st, names, titles, ds = g["st"], g["names"], g["titles"], _dataset(g)
+    return [
+        Plot(f"{ds} probe accuracy with 95% CIs", "graph_probe_accuracy.png",
+             "Tuned variants and baselines through the same probe; dashed "
+             "lines: published public-split results.",
+             lambda p: _bar_figure(st, names, p, ds, titles)),
+        Plot("Tuning histories", "graph_tuning.png",
+             "Validation accuracy of every trial and the best so far.",
+             lambda p: _tuning_figure(inp.plots / "tune" / "graph", names, p, titles)),
+        Plot("Training loss per epoch", "graph_loss_curves.png",
+             "Thin lines: seeds; thick: mean. Losses differ in scale across variants (MixCo "
+             "adds its mix-up term, MoCHi adds synthetic negatives).",
+             lambda p: _curve_figure(inp.plots / "graph", names, p, titles)),
+        Plot(f"{ds} embeddings (PCA)", "graph_embeddings_pca.png",
+             "First seed's encoder outputs projected to 2-D with PCA.",
+             lambda p: _pca_figure(inp.data / "graph", names, p, titles)),
+    ]
+
+
+def _load(inp: Inputs, params) -> dict | None:
+    """The graph track's data: params, statistics, rows (best first), tuned choices, metrics,
+    the supervised references and fine-tuning rows; ``None`` when it has not run."""
+    mdir = inp.metrics / "graph"
+    variants = [v for v in params.graph.variants if (mdir / f"{v}.json").exists()]
+    if not variants:
+        return None
+    titles = params_titles(params, "graph")
+    names = _order(variants, titles)
+    st = graph_statistics(inp, names)
+    if st is None:
+        return None
+    return {"params": params, "st": st, "titles": titles,
+            "metrics": {v: _read_json(mdir / f"{v}.json") for v in variants},
+            "tuned": {n: _read_json(inp.tuned / "graph" / f"{n}.json") for n in names},
+            "names": sorted(names, key=lambda n: -st["stats"][n]["mean"]),
+            "refs": supervised_rows(inp, params),
+            "fts": supervised_rows(inp, params, method="finetune")}
+
+
 def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3, params=None) -> Section | None:
     """The graph track's report section, or ``None`` when no graph metrics exist yet.
 
@@ -77,157 +247,21 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3, param
             else the schema defaults); selects and orders the variants.
     """
     inp = Inputs.of(root)
-    root = inp.root
-    mdir = inp.metrics / "graph"
-    if params is None:
-        from ..params import load_params
-        from ..utils import repo_root
-
-        pfile = root / "params.yaml"
-        params = load_params(pfile if pfile.exists() else repo_root() / "params.yaml")
-    variants = [v for v in params.graph.variants if (mdir / f"{v}.json").exists()]
-    if not variants:
+    g = _load(inp, _params(inp.root, params))
+    if g is None:
         return None
-    titles = params_titles(params, "graph")
-    metrics = {v: _read_json(mdir / f"{v}.json") for v in variants}
-    names = _order(variants, titles)
-    st = graph_statistics(inp, names)
-    if st is None:
-        return None
-    s = st["stats"]
-    base = st["baseline"]
-    tuned_dir = inp.tuned / "graph"
-    tuned = {n: _read_json(tuned_dir / f"{n}.json") for n in names}
-    names = sorted(names, key=lambda n: -s[n]["mean"])
-    f = f"{{:.{digits}f}}"
-    base_title = BASELINES.get(base, "baseline")
-
-    def stat_cells(n: str) -> list:
-        r = s[n]
-        if n == base:
-            delta, mark = "(strongest baseline)", "-"
-        elif "delta_vs_baseline" in r:
-            delta = f"{r['delta_vs_baseline']:+.{digits}f} ({baseline_p(r)})"
-            mark = ("▲ better" if r.get("beats_baseline") else
-                    "▼ worse" if r.get("below_baseline") else "n.s.")
-        else:
-            delta, mark = "-", "-"
-        mean = Cell(r["mean"], r["ci_low"], r["ci_high"], digits=digits, show_ci=False,
-                    source="mean over seeds; bias-corrected bootstrap CI over seeds and nodes")
-        return [mean, f"{f.format(r['ci_low'])}-{f.format(r['ci_high'])}",
-                f"{r['p_best']:.2f}", "yes" if r.get("in_mcs") else "no", delta, mark]
-
-    rows = []
-    for n in names:
-        rows.append([titles.get(n, n), *stat_cells(n), metrics[n].get("n_seeds", "-"),
-                     _hp((tuned[n] or {}).get("params")),
-                     _cite(n, params.graph.variants[n].loss)])
-    bjson = _read_json(mdir / "baselines.json") or {}
-    for b in BASELINES:
-        if b in s:
-            info = bjson.get(b, {})
-            hp = ", ".join(f"{k}={info[k]:.3g}" if isinstance(info[k], float) else
-                           f"{k}={info[k]}" for k in ("K", "C", "normalize") if k in info)
-            rows.append([f"baseline: {BASELINES[b]}", *stat_cells(b),
-                         1 if b in _DETERMINISTIC else st["n_seeds"], hp or "-",
-                         "same probe"])
-    refs = supervised_rows(inp, params)
-    fts = supervised_rows(inp, params, method="finetune")
-    for r, m in [*refs.items(), *fts.items()]:
-        mean = Cell(m["logreg_acc_mean"], m["logreg_acc_ci_low"], m["logreg_acc_ci_high"],
-                    digits=digits, show_ci=False,
-                    source="mean over seeds; bias-corrected bootstrap CI over seeds and nodes")
-        kind = "reference" if r in refs else "fine-tuning"
-        rows.append([f"{kind}: {_sup_title(r)}", mean,
-                     f"{f.format(m['logreg_acc_ci_low'])}-{f.format(m['logreg_acc_ci_high'])}",
-                     "-", "-", "-", f"{kind} (not a candidate: labels end to end)",
-                     m.get("n_seeds", "-"), _hp(m.get("tuned")),
-                     "; ".join(x for x in (_cite(r, ""), _sup_paper(r)) if x)])
-    ds = params.graph.dataset
-    for name, acc, src in (REFERENCES if ds == "Cora" else []):
-        rerun = f"; {RERUNS[name]}" if name in RERUNS else ""
-        rows.append([f"*{name} (published)*", f"*{acc:.{digits}f}*", "-", "-", "-", "-", "-",
-                     "-", "-", f"*{src}{rerun}*"])
-    table = Table(
-        f"{ds} node classification: linear probe on the frozen GCN encoder (public split)",
-        ["variant", "test acc", "95% CI", "P(best)", "in 95% MCS",
-         f"Δ vs {base_title} (p, Holm)", "vs baseline", "seeds",
-         "chosen hyperparameters (on validation)", "source"],
-        rows,
-        note=("Accuracy on the 1000 test nodes of the public split, mean over the final seeds "
-              "(graph.final.seeds); 95% CI: bias-corrected (BC) percentile bootstrap over seeds "
-              "(n-1 of n) and test nodes (Efron & Tibshirani 1993, Sec. 14.3). "
-              + _resolution(st) + ". Every row except the italic published ones competes for best: P(best) = "
-              "share of bootstrap draws in which the row is the best; \"in 95% MCS\" = member "
-              "of the 95% Model Confidence Set (Hansen, Lunde & Nason 2011, T_max statistic), "
-              "the selection-aware set tied for best. Δ vs the strongest baseline (the "
-              f"baseline with the highest {st['baseline_by']} accuracy) with the paired "
-              "bootstrap p-value, Holm-corrected over the rows; ▲ / ▼: significantly better / "
-              f"worse at alpha {_ALPHA}, n.s.: neither. Probe: logistic regression, C from a "
-              "log grid 1e-4..1e3 chosen on the 500 validation nodes and interior to the grid "
-              "(graph.probe.edge). Baselines use the same probe; deterministic ones (raw "
-              "features, SGC) are one run, repeated across seeds in the paired tests; their K "
-              "(SGC), C and input normalisation are chosen on validation. Every variant: the "
-              "same GCN (2 layers, 128-d), the same epochs and the same tuning budget "
-              "(graph.tune). MixCo here mixes node embeddings, a graph adaptation of Kim et "
-              "al.'s input mix-up. Italic rows are published results, not rerun here (their "
-              "encoders and training differ)."),
-    )
-    sec = Section("graph", f"Graph self-supervised learning on {ds}")
+    st, names, titles, refs, fts = g["st"], g["names"], g["titles"], g["refs"], g["fts"]
     tuning = default_vs_tuned(inp, names)
     ref_tests = loss_vs_supervised(inp, names, list(refs))
     ft_tests = loss_vs_supervised(inp, list(fts), list(refs), sub="supervised")
-    sec.headline = _headline(st, names, base, 0.842, digits, st["n_seeds"], st["n_test"], ds,
-                             tuning=tuning, refs=refs, ref_tests=ref_tests, titles=titles,
-                             fts=fts, ft_tests=ft_tests)
-    sec.comparison = _comparison(st, names, params, ds, titles)
-    sec.tables.append(table)
-    sut = _supervised_table(refs, names, ref_tests, digits, titles, fts, ft_tests)
-    if sut is not None:
-        sec.tables.append(sut)
-    dt = _default_table(inp, names, tuned, metrics, digits, tuning, titles)
-    if dt is not None:
-        sec.tables.append(dt)
-    ab = _ablation_table(inp, names, digits, titles)
-    if ab is not None:
-        sec.tables.append(ab)
-    trows = []
-    for n in names:
-        t = tuned[n] or {}
-        se = t.get("best_se")
-        trows.append([titles.get(n, n), t.get("budget_trials", "-"), t.get("n_complete", "-"),
-                      t.get("n_pruned", "-"), t.get("n_failed", "-"),
-                      (f.format(t["best_value"]) + (f" ± {se:.3f}" if se is not None else "")
-                       if "best_value" in t else "-"), t.get("best_trial", "-"),
-                      ", ".join(sorted((t.get("space") or {}).keys())) or "-"])
-    tp = params.graph.tune
-    sec.tables.append(Table("Tuning: the same budget for every loss", [
-        "variant", "trial budget", "complete", "pruned", "failed",
-        "best val acc (mean ± SE)", "chosen trial", "searched"], trows,
-        note=(f"Seeded TPE (Optuna; sampler seed derived per variant from graph.tune.seed) on "
-              f"the linear-probe accuracy of the 500 validation nodes, mean over "
-              f"{len(tp.seeds)} training seeds per trial (disjoint from the final seeds); "
-              f"trial 0 is the declared default; {tp.pruner} pruning on the running mean after "
-              f"each seed (a pruned trial counts against the budget). The test nodes are not "
-              f"read while tuning.")))
-    figures_dir = Path(figures_dir)
-    bar = figures_dir / "graph_probe_accuracy.png"
-    _bar_figure(st, names, bar, ds, titles)
-    sec.figures.append(Figure(f"{ds} probe accuracy with 95% CIs", bar,
-                              "Tuned variants and baselines through the same probe; dashed "
-                              "lines: published public-split results."))
-    tfig = figures_dir / "graph_tuning.png"
-    if _tuning_figure(inp.plots / "tune" / "graph", names, tfig, titles):
-        sec.figures.append(Figure("Tuning histories", tfig,
-                                  "Validation accuracy of every trial and the best so far."))
-    curves = figures_dir / "graph_loss_curves.png"
-    if _curve_figure(inp.plots / "graph", names, curves, titles):
-        sec.figures.append(Figure("Training loss per epoch", curves,
-                                  "Thin lines: seeds; thick: mean. Losses differ in scale "
-                                  "across variants (MixCo adds its mix-up term, MoCHi adds "
-                                  "synthetic negatives)."))
-    pca = figures_dir / "graph_embeddings_pca.png"
-    if _pca_figure(inp.data / "graph", names, pca, titles):
-        sec.figures.append(Figure(f"{ds} embeddings (PCA)", pca,
-                                  "First seed's encoder outputs projected to 2-D with PCA."))
-    return sec
+    headline = _headline(st, names, st["baseline"], 0.842, digits, st["n_seeds"], st["n_test"],
+                         _dataset(g), tuning=tuning, refs=refs, ref_tests=ref_tests,
+                         titles=titles, fts=fts, ft_tests=ft_tests)
+    return TrackSection(
+        "graph", f"Graph self-supervised learning on {_dataset(g)}", headline=headline,
+        comparison=_comparison(st, names, g["params"], _dataset(g), titles),
+        tables=[_main_table(inp, g, digits),
+                _supervised_table(refs, names, ref_tests, digits, titles, fts, ft_tests),
+                _default_table(inp, names, g["tuned"], g["metrics"], digits, tuning, titles),
+                _ablation_table(inp, names, digits, titles), _tuning_table(g, digits)],
+        figures=_plots(inp, g)).build(figures_dir)
