@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import Figure, Inputs, Section, Table
+from . import Inputs, Plot, Section, Table, TrackSection
 from . import coverage_rule as rule
 from .multilabel_figures import _curve_figure, _weights_figure
 from .multilabel_headline import F1_KEY, F1_LABEL, headline
@@ -81,26 +81,10 @@ def _fmt(x) -> str:
     return f"{x:.3g}" if isinstance(x, float) else str(x)
 
 
-def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
-    """The multi-label section, or None when no multi-label metrics exist. ``root``: the
-    report's :class:`~contrastlab.reporting.Inputs` or a repository root."""
-    import pandas as pd
-
-    inp = Inputs.of(root)
-    root = inp.root
-    rowset = _rows_of(root)
-    mdir = inp.metrics / "multilabel"
-    pdir = inp.plots / "multilabel"
-    ddir = inp.data / "multilabel"
-    tdir = inp.tuned / "multilabel"
-    runs = load_metrics(mdir, rowset) if mdir.exists() else {}
-    runs = {ds: r for ds, r in runs.items() if any("micro_f1_val_t" in m for m in r.values())}
-    if not runs:
-        return None
-    figures_dir = Path(figures_dir)
-    s = Section("multilabel", "Multi-label supervised contrastive learning")
+def _protocol_note(runs: dict, rowset: Rows) -> str:
+    """The protocol paragraph: splits, views, encoder, probe, baselines, hybrids, seeds, cells."""
     n_seeds = sorted({m.get("n_seeds") for r in runs.values() for m in r.values()})
-    s.notes.append(
+    return (
         "Protocol (docs/multilabel.md): a validation split carved from each training set by iterative "
         "stratification; two feature-masked views per row (MulSupCon's vector-data recipe), MLP encoder + "
         "projection head trained with each loss (optional memory queue), early stopping on validation mAP, "
@@ -126,148 +110,173 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
         "baseline with the highest validation mAP, named in each caption; paired test on the shared "
         "draws, Holm over the rows tested against it, alpha 0.05; each caption gives the draws, the test "
         "and the smallest attainable corrected p).")
-    s.notes.append(NO_CI_NOTE)
-    s.notes.append(
-        "Sim-Dis rows: `/|P|` multiplies each positive's log-probability by K^s K^d and divides by the "
-        "number of positives; `/ΣK` divides by the sum of the factors instead; Eq. 13 read literally puts "
-        "the factor inside the log as printed, which only adds a constant: its gradient equals ANY's, so the "
-        "variant table declares it an alias of ANY (`alias_of`): it is trained once, as ANY, shown as ANY's "
-        "row (`ANY = Sim-Dis Eq. 13`) and ranked once.")
+
+
+_SIMDIS_NOTE = (
+    "Sim-Dis rows: `/|P|` multiplies each positive's log-probability by K^s K^d and divides by the "
+    "number of positives; `/ΣK` divides by the sum of the factors instead; Eq. 13 read literally puts "
+    "the factor inside the log as printed, which only adds a constant: its gradient equals ANY's, so the "
+    "variant table declares it an alias of ANY (`alias_of`): it is trained once, as ANY, shown as ANY's "
+    "row (`ANY = Sim-Dis Eq. 13`) and ranked once.")
+
+
+def _datasets_table(ddir: Path, runs: dict) -> Table | None:
     rows = dataset_stats(ddir, list(runs))
-    if rows:
-        s.tables.append(Table("Multi-label data sets",
-                              ["data set", "train", "validation", "test", "train file rows", "features",
-                               "labels", "cardinality (train)", "dropped identifier attributes"], rows,
-                              note="tmc2007-500's training file is subsampled (seeded, 4000 rows) before the "
-                                   "validation split, for the CPU budget; nominal attributes are one-hot encoded."))
-    stats: dict[str, dict] = {}
-    uncovered: dict[str, set[str]] = {}
-    cov = rule.load(inp.metrics)
+    if not rows:
+        return None
+    return Table("Multi-label data sets",
+                 ["data set", "train", "validation", "test", "train file rows", "features",
+                  "labels", "cardinality (train)", "dropped identifier attributes"], rows,
+                 note="tmc2007-500's training file is subsampled (seeded, 4000 rows) before the "
+                      "validation split, for the CPU budget; nominal attributes are one-hot encoded.")
+
+
+def _dataset_stats(g: dict, ds: str, r: dict, cov) -> dict:
+    """One data set's statistics (:func:`table_stats`) with each hybrid against its reference,
+    paired, on mAP and macro-F1 @val-t (``_pairs``); sets ``g["uncovered"][ds]``."""
     from ..evaluation.stats import paired_pvalue
 
-    for ds, r in runs.items():
-        reps = load_reps(mdir / "reps", ds, list(r))
-        k_freq = _frequent_k(inp.metrics / "coverage.json", ds, r, reps)
-        uncovered[ds] = uncovered_keys(cov, ds)
-        st = table_stats(r, reps, rowset)
-        # each hybrid against its reference, paired, on mAP and on macro-F1 @val-t
-        st["_pairs"] = {(a, b, k): paired_pvalue(reps[a][k] - reps[b][k])
-                        for a, b in rowset.hybrid_pairs() for k in ("map", F1_KEY)
-                        if a in reps and b in reps and k in reps[a] and k in reps[b]}
-        stats[ds] = st
-        present = [v for v in rowset.table1 if v in r]
-        base = st.get("_baseline")
-        stale = [v for v in present if "tuned_source" not in r[v]]  # final runs of the previous protocol
-        trs = [[rowset.titles[v] + (" — strongest baseline" if v == base else "") + (" †" if v in stale else "")]
-               + [_cell(st.get(k, {}).get(v), r[v], k, k in uncovered[ds]) for k, _ in METRICS]
-               + [f"{st['map'][v]['p_best']:.2f}" if "map" in st and "p_best" in st["map"].get(v, {}) else "-"]
-               for v in present]
-        thr = ", ".join(f"{v} {r[v].get('threshold_val', float('nan')):.2f}" for v in present)
-        src = sorted({r[v]["tuned_source"] for v in present
-                      if v not in HYBRID_ROWS and _tuned(v) and "tuned_source" in r[v]}) or ["-"]
-        s.tables.append(Table(f"{ds}: Table 1 format (test, %)", ["Method"] + [t for _, t in METRICS] + ["P(best) mAP"],
-                              trs,
-                              note=(f"Strongest baseline (highest validation mAP): {rowset.short(base) if base else 'none'}; "
-                                    "↑/↓ against it (the validation mAP of the BCE MLP and of the logistic "
-                                    "regression is the maximum over their checkpoints / C grid, so it favours them). "
-                                    f"Hyperparameters: {'; '.join(src)}. "
-                                    + (f"† = final runs of the previous protocol, not redone (CPU time): replicates "
-                                       f"from the plain row bootstrap (biased for mAP), old tuning ({len(stale)} "
-                                       f"row(s)). " if stale else "")
-                                    + _resolution(st) + _frequent_note(r, ddir / f"{ds}_dataset.json", k_freq)
-                                    + (NO_COVER_NOTE + " " if uncovered[ds] else "")
-                                    + f"Mean validation thresholds: {thr}.")))
-        cur = figures_dir / f"multilabel_{ds}_curves.png"
-        if _curve_figure(ds, pdir, present, cur, rowset):
-            s.figures.append(Figure(f"{ds}: training curves", cur,
-                                    "Mean over seeds of the training loss between checks and the validation mAP "
-                                    "at each check; training stops after `patience` checks without a better "
-                                    "validation mAP and keeps the best checkpoint."))
-        wcsv = ddir / f"{ds}_simdis_weights.csv"
-        if wcsv.exists():
-            wf = figures_dir / f"multilabel_{ds}_simdis_weights.png"
-            _weights_figure(ds, wcsv, wf)
-            s.figures.append(Figure(f"{ds}: K^s K^d by relation", wf,
-                                    "Histogram of the Sim-Dis weight K^s K^d over (anchor, sample) pairs of "
-                                    "training rows, by multi-label relation R1..R5 (paper Eq. 8-15)."))
-    # Friedman + Nemenyi across data sets (mAP)
-    fr = None
+    rowset = g["rowset"]
+    reps = load_reps(g["mdir"] / "reps", ds, list(r))
+    g["k_freq"][ds] = _frequent_k(g["inp"].metrics / "coverage.json", ds, r, reps)
+    g["uncovered"][ds] = uncovered_keys(cov, ds)
+    st = table_stats(r, reps, rowset)
+    st["_pairs"] = {(a, b, k): paired_pvalue(reps[a][k] - reps[b][k])
+                    for a, b in rowset.hybrid_pairs() for k in ("map", F1_KEY)
+                    if a in reps and b in reps and k in reps[a] and k in reps[b]}
+    return st
+
+
+def _dataset_table(g: dict, ds: str, r: dict, st: dict) -> Table:
+    """One data set's table in the paper's Table 1 format."""
+    rowset, unc = g["rowset"], g["uncovered"][ds]
+    present = [v for v in rowset.table1 if v in r]
+    base = st.get("_baseline")
+    stale = [v for v in present if "tuned_source" not in r[v]]  # final runs of the previous protocol
+    trs = [[rowset.titles[v] + (" — strongest baseline" if v == base else "") + (" †" if v in stale else "")]
+           + [_cell(st.get(k, {}).get(v), r[v], k, k in unc) for k, _ in METRICS]
+           + [f"{st['map'][v]['p_best']:.2f}" if "map" in st and "p_best" in st["map"].get(v, {}) else "-"]
+           for v in present]
+    thr = ", ".join(f"{v} {r[v].get('threshold_val', float('nan')):.2f}" for v in present)
+    src = sorted({r[v]["tuned_source"] for v in present
+                  if v not in HYBRID_ROWS and _tuned(v) and "tuned_source" in r[v]}) or ["-"]
+    return Table(f"{ds}: Table 1 format (test, %)", ["Method"] + [t for _, t in METRICS] + ["P(best) mAP"], trs,
+                 note=(f"Strongest baseline (highest validation mAP): {rowset.short(base) if base else 'none'}; "
+                       "↑/↓ against it (the validation mAP of the BCE MLP and of the logistic "
+                       "regression is the maximum over their checkpoints / C grid, so it favours them). "
+                       f"Hyperparameters: {'; '.join(src)}. "
+                       + (f"† = final runs of the previous protocol, not redone (CPU time): replicates "
+                          f"from the plain row bootstrap (biased for mAP), old tuning ({len(stale)} "
+                          f"row(s)). " if stale else "")
+                       + _resolution(st) + _frequent_note(r, g["ddir"] / f"{ds}_dataset.json", g["k_freq"][ds])
+                       + (NO_COVER_NOTE + " " if unc else "")
+                       + f"Mean validation thresholds: {thr}."))
+
+
+def _dataset_plots(g: dict, ds: str, r: dict) -> list[Plot]:
+    """One data set's training curves and, when written, its Sim-Dis weight histogram."""
+    present = [v for v in g["rowset"].table1 if v in r]
+    out = [Plot(f"{ds}: training curves", f"multilabel_{ds}_curves.png",
+                "Mean over seeds of the training loss between checks and the validation mAP "
+                "at each check; training stops after `patience` checks without a better "
+                "validation mAP and keeps the best checkpoint.",
+                lambda p: _curve_figure(ds, g["pdir"], present, p, g["rowset"]))]
+    wcsv = g["ddir"] / f"{ds}_simdis_weights.csv"
+    if wcsv.exists():
+        out.append(Plot(f"{ds}: K^s K^d by relation", f"multilabel_{ds}_simdis_weights.png",
+                        "Histogram of the Sim-Dis weight K^s K^d over (anchor, sample) pairs of "
+                        "training rows, by multi-label relation R1..R5 (paper Eq. 8-15).",
+                        lambda p: _weights_figure(ds, wcsv, p)))
+    return out
+
+
+def _friedman(g: dict, figures_dir: Path) -> tuple[list, list, list, tuple]:
+    """Friedman + Nemenyi across data sets, on mAP and on macro-F1 @val-t: ``(notes,
+    figures, tables, (result on mAP, result on macro-F1))``."""
+    runs, rowset = g["runs"], g["rowset"]
     union = [v for v in rowset.table1 if v not in HYBRID_ROWS and any(v in r for r in runs.values())]
     full = [ds for ds, r in runs.items() if all(v in r and "tuned_source" in r[v] for v in union)]
-    if len(full) < len(runs):
-        s.notes.append(f"Data sets without every model's final runs under the current protocol "
-                       f"({', '.join(d for d in runs if d not in full)}) are left out of the Friedman test and the "
-                       "critical-difference diagram.")
-    fr, fr_f1 = None, None
+    notes = [] if len(full) == len(runs) else [
+        f"Data sets without every model's final runs under the current protocol "
+        f"({', '.join(d for d in runs if d not in full)}) are left out of the Friedman test and the "
+        "critical-difference diagram."]
+    figs, tabs, res = [], [], []
     for key, label in (("map", "mAP"), (F1_KEY, F1_LABEL)):
-        res, figs, tabs = friedman_family(runs, union, full, key, label, figures_dir, rowset)
-        s.figures += figs
-        s.tables += tabs
-        fr, fr_f1 = (res, fr_f1) if key == "map" else (fr, res)
-    s.headline = headline(runs, stats, fr, fr_f1, rowset)
-    cd_map = [f for f in s.figures if f.path.name == "multilabel_cd_map.png"]
-    s.comparison = _comparison(stats, uncovered, cd_map, rowset)
-    # Table 4 ablation
+        out, f, t = friedman_family(runs, union, full, key, label, figures_dir, rowset)
+        figs, tabs, res = figs + f, tabs + t, res + [out]
+    return notes, figs, tabs, tuple(res)
+
+
+def _ablation_table(g: dict) -> Table | None:
+    """Our Table 4 ablation (ANY / Sim only / Dis only / Sim-Dis), F1 at the validation threshold."""
+    runs, stats, unc = g["runs"], g["stats"], g["uncovered"]
     mark = {True: "✓", False: "×"}
     abl = [(v, mark[_TABLE[v].factors[0]], mark[_TABLE[v].factors[1]]) for v in PAPER_TABLE4]
     dsl = [ds for ds in runs if all(a in runs[ds] for a, _, _ in abl)]
-    if dsl:
-        cols = ["Similarity", "Dissimilarity"] + [f"{ds} {t}" for ds in dsl for t in ("micro-F1", "macro-F1")]
-        trs = []
-        for v, sim, dis in abl:
-            row = [sim, dis]
-            for ds in dsl:
-                st = stats.get(ds, {})
-                row += [_cell(st.get(k, {}).get(v), runs[ds][v], k, k in uncovered[ds])
-                        for k in ("micro_f1_val_t", "macro_f1_val_t")]
-            trs.append(row)
-        s.tables.append(Table("Ablation in the Table 4 format (ours; F1 at the validation threshold, %)", cols, trs,
-                              note="Neither factor = ANY; both = Sim-Dis (/|P| weighting). Marks as in the "
-                                   "per-data-set tables (tests over all models of that data set)."
-                                   + (" " + NO_COVER_NOTE if any(k in uncovered[ds] for ds in dsl
-                                                               for k in ("micro_f1_val_t", "macro_f1_val_t")) else "")))
-    # tuned choices, per variant and tuned data set
-    trow, tuned_ds = [], set()
-    for v in rowset.table1:
-        f = tdir / f"{v}.json"
+    if not dsl:
+        return None
+    keys = ("micro_f1_val_t", "macro_f1_val_t")
+    cols = ["Similarity", "Dissimilarity"] + [f"{ds} {t}" for ds in dsl for t in ("micro-F1", "macro-F1")]
+    trs = [[sim, dis] + [_cell(stats.get(ds, {}).get(k, {}).get(v), runs[ds][v], k, k in unc[ds])
+                         for ds in dsl for k in keys] for v, sim, dis in abl]
+    return Table("Ablation in the Table 4 format (ours; F1 at the validation threshold, %)", cols, trs,
+                 note="Neither factor = ANY; both = Sim-Dis (/|P| weighting). Marks as in the "
+                      "per-data-set tables (tests over all models of that data set)."
+                      + (" " + NO_COVER_NOTE if any(k in unc[ds] for ds in dsl for k in keys) else ""))
+
+
+def _tuned_rows(g: dict) -> tuple[list[list], set[str]]:
+    """The tuned choices per variant and tuned data set, and the data sets tuned."""
+    rows, tuned_ds = [], set()
+    for v in g["rowset"].table1:
+        f = g["tdir"] / f"{v}.json"
         if not f.exists():
             continue
         t = json.loads(f.read_text())
-        t0 = trial0_values(inp.plots / "tune" / "multilabel" / f"{v}.csv")
+        t0 = trial0_values(g["inp"].plots / "tune" / "multilabel" / f"{v}.csv")
         for ds, e in sorted((t.get("datasets") or {}).items()):
             tuned_ds.add(ds)
-            se = e.get("best_value_se")
-            d0 = t0.get(ds)
-            trow.append([rowset.titles[v], ds, ", ".join(f"{k}={_fmt(x)}" for k, x in sorted(e["params"].items())),
+            se, d0 = e.get("best_value_se"), t0.get(ds)
+            rows.append([g["rowset"].titles[v], ds,
+                         ", ".join(f"{k}={_fmt(x)}" for k, x in sorted(e["params"].items())),
                          "-" if d0 is None else f"{100 * d0[0]:.2f}" + (f" ± {100 * d0[1]:.2f}" if d0[1] == d0[1] else ""),
                          f"{100 * e['best_value']:.2f}" + (f" ± {100 * se:.2f}" if se is not None else ""),
                          str(e.get("best_trial", "-")), f"{e.get('n_complete', '-')}/{t.get('budget_trials', '-')}"])
-    if trow:
-        untuned = [d for d in runs if d not in tuned_ds]
-        s.tables.append(Table("Tuned choices (cross-validation on the training part; test never read)",
-                              ["Method", "data set", "choice", "default = trial 0 (CV val mAP, % ± se)",
-                               "tuned (CV val mAP, % ± se)", "best trial", "trials"], trow,
-                              note="One Optuna TPE study per variant and data set, the same budget for every row; "
-                                   "objective = mean validation mAP over 3 iterative-stratification folds of the "
-                                   "training part, fold seeds disjoint from the final seeds; trial 0 = the "
-                                   "params.yaml values. Logistic regression: C picked on validation inside every "
-                                   "run; hybrids reuse their parts' choices."
-                                   + (f" Not retuned (time): {', '.join(untuned)}, where every row uses its "
-                                      "params.yaml values: the losses' choices of the earlier joint tuning "
-                                      "(emotions + medical, 4 trials), the forests' and kNN's defaults."
-                                      if untuned else "")))
-    dvt = default_vs_tuned(mdir, tdir, rowset, cov)
-    if dvt is not None:
-        s.tables.append(dvt)
-        verdicts = [r[-1] for r in dvt.rows]
-        s.headline += (f" Tuning ({len({r[1] for r in dvt.rows})} of {len(runs)} data sets tuned per row) against the "
-                       f"params.yaml defaults on test: mAP significantly higher in "
-                       f"{verdicts.count('tuned better')} and lower in {verdicts.count('tuned worse')} of "
-                       f"{len(verdicts)} variant x data set pairs (paired bootstrap, Holm per data set).")
-    from .multilabel_presets import preset_tables  # bibtex, tmc2007-500 on all rows: own tables
+    return rows, tuned_ds
 
-    s.tables += preset_tables(inp.metrics, inp.root)
-    # reference numbers from the paper
+
+def _tuned_table(g: dict) -> Table | None:
+    rows, tuned_ds = _tuned_rows(g)
+    if not rows:
+        return None
+    untuned = [d for d in g["runs"] if d not in tuned_ds]
+    return Table("Tuned choices (cross-validation on the training part; test never read)",
+                 ["Method", "data set", "choice", "default = trial 0 (CV val mAP, % ± se)",
+                  "tuned (CV val mAP, % ± se)", "best trial", "trials"], rows,
+                 note="One Optuna TPE study per variant and data set, the same budget for every row; "
+                      "objective = mean validation mAP over 3 iterative-stratification folds of the "
+                      "training part, fold seeds disjoint from the final seeds; trial 0 = the "
+                      "params.yaml values. Logistic regression: C picked on validation inside every "
+                      "run; hybrids reuse their parts' choices."
+                      + (f" Not retuned (time): {', '.join(untuned)}, where every row uses its "
+                         "params.yaml values: the losses' choices of the earlier joint tuning "
+                         "(emotions + medical, 4 trials), the forests' and kNN's defaults."
+                         if untuned else ""))
+
+
+def _tuning_sentence(dvt: Table | None, runs: dict) -> str:
+    """The headline's sentence on tuning against the defaults (``""`` without that table)."""
+    if dvt is None:
+        return ""
+    verdicts = [r[-1] for r in dvt.rows]
+    return (f" Tuning ({len({r[1] for r in dvt.rows})} of {len(runs)} data sets tuned per row) against the "
+            f"params.yaml defaults on test: mAP significantly higher in "
+            f"{verdicts.count('tuned better')} and lower in {verdicts.count('tuned worse')} of "
+            f"{len(verdicts)} variant x data set pairs (paired bootstrap, Holm per data set).")
+
+
+def _paper_tables() -> list[Table]:
+    """The Sim-Dis paper's reported numbers: Tables 1 and 2, and its Table 4 ablation."""
     ref_rows = []
     for loss in [n for n in _TABLE if any(n in t for t in PAPER_TABLE1.values())]:
         row = [_paper_name(loss)]
@@ -275,19 +284,55 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
             v = vals[loss]
             row += [f"{x:.2f}" if x is not None else "-" for x in (v if dset != "AAPD (RoBERTa)" else v[:2])]
         ref_rows.append(row)
-    ref_cols = ["Method"]
-    for dset in PAPER_TABLE1:
-        ref_cols += [f"{dset} {t}" for t in (("micro-F1", "macro-F1", "mAP") if dset != "AAPD (RoBERTa)"
-                                            else ("micro-F1", "macro-F1"))]
-    s.tables.append(Table(
-        "Reference: the Sim-Dis paper's reported numbers (Tables 1 and 2)", ref_cols, ref_rows,
-        note="Published numbers, copied from the Sim-Dis paper (docs/sources.md), in %. These are DIFFERENT data sets "
-             "(MS-COCO, PASCAL VOC, NUS-WIDE images with ResNet-50; AAPD text with RoBERTa) from ours "
-             "(MULAN feature sets with an MLP): compare the ranking of the losses, not the values."))
+    ref_cols = ["Method"] + [f"{dset} {t}" for dset in PAPER_TABLE1 for t in (
+        ("micro-F1", "macro-F1", "mAP") if dset != "AAPD (RoBERTa)" else ("micro-F1", "macro-F1"))]
     factor_name = {(False, False): "neither (= {})", (True, True): "both (= {})"}
     t4 = [[factor_name.get(_TABLE[v].factors, "{}").format(_paper_name(v))]
           + [f"{x:.2f}" for pair in PAPER_TABLE4[v] for x in pair] for v in PAPER_TABLE4]
-    s.tables.append(Table("Reference: the paper's Table 4 ablation",
-                          ["Factors", "MS-COCO micro-F1", "MS-COCO macro-F1", "AAPD micro-F1", "AAPD macro-F1"],
-                          t4, note="Published numbers (%); different data sets from ours."))
-    return s
+    return [Table(
+        "Reference: the Sim-Dis paper's reported numbers (Tables 1 and 2)", ref_cols, ref_rows,
+        note="Published numbers, copied from the Sim-Dis paper (docs/sources.md), in %. These are DIFFERENT data sets "
+             "(MS-COCO, PASCAL VOC, NUS-WIDE images with ResNet-50; AAPD text with RoBERTa) from ours "
+             "(MULAN feature sets with an MLP): compare the ranking of the losses, not the values."),
+        Table("Reference: the paper's Table 4 ablation",
+              ["Factors", "MS-COCO micro-F1", "MS-COCO macro-F1", "AAPD micro-F1", "AAPD macro-F1"],
+              t4, note="Published numbers (%); different data sets from ours.")]
+
+
+def _load(inp: Inputs) -> dict | None:
+    """The multi-label runs with their folders and rows, or ``None`` before any ran."""
+    rowset = _rows_of(inp.root)
+    mdir = inp.metrics / "multilabel"
+    runs = load_metrics(mdir, rowset) if mdir.exists() else {}
+    runs = {ds: r for ds, r in runs.items() if any("micro_f1_val_t" in m for m in r.values())}
+    if not runs:
+        return None
+    return {"inp": inp, "rowset": rowset, "runs": runs, "mdir": mdir, "pdir": inp.plots / "multilabel",
+            "ddir": inp.data / "multilabel", "tdir": inp.tuned / "multilabel", "uncovered": {},
+            "k_freq": {}}
+
+
+def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
+    """The multi-label section, or None when no multi-label metrics exist. ``root``: the
+    report's :class:`~contrastlab.reporting.Inputs` or a repository root."""
+    from .multilabel_presets import preset_tables  # bibtex, tmc2007-500 on all rows: own tables
+
+    inp = Inputs.of(root)
+    g = _load(inp)
+    if g is None:
+        return None
+    cov = rule.load(inp.metrics)
+    g["stats"] = {ds: _dataset_stats(g, ds, r, cov) for ds, r in g["runs"].items()}
+    tables = [_dataset_table(g, ds, r, g["stats"][ds]) for ds, r in g["runs"].items()]
+    plots = [p for ds, r in g["runs"].items() for p in _dataset_plots(g, ds, r)]
+    notes, figs, tabs, (fr, fr_f1) = _friedman(g, Path(figures_dir))
+    cd_map = [f for f in figs if f.path.name == "multilabel_cd_map.png"]
+    dvt = default_vs_tuned(g["mdir"], g["tdir"], g["rowset"], cov)
+    return TrackSection(
+        "multilabel", "Multi-label supervised contrastive learning",
+        headline=headline(g["runs"], g["stats"], fr, fr_f1, g["rowset"]) + _tuning_sentence(dvt, g["runs"]),
+        comparison=_comparison(g["stats"], g["uncovered"], cd_map, g["rowset"]),
+        notes=[_protocol_note(g["runs"], g["rowset"]), NO_CI_NOTE, _SIMDIS_NOTE, *notes],
+        tables=[_datasets_table(g["ddir"], g["runs"]), *tables, *tabs, _ablation_table(g), _tuned_table(g),
+                dvt, *preset_tables(inp.metrics, inp.root), *_paper_tables()],
+        figures=[*plots, *figs]).build(figures_dir)
