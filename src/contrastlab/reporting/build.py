@@ -111,63 +111,92 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     Returns:
         The summary written to ``summary.json``.
     """
-    from ..io import write_text
-    from ..params import flatten
     from ..timings import timings_dir
     from ..tracking import variant_run
     from ..utils import git_commit, repo_root
-    from . import headline_section, render_markdown, style
-    from .headline import attach, headline_metrics
-    from .html import render_html
-    from .provenance import (collect_provenance, metrics_summary, provenance_section,
-                             stamp_sections, write_stage_times)
+    from . import style
+    from .provenance import collect_provenance, write_stage_times
 
-    root = repo_root()
     out = Path(out_dir)
     metrics = Path(metrics_dir) if metrics_dir else out / "metrics"
-    inputs = Inputs(Path(root), metrics, Path(data_dir) if data_dir else out / "data",
+    inputs = Inputs(Path(repo_root()), metrics, Path(data_dir) if data_dir else out / "data",
                     Path(plots_dir) if plots_dir else out / "plots",
                     Path(tuned_dir) if tuned_dir else out / "tuned")
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     with variant_run("report", "report", params.report, stage="report") as tracker:
-        prov = collect_provenance(params, git_commit(root))
+        prov = collect_provenance(params, git_commit(inputs.root))
         style.apply()  # page-width figures, legible fonts (reporting/style.py)
-        sections = collect_sections(inputs, figures)
-        for s in sections:  # first figure, two-sentence headline, legend (headline.attach)
-            attach(s, figures)
-        heads = {s.track: {**headline_metrics(s.comparison), "title": s.title}
-                 for s in sections if s.comparison is not None and headline_metrics(s.comparison)}
-        stamp_sections(sections, prov)
-        # The answer first (one headline per track), provenance at the end; wall times go
-        # beside the timings files, never into the hashed page.
-        sections = [*headline_section(sections), *sections, provenance_section(prov)]
-        digits = params.report.digits
-        for s in sections:
-            for t in s.tables:  # bare floats shown with report.digits decimals in both files
-                t.rows = [[f"{v:.{digits}f}" if isinstance(v, float) else v for v in row]
-                          for row in t.rows]
-            for f in [*s.lead, *s.figures]:
-                f.path = Path(os.path.relpath(Path(f.path).resolve(), out.resolve()))
-        page = render_html(sections, title=params.report.title, header=prov.header(),
-                           base_dir=out)
-        write_text(out / "index.html", page)
-        write_text(out / "comparison.md", render_markdown(sections, prov.header()))
-        summary = {ANSWER: {t: h for t, h in heads.items() if h},
-                   **metrics_summary(metrics, params.report.headline)}
-        if not summary[ANSWER]:
-            del summary[ANSWER]
-        write_summary(out / "summary.json", summary)
-        tracker.log_metrics(numeric(flatten(summary)))
-        for track, h in summary.get(ANSWER, {}).items():
-            with track_run(track, stage="report") as parent:
-                parent.log_metrics({f"{ANSWER}.{k}": v for k, v in numeric(h).items()})
-                parent.set_tags({f"{ANSWER}.{k}": v for k, v in h.items()
-                                 if isinstance(v, str)})
-        for f in ("index.html", "comparison.md"):
-            tracker.log_artifact(out / f)
+        sections, heads = _sections(inputs, figures, prov)
+        _write_pages(sections, params, prov, out)
+        summary = _write_summary(out, heads, metrics, params)
+        _log(tracker, summary, out)
         times = write_stage_times(timings_dir(), prov.header())
         if times is not None:
             tracker.log_artifact(times)
         tracker.log_artifact(figures, "figures")
     return summary
+
+
+def _sections(inputs: Inputs, figures: Path, prov) -> tuple[list[Section], dict]:
+    """Every track's section with its lead figure and two-sentence headline, stamped with the
+    provenance, and ``{track: headline numbers}``; the headlines first, provenance last."""
+    from . import headline_section
+    from .headline import attach, headline_metrics
+    from .provenance import provenance_section, stamp_sections
+
+    sections = collect_sections(inputs, figures)
+    for s in sections:  # first figure, two-sentence headline, legend (headline.attach)
+        attach(s, figures)
+    heads = {s.track: {**headline_metrics(s.comparison), "title": s.title}
+             for s in sections if s.comparison is not None and headline_metrics(s.comparison)}
+    stamp_sections(sections, prov)
+    # The answer first (one headline per track), provenance at the end; wall times go
+    # beside the timings files, never into the hashed page.
+    return [*headline_section(sections), *sections, provenance_section(prov)], heads
+
+
+def _write_pages(sections: list[Section], params, prov, out: Path) -> None:
+    """``index.html`` (rendered first: a missing figure stops before anything is replaced),
+    then ``comparison.md``; bare floats with ``report.digits`` decimals, figure paths
+    relative to ``out``."""
+    from ..io import write_text
+    from . import render_markdown
+    from .html import render_html
+
+    digits = params.report.digits
+    for s in sections:
+        for t in s.tables:  # bare floats shown with report.digits decimals in both files
+            t.rows = [[f"{v:.{digits}f}" if isinstance(v, float) else v for v in row]
+                      for row in t.rows]
+        for f in [*s.lead, *s.figures]:
+            f.path = Path(os.path.relpath(Path(f.path).resolve(), out.resolve()))
+    page = render_html(sections, title=params.report.title, header=prov.header(), base_dir=out)
+    write_text(out / "index.html", page)
+    write_text(out / "comparison.md", render_markdown(sections, prov.header()))
+
+
+def _write_summary(out: Path, heads: dict, metrics: Path, params) -> dict:
+    """``summary.json``: the answer per track, then the headline metrics of each track."""
+    from .provenance import metrics_summary
+
+    summary = {ANSWER: {t: h for t, h in heads.items() if h},
+               **metrics_summary(metrics, params.report.headline)}
+    if not summary[ANSWER]:
+        del summary[ANSWER]
+    write_summary(out / "summary.json", summary)
+    return summary
+
+
+def _log(tracker, summary: dict, out: Path) -> None:
+    """The summary's numbers to the report run, each track's answer to its parent run, the
+    pages as artifacts."""
+    from ..params import flatten
+
+    tracker.log_metrics(numeric(flatten(summary)))
+    for track, h in summary.get(ANSWER, {}).items():
+        with track_run(track, stage="report") as parent:
+            parent.log_metrics({f"{ANSWER}.{k}": v for k, v in numeric(h).items()})
+            parent.set_tags({f"{ANSWER}.{k}": v for k, v in h.items() if isinstance(v, str)})
+    for f in ("index.html", "comparison.md"):
+        tracker.log_artifact(out / f)

@@ -36,8 +36,7 @@ from .code_figures import _rank_curve_figure, _training_figure
 from .code_headline import _ci, _headline
 from .code_rows import (REFERENCES, TITLES, _contrastive, _is_baseline, _is_hybrid, _order, _short,
                         _title)
-from .code_rows import BASELINES, BM25, SENTENCE, SHORT  # noqa: F401 (re-exported)
-from .code_rows import CONTROL_HYBRID, REFERENCE_BASELINE, TARGET_R10  # noqa: F401 (re-exported)
+from .code_rows import CONTROL_HYBRID
 from .code_stats import (_load_table, _resolution, control_at_same_weight, default_vs_tuned,
                          strongest_baseline, table_stats)
 from .code_stats import only_in_top10  # noqa: F401 (re-exported)

@@ -204,6 +204,69 @@ def _order(c: Comparison) -> list[str]:
     return order + [x for x in dict.fromkeys(pubs) if x not in order]
 
 
+def _annotate_right(ax, text: str, yi: float, **kw) -> None:
+    """``text`` right of the axes at row ``yi`` (a single panel prints each row's numbers)."""
+    ax.annotate(text, (1.0, yi), xycoords=("axes fraction", "data"), xytext=(6, 0),
+                textcoords="offset points", va="center", ha="left", fontsize="small",
+                annotation_clip=False, **kw)
+
+
+def _draw_row(ax, r, yi: float, k: float, digits: int, single: bool) -> list[float]:
+    """One row of a panel: estimate (and CI), marker by kind; returns the values drawn."""
+    m, col, _ = KINDS.get(r.kind, KINDS["loss"])
+    if r.kind == "published":
+        ax.plot(k * r.estimate, yi, m, ms=13, mew=2.2, color=col, zorder=3)
+        if single:
+            _annotate_right(ax, f"{k * r.estimate:.{digits}f} (published)", yi, color="0.35",
+                            style="italic")
+        return [k * r.estimate]
+    vals = []
+    if r.low is not None and r.high is not None:
+        ax.plot([k * r.low, k * r.high], [yi, yi], "-", lw=1.4, color=col, zorder=2)
+        vals += [k * r.low, k * r.high]
+    ax.plot(k * r.estimate, yi, m, ms=6.5, mew=1.4, color=col,
+            mfc=col if r.in_mcs else "white", zorder=3)
+    if single:
+        ci = f" [{k * r.low:.{digits}f}, {k * r.high:.{digits}f}]" if r.low is not None else ""
+        _annotate_right(ax, f"{k * r.estimate:.{digits}f}{ci}", yi, color="0.2")
+    return vals + [k * r.estimate]
+
+
+def _draw_panel(ax, c: Comparison, p: Panel, y: dict, single: bool) -> None:
+    """One panel: the strongest baseline's band and line, every row, the axis and labels."""
+    k = c.scale
+    base = p.baseline()
+    if base is not None and base.low is not None:
+        ax.axvspan(k * base.low, k * base.high, color="0.88", zorder=0, lw=0)
+    if base is not None:
+        ax.axvline(k * base.estimate, ls="--", lw=1.1, color="0.3", zorder=1)
+    vals = [v for r in p.rows for v in _draw_row(ax, r, y[r.short], k, c.digits, single)]
+    style.score_axis(ax, vals, lower=0.0, upper=k * 1.0, pad=0.06, axis="x")
+    if base is not None:
+        ax.annotate(base.short, (k * base.estimate, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                    fontsize="small", color="0.3")
+    ax.grid(axis="y", visible=False)
+    if p.title:
+        ax.set_title(p.title, pad=14)
+    ax.set_xlabel(f"{c.metric}" + (f" ({c.unit})" if c.unit else ""))
+
+
+def _legend(fig, c: Comparison, single: bool) -> None:
+    """The kinds present, open = outside the MCS, the baseline's line and band."""
+    from matplotlib.lines import Line2D
+
+    present = {r.kind for p in c.panels for r in p.rows}
+    handles = [Line2D([], [], ls="", marker=KINDS[x][0], color=KINDS[x][1], mfc=KINDS[x][1],
+                      ms=7 if x != "published" else 11, mew=1.4 if x != "published" else 2.2,
+                      label=KINDS[x][2]) for x in KINDS if x in present]
+    handles += [Line2D([], [], ls="", marker="o", color="0.3", mfc="white", ms=7, mew=1.4,
+                       label="open: outside the 95% MCS"),
+                Line2D([], [], ls="--", color="0.3", lw=1.1,
+                       label="strongest baseline (band: its 95% CI)")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=3 if single else len(handles))
+
+
 @style.styled
 def forest_figure(c: Comparison, stem: Path) -> tuple[Path, Path]:
     """Draw ``c`` to ``<stem>.svg`` and ``<stem>.png`` (deterministic bytes).
@@ -220,7 +283,6 @@ def forest_figure(c: Comparison, stem: Path) -> tuple[Path, Path]:
         ValueError: no panel has a row.
     """
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
 
     order = _order(c)
     if not order:
@@ -237,61 +299,13 @@ def forest_figure(c: Comparison, stem: Path) -> tuple[Path, Path]:
     for a in axes[n:]:
         a.set_visible(False)
     y = {k: i for i, k in enumerate(order)}
-    k = c.scale
     for ax, p in zip(axes, c.panels):
-        vals = []
-        base = p.baseline()
-        if base is not None and base.low is not None:
-            ax.axvspan(k * base.low, k * base.high, color="0.88", zorder=0, lw=0)
-        if base is not None:
-            ax.axvline(k * base.estimate, ls="--", lw=1.1, color="0.3", zorder=1)
-        for r in p.rows:
-            m, col, _ = KINDS.get(r.kind, KINDS["loss"])
-            yi = y[r.short]
-            if r.kind == "published":
-                ax.plot(k * r.estimate, yi, m, ms=13, mew=2.2, color=col, zorder=3)
-                vals.append(k * r.estimate)
-                if single:
-                    ax.annotate(f"{k * r.estimate:.{c.digits}f} (published)", (1.0, yi),
-                                xycoords=("axes fraction", "data"), xytext=(6, 0),
-                                textcoords="offset points", va="center", ha="left",
-                                fontsize="small", color="0.35", style="italic",
-                                annotation_clip=False)
-                continue
-            if r.low is not None and r.high is not None:
-                ax.plot([k * r.low, k * r.high], [yi, yi], "-", lw=1.4, color=col, zorder=2)
-                vals += [k * r.low, k * r.high]
-            vals.append(k * r.estimate)
-            ax.plot(k * r.estimate, yi, m, ms=6.5, mew=1.4, color=col,
-                    mfc=col if r.in_mcs else "white", zorder=3)
-            if single:
-                ci = f" [{k * r.low:.{c.digits}f}, {k * r.high:.{c.digits}f}]" if r.low is not None else ""
-                ax.annotate(f"{k * r.estimate:.{c.digits}f}{ci}", (1.0, yi),
-                            xycoords=("axes fraction", "data"), xytext=(6, 0),
-                            textcoords="offset points", va="center", ha="left", fontsize="small",
-                            color="0.2", annotation_clip=False)
-        style.score_axis(ax, vals, lower=0.0, upper=k * 1.0, pad=0.06, axis="x")
-        if base is not None:
-            ax.annotate(base.short, (k * base.estimate, 1.0), xycoords=("data", "axes fraction"),
-                        xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
-                        fontsize="small", color="0.3")
-        ax.grid(axis="y", visible=False)
-        if p.title:
-            ax.set_title(p.title, pad=14)
-        ax.set_xlabel(f"{c.metric}" + (f" ({c.unit})" if c.unit else ""))
+        _draw_panel(ax, c, p, y, single)
     axes[0].set_ylim(len(order) - 0.5, -0.5)
     axes[0].set_yticks(range(len(order)), order)
     for a in axes[:n]:
         a.tick_params(axis="y", length=0)
-    present = {r.kind for p in c.panels for r in p.rows}
-    handles = [Line2D([], [], ls="", marker=KINDS[x][0], color=KINDS[x][1], mfc=KINDS[x][1],
-                      ms=7 if x != "published" else 11, mew=1.4 if x != "published" else 2.2,
-                      label=KINDS[x][2]) for x in KINDS if x in present]
-    handles += [Line2D([], [], ls="", marker="o", color="0.3", mfc="white", ms=7, mew=1.4,
-                       label="open: outside the 95% MCS"),
-                Line2D([], [], ls="--", color="0.3", lw=1.1,
-                       label="strongest baseline (band: its 95% CI)")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=3 if single else len(handles))
+    _legend(fig, c, single)
     if c.title:
         fig.suptitle(c.title)
     svg, png = Path(f"{stem}.svg"), Path(f"{stem}.png")

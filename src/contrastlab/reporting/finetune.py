@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..losses.registry import method_row, track_variants
 from ..params.finetune import REFERENCE_ROWS as BASELINE_ROWS
-from . import Cell, Figure, Inputs, Section, Table, style
+from . import Cell, Inputs, Plot, Section, Table, TrackSection, style
 from ..evaluation.stats import baseline_p
 
 #: The frozen encoder's row (the reference rows are the variant table's, BASELINE_ROWS).
@@ -315,77 +315,80 @@ def tuning_table(root: Inputs | Path) -> Table | None:
                       "on the final seeds.")
 
 
-def _add_gpu(sec: Section, g: dict) -> None:
-    sec.notes.append(gpu_note(g))
-    sec.tables.append(_split_table(g, "a", "GPU, all layers: split (a)"))
+def _data_note(inp: Inputs, summary: dict, tuned: bool) -> str | None:
+    """The data and cells paragraph (``None`` without the data set's summary)."""
+    ds = inp.data / "finetune" / "humaneval_dataset.json"
+    if not ds.exists():
+        return None
+    d = json.loads(ds.read_text())
+    return (
+        f"Data: {d['n_variants']} HumanEval variants of {d['n_problems']} problems (canonical + AST "
+        f"mutants, tier by sandboxed execution of each assertion), splits {d['splits']}. Split (a): "
+        "queries = held-out variants of training problems (stratified by problem x tier), corpus = "
+        "training variants. Split (b): queries and leave-one-out corpus = the variants of held-out "
+        "problems. Cells: mean over seeds and queries in % [95% CI, bias-corrected (BC) percentile "
+        "interval of a bootstrap resampling problems (clusters) and n-1 of n seeds, the seed x query "
+        "interaction counted once (crossed effects, Owen 2007)]; bold = in the 95% "
+        "Model Confidence Set (Hansen, Lunde & Nason 2011); ↑/↓ = significantly better/worse than "
+        f"the strongest baseline ({TITLES.get(summary['baseline'], summary['baseline'])}, chosen by "
+        f"{summary['baseline_rule']}; Holm). "
+        + ("Each trained row (losses, BCE, frozen + head) uses the temperature and learning "
+           "rates its study chose on validation (table below; docs/finetune.md)."
+           if tuned else "Defaults for every loss, no tuning (docs/finetune.md)."))
+
+
+def _tier_note(tier: dict) -> str:
+    """What the within-problem tier metrics measure and how they are tested."""
+    return (
+        "Tier within problem (docs/finetune.md, `contrastlab.finetune.tiers`): per query, only the "
+        "corpus rows of its own problem count. Same-tier AUC = share of (same-tier, other-tier) "
+        "pairs ranked in that order (ties one half; queries with both kinds); nearest neighbour's "
+        "tier = the most similar row of the problem has the query's tier (queries with an "
+        "other-tier row); one-token mutants separated = the query's nearest same-tier row is closer "
+        "than an other-tier row at most one code token away (per such pair, averaged per query). "
+        "Tier-blind reference: the expected score of ranking the own problem first in random order "
+        "inside it (chance); ceiling: the best any embedding can reach (no candidate, no test). "
+        f"↑/↓ against the strongest baseline ({_tier_title(tier['baseline'], tier)}, chosen by "
+        f"{tier['baseline_rule']}), paired cluster bootstrap over problems and seeds"
+        + (f" (at least {tier['n_resamples']:,} draws, more where a Holm decision is near "
+           f"alpha; the tables' captions give the draws and the floor)"
+           if "n_resamples" in tier else "") + ", Holm.")
+
+
+def _layers(root: Path):
+    """``finetune.layers`` of ``root/params.yaml`` (``"?"`` when unreadable)."""
+    try:
+        from ..params import load_params
+
+        return load_params(root / "params.yaml").finetune.layers
+    except Exception:  # noqa: BLE001 - the section still renders without params
+        return "?"
+
+
+_SPLITS = (("a", "Split (a): unseen submissions of seen problems"), ("b", "Split (b): unseen problems"))
 
 
 def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
     """The fine-tuning section, or ``None`` when ``summary.json`` is missing. ``root``: the
     report's :class:`~contrastlab.reporting.Inputs` or a repository root."""
     inp = Inputs.of(root)
-    root = inp.root
     f = inp.metrics / "finetune" / "summary.json"
     if not f.exists():
         return None
     summary = json.loads(f.read_text())
-    layers = "?"
-    try:
-        from ..params import load_params
-
-        layers = load_params(root / "params.yaml").finetune.layers
-    except Exception:  # noqa: BLE001 - the section still renders without params
-        pass
-    sec = Section("finetune", "Fine-tuning the code encoder (HumanEval problem x tier)")
-    sec.headline = headline(summary, layers)
-    sec.comparison = _comparison(summary)
     tuned = tuning_table(inp)
-    ds = inp.data / "finetune" / "humaneval_dataset.json"
-    if ds.exists():
-        d = json.loads(ds.read_text())
-        sec.notes.append(
-            f"Data: {d['n_variants']} HumanEval variants of {d['n_problems']} problems (canonical + AST "
-            f"mutants, tier by sandboxed execution of each assertion), splits {d['splits']}. Split (a): "
-            "queries = held-out variants of training problems (stratified by problem x tier), corpus = "
-            "training variants. Split (b): queries and leave-one-out corpus = the variants of held-out "
-            "problems. Cells: mean over seeds and queries in % [95% CI, bias-corrected (BC) percentile "
-            "interval of a bootstrap resampling problems (clusters) and n-1 of n seeds, the seed x query "
-            "interaction counted once (crossed effects, Owen 2007)]; bold = in the 95% "
-            "Model Confidence Set (Hansen, Lunde & Nason 2011); ↑/↓ = significantly better/worse than "
-            f"the strongest baseline ({TITLES.get(summary['baseline'], summary['baseline'])}, chosen by "
-            f"{summary['baseline_rule']}; Holm). "
-            + ("Each trained row (losses, BCE, frozen + head) uses the temperature and learning "
-               "rates its study chose on validation (table below; docs/finetune.md)."
-               if tuned is not None else "Defaults for every loss, no tuning (docs/finetune.md)."))
-    if "tier" in summary:
-        tier = summary["tier"]
-        sec.notes.append(
-            "Tier within problem (docs/finetune.md, `contrastlab.finetune.tiers`): per query, only the "
-            "corpus rows of its own problem count. Same-tier AUC = share of (same-tier, other-tier) "
-            "pairs ranked in that order (ties one half; queries with both kinds); nearest neighbour's "
-            "tier = the most similar row of the problem has the query's tier (queries with an "
-            "other-tier row); one-token mutants separated = the query's nearest same-tier row is closer "
-            "than an other-tier row at most one code token away (per such pair, averaged per query). "
-            "Tier-blind reference: the expected score of ranking the own problem first in random order "
-            "inside it (chance); ceiling: the best any embedding can reach (no candidate, no test). "
-            f"↑/↓ against the strongest baseline ({_tier_title(tier['baseline'], tier)}, chosen by "
-            f"{tier['baseline_rule']}), paired cluster bootstrap over problems and seeds"
-            + (f" (at least {tier['n_resamples']:,} draws, more where a Holm decision is near "
-               f"alpha; the tables' captions give the draws and the floor)"
-               if "n_resamples" in tier else "") + ", Holm.")
-        for s, title in (("a", "Tier within problem, split (a)"), ("b", "Tier within problem, split (b)")):
-            sec.tables.append(_tier_table(summary, s, title))
-    for s, title in (("a", "Split (a): unseen submissions of seen problems"),
-                     ("b", "Split (b): unseen problems")):
-        sec.tables.append(_split_table(summary, s, title))
-    if tuned is not None:
-        sec.tables.append(tuned)
+    tier = "tier" in summary
     gpu = inp.metrics / "finetune_gpu" / "summary.json"
-    if gpu.exists():
-        _add_gpu(sec, json.loads(gpu.read_text()))
-    fig = Path(figures_dir) / "finetune_knn_purity.png"
-    _purity_figure(summary, fig)
-    sec.figures.append(Figure("kNN@5 problem x tier purity with 95% CIs", fig,
-                              "Dashed: the highest purity any embedding can reach given the cell "
-                              "sizes (cells with fewer than 6 members cannot fill 5 neighbours)."))
-    return sec
+    g = json.loads(gpu.read_text()) if gpu.exists() else None
+    return TrackSection(
+        "finetune", "Fine-tuning the code encoder (HumanEval problem x tier)",
+        headline=headline(summary, _layers(inp.root)), comparison=_comparison(summary),
+        notes=[_data_note(inp, summary, tuned is not None), tier and _tier_note(summary["tier"]),
+               g and gpu_note(g)],
+        tables=[*[_tier_table(summary, s, f"Tier within problem, split ({s})") for s in "ab" if tier],
+                *[_split_table(summary, s, title) for s, title in _SPLITS], tuned,
+                g and _split_table(g, "a", "GPU, all layers: split (a)")],
+        figures=[Plot("kNN@5 problem x tier purity with 95% CIs", "finetune_knn_purity.png",
+                      "Dashed: the highest purity any embedding can reach given the cell "
+                      "sizes (cells with fewer than 6 members cannot fill 5 neighbours).",
+                      lambda p: _purity_figure(summary, p))]).build(figures_dir)
