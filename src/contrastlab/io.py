@@ -109,14 +109,6 @@ def save_safetensors(path: str | os.PathLike, tensors: dict, metadata: dict | No
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata)
 
 
-def save_torch(path: str | os.PathLike, obj: Any) -> None:
-    """``torch.save`` atomically (checkpoints)."""
-    import torch
-
-    with atomic_path(path, suffix=".pt") as tmp:
-        torch.save(obj, tmp)
-
-
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     """Hex SHA-256 of a file's bytes."""
     h = hashlib.sha256()

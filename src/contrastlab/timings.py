@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .io import read_json, write_json
+from .io import write_json
 
-__all__ = ["TIMINGS_DIR", "timings_dir", "write_timing", "read_timing"]
+__all__ = ["TIMINGS_DIR", "timings_dir", "write_timing"]
 
 #: Default folder, relative to the repository root (or ``$CONTRASTLAB_TIMINGS``).
 TIMINGS_DIR = "reports/timings"
@@ -58,9 +58,3 @@ def write_timing(track: str, name: str, values: dict[str, Any],
     path = timings_dir(root) / track / f"{name}.json"
     write_json(path, dict(values))
     return path
-
-
-def read_timing(track: str, name: str, root: str | Path | None = None) -> dict[str, Any] | None:
-    """The values written by :func:`write_timing`, or ``None`` when there are none."""
-    path = timings_dir(root) / track / f"{name}.json"
-    return read_json(path) if path.exists() else None

@@ -9,18 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .planetoid import PUBLIC_STATS, check_stats, load_planetoid, prepare_planetoid, raw_files
+from .planetoid import PUBLIC_STATS, load_planetoid, prepare_planetoid, raw_files
 
-__all__ = ["CORA_RAW_FILES", "CORA_STATS", "prepare_cora", "load_cora", "check_cora"]
+__all__ = ["CORA_RAW_FILES", "CORA_STATS", "prepare_cora", "load_cora"]
 
 CORA_RAW_FILES = raw_files("Cora")
 #: What the public Cora must look like (checked after loading).
 CORA_STATS = PUBLIC_STATS["Cora"]
-
-
-def check_cora(data, num_classes: int) -> dict[str, int]:
-    """Statistics of a loaded Cora; ``ValueError`` naming any that differs from :data:`CORA_STATS`."""
-    return check_stats("Cora", data, num_classes)
 
 
 def prepare_cora(vendor_dir: str | Path, out_root: str | Path, source: str = "vendored"):

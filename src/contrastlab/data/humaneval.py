@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from contrastlab.sandbox import (TIERS, RunResult, SandboxUnavailable, run_sandboxed,
                                  sandbox_mode, tier_of)
 
-__all__ = ["Problem", "RunResult", "load_problems", "split_assertions", "mutation_sites",
+__all__ = ["Problem", "RunResult", "load_problems", "split_assertions",
            "make_variants", "run_sandboxed", "sandbox_mode", "SandboxUnavailable", "tier_of",
            "tier_problem", "MUTATORS", "TIERS"]
 
@@ -170,11 +170,6 @@ def _apply(kind: str, node: ast.AST, extra) -> None:
 #: Mutation operator names (a variant applies exactly one mutation at one site).
 MUTATORS = ("comparison_flip", "off_by_one", "bool_swap", "arith_swap", "return_change",
             "drop_statement")
-
-
-def mutation_sites(program: str) -> dict[str, int]:
-    """Number of mutation sites per operator in ``program`` (for inspection and tests)."""
-    return {k: len(v) for k, v in _sites(ast.parse(program)).items()}
 
 
 def make_variants(program: str, n: int, seed: int = 0) -> list[dict]:

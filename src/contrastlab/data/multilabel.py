@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..errors import InputError, UnknownNameError
 from .multilabel_arff import ArffError, read_arff, read_label_xml

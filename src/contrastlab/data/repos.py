@@ -135,13 +135,6 @@ def validate_git_ref(ref: str) -> str:
     return ref
 
 
-def _licence_in(files: list[Path], root: Path) -> str | None:
-    for f in sorted(files):
-        if LICENSE_RE.match(f.name):
-            return f.relative_to(root).as_posix()
-    return None
-
-
 def fetch_dist(name: str, dest: Path) -> dict[str, Any]:
     """Copy the ``.py`` files of installed distribution ``name`` into ``dest``.
 

@@ -14,14 +14,11 @@ notes report it in percent); MRR = mean of 1/rank.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["build_index", "search", "true_ranks", "retrieval_metrics", "rank_at_k_curve",
-           "rank_metrics"]
+__all__ = ["build_index", "search", "true_ranks", "rank_at_k_curve", "rank_metrics"]
 
 
 def _np32(x: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -100,29 +97,3 @@ def rank_metrics(ranks: np.ndarray) -> dict[str, float]:
     return {"rank_at_1": float((ranks <= 1).mean()), "rank_at_5": float((ranks <= 5).mean()),
             "rank_at_10": float((ranks <= 10).mean()), "mrr": float((1.0 / ranks).mean()),
             "median_rank": float(np.median(ranks))}
-
-
-def retrieval_metrics(queries: torch.Tensor, corpus: torch.Tensor, true_idx, k_max: int = 100,
-                      device: str = "auto", index=None) -> tuple[dict[str, Any], np.ndarray]:
-    """Rank@1/5/10, MRR, median rank and mean cosine to the true item.
-
-    Returns:
-        ``(metrics, curve)``: flat dict (``rank_at_1``, ``rank_at_5``, ``rank_at_10`` as
-        fractions, ``mrr``, ``median_rank``, ``mean_cosine``, ``corpus_size``, ``n_queries``)
-        and the Rank@k curve for ``k = 1..k_max``.
-    """
-    ranks = true_ranks(queries, corpus, true_idx, k_max, device, index)
-    q = F.normalize(torch.as_tensor(queries, dtype=torch.float32), dim=-1)
-    c = F.normalize(torch.as_tensor(corpus, dtype=torch.float32), dim=-1)
-    cos = (q * c[torch.as_tensor(np.asarray(true_idx, dtype=np.int64))]).sum(-1)
-    m = {
-        "rank_at_1": float((ranks <= 1).mean()),
-        "rank_at_5": float((ranks <= 5).mean()),
-        "rank_at_10": float((ranks <= 10).mean()),
-        "mrr": float((1.0 / ranks).mean()),
-        "median_rank": float(np.median(ranks)),
-        "mean_cosine": float(cos.mean()),
-        "corpus_size": int(c.shape[0]),
-        "n_queries": int(q.shape[0]),
-    }
-    return m, rank_at_k_curve(ranks, k_max)

@@ -111,13 +111,6 @@ class TargetSpace:
         y = torch.as_tensor(x, dtype=torch.float32) - self.mean
         return y if self.kind != "whiten" else y @ self.proj
 
-    def state_dict(self) -> dict:
-        return {"mean": self.mean, "proj": self.proj, "kind": self.kind}
-
-    @classmethod
-    def from_state(cls, d: dict) -> "TargetSpace":
-        return cls(d["mean"], d["proj"], d["kind"])
-
 
 def fit_ridge(x: Tensor, y: Tensor, lam: float) -> tuple[Tensor, Tensor, Tensor]:
     """Closed-form ridge regression with an unpenalised intercept.

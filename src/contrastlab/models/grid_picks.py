@@ -17,7 +17,7 @@ import numpy as np
 from .code_baselines import fuse_scores, ranks_from_scores
 
 __all__ = ["fit_fusion_weight", "pick_fusion_weight", "pick_on_grid", "argmax_pick",
-           "argmax_margin", "PLATEAU_SHARE", "FRAGILE_SHARE"]
+           "PLATEAU_SHARE", "FRAGILE_SHARE"]
 
 
 def fit_fusion_weight(lexical_val: Sequence[np.ndarray], dense_val: Sequence[np.ndarray],
@@ -210,10 +210,3 @@ def argmax_pick(points: Sequence[Any], values: Sequence[float], n_val: int,
         if m == 0 and ties is not None:
             rec["tie_gap_items"] = round(float(t[pick] - t[r]) * n_val, 3)
     return rec
-
-
-def argmax_margin(values: Sequence[float], n_val: int) -> float | None:
-    """The margin of an argmax pick (a rule already applied, e.g. a committed Rank@10 choice):
-    ``(best - runner-up) x n_val`` validation items; ``None`` for a single value."""
-    v = sorted((float(x) for x in values), reverse=True)
-    return None if len(v) < 2 else round((v[0] - v[1]) * n_val, 3)
