@@ -43,6 +43,51 @@ def _same_weight_sentence(T: dict, r10: dict, metrics: dict, ctl_w: dict) -> str
             f"control at their weight: {len(above)} of {len(ctl_w)}, below: {len(below)}.")
 
 
+def _trained_sentences(T: dict, r10: dict, metrics: dict, trained: list[str], tb: str,
+                       baseline: str | None) -> list[str]:
+    """The best trained predictor on validation against BM25 and the sentence embedding, and
+    every trained row against the strongest baseline."""
+    cmp = [f"{T[ref]} {_ci(r10[ref], True, 1)} % ({100 * (r10[tb]['mean'] - r10[ref]['mean']):+.1f} points)"
+           for ref in (BM25, SENTENCE) if ref in r10]
+    parts = [f"The best trained predictor on validation, {T[tb]}, reaches "
+             f"{_ci(r10[tb], True, 1)} %" + (" against " + "; ".join(cmp) if cmp else "") + "."]
+    if baseline and baseline in r10:
+        above = [T[n] for n in trained if r10[n].get("beats_baseline")]
+        below = [T[n] for n in trained if r10[n].get("below_baseline")]
+        parts.append(f"Against the strongest baseline on validation ({T[baseline]}): "
+                     f"significantly above (Holm): {', '.join(above) or 'none'}; "
+                     f"significantly below: {', '.join(below) or 'none'}.")
+    return parts
+
+
+def _hybrid_sentences(T: dict, r10: dict, metrics: dict, hybrids: list[str], at10: dict) -> list[str]:
+    """The best BM25 hybrid against BM25 alone, then the trained fusions against the control
+    (at its pick, or at each fusion's own weight when evaluated there)."""
+    hb = at10[BM25]
+    hbest = max(hybrids, key=lambda n: r10[n]["mean"])
+    sig = [n for n in hybrids if hb[n].get("beats_baseline")]
+    parts = [f"Best BM25 hybrid: {T[hbest]}, Rank@10 {_ci(r10[hbest], True, 1)} % "
+             f"({100 * hb[hbest]['delta_vs_baseline']:+.1f} points over BM25 alone, "
+             f"Holm {baseline_p(hb[hbest])}); hybrids significantly "
+             f"above BM25: {len(sig)} of {len(hybrids)}."]
+    ctl, ctl_w = at10.get("control"), at10.get("control_same_w")
+    if ctl_w:
+        return parts + [_same_weight_sentence(T, r10, metrics, ctl_w)]
+    if ctl:
+        fused = _trained_fusions(hybrids)
+        tbest = max(fused, key=lambda n: r10[n]["mean"])
+        above = [n for n in fused if ctl[n].get("beats_baseline")]
+        below = [n for n in fused if ctl[n].get("below_baseline")]
+        parts.append(f"The control, BM25 score-fused with the untrained sentence embedding, "
+                     f"reaches {_ci(r10[CONTROL_HYBRID], True, 1)} %; the best fusion with a "
+                     f"trained predictor, {T[tbest]}, differs by "
+                     f"{100 * ctl[tbest]['delta_vs_baseline']:+.1f} points (Holm "
+                     f"{baseline_p(ctl[tbest])}); trained fusions "
+                     f"significantly above the control: {len(above)} of {len(fused)}, below: "
+                     f"{len(below)}.")
+    return parts
+
+
 def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: int,
               corpus: int, ranks: dict | None = None, baseline: str | None = None) -> str:
     T = {n: _title(n, metrics.get(n)) for n in names}
@@ -59,51 +104,14 @@ def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: 
                 if tied else "; the 95 % model confidence set holds it alone.")]
     if _is_baseline(best):
         parts.append(f"A baseline wins: {T[best]}.")
+    tb = max(trained, key=lambda n: metrics[n].get("val_rank_at_10", float("-inf"))) if trained else None
     if trained:
-        tb = max(trained, key=lambda n: metrics[n].get("val_rank_at_10", float("-inf")))
-        cmp = []
-        for ref in (BM25, SENTENCE):
-            if ref in r10:
-                d = r10[tb]["mean"] - r10[ref]["mean"]
-                cmp.append(f"{T[ref]} {_ci(r10[ref], True, 1)} % ({100 * d:+.1f} points)")
-        parts.append(f"The best trained predictor on validation, {T[tb]}, reaches "
-                     f"{_ci(r10[tb], True, 1)} %" + (" against " + "; ".join(cmp) if cmp else "")
-                     + ".")
-        if baseline and baseline in r10:
-            above = [T[n] for n in trained if r10[n].get("beats_baseline")]
-            below = [T[n] for n in trained if r10[n].get("below_baseline")]
-            parts.append(f"Against the strongest baseline on validation ({T[baseline]}): "
-                         f"significantly above (Holm): {', '.join(above) or 'none'}; "
-                         f"significantly below: {', '.join(below) or 'none'}.")
+        parts += _trained_sentences(T, r10, metrics, trained, tb, baseline)
     if hybrids and BM25 in stats["rank_at_10"]:
-        hb = stats["rank_at_10"][BM25]
-        hbest = max(hybrids, key=lambda n: r10[n]["mean"])
-        sig = [n for n in hybrids if hb[n].get("beats_baseline")]
-        parts.append(f"Best BM25 hybrid: {T[hbest]}, Rank@10 {_ci(r10[hbest], True, 1)} % "
-                     f"({100 * hb[hbest]['delta_vs_baseline']:+.1f} points over BM25 alone, "
-                     f"Holm {baseline_p(hb[hbest])}); hybrids significantly "
-                     f"above BM25: {len(sig)} of {len(hybrids)}.")
-        ctl = stats["rank_at_10"].get("control")
-        ctl_w = stats["rank_at_10"].get("control_same_w")
-        if ctl_w:
-            parts.append(_same_weight_sentence(T, r10, metrics, ctl_w))
-        elif ctl:
-            fused = _trained_fusions(hybrids)
-            tbest = max(fused, key=lambda n: r10[n]["mean"])
-            above = [n for n in fused if ctl[n].get("beats_baseline")]
-            below = [n for n in fused if ctl[n].get("below_baseline")]
-            parts.append(f"The control, BM25 score-fused with the untrained sentence embedding, "
-                         f"reaches {_ci(r10[CONTROL_HYBRID], True, 1)} %; the best fusion with a "
-                         f"trained predictor, {T[tbest]}, differs by "
-                         f"{100 * ctl[tbest]['delta_vs_baseline']:+.1f} points (Holm "
-                         f"{baseline_p(ctl[tbest])}); trained fusions "
-                         f"significantly above the control: {len(above)} of {len(fused)}, below: "
-                         f"{len(below)}.")
+        parts += _hybrid_sentences(T, r10, metrics, hybrids, stats["rank_at_10"])
     if ranks is not None and trained and BM25 in ranks:
-        tb = max(trained, key=lambda n: metrics[n].get("val_rank_at_10", float("-inf")))
         only_p = only_in_top10(ranks, tb, BM25)
         only_b = only_in_top10(ranks, BM25, tb)
         parts.append(f"{T[tb]} puts {only_p:.0f} test signatures' bodies in its top 10 that BM25 "
                      f"does not (mean over seeds); BM25 does so for {only_b:.0f} that it misses.")
     return " ".join(parts)
-

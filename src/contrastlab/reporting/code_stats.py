@@ -14,72 +14,94 @@ from .code_rows import (BM25, CONTROL_HYBRID, _is_baseline, _is_hybrid, _title, 
                         _untrained)
 
 
-def _load_table(root: Inputs | Path, name: str) -> dict | None:
-    """Metrics and per-query ranks of one table (``reports/metrics/<name>``)."""
+def _seed_matrix(part, seeds=None):
+    """``[S, I]`` ranks of a frame's rows per seed (sorted by seed and id), and seed 0's ids."""
     import numpy as np
+
+    seeds = sorted(part["seed"].unique()) if seeds is None else seeds
+    return (np.stack([part[part["seed"] == s]["rank"].to_numpy() for s in seeds]),
+            part[part["seed"] == seeds[0]]["id"].to_numpy())
+
+
+def _load_baselines(t: dict, mdir: Path, ddir: Path) -> None:
+    """The untrained baselines (one run each, ``[1, I]``); they fix the query order."""
     import pandas as pd
 
-    inp = Inputs.of(root)
-    mdir, ddir = inp.metrics / name, inp.data / name
     bfile = mdir / "baselines.json"
-    metrics: dict[str, dict] = {}
-    ranks: dict[str, np.ndarray] = {}  # name -> [S, I]
-    controls: dict[str, dict[float, np.ndarray]] = {}  # control -> weight -> [S, I] test ranks
-    order = None
-    repo = None
-    if bfile.exists() and (ddir / "baselines_ranks.csv").exists():
-        b = json.loads(bfile.read_text())
-        br = pd.read_csv(ddir / "baselines_ranks.csv")
-        for k, m in b["baselines"].items():
-            part = br[br["baseline"] == k].sort_values("id")
-            order = part["id"].to_numpy() if order is None else order
-            repo = part["repo"].astype(str).to_numpy() if repo is None else repo
-            metrics[k] = {**m, "corpus_size": b["corpus_size"], "n_seeds": 0}
-            ranks[k] = part["rank"].to_numpy()[None, :]
+    if not (bfile.exists() and (ddir / "baselines_ranks.csv").exists()):
+        return
+    b = json.loads(bfile.read_text())
+    br = pd.read_csv(ddir / "baselines_ranks.csv")
+    for k, m in b["baselines"].items():
+        part = br[br["baseline"] == k].sort_values("id")
+        if t["order"] is None:
+            t["order"], t["repo"] = part["id"].to_numpy(), part["repo"].astype(str).to_numpy()
+        t["metrics"][k] = {**m, "corpus_size": b["corpus_size"], "n_seeds": 0}
+        t["ranks"][k] = part["rank"].to_numpy()[None, :]
+
+
+def _same_order(t: dict, ids) -> bool:
+    return len(ids) == len(t["order"]) and not (ids != t["order"]).any()
+
+
+def _load_variants(t: dict, mdir: Path, ddir: Path) -> None:
+    """Every trained variant's ranks (a stale file evaluated on another split is skipped)."""
+    import pandas as pd
+
     for f in sorted(mdir.glob("*.json")):
         if f.stem == "baselines" or f.stem.startswith("hybrids") or not (ddir / f"{f.stem}_ranks.csv").exists():
             continue
         m = json.loads(f.read_text())
         r = pd.read_csv(ddir / f"{f.stem}_ranks.csv").sort_values(["seed", "id"])
-        seeds = sorted(r["seed"].unique())
-        mat = np.stack([r[r["seed"] == s]["rank"].to_numpy() for s in seeds])
-        ids = r[r["seed"] == seeds[0]]["id"].to_numpy()
-        if order is None:
-            order = ids
-            repo = r[r["seed"] == seeds[0]]["repo"].astype(str).to_numpy()
-        if len(ids) != len(order) or (ids != order).any():
-            continue  # a stale file evaluated on another split
-        metrics[f.stem] = m
-        ranks[f.stem] = mat
-    # hybrids.json (hybrid_code) and hybrids_<x>.json (e.g. hybrid_biencoder); the seed
-    # corpus's hybrid ranks are kept gzipped (6.7 MB as plain CSV)
+        mat, ids = _seed_matrix(r)
+        if t["order"] is None:
+            t["order"] = ids
+            t["repo"] = r[r["seed"] == sorted(r["seed"].unique())[0]]["repo"].astype(str).to_numpy()
+        if _same_order(t, ids):
+            t["metrics"][f.stem], t["ranks"][f.stem] = m, mat
+
+
+def _load_hybrids(t: dict, mdir: Path, ddir: Path) -> None:
+    """hybrids.json (hybrid_code) and hybrids_<x>.json (e.g. hybrid_biencoder), with the
+    control at every grid weight; the seed corpus's hybrid ranks are kept gzipped (6.7 MB as
+    plain CSV)."""
+    import pandas as pd
+
     for hfile in sorted(mdir.glob("hybrids*.json")):
         hranks = next((p for p in (ddir / f"{hfile.stem}_ranks.csv", ddir / f"{hfile.stem}_ranks.csv.gz")
                        if p.exists()), None)
-        if hranks is None or order is None:
+        if hranks is None or t["order"] is None:
             continue
         h = json.loads(hfile.read_text())
         hr = pd.read_csv(hranks)
         for k, m in h["hybrids"].items():
             part = hr[hr["hybrid"] == k].sort_values(["seed", "id"])
-            seeds = sorted(part["seed"].unique())
-            if not seeds:
+            if part.empty:
                 continue
-            mat = np.stack([part[part["seed"] == s]["rank"].to_numpy() for s in seeds])
-            ids = part[part["seed"] == seeds[0]]["id"].to_numpy()
-            if len(ids) != len(order) or (ids != order).any():
+            mat, ids = _seed_matrix(part)
+            if not _same_order(t, ids):
                 continue
-            metrics[k] = {**m, "corpus_size": h["corpus_size"],
-                          "_variant_metrics": metrics.get(m.get("variant"))}
-            ranks[k] = mat
+            t["metrics"][k] = {**m, "corpus_size": h["corpus_size"],
+                               "_variant_metrics": t["metrics"].get(m.get("variant"))}
+            t["ranks"][k] = mat
             for g in m.get("test_by_weight", []):  # the control evaluated at every grid weight
                 pw = hr[hr["hybrid"] == g["hybrid"]].sort_values(["seed", "id"])
                 if len(pw) == len(part):
-                    controls.setdefault(k, {})[float(g["weight"])] = np.stack(
-                        [pw[pw["seed"] == s]["rank"].to_numpy() for s in sorted(pw["seed"].unique())])
-    if not metrics:
+                    t["controls"].setdefault(k, {})[float(g["weight"])] = _seed_matrix(pw)[0]
+
+
+def _load_table(root: Inputs | Path, name: str) -> dict | None:
+    """Metrics and per-query ranks of one table (``reports/metrics/<name>``): ``metrics``,
+    ``ranks`` (name -> ``[S, I]``), ``repo`` (``[I]`` clusters) and ``controls`` (control ->
+    weight -> ``[S, I]`` test ranks)."""
+    inp = Inputs.of(root)
+    mdir, ddir = inp.metrics / name, inp.data / name
+    t = {"metrics": {}, "ranks": {}, "controls": {}, "order": None, "repo": None}
+    for load in (_load_baselines, _load_variants, _load_hybrids):
+        load(t, mdir, ddir)
+    if not t["metrics"]:
         return None
-    return {"metrics": metrics, "ranks": ranks, "repo": repo, "controls": controls}
+    return {"metrics": t["metrics"], "ranks": t["ranks"], "repo": t["repo"], "controls": t["controls"]}
 
 
 def control_at_same_weight(metrics: dict, controls: dict) -> dict:
@@ -162,7 +184,7 @@ def table_stats(ranks: dict, repo, n_resamples: int | None = None, seed: int = 0
     """
     import numpy as np
 
-    from ..evaluation.stats import bootstrap_per_item, draws_for, resample_counts, summarize
+    from ..evaluation.stats import draws_for, resample_counts
 
     # untrained rows (baselines and their hybrids) have one deterministic run: repeated per seed
     multi = [k for k, v in ranks.items() if v.shape[0] > 1 or not _untrained(k)]
@@ -173,32 +195,41 @@ def table_stats(ranks: dict, repo, n_resamples: int | None = None, seed: int = 0
     n_resamples = n_resamples or draws_for(max(1, len(ranks) - 1))
     draws = resample_counts(s, n_items, clusters=repo, n_resamples=n_resamples, seed=seed)
 
-    def redraw(per: dict):
-        return lambda r: bootstrap_per_item(per, clusters=repo, n_resamples=r, seed=seed)
-    per_metric = {"rank_at_1": lambda r: (r <= 1), "rank_at_5": lambda r: (r <= 5),
-                  "rank_at_10": lambda r: (r <= 10), "mrr": lambda r: 1.0 / r}
     names = list(ranks)
-    out = {}
-    for metric, f in per_metric.items():
-        per = {k: f(v) for k, v in mats.items()}
-        point, reps = bootstrap_per_item(per, draws=draws)
-        base = baseline if baseline in point and len(point) > 1 else None
-        res = {"best": summarize(point, reps, candidates=names, baseline=base,
-                                 redraw=redraw(per))}
-        if base is not None:
-            res["baseline"] = res["best"]
-        hyb = [n for n in names if _is_hybrid(n)]
-        if BM25 in point and hyb:  # Holm family: the hybrids, each against BM25 alone
-            res[BM25] = summarize(point, reps, candidates=hyb + [BM25], baseline=BM25,
-                                  redraw=redraw(per))
-        trained_hyb = _trained_fusions(hyb)
-        if CONTROL_HYBRID in point and trained_hyb:  # each trained fusion vs the untrained one
-            res["control"] = summarize(point, reps, candidates=trained_hyb + [CONTROL_HYBRID],
-                                       baseline=CONTROL_HYBRID, redraw=redraw(per))
-        if same_w:  # each trained fusion against the control at the fusion's own weight
-            res["control_same_w"] = _same_weight_family(mats, same_w, f, draws, s)
-        out[metric] = res
-    return out
+    return {metric: _metric_stats(mats, f, draws, names, repo, seed, baseline, same_w, s)
+            for metric, f in _PER_METRIC.items()}
+
+
+#: Per-query value of each metric from a rank.
+_PER_METRIC = {"rank_at_1": lambda r: (r <= 1), "rank_at_5": lambda r: (r <= 5),
+               "rank_at_10": lambda r: (r <= 10), "mrr": lambda r: 1.0 / r}
+
+
+def _metric_stats(mats: dict, f, draws, names: list[str], repo, seed: int, baseline: str | None,
+                  same_w: dict | None, s: int) -> dict:
+    """One metric's families (:func:`table_stats`): every row, BM25's hybrids, the trained
+    fusions against the control (at its pick and at their own weight)."""
+    from ..evaluation.stats import bootstrap_per_item, summarize
+
+    per = {k: f(v) for k, v in mats.items()}
+    point, reps = bootstrap_per_item(per, draws=draws)
+
+    def family(cands, base):
+        return summarize(point, reps, candidates=cands, baseline=base,
+                         redraw=lambda r: bootstrap_per_item(per, clusters=repo, n_resamples=r, seed=seed))
+    base = baseline if baseline in point and len(point) > 1 else None
+    res = {"best": family(names, base)}
+    if base is not None:
+        res["baseline"] = res["best"]
+    hyb = [n for n in names if _is_hybrid(n)]
+    if BM25 in point and hyb:  # Holm family: the hybrids, each against BM25 alone
+        res[BM25] = family(hyb + [BM25], BM25)
+    trained_hyb = _trained_fusions(hyb)
+    if CONTROL_HYBRID in point and trained_hyb:  # each trained fusion vs the untrained one
+        res["control"] = family(trained_hyb + [CONTROL_HYBRID], CONTROL_HYBRID)
+    if same_w:  # each trained fusion against the control at the fusion's own weight
+        res["control_same_w"] = _same_weight_family(mats, same_w, f, draws, s)
+    return res
 
 
 def _resolution(stats: dict) -> str:

@@ -13,66 +13,73 @@ from .multilabel_rows import BASELINES, ROWS, Rows
 F1_KEY, F1_LABEL = "macro_f1_val_t", "macro-F1 @val-t"
 
 
-def _metric_headline(stats: dict[str, dict], fr: dict | None, key: str, label: str, rows: Rows) -> list[str]:
-    """Sentences of one metric ``key`` (named ``label`` in every claim): the Friedman winner, then
-    per data set the best contrastive row (highest test value, chosen on test, which favours
-    it) against the strongest baseline (chosen on validation mAP), paired bootstrap, Holm."""
-    parts = []
-    if fr:
-        ranks = fr["avg_ranks"]
-        order = sorted(ranks, key=ranks.get)
-        best = order[0]
-        tied = [v for v in order[1:] if ranks[v] - ranks[best] <= fr["cd"]]
-        parts.append(
-            f"On {label}: across {fr['n_datasets']} data sets, {rows.short(best)} has the best average {label} rank "
-            f"({ranks[best]:.2f} of {fr['n_methods']} distinct methods); Friedman p = {fr['friedman_p']:.3g}, "
-            f"Nemenyi CD = {fr['cd']:.2f}, so {len(tied)} other method(s) are within the critical difference"
-            + (f" ({', '.join(rows.short(v) for v in tied[:4])}{', ...' if len(tied) > 4 else ''})." if tied else "."))
-        cbest = min((v for v in ranks if v in rows.contrastive), key=ranks.get, default=None)
-        bbest = min((v for v in ranks if v in BASELINES), key=ranks.get, default=None)
-        if cbest and bbest:
-            parts.append(f"The best-ranked contrastive loss on {label} is {rows.short(cbest)} ({ranks[cbest]:.2f}), the "
-                         f"best-ranked baseline {rows.short(bbest)} ({ranks[bbest]:.2f})"
-                         + (": a baseline ranks first." if ranks[bbest] < ranks[cbest] else "."))
-    wins, sig_wins, closs, sig_closs = [], [], [], []
+def _friedman_sentences(fr: dict, label: str, rows: Rows) -> list[str]:
+    """The Friedman winner on ``label``, the methods within the critical difference, and the
+    best-ranked contrastive loss against the best-ranked baseline."""
+    ranks = fr["avg_ranks"]
+    order = sorted(ranks, key=ranks.get)
+    best = order[0]
+    tied = [v for v in order[1:] if ranks[v] - ranks[best] <= fr["cd"]]
+    parts = [
+        f"On {label}: across {fr['n_datasets']} data sets, {rows.short(best)} has the best average {label} rank "
+        f"({ranks[best]:.2f} of {fr['n_methods']} distinct methods); Friedman p = {fr['friedman_p']:.3g}, "
+        f"Nemenyi CD = {fr['cd']:.2f}, so {len(tied)} other method(s) are within the critical difference"
+        + (f" ({', '.join(rows.short(v) for v in tied[:4])}{', ...' if len(tied) > 4 else ''})." if tied else ".")]
+    cbest = min((v for v in ranks if v in rows.contrastive), key=ranks.get, default=None)
+    bbest = min((v for v in ranks if v in BASELINES), key=ranks.get, default=None)
+    if cbest and bbest:
+        parts.append(f"The best-ranked contrastive loss on {label} is {rows.short(cbest)} ({ranks[cbest]:.2f}), the "
+                     f"best-ranked baseline {rows.short(bbest)} ({ranks[bbest]:.2f})"
+                     + (": a baseline ranks first." if ranks[bbest] < ranks[cbest] else "."))
+    return parts
+
+
+def _duels(stats: dict[str, dict], key: str, rows: Rows) -> dict[str, list[str]]:
+    """Per data set, the best contrastive row against the strongest baseline on ``key``,
+    sorted into ``sig_wins`` / ``wins`` (the baseline ahead, significantly or not) and
+    ``closs`` / ``sig_closs`` (the contrastive row ahead)."""
+    out = {"sig_wins": [], "wins": [], "closs": [], "sig_closs": []}
     for ds, st in stats.items():
-        m = st.get(key)
-        base = st.get("_baseline")
-        if not m or not base or base not in m:
-            continue
-        cands = [v for v in rows.contrastive if v in m]
+        m, base = st.get(key), st.get("_baseline")
+        cands = [v for v in rows.contrastive if v in m] if m and base and base in m else []
         if not cands:
             continue
         cb = max(cands, key=lambda v: m[v]["mean"])
-        d = m[cb]["delta_vs_baseline"]
         txt = (f"{ds}: {rows.short(cb)} {100 * m[cb]['mean']:.1f} vs {rows.short(base)} {100 * m[base]['mean']:.1f} "
                f"(Holm {baseline_p(m[cb])})")
         btest = max((v for v in BASELINES if v in m), key=lambda v: m[v]["mean"])
         if btest != base:
             txt += f", best baseline on test {rows.short(btest)} {100 * m[btest]['mean']:.1f}"
-        if d < 0:
-            (sig_wins if m[cb].get("below_baseline") else wins).append(txt)
+        if m[cb]["delta_vs_baseline"] < 0:
+            out["sig_wins" if m[cb].get("below_baseline") else "wins"].append(txt)
         else:
-            (sig_closs if m[cb].get("beats_baseline") else closs).append(txt)
-    if wins or sig_wins or closs or sig_closs:
-        n = len(wins) + len(sig_wins) + len(closs) + len(sig_closs)
-        s = (f"Best contrastive row (highest test {label}, which favours it) against the strongest baseline "
-             f"(highest validation mAP) on test {label}, paired bootstrap: ")
-        bits = []
-        if sig_wins:
-            bits.append(f"the baseline wins significantly on {len(sig_wins)} of {n} data sets ({'; '.join(sig_wins)})")
-        if wins:
-            bits.append(f"the baseline is ahead without significance on {len(wins)} ({'; '.join(wins)})")
-        if closs:
-            bits.append(f"the contrastive row is ahead without significance on {len(closs)} ({'; '.join(closs)})")
-        if sig_closs:
-            bits.append(f"the contrastive row wins significantly on {len(sig_closs)} ({'; '.join(sig_closs)})")
-        parts.append(s + "; ".join(bits) + ".")
-        if len(sig_wins) + len(wins) == n:
-            parts.append(f"On every data set a baseline has the higher test {label} than every contrastive loss.")
-        if not sig_closs:
-            parts.append(f"No contrastive loss is significantly above the strongest baseline on {label} on any "
-                         "data set.")
+            out["sig_closs" if m[cb].get("beats_baseline") else "closs"].append(txt)
+    return out
+
+
+_DUEL_WORDS = {"sig_wins": "the baseline wins significantly on {k} of {n} data sets",
+               "wins": "the baseline is ahead without significance on {k}",
+               "closs": "the contrastive row is ahead without significance on {k}",
+               "sig_closs": "the contrastive row wins significantly on {k}"}
+
+
+def _metric_headline(stats: dict[str, dict], fr: dict | None, key: str, label: str, rows: Rows) -> list[str]:
+    """Sentences of one metric ``key`` (named ``label`` in every claim): the Friedman winner, then
+    per data set the best contrastive row (highest test value, chosen on test, which favours
+    it) against the strongest baseline (chosen on validation mAP), paired bootstrap, Holm."""
+    parts = _friedman_sentences(fr, label, rows) if fr else []
+    d = _duels(stats, key, rows)
+    n = sum(len(v) for v in d.values())
+    if not n:
+        return parts
+    bits = [_DUEL_WORDS[k].format(k=len(v), n=n) + f" ({'; '.join(v)})" for k, v in d.items() if v]
+    parts.append(f"Best contrastive row (highest test {label}, which favours it) against the strongest baseline "
+                 f"(highest validation mAP) on test {label}, paired bootstrap: " + "; ".join(bits) + ".")
+    if len(d["sig_wins"]) + len(d["wins"]) == n:
+        parts.append(f"On every data set a baseline has the higher test {label} than every contrastive loss.")
+    if not d["sig_closs"]:
+        parts.append(f"No contrastive loss is significantly above the strongest baseline on {label} on any "
+                     "data set.")
     return parts
 
 

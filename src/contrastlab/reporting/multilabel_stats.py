@@ -242,6 +242,37 @@ def trial0_values(history_csv: Path) -> dict[str, tuple[float, float]]:
     return {str(d): (float(v), float(e)) for d, v, e in zip(h["dataset"], h["value"], se)}
 
 
+def _dvt_pairs(mdir: Path, tdir: Path, v: str, rowset: Rows, cov: dict | None) -> list[tuple]:
+    """Variant ``v``'s default and tuned runs per tuned data set: ``(row, tuned - default
+    replicates, tuned - default, trial 0 chosen)``."""
+    from ..evaluation.stats import bias_corrected_interval
+
+    f = tdir / f"{v}.json"
+    if not f.exists():
+        return []
+    out = []
+    for ds, e in sorted((json.loads(f.read_text()).get("datasets") or {}).items()):
+        dd = mdir / "default" / ds
+        files = [dd / f"{ds}_{v}.json", mdir / f"{ds}_{v}.json",
+                 dd / "reps" / f"{ds}_{v}.npz", mdir / "reps" / f"{ds}_{v}.npz"]
+        if not all(x.exists() for x in files):
+            continue
+        (d, t), (dr, tr) = ([json.loads(x.read_text())["map"] for x in files[:2]],
+                            [np.load(x)["map"].astype(np.float64) for x in files[2:]])
+        cells = []
+        ok = cov is None or rule.covers(cov, rule.coverage_key("multilabel", "Default (params.yaml",
+                                                                 "default", [None, ds]))
+        for point, reps in ((d, dr), (t, tr)):
+            lo, hi = bias_corrected_interval(point, reps)
+            cells.append(f"{100 * point:.2f} {NO_COVER_MARK}" if not ok else  # NO_COVER_NOTE
+                         f"{100 * point:.2f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+                         if lo - 1e-12 <= point <= hi + 1e-12 else
+                         f"{100 * point:.2f} {NO_CI_MARK}")  # NO_CI_NOTE
+        out.append(([rowset.titles[v], ds, *cells, f"{100 * (t - d):+.2f}"], tr - dr, t - d,
+                    e.get("best_trial") == 0))
+    return out
+
+
 def default_vs_tuned(mdir: Path, tdir: Path, rowset: Rows = ROWS, cov: dict | None = None) -> Table | None:
     """Test mAP of every tuned variant with its ``params.yaml`` values (trial 0; stage
     ``default_multilabel@<dataset>``, files under ``<mdir>/default/<dataset>/``) beside its tuned choices (the
@@ -252,47 +283,24 @@ def default_vs_tuned(mdir: Path, tdir: Path, rowset: Rows = ROWS, cov: dict | No
     interval whose all-label mAP coverage misses [0.92, 0.98] at the set's shape is not shown
     (°, :mod:`.coverage_rule`); None: every interval shown.
     None when no default run exists."""
-    from ..evaluation.stats import bias_corrected_interval, format_p, holm, paired_pvalue
+    from ..evaluation.stats import format_p, holm, paired_pvalue
 
-    rows, ps, deltas, same, diffs = [], [], [], [], []
-    for v in rowset.table1:
-        f = tdir / f"{v}.json"
-        if not f.exists():
-            continue
-        for ds, e in sorted((json.loads(f.read_text()).get("datasets") or {}).items()):
-            dd = mdir / "default" / ds
-            files = [dd / f"{ds}_{v}.json", mdir / f"{ds}_{v}.json",
-                     dd / "reps" / f"{ds}_{v}.npz", mdir / "reps" / f"{ds}_{v}.npz"]
-            if not all(x.exists() for x in files):
-                continue
-            (d, t), (dr, tr) = ([json.loads(x.read_text())["map"] for x in files[:2]],
-                                [np.load(x)["map"].astype(np.float64) for x in files[2:]])
-            cells = []
-            ok = cov is None or rule.covers(cov, rule.coverage_key("multilabel", "Default (params.yaml",
-                                                                     "default", [None, ds]))
-            for point, reps in ((d, dr), (t, tr)):
-                lo, hi = bias_corrected_interval(point, reps)
-                cells.append(f"{100 * point:.2f} {NO_COVER_MARK}" if not ok else  # NO_COVER_NOTE
-                             f"{100 * point:.2f} [{100 * lo:.1f}, {100 * hi:.1f}]"
-                             if lo - 1e-12 <= point <= hi + 1e-12 else
-                             f"{100 * point:.2f} {NO_CI_MARK}")  # NO_CI_NOTE
-            rows.append([rowset.titles[v], ds, *cells, f"{100 * (t - d):+.2f}"])
-            diffs.append(tr - dr)
-            deltas.append(t - d)
-            same.append(e.get("best_trial") == 0)
-    if not rows:
+    pairs = [p for v in rowset.table1 for p in _dvt_pairs(mdir, tdir, v, rowset, cov)]
+    if not pairs:
         return None
+    rows = [p[0] for p in pairs]
     adj = np.ones(len(rows))  # Holm within each data set (a family per data set, as in its table)
     fam = np.ones(len(rows), dtype=int)
     for ds in {row[1] for row in rows}:
         idx = [i for i, row in enumerate(rows) if row[1] == ds]
-        adj[idx], fam[idx] = holm([paired_pvalue(diffs[i]) for i in idx]), len(idx)
+        adj[idx], fam[idx] = holm([paired_pvalue(pairs[i][1]) for i in idx]), len(idx)
     out = []
-    for row, q, delta, sm, m, d in zip(rows, adj, deltas, same, fam, diffs):
+    for (row, d, delta, sm), q, m in zip(pairs, adj, fam):
         verdict = ("trial 0 won: the same run" if sm else
                    "tuned better" if q < ALPHA and delta > 0 else
                    "tuned worse" if q < ALPHA and delta < 0 else "no significant difference")
         out.append([*row, "-" if sm else format_p(q, d.size, m), verdict])
+    diffs = [p[1] for p in pairs]
     up = sum(r[-1] == "tuned better" for r in out)
     down = sum(r[-1] == "tuned worse" for r in out)
     return Table("Default (params.yaml, trial 0) vs tuned, on test (mAP, %)",
