@@ -105,6 +105,13 @@ def _gather_sizes(n: int, device: torch.device) -> list[int]:
     return [int(x.item()) for x in out]
 
 
+def _padded(x: torch.Tensor) -> tuple[list[int], torch.Tensor]:
+    """Every rank's row count and ``x`` zero-padded to the largest (what the collectives need)."""
+    sizes = _gather_sizes(x.shape[0], x.device)
+    m = max(sizes)
+    return sizes, x if x.shape[0] == m else torch.cat([x, x.new_zeros((m - x.shape[0], *x.shape[1:]))])
+
+
 def all_gather_with_grad(x: torch.Tensor) -> torch.Tensor:
     """Concatenate ``x`` from all ranks along dim 0 (rank order), keeping the gradient path.
 
@@ -121,9 +128,7 @@ def all_gather_with_grad(x: torch.Tensor) -> torch.Tensor:
         return x
     import torch.distributed.nn.functional as dnf
 
-    sizes = _gather_sizes(x.shape[0], x.device)
-    m = max(sizes)
-    xp = x if x.shape[0] == m else torch.cat([x, x.new_zeros((m - x.shape[0], *x.shape[1:]))])
+    sizes, xp = _padded(x)
     with warnings.catch_warnings():
         # deprecated in favour of the functional collectives, whose backward is not yet a
         # drop-in on gloo; it still has the summing backward documented above
@@ -137,9 +142,7 @@ def all_gather_no_grad(x: torch.Tensor) -> torch.Tensor:
     """Like :func:`all_gather_with_grad` without autograd (labels, indices, targets)."""
     if not _active():
         return x
-    sizes = _gather_sizes(x.shape[0], x.device)
-    m = max(sizes)
-    xp = x if x.shape[0] == m else torch.cat([x, x.new_zeros((m - x.shape[0], *x.shape[1:]))])
+    sizes, xp = _padded(x)
     parts = [torch.empty_like(xp) for _ in sizes]
     dist.all_gather(parts, xp.contiguous())
     return torch.cat([p[:n] for p, n in zip(parts, sizes)], dim=0)
