@@ -246,9 +246,12 @@ def test_finetune_hybrid_trains_the_pretrained_encoder_end_to_end_with_the_bce_c
     cfg = make_config(ml, "yeast", "hybrid_ft", choices={"temperature": 0.3, "lr": 0.0011},
                       model_choices={"lr": 0.0023, "mask_rate": 0.15})
     assert (cfg.loss, cfg.hybrid, cfg.temperature, cfg.lr) == (ml.hybrid_base, "finetune", 0.3, 0.0011)
-    assert cfg.model == {"lr": 0.0023, "mask_rate": 0.15}
-    declared = make_config(ml, "yeast", "hybrid_ft").model  # untuned: the bce row's values
-    assert declared == {"lr": ml.variants["bce"].lr, "mask_rate": ml.variants["bce"].mask_rate}
+    # the fine-tuning phase's lr / mask_rate: plain fields, not entries of the model dict
+    assert (cfg.finetune_lr, cfg.finetune_mask_rate, cfg.model) == (0.0023, 0.15, {})
+    declared = make_config(ml, "yeast", "hybrid_ft")  # untuned: the bce row's values
+    assert (declared.finetune_lr, declared.finetune_mask_rate) == (
+        ml.variants["bce"].lr, ml.variants["bce"].mask_rate)
+    assert make_config(ml, "yeast", "bce").finetune_lr is None
 
     x, y = _yeast(160)
     data = {"x_train": x[:100], "y_train": y[:100], "x_val": x[100:130], "y_val": y[100:130],

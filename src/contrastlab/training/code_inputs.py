@@ -14,8 +14,8 @@ def variant_settings(code, variant: str, tuned: Path | None) -> dict:
     from contrastlab.tuning import read_tuned
 
     v = code.variants[variant]
-    out = {"lr": v.lr or code.train.lr,
-           "temperature": v.temperature or code.train.init_temperature,
+    out = {"lr": v.lr if v.lr is not None else code.train.lr,
+           "temperature": v.temperature if v.temperature is not None else code.train.init_temperature,
            "residual": v.residual, "tuned": False}
     if tuned is not None and tuned.exists():
         chosen = read_tuned(tuned)  # empty for a variant without a search space (not tuned)

@@ -46,8 +46,8 @@ def run_tuning(code, variant: str, splits: str, teacher: str, tuned_dir: str,
     fixed = {"loss": v.loss, "residual": v.residual, "model": code.model.model_dump(),
              "train": code.train.model_dump(exclude={"seeds", "device", "threads", "workers"}),
              "target": code.target.model_dump(), "epochs": t.epochs, "seeds": t.seeds}
-    declared = {"lr": v.lr or code.train.lr,
-                "temperature": v.temperature or code.train.init_temperature}
+    declared = {"lr": v.lr if v.lr is not None else code.train.lr,
+                "temperature": v.temperature if v.temperature is not None else code.train.init_temperature}
     default = {k: declared[k] for k in v.search if k in declared}
 
     def objective(choices: dict, report=None):

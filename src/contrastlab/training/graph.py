@@ -210,8 +210,8 @@ def graph_run_config(g, variant: str) -> GraphRunConfig:
         raise UnknownNameError(f"graph.variants has no {variant!r} (known: {', '.join(g.variants)})")
     v = g.variants[variant]
     train = dict(epochs=g.train.epochs, batch_nodes=g.train.batch_nodes,
-                 lr=v.lr or g.train.lr,
-                 weight_decay=g.train.weight_decay if v.weight_decay is None else v.weight_decay,
+                 lr=v.lr if v.lr is not None else g.train.lr,
+                 weight_decay=v.weight_decay if v.weight_decay is not None else g.train.weight_decay,
                  feature_mask=list(g.train.feature_mask), edge_drop=list(g.train.edge_drop),
                  feature_mask_mode=g.train.feature_mask_mode, **g.model.model_dump())
     return GraphRunConfig(v.loss, v.loss_kwargs(), train)

@@ -185,7 +185,7 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
             # the BCE MLP's learning rate and masking rate (make_config), early-stopped anew
             if curve.get("step"):
                 chosen["pretrain_best_step"] = float(curve["step"][int(np.argmax(curve["val_map"]))])
-            ft = dataclasses.replace(cfg, lr=float(cfg.model["lr"]), mask_rate=float(cfg.model["mask_rate"]))
+            ft = dataclasses.replace(cfg, lr=cfg.finetune_lr, mask_rate=cfg.finetune_mask_rate)
             pred, curve = train_bce(xtr, ytr, xva, yva, ft, gen, encoder=enc)
             enc = pred.model[0]
             s_val, s_te = pred(xva).numpy(), pred(xte).numpy()
@@ -347,13 +347,14 @@ def make_config(ml, dataset: str, variant: str, encoder: str = "mlp",
     A hybrid of :data:`HYBRIDS` takes its encoder configuration from the variant
     ``ml.hybrid_base`` (``choices`` = that variant's tuned choices) and, when its table row
     names a ``model_of`` baseline, that baseline's model (``model_choices`` = its tuned choices;
-    for method ``finetune``: ``cfg.model = {"lr", "mask_rate"}`` of that BCE MLP).
+    for method ``finetune``: ``cfg.finetune_lr`` / ``cfg.finetune_mask_rate``, that BCE MLP's
+    ``lr`` / ``mask_rate``).
 
     Raises:
         UnknownNameError: unknown data set / variant. InputError: a choice that is not tunable;
         a ``finetune`` hybrid whose ``model_of`` is not an ``mlp_bce`` baseline.
     """
-    from ..params.multilabel import MODEL_DEFAULTS, MODEL_KEYS, variant_loss
+    from ..params.multilabel import MODEL_KEYS, variant_loss
 
     if variant in HYBRIDS:
         cfg = make_config(ml, dataset, ml.hybrid_base, encoder, choices)
@@ -366,8 +367,10 @@ def make_config(ml, dataset: str, variant: str, encoder: str = "mlp",
             ref = make_config(ml, dataset, _TABLE[variant].model_of, encoder, model_choices)
             # a fine-tuning hybrid takes the BCE MLP's learning rate and masking rate for its
             # end-to-end phase; the other hybrids the baseline's scikit-learn model
-            cfg.model = ({"lr": ref.lr, "mask_rate": ref.mask_rate} if cfg.hybrid == "finetune"
-                         else ref.model)
+            if cfg.hybrid == "finetune":
+                cfg.finetune_lr, cfg.finetune_mask_rate = ref.lr, ref.mask_rate
+            else:
+                cfg.model = ref.model
         return cfg
     if variant not in ml.variants:
         raise UnknownNameError(f"multilabel.variants has no entry {variant!r}")
@@ -385,7 +388,7 @@ def make_config(ml, dataset: str, variant: str, encoder: str = "mlp",
         clf_l2=t.clf_l2, threshold=t.threshold, per_label_thresholds=t.per_label_thresholds,
         logreg_c=list(t.logreg_c), logreg_extend=t.logreg_extend, precision_at=list(d.precision_at),
         knn_k=t.knn_k, threads=t.threads_per_worker, device=t.device,
-        model={**MODEL_DEFAULTS.get(variant, {}), **v.model})
+        model=dict(v.model))  # MODEL_DEFAULTS filled in by the schema
     keys = MODEL_KEYS.get(variant)
     for k, val in (choices or {}).items():
         if keys is not None:

@@ -36,7 +36,8 @@ class TrainConfig:
     ``variant`` is the row name (a baseline, a contrastive variant or a hybrid of the variant
     table); ``loss`` is the registry loss of a contrastive variant or of a hybrid's encoder
     (``None`` for the baselines); ``model`` the scikit-learn baseline's (or the hybrid
-    forest's, or a fine-tuning hybrid's ``lr`` / ``mask_rate``) hyperparameters; ``hybrid`` ``""``
+    forest's) hyperparameters; ``finetune_lr`` / ``finetune_mask_rate`` a fine-tuning hybrid's
+    learning rate and masking rate of its BCE phase (``None`` otherwise); ``hybrid`` ``""``
     or the hybrid's ``method`` (``"concat"``, ``"et"``, ``"finetune"``; see
     :data:`contrastlab.training.multilabel.HYBRIDS`).
     """
@@ -66,6 +67,8 @@ class TrainConfig:
     logreg_c: list[float] = field(default_factory=lambda: [1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0])
     logreg_extend: int = 3
     model: dict[str, Any] = field(default_factory=dict)
+    finetune_lr: float | None = None
+    finetune_mask_rate: float | None = None
     hybrid: str = ""
     precision_at: list[int] = field(default_factory=list)
     knn_k: int = 5

@@ -251,7 +251,11 @@ def run_final(ml, ds: str, variant: str, paths: FinalPaths, default: bool = Fals
                                      .hexdigest() for r in results]
         out["config"] = {"temperature": cfg.temperature if cfg.loss else None, "lr": cfg.lr,
                          "mask_rate": cfg.mask_rate, "queue": cfg.queue, "loss_kwargs": cfg.loss_kwargs,
-                         "batch_size": cfg.batch_size, "max_steps": cfg.max_steps, "model": cfg.model,
+                         "batch_size": cfg.batch_size, "max_steps": cfg.max_steps,
+                         # a fine-tuning hybrid's BCE-phase lr / mask_rate, recorded where the
+                         # metrics files have always held them
+                         "model": ({"lr": cfg.finetune_lr, "mask_rate": cfg.finetune_mask_rate}
+                                   if cfg.hybrid == "finetune" else cfg.model),
                          "hybrid": cfg.hybrid}
         out["n_train"], out["n_val"], out["n_test"] = (int(len(data[k])) for k in ("x_train", "x_val", "x_test"))
         from ..evaluation.multilabel import seed_score_correlation, stratified_metric_reps
