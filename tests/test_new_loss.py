@@ -324,18 +324,16 @@ def test_recipe_passes_the_params_names_deps_and_report_tests_on_its_copy(tmp_pa
              'title: "DCW (decoupled, weighted)"}')
 
     # step 3, as a user edits the file (the preset tests rewrite its text in place): the
-    # variant, its own knob and its search space, at the end of graph.variants
+    # variant and its own knob at the end of graph.variants; its loss is its name and its
+    # search space graph.tune.search plus its own knob (written once: only what differs)
     text = (root / "params.yaml").read_text()
     end = text.index("\n\n", text.index("\n  variants:\n", text.index("\ngraph:\n")))
-    space = yaml.safe_load(text)["graph"]["variants"]["ntxent"]["search"]
     (root / "params.yaml").write_text(text[:end] + textwrap.indent(textwrap.dedent("""
         dcw:
-          loss: dcw
           temperature: 0.5
           sigma: 0.5
           search:
-        """), "    ") + "".join(f"        {k}: {json.dumps(v)}\n" for k, v in space.items())
-        + "        sigma: {type: float, low: 0.1, high: 1.0}" + text[end:])
+        """), "    ") + "        sigma: {type: float, low: 0.1, high: 1.0}" + text[end:])
     run(root, "scripts/stage_deps.py", "--write")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.update(PYTHONPATH=str(root / "src"), CONTRASTLAB_MLFLOW="0", OMP_NUM_THREADS="1",

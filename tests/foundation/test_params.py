@@ -124,7 +124,7 @@ def test_variants_are_written_in_params_yaml_only(tmp_path):
     from contrastlab.errors import InputError
     from contrastlab.losses.registry import load_variant_table
     from contrastlab.params import VARIANT_MAPPINGS, Params
-    from contrastlab.params.multilabel import VariantParams, variant_loss
+    from contrastlab.params.multilabel import MODEL_DEFAULTS, VariantParams, variant_loss
 
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     defaults = Params()
@@ -133,8 +133,13 @@ def test_variants_are_written_in_params_yaml_only(tmp_path):
         for part in key.split("."):
             node, schema = node[part], getattr(schema, part)
         assert isinstance(node, dict) and node, f"params.yaml must write {key}"
-        if key == "multilabel.variants":  # field defaults only, nothing copied per variant
-            assert schema == {n: VariantParams(kwargs=dict(variant_loss(n)[1])) for n in schema}, key
+        if key == "multilabel.variants":  # field defaults only, nothing copied per variant:
+            # plus what every variant inherits (the table's kwargs, the track's default search
+            # for a contrastive one, the method's model defaults)
+            ml = defaults.multilabel
+            assert schema == {n: VariantParams(
+                kwargs=dict(variant_loss(n)[1]), model=dict(MODEL_DEFAULTS.get(n, {})),
+                search=dict(ml.tune.search) if variant_loss(n)[0] else {}) for n in schema}, key
         else:
             assert schema == {}, f"{key}: the schema has per-variant defaults {sorted(schema)}"
     # a file without the variants has none (nothing is filled in from a second table)
@@ -231,10 +236,113 @@ def test_validate_params_stage_rejects_before_writing(tmp_path):
     codes = ["--loss-code", str(tmp_path / "loss_code.yaml")]
     assert mod.main(["--out", str(out), *codes]) == 0 and out.exists()
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
-    raw["multilabel"]["variants"]["simdis"]["kwargs"]["weightin"] = "log_prob"
+    # (simdis's kwargs are the variant table's; mulsupcon binds none there, so params.yaml may)
+    raw["multilabel"]["variants"]["mulsupcon"]["kwargs"] = {"weightin": "log_prob"}
     bad = tmp_path / "params.yaml"
     bad.write_text(yaml.safe_dump(raw))
     out2 = tmp_path / "ok2.json"
-    with pytest.raises(ParamsError, match=r"multilabel\.variants\.simdis\.kwargs\.weightin"):
+    with pytest.raises(ParamsError, match=r"multilabel\.variants\.mulsupcon\.kwargs\.weightin"):
         mod.main(["--params", str(bad), "--out", str(out2), *codes])
     assert not out2.exists()
+
+
+# ------------------------------------------------ every value written once (issue 57)
+def _shipped_with(tmp_path, edit):
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    edit(raw)
+    return _write(tmp_path, yaml.safe_dump(raw, sort_keys=False))
+
+
+@pytest.mark.parametrize("track,variant,key,value", [
+    ("multilabel", "simdis", "kwargs", {"weighting": "log_prob"}),
+    ("code", "smoothl1_scratch", "loss", "smoothl1"),
+])
+def test_a_key_in_both_params_and_the_variant_table_is_an_error_naming_its_path(
+        tmp_path, track, variant, key, value):
+    """A variant's loss / kwargs written in params.yaml and in losses/variants.yaml: an error
+    naming the key's path and both files, not a silent winner (even with equal values)."""
+    f = _shipped_with(tmp_path, lambda r: r[track]["variants"][variant].update({key: value}))
+    with pytest.raises(ParamsError) as e:
+        load_params(f)
+    assert (f"{track}.variants.{variant}.{key}: set in both params.yaml and "
+            "src/contrastlab/losses/variants.yaml") in str(e.value)
+
+
+def test_the_variant_tables_kwargs_reach_a_variant_params_yaml_writes(tmp_path):
+    """simdis's weighting is written once, in the variant table: the params block (written,
+    without kwargs) gets it; a variant whose row binds none may set kwargs in params.yaml."""
+    p = load_params(ROOT / "params.yaml").multilabel
+    assert "kwargs" not in yaml_block("multilabel", "simdis")
+    for v, w in (("simdis", "log_prob"), ("simdis_sum", "log_prob_sum"), ("simdis_eq13", "numerator"),
+                 ("sim_only", "log_prob"), ("dis_only", "log_prob")):
+        assert p.variants[v].kwargs == {"weighting": w}, v
+    f = _shipped_with(tmp_path, lambda r: r["multilabel"]["variants"]["mulsupcon"].update(
+        kwargs={"x": 1}))
+    assert load_params(f).multilabel.variants["mulsupcon"].kwargs == {"x": 1}
+
+
+def yaml_block(track, variant):
+    import yaml
+
+    return yaml.safe_load((ROOT / "params.yaml").read_text())[track]["variants"][variant]
+
+
+def test_a_variant_inherits_the_tracks_search_space_and_merges_its_own_per_key(tmp_path):
+    """<track>.tune.search is every (contrastive) variant's space: a variant without search
+    gets it; a partial search replaces only its keys (in place), adds new ones after, and
+    `key: null` drops one; `search: null` searches nothing; a baseline inherits nothing."""
+    def edit(r):
+        ml = r["multilabel"]["variants"]
+        ml["all"].pop("search", None)
+        ml["any"]["search"] = {"lr": {"type": "float", "low": 0.001, "high": 0.002},
+                               "queue": None, "extra_knob": {"type": "int", "low": 1, "high": 4}}
+        ml["mulsupcon"]["search"] = None
+        g = r["graph"]["variants"]
+        g["ntxent"]["search"] = {"temperature": {"type": "float", "low": 0.1, "high": 0.5}}
+    p = load_params(_shipped_with(tmp_path, edit))
+    ml, default = p.multilabel, p.multilabel.tune.search
+    assert list(default) == ["temperature", "lr", "mask_rate", "queue"]
+    assert ml.variants["all"].search == default
+    assert ml.variants["simdis"].search == default          # not written in params.yaml at all
+    anys = ml.variants["any"].search
+    assert list(anys) == ["temperature", "lr", "mask_rate", "extra_knob"]
+    assert anys["lr"] == {"type": "float", "low": 0.001, "high": 0.002}
+    assert anys["temperature"] == default["temperature"] and anys["mask_rate"] == default["mask_rate"]
+    assert ml.variants["mulsupcon"].search == {}
+    assert list(ml.variants["bce"].search) == ["lr", "mask_rate"]  # a baseline: its own only
+    assert ml.variants["logreg"].search == {}
+    g = p.graph
+    assert g.variants["mixco"].search == {**g.tune.search, **{k: g.variants["mixco"].search[k]
+                                                               for k in ("alpha", "weight")}}
+    assert list(g.variants["mochi"].search)[-3:] == ["n_hard", "s", "s_prime"]
+    assert g.variants["ntxent"].search["temperature"].high == 0.5
+    assert list(g.variants["ntxent"].search) == list(g.tune.search)
+    # code: infonce adds temperature to code.tune.search's lr; the scratch rows are not tuned
+    c = load_params(ROOT / "params.yaml").code
+    assert list(c.variants["infonce"].search) == ["lr", "temperature"]
+    assert c.variants["cosine"].search == c.tune.search
+    assert c.variants["smoothl1_scratch"].search == {}
+    assert all(r.search == c.biencoder.tune.search for r in c.biencoder.rows.values())
+
+
+def test_a_variants_loss_defaults_to_the_variant_tables(tmp_path):
+    """loss: written nowhere for most variants (the variant's name), in variants.yaml for the
+    from-scratch code ablations; a loss that differs from the table's is refused, and a name
+    that is neither a table row nor a registry loss needs one."""
+    p = load_params(ROOT / "params.yaml")
+    assert {n: v.loss for n, v in p.graph.variants.items()} == {n: n for n in p.graph.variants}
+    assert p.code.variants["smoothl1_scratch"].loss == "smoothl1"
+    assert p.code.variants["infonce_hardneg"].loss == "infonce_hardneg"
+    for track, v in (("graph", "ntxent"), ("code", "cosine")):
+        assert "loss" not in yaml_block(track, v)
+    f = _shipped_with(tmp_path, lambda r: r["graph"]["variants"]["ntxent"].update(loss="mixco"))
+    with pytest.raises(ParamsError, match=r"graph\.variants\.ntxent\.loss: 'mixco' differs"):
+        load_params(f)
+    f = _shipped_with(tmp_path, lambda r: r["graph"]["variants"].update(ntxent_t2={"temperature": 0.2}))
+    with pytest.raises(ParamsError, match=r"graph\.variants\.ntxent_t2\.loss: required"):
+        load_params(f)
+    f = _shipped_with(tmp_path, lambda r: r["graph"]["variants"].update(
+        ntxent_t2={"loss": "ntxent", "temperature": 0.2}))
+    assert load_params(f).graph.variants["ntxent_t2"].loss == "ntxent"

@@ -274,7 +274,9 @@ class VariantSpec:
     """A row of a track's comparison (an entry of ``variants.yaml``, or a registered loss the
     track can train with, which is a variant of its own name). Its configuration (values and
     search space) is not here: it is written once, in ``params.yaml``
-    (``<track>.variants.<name>``).
+    (``<track>.variants.<name>``, whose ``search`` is merged per key over
+    ``<track>.tune.search``: :func:`inherit_search`); its ``loss`` and ``kwargs`` are written
+    here only (both files: :func:`table_conflict`).
 
     Attributes:
         name: variant name (``params.yaml``'s ``<track>.variants`` key, metrics file stem).
@@ -384,7 +386,10 @@ def load_variant_table(path: str | Path = VARIANT_TABLE) -> dict[str, dict[str, 
         out[track] = {"roles": dict(sec.get("roles") or {}),
                       "variants": {str(n): _variant_spec(track, str(n), dict(e or {}),
                                                          f"{path}: {track}.variants.{n}")
-                                   for n, e in (sec.get("variants") or {}).items()}}
+                                   for n, e in (sec.get("variants") or {}).items()},
+                      # the fields each entry sets itself (not a default): table_keys()
+                      "written": {str(n): frozenset(str(k) for k in (e or {}))
+                                  for n, e in (sec.get("variants") or {}).items()}}
         vs = out[track]["variants"]
         for n, v in vs.items():
             if v.alias_of is not None and (v.alias_of not in vs or vs[v.alias_of].alias_of is not None):
@@ -403,6 +408,79 @@ VARIANTS: dict[str, dict[str, Any]] = load_variant_table()
 def track_variants(track: str) -> dict[str, VariantSpec]:
     """The variants ``variants.yaml`` lists for ``track``, in file order."""
     return dict(VARIANTS.get(track, {}).get("variants", {}))
+
+
+def table_keys(track: str, name: str) -> frozenset[str]:
+    """The fields the ``variants.yaml`` entry of ``name`` in ``track`` sets itself (empty for a
+    variant the table does not list): a field set here is not set again in ``params.yaml``
+    (:func:`table_conflict`)."""
+    return VARIANTS.get(track, {}).get("written", {}).get(name, frozenset())
+
+
+#: Fields of a variant that both files know: its ``loss`` and the ``kwargs`` it binds.
+SHARED_FIELDS = ("loss", "kwargs")
+
+
+def table_conflict(track: str, name: str, written, section: str = "variants") -> str | None:
+    """The error line for a field of ``SHARED_FIELDS`` that ``params.yaml`` sets for variant
+    ``name`` (``written``: the fields its ``<track>.<section>.<name>`` block sets) and
+    ``variants.yaml`` sets too, e.g. ``"multilabel.variants.simdis.kwargs: set in both
+    params.yaml and src/contrastlab/losses/variants.yaml ..."``; ``None`` when there is none.
+    A value is written once: neither file silently wins."""
+    both = [k for k in SHARED_FIELDS if k in written and k in table_keys(track, name)]
+    if not both:
+        return None
+    k = both[0]
+    return (f"{track}.{section}.{name}.{k}: set in both params.yaml and "
+            f"src/contrastlab/losses/variants.yaml (the variant table holds a variant's {k}; "
+            f"remove it from params.yaml)")
+
+
+def inherit_search(default: dict, own, written: bool) -> dict:
+    """A variant's search space over its track's default ``default`` (``<track>.tune.search``).
+
+    ``written`` False (the variant's block has no ``search``): the default. ``own`` None
+    (``search: null``): nothing searched (scored once at its declared values). A mapping:
+    merged per key over the default: a key it sets replaces that dimension (in the default's
+    place), a new key is appended, a key set to null drops the default's dimension."""
+    if not written:
+        return dict(default)
+    if own is None:
+        return {}
+    return {k: v for k, v in {**default, **own}.items() if v is not None}
+
+
+def resolve_variant(track: str, name: str, v, default_search: dict, kind: str) -> None:
+    """Resolve, in place, what the variant ``name`` of ``track`` inherits: its ``loss`` from
+    the variant table (default: its name) and its ``search`` merged over ``default_search``
+    (:func:`inherit_search`). Shared by the graph and code schemas (``v``: a
+    variant model with ``loss`` and ``search``).
+
+    Raises:
+        ValueError: ``loss`` set in both params.yaml and the variant table, or differing from
+            the table's; no loss where the name is neither a table row nor a registry loss.
+    """
+    written = set(v.model_fields_set)
+    err = table_conflict(track, name, written)
+    if err:
+        raise ValueError(err)
+    row = track_variants(track).get(name)
+    where = f"{track}.variants.{name}.loss"
+    if v.loss is None:
+        if row is None:  # not in the table: a registry loss is a variant of its own name
+            try:
+                check_name(track, name, kind)
+            except ValueError as e:
+                raise ValueError(f"{where}: required ({name!r} is not a variant of "
+                                 f"src/contrastlab/losses/variants.yaml; {e})") from None
+        elif row.loss is None:
+            raise ValueError(f"{where}: {name!r} is a {row.kind} row of variants.yaml, not a "
+                             f"variant trained with a loss")
+        v.loss = row.loss if row is not None else name
+    elif row is not None and v.loss != row.loss:
+        raise ValueError(f"{where}: {v.loss!r} differs from the loss variants.yaml gives this "
+                         f"variant ({row.loss!r}); its row there names its loss")
+    v.search = inherit_search(default_search, v.search, "search" in written)
 
 
 def variant_spec(track: str, name: str) -> VariantSpec:

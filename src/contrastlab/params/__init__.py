@@ -8,8 +8,15 @@ out-of-range value raises :class:`ParamsError` naming the file and the dotted ke
 Variants are written once, in ``params.yaml``: the variants (rows) of each track
 (``graph.variants``, ``code.variants``, ``code.biencoder.rows``, ``multilabel.variants``),
 their values and their search spaces have no schema-side defaults and no copy anywhere else
-(``losses/variants.yaml`` holds only their labels, see :data:`VARIANT_MAPPINGS`); the schema
-validates them. Every other leaf has a schema default equal to the shipped ``params.yaml``
+(``losses/variants.yaml`` holds their loss, its ``kwargs`` and their labels, see
+:data:`VARIANT_MAPPINGS`); the schema validates them and resolves, once, what a variant
+inherits, so that a variant writes only what differs: its ``search`` is merged per key over
+the track's default space ``<track>.tune.search`` (``code.biencoder.tune.search`` for the
+bi-encoder rows; a key set to null drops a dimension, ``search: null`` searches nothing), its
+``loss`` defaults to the table's (the variant's name unless the table says otherwise) and its
+``kwargs`` are the table's. A ``loss`` or ``kwargs`` set in both ``params.yaml`` and
+``losses/variants.yaml`` is an error naming the key's path
+(:func:`contrastlab.losses.registry.table_conflict`): neither file silently wins. Every other leaf has a schema default equal to the shipped ``params.yaml``
 (``tests/foundation/test_params.py`` checks it), so a section or key left out of a params
 file means the same as the shipped value. Change such a default in both places, or the test
 names the leaf that differs.
@@ -71,6 +78,10 @@ def _format_errors(path: Path, err: ValidationError) -> str:
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown key (not in the schema; check the spelling)"
+        text = str((e.get("ctx") or {}).get("error", ""))
+        if e["type"] == "value_error" and text.startswith(key + "."):
+            lines.append(f"  - {text}")  # the message names the key's full path itself
+            continue
         got = e.get("input")
         got_s = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
         lines.append(f"  - {key}: {msg}{got_s}")

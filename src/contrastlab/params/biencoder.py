@@ -7,14 +7,16 @@ project's loop on the cached lower layers; ``sentence_transformers``: the refere
 would pick, ``SentenceTransformer.old_fit`` with ``MultipleNegativesRankingLoss``), its loss
 from the registry (``infonce`` = in-batch negatives, van den Oord et al. 2018, Eq. 4;
 ``infonce_hardneg`` = plus FAISS-mined hard negatives) and its tuning space. Every row trains
-the same ``layers`` on the same pair sequence for the same ``steps`` x ``batch_size``.
+the same ``layers`` on the same pair sequence for the same ``steps`` x ``batch_size``. A row's
+``search`` is merged per key over ``tune.search``, the rows' shared space (a row without one
+inherits it; ``key: null`` drops a dimension, ``search: null`` searches nothing).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..tuning import PrunerName, SearchDim, TuneParams
 
@@ -38,7 +40,9 @@ class BiencoderRow(BaseModel):
     lr: float = Field(5e-5, gt=0, le=1.0, description="learning rate of the trained blocks")
     temperature: float = Field(0.05, ge=0.01, le=1.0, description="initial tau (MNRL: scale = 1/tau)")
     learn_temperature: bool = Field(True, description="tau is a parameter (contrastlab trainer only)")
-    search: dict[str, SearchDim] = Field(default_factory=dict, description="study space (lr, temperature)")
+    search: dict[str, SearchDim | None] | None = Field(
+        default_factory=dict, description="study space (lr, temperature), merged per key over "
+        "code.biencoder.tune.search on load (key: null drops a dimension; null: nothing searched)")
 
     @field_validator("loss")
     @classmethod
@@ -56,7 +60,7 @@ class BiencoderRow(BaseModel):
     @field_validator("search")
     @classmethod
     def _tunable(cls, v: dict) -> dict:
-        bad = sorted(set(v) - set(TUNABLE))
+        bad = sorted(set(v or {}) - set(TUNABLE))
         if bad:
             raise ValueError(f"search keys {bad} are not tunable ({', '.join(TUNABLE)})")
         return v
@@ -71,6 +75,19 @@ class BiencoderTune(TuneParams):
     seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(
         default_factory=lambda: [100], min_length=1, max_length=100)
     max_resource: Union[int, Literal["auto"]] = 1
+    search: dict[str, SearchDim] = Field(
+        default_factory=lambda: {"lr": SearchDim(type="float", low=1e-5, high=3e-4, log=True),
+                                 "temperature": SearchDim(type="float", low=0.02, high=0.1, log=True)},
+        description="The default study space of every row: a row without search inherits it, "
+        "a row's own search is merged per key over it (resolved into rows.<name>.search).")
+
+    @field_validator("search")
+    @classmethod
+    def _tunable(cls, v: dict) -> dict:
+        bad = sorted(set(v) - set(TUNABLE))
+        if bad:
+            raise ValueError(f"search keys {bad} are not tunable ({', '.join(TUNABLE)})")
+        return v
 
 
 class BiencoderParams(BaseModel):
@@ -107,3 +124,11 @@ class BiencoderParams(BaseModel):
         default_factory=dict, description="the fine-tuned rows, written in params.yaml only "
         "(no default rows)")
     tune: BiencoderTune = BiencoderTune()
+
+    @model_validator(mode="after")
+    def _inherit(self) -> "BiencoderParams":
+        from ..losses.registry import inherit_search
+
+        for r in self.rows.values():
+            r.search = inherit_search(self.tune.search, r.search, "search" in r.model_fields_set)
+        return self

@@ -248,23 +248,28 @@ class VariantParams(BaseModel):
     """One trained variant. ``lr`` / ``temperature`` override ``code.train`` (the tuned
     values of ``reports/tuned/code/<variant>.json`` override both when present);
     ``residual`` starts the predictor at the zero-shot map (pooled centred signature
-    states) and learns an additive correction whose output layer starts at zero."""
+    states) and learns an additive correction whose output layer starts at zero.
+    ``loss`` defaults to the variant table's (the variant's name; a ``loss`` in both files is
+    an error); ``search`` is merged per key over ``code.tune.search`` (``key: null`` drops a
+    dimension; ``search: null``: not tuned, scored once at the declared values). Both are
+    resolved on load (:class:`CodeParams`)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    loss: str
+    loss: str | None = None
     residual: bool = False
     lr: float | None = Field(None, gt=0)
     temperature: float | None = Field(None, gt=0)
-    search: dict[str, SearchDim] = Field(default_factory=dict,
-                                         description="tune_code search space (lr, temperature)")
+    search: dict[str, SearchDim | None] | None = Field(
+        default_factory=dict, description="tune_code search space (lr, temperature), merged per "
+        "key over code.tune.search")
 
     @field_validator("loss")
     @classmethod
-    def _registered(cls, v: str) -> str:
+    def _registered(cls, v: str | None) -> str | None:
         from ..losses.registry import check_name
 
-        return check_name("code", v, "retrieval loss")
+        return v if v is None else check_name("code", v, "retrieval loss")
 
 
 class BaselineParams(BaseModel):
@@ -325,6 +330,11 @@ class CodeTune(TuneParams):
         description="training seeds of every trial")
     max_resource: Union[int, Literal["auto"]] = 3  # one report per training seed
     epochs: int = Field(30, ge=1, description="epoch cap of one trial's training run")
+    search: dict[str, SearchDim] = Field(
+        default_factory=lambda: {"lr": SearchDim(type="float", low=1e-4, high=3e-3, log=True)},
+        description="The default search space of every variant: a variant without search "
+        "inherits it; a variant's own search is merged per key over it (resolved into "
+        "variants.<name>.search on load).")
 
     @field_validator("seeds")
     @classmethod
@@ -363,6 +373,10 @@ class CodeParams(BaseModel):
 
     @model_validator(mode="after")
     def _tune_seeds_apart(self) -> "CodeParams":
+        from ..losses.registry import resolve_variant
+
+        for name, v in self.variants.items():
+            resolve_variant("code", name, v, self.tune.search, "retrieval loss")
         shared = sorted(set(self.tune.seeds) & set(self.train.seeds))
         if shared:
             raise ValueError(f"code.tune.seeds and code.train.seeds share {shared}: the final "

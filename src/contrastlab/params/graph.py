@@ -34,7 +34,11 @@ loss keyword of the variant and the shared training knobs ``lr``, ``weight_decay
 (``extra="forbid"``); ranges are checked.
 
 ``params.yaml`` is the one place a variant is written: the schema validates ``variants`` and
-has no per-variant defaults (a params file without ``graph.variants`` has no variants).
+has no per-variant defaults (a params file without ``graph.variants`` has no variants). A
+variant writes only what differs: its ``loss`` defaults to the one the variant table gives it
+(the variant's name; a ``loss`` in both files is an error), and its ``search`` is merged per
+key over ``graph.tune.search``, the space every variant shares (a key it sets replaces that
+dimension, a new key is added, ``key: null`` drops it; ``search: null``: nothing searched).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..losses.registry import resolve_variant
 from ..tuning import SearchDim, TuneParams
 
 Rate = Annotated[float, Field(ge=0.0, lt=1.0)]
@@ -65,6 +70,15 @@ def _distinct(v: list[int]) -> list[int]:
     return v
 
 
+#: The shipped ``graph.tune.search``: the space every variant shares (name -> SearchDim fields).
+DEFAULT_SEARCH: dict[str, dict] = {
+    "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
+    "lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
+    **{k: {"type": "float", "low": 0.0, "high": 0.6}
+       for k in ("feature_mask.0", "feature_mask.1", "edge_drop.0", "edge_drop.1")},
+}
+
+
 class GraphTune(TuneParams):
     """``graph.tune``: the equal search budget (trials per variant) and the training seeds of
     each trial (disjoint from the final seeds, so the final runs are not the tuned runs)."""
@@ -75,6 +89,11 @@ class GraphTune(TuneParams):
                                 description="Random trials before TPE models the space.")
     seeds: list[Seed] = Field(default_factory=lambda: [100, 101, 102], min_length=1, max_length=100)
     max_resource: Union[int, Literal["auto"]] = 3  # one report per training seed
+    search: dict[str, SearchDim] = Field(
+        default_factory=lambda: {k: SearchDim(**v) for k, v in DEFAULT_SEARCH.items()},
+        description="The default search space of every variant: a variant without search "
+        "inherits it; a variant's own search is merged per key over it (GraphParams resolves "
+        "it into variants.<name>.search).")
 
     @field_validator("seeds")
     @classmethod
@@ -221,12 +240,14 @@ class GraphVariant(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    loss: str
+    loss: Optional[str] = Field(None, description="Registry loss; resolved on load to the "
+                                "variant table's (default: the variant's name).")
     temperature: float = Field(0.4, gt=0.0, le=10.0)
     lr: Optional[float] = Field(None, gt=0.0, le=1.0, description="Overrides train.lr.")
     weight_decay: Optional[float] = Field(None, ge=0.0, le=1.0)
-    search: dict[str, SearchDim] = Field(
-        default_factory=dict, description="What tune_graph@<variant> searches (empty: nothing).")
+    search: Optional[dict[str, Optional[SearchDim]]] = Field(
+        default_factory=dict, description="What tune_graph@<variant> searches, merged per key "
+        "over graph.tune.search on load (key: null drops a dimension; null: nothing searched).")
 
     @field_validator("loss")
     @classmethod
@@ -245,12 +266,16 @@ class GraphVariant(BaseModel):
                     abs(v) <= _KNOB_ABS_MAX):
                 raise ValueError(f"{k}={v!r}: must be finite and at most {_KNOB_ABS_MAX:g} "
                                  f"in absolute value")
+        return self
+
+    def check_search(self) -> None:
+        """``ValueError`` for a searched name that is neither a loss keyword of the variant
+        nor a shared training knob (run on the resolved, inherited space)."""
         allowed = set(self.loss_kwargs()) | set(TRAIN_TUNABLE)
-        bad = sorted(set(self.search) - allowed)
+        bad = sorted(set(self.search or {}) - allowed)
         if bad:  # a searched loss keyword needs its value in the variant (the default choice)
             raise ValueError(f"search: {', '.join(bad)} cannot be tuned here "
                              f"(tunable: {', '.join(sorted(allowed))})")
-        return self
 
     def loss_kwargs(self) -> dict:
         """Keyword arguments of the loss function (temperature and the extra keys)."""
@@ -291,6 +316,12 @@ class GraphParams(_Strict):
         for name in [*self.variants, *self.supervised, *self.finetune]:
             if not re.fullmatch(r"[A-Za-z0-9_\-]+", name):
                 raise ValueError(f"variant name {name!r}: use letters, digits, _ or -")
+        for name, v in self.variants.items():
+            resolve_variant("graph", name, v, self.tune.search, "two-view loss")
+            try:
+                v.check_search()
+            except ValueError as e:
+                raise ValueError(f"variants.{name}.{e}") from None
         both = sorted((set(self.variants) & set(self.supervised)) | (set(self.finetune) & (
             set(self.variants) | set(self.supervised))))
         if both:  # one name, one row of the report

@@ -7,9 +7,20 @@ The multi-label track (Sim-Dis paper, Appendix C.4 protocol) runs every loss in
 ``multilabel.data.<ds>``, ``multilabel.variants.<loss>``.
 
 ``params.yaml`` is the one place a variant's configuration (values, search space, model
-hyperparameters) is written: the schema has no per-variant defaults. A variant a params file
-does not write gets :class:`VariantParams`' field defaults and the keyword arguments its row
-of the variant table binds (:func:`variant_loss`).
+hyperparameters) is written: the schema has no per-variant defaults. Every value is written
+once, and the schema resolves the rest, so callers read one value:
+
+- ``search``: a contrastive variant (one with a registry loss) inherits the track's default
+  space ``multilabel.tune.search``; its own ``search`` is merged per key over it (a key it sets
+  replaces that dimension, a new key is added, ``key: null`` drops it; ``search: null``: nothing
+  searched). A baseline's space is its own ``search`` only.
+- ``kwargs`` (the loss's keyword arguments) come from the variant's row of the variant table
+  (:func:`variant_loss`); a ``kwargs`` in both files is an error naming the key's path.
+- ``model`` (a scikit-learn baseline): each key it leaves out takes the method's default
+  (the table's ``model_keys``, :data:`MODEL_DEFAULTS`).
+
+A variant a params file does not write gets :class:`VariantParams`' field defaults plus the
+above.
 """
 
 from __future__ import annotations
@@ -159,14 +170,19 @@ class VariantParams(_Strict):
     lr: float | None = Field(None, gt=0, le=1.0, description="Learning rate (None = train.lr).")
     mask_rate: float | None = Field(None, ge=0, lt=1, description="Masking rate (None = train.mask_rate).")
     queue: int | None = Field(None, ge=0, description="Queue size (None = train.queue).")
-    search: dict[str, dict] = Field(default_factory=dict, description="Optuna search space "
-                                    "(name -> SearchDim fields), see contrastlab.tuning.")
+    search: dict[str, dict | None] | None = Field(
+        default_factory=dict, description="Optuna search space (name -> SearchDim fields), see "
+        "contrastlab.tuning; a contrastive variant's is merged per key over tune.search (resolved "
+        "on load: key: null drops a dimension, search: null searches nothing).")
     kwargs: dict[str, str | float | int | bool] = Field(
         default_factory=dict, description="Extra keyword arguments of the registry loss, e.g. "
-        "{weighting: log_prob} for simdis/sim_only/dis_only (checked against its signature).")
+        "{weighting: log_prob} for simdis/sim_only/dis_only (checked against its signature). "
+        "Resolved on load from the variant table; set here only for a variant whose table row "
+        "binds none (both: an error).")
     model: dict[str, str | float | int | None] = Field(
         default_factory=dict, description="Hyperparameters of a scikit-learn baseline "
-        "(extratrees/randomforest/knn; keys in MODEL_KEYS, missing ones take MODEL_DEFAULTS).")
+        "(extratrees/randomforest/knn/hgb; keys in MODEL_KEYS, missing ones take "
+        "MODEL_DEFAULTS, filled in on load).")
 
     @field_validator("model")
     @classmethod
@@ -207,6 +223,15 @@ class HumanEvalParams(_Strict):
     seed: int = 0
 
 
+#: The shipped ``multilabel.tune.search``: the contrastive variants' shared space.
+DEFAULT_SEARCH: dict[str, dict] = {
+    "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
+    "lr": {"type": "float", "low": 0.0001, "high": 0.003, "log": True},
+    "mask_rate": {"type": "float", "low": 0.0, "high": 0.7},
+    "queue": {"type": "categorical", "choices": [0, 256, 1024]},
+}
+
+
 class MultilabelTune(_Strict):
     """``multilabel.tune``: the equal search budget of every variant (contrastlab.tuning).
 
@@ -244,6 +269,11 @@ class MultilabelTune(_Strict):
     max_resource: Union[int, Literal["auto"]] = Field(
         "auto", description="Hyperband max_resource: the folds of a complete trial (= folds).")
     reduction_factor: int = Field(3, ge=2, description="Hyperband / successive halving eta.")
+    search: dict[str, dict] = Field(
+        default_factory=lambda: {k: dict(v) for k, v in DEFAULT_SEARCH.items()},
+        description="The default search space of every contrastive variant (name -> SearchDim "
+        "fields): a variant without search inherits it, a variant's own search is merged per "
+        "key over it (MultilabelParams resolves it into variants.<name>.search).")
 
     @model_validator(mode="after")
     def _check_resource(self) -> "MultilabelTune":
@@ -322,6 +352,24 @@ class MultilabelParams(_Strict):
             raise ValueError("seeds must be a non-empty list of distinct integers")
         return v
 
+    def _resolve(self, x: str, v: VariantParams) -> None:
+        """Fill in what variant ``x`` inherits (module docstring): the table's ``kwargs``, the
+        track's default search space, the method's model defaults. A key set in both
+        params.yaml and the variant table raises ``ValueError`` naming its path."""
+        from ..losses.registry import inherit_search, table_conflict
+
+        written = set(v.model_fields_set)
+        err = table_conflict("multilabel", x, written)
+        if err:
+            raise ValueError(err)
+        loss, kwargs = variant_loss(x)
+        if "kwargs" not in written:
+            v.kwargs = dict(kwargs)
+        v.search = inherit_search(self.tune.search if loss is not None else {}, v.search,
+                                  "search" in written)
+        if x in MODEL_DEFAULTS:
+            v.model = {**MODEL_DEFAULTS[x], **v.model}
+
     @model_validator(mode="after")
     def _fill_defaults(self) -> "MultilabelParams":
         clash = [c for c in self.custom if c in KNOWN_DATASETS]
@@ -333,8 +381,9 @@ class MultilabelParams(_Strict):
         for d in KNOWN_DATASETS + list(self.custom):
             self.data.setdefault(d, DatasetParams.model_validate(DATA_DEFAULTS.get(d, {})))
         for x in dict.fromkeys([*KNOWN_LOSSES, *self.losses]):
-            self.variants.setdefault(x, VariantParams.model_validate(
-                {"kwargs": dict(variant_loss(x)[1])}))
+            self.variants.setdefault(x, VariantParams())
+        for x, v in self.variants.items():
+            self._resolve(x, v)
         for x, v in self.variants.items():
             if v.model and x not in MODEL_KEYS:
                 raise ValueError(f"variants.{x}.model: only the scikit-learn baselines "
