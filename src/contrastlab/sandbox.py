@@ -82,6 +82,7 @@ ptrace policy allows, other processes of this user: no guarantee against hostile
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import secrets
@@ -161,7 +162,6 @@ def harden_check(test_src: str) -> str:
     return ast.unparse(ast.fix_missing_locations(_Harden().visit(tree)))
 
 
-
 # ------------------------------------------------------------------ supervisor
 def _explain(rc: int | None) -> tuple[str, str]:
     """(error name, status) of a server that ended before the check returned, from its exit
@@ -190,17 +190,12 @@ def _explain(rc: int | None) -> tuple[str, str]:
 
 def _feed(proc: subprocess.Popen, payload: bytes) -> None:
     """Write ``payload`` to a child's stdin and close it (a child that died first is fine)."""
-    try:
-        proc.stdin.write(payload)
-    except (BrokenPipeError, OSError):
-        pass
-    try:
-        proc.stdin.close()
-    except (BrokenPipeError, OSError):
-        pass
+    for step in (lambda: proc.stdin.write(payload), proc.stdin.close):
+        with contextlib.suppress(OSError):  # BrokenPipeError is an OSError
+            step()
 
 
-def _run_one(mode: str, program: str, unit: str, reference: str, entry: str, *, index: int,
+def _run_one(mode: str, program: str, unit: str, reference: str, entry: str, *,
              per_s: float, limits: list[int], timeout_s: float, fsize_mb: int,
              allow_fork: bool, tag: str) -> tuple[bool, str, str, str]:
     """One assertion: server + checker (module docstring).
@@ -258,10 +253,8 @@ def _run_one(mode: str, program: str, unit: str, reference: str, entry: str, *, 
                         pidfd = os.pidfd_open(child)
                     except ProcessLookupError:
                         pidfd = -1
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 checker.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
             verdict = _read_verdict(ver_r, nonce) if checker.returncode is not None else None
             rc: int | None = None
             if verdict is not None and verdict["gone"]:
@@ -321,8 +314,7 @@ def sandbox_mode(allow_unsandboxed: bool = False) -> str:
             _PROBE["bwrap"] = "bwrap is not installed (Debian/Ubuntu package: bubblewrap)"
         else:
             unit = harden_check("def check(candidate):\n    assert candidate() == 1\n")
-            ok, e, _, err = _run_one("bwrap", "def f():\n    return 1\n", unit, "", "f",
-                                     index=0, per_s=5.0,
+            ok, e, _, err = _run_one("bwrap", "def f():\n    return 1\n", unit, "", "f", per_s=5.0,
                                      limits=[5, 256 << 20, 1 << 20, 64, 64], timeout_s=30,
                                      fsize_mb=1, allow_fork=False, tag="probe")
             _PROBE["bwrap"] = "" if ok else (err.strip() or f"the probe failed ({e})")
@@ -341,9 +333,7 @@ def tier_of(passed: list[bool]) -> str:
     """``PASS`` if every assertion passed, ``FAIL`` if none did (or there are none), else ``PARTIAL``."""
     if passed and all(passed):
         return "PASS"
-    if any(passed):
-        return "PARTIAL"
-    return "FAIL"
+    return "PARTIAL" if any(passed) else "FAIL"
 
 
 @dataclass
@@ -412,8 +402,8 @@ def run_sandboxed(program: str, assertions: list[str], entry_point: str, *,
     limits = [int(cpu_s), int(memory_mb) << 20, int(fsize_mb) << 20, int(nofile), int(nproc)]
     units = [harden_check(u) for u in assertions]
     passed, errors, status = [], [], "ok"
-    for i, unit in enumerate(units):
-        ok, e, st, err = _run_one(mode, program, unit, reference, entry_point, index=i,
+    for unit in units:
+        ok, e, st, err = _run_one(mode, program, unit, reference, entry_point,
                                   per_s=float(assert_timeout_s), limits=limits,
                                   timeout_s=timeout_s, fsize_mb=fsize_mb, allow_fork=allow_fork,
                                   tag=tag or "contrastlab-sandbox")

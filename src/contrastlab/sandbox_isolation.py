@@ -7,6 +7,7 @@ filters: Linux ``Documentation/userspace-api/seccomp_filter.rst``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -121,7 +122,6 @@ def read_child_pid(fd: int, deadline: float) -> int | None:
         return None
 
 
-
 def read_available(fd: int, limit: int = 4096) -> bytes:
     """What is in pipe ``fd`` now (non-blocking; a writer left alive cannot stall us)."""
     os.set_blocking(fd, False)
@@ -137,7 +137,6 @@ def read_available(fd: int, limit: int = 4096) -> bytes:
     return buf
 
 
-
 def kill_sandbox(proc: subprocess.Popen, pidfd: int | None, wait_s: float = 5.0) -> None:
     """End a sandboxed process and everything it started, and reap it.
 
@@ -145,16 +144,12 @@ def kill_sandbox(proc: subprocess.Popen, pidfd: int | None, wait_s: float = 5.0)
     with its pid 1, and the kernel has emptied it when the pidfd turns readable; without it
     (the ``process`` mode) the process group is killed (a ``setsid`` child escapes there)."""
     if pidfd is not None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         select.select([pidfd], [], [], wait_s)
     else:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
     try:
         proc.wait(timeout=wait_s)
     except subprocess.TimeoutExpired:

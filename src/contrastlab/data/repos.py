@@ -159,18 +159,19 @@ def fetch_dist(name: str, dest: Path) -> dict[str, Any]:
         src = Path(rel.locate())
         if ".dist-info/" in s:
             if LICENSE_RE.match(src.name) and licence is None and src.is_file():
-                target = dest / "LICENSE.dist"
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, target)
+                _copy(src, dest / "LICENSE.dist")
                 licence = "LICENSE.dist"
             continue
         if not s.endswith(".py") or not src.is_file():
             continue
-        target = dest / s
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, target)
+        _copy(src, dest / s)
         n += 1
     return {"kind": "dist", "dist": name, "version": dist.version, "files": n, "license": licence}
+
+
+def _copy(src: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, target)
 
 
 def _copy_tree_py(src: Path, dest: Path) -> tuple[int, str | None]:
@@ -184,9 +185,7 @@ def _copy_tree_py(src: Path, dest: Path) -> tuple[int, str | None]:
                 continue
             rel = p.relative_to(src)
             if f.endswith(".py") or (LICENSE_RE.match(f) and len(rel.parts) == 1):
-                target = dest / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(p, target)
+                _copy(p, dest / rel)
                 if f.endswith(".py"):
                     n += 1
                 else:

@@ -67,18 +67,15 @@ _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 def _table(path: Path):
     import pandas as pd
 
+    suffix = path.suffix.lower()
+    if suffix not in (".csv", ".parquet", ".pq"):
+        raise InputError(f"{path}: submissions must be .csv, .parquet or a folder")
     try:
-        if path.suffix.lower() == ".csv":
-            df = pd.read_csv(path, dtype=str, keep_default_na=False)
-        elif path.suffix.lower() in (".parquet", ".pq"):
-            df = pd.read_parquet(path)
-        else:
-            raise InputError(f"{path}: submissions must be .csv, .parquet or a folder")
-    except InputError:
-        raise
+        if suffix == ".csv":
+            return pd.read_csv(path, dtype=str, keep_default_na=False)
+        return pd.read_parquet(path)
     except Exception as e:  # the reader's own message says what is wrong
         raise InputError(f"{path}: cannot read submissions: {type(e).__name__}: {e}") from None
-    return df
 
 
 def read_submissions(path: str | Path) -> list[dict]:

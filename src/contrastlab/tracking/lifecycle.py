@@ -38,10 +38,8 @@ def _fail_open_runs() -> None:
         items = list(_OPEN.items())
         _OPEN.clear()
     for run_id, client in items:
-        try:
+        with contextlib.suppress(Exception):  # dying process: nothing more to do
             client.set_terminated(run_id, "FAILED")
-        except Exception:  # noqa: BLE001 - dying process: nothing more to do
-            pass
 
 
 def _on_signal(signum, frame) -> None:
@@ -67,16 +65,11 @@ def _install_handlers() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     for sig in _HANDLED:
-        if sig is None:
+        if sig is None or (prev := signal.getsignal(sig)) == signal.SIG_IGN:
             continue
-        try:
-            prev = signal.getsignal(sig)
-            if prev == signal.SIG_IGN:
-                continue
+        with contextlib.suppress(ValueError, OSError):  # not settable here
             _previous[sig] = prev
             signal.signal(sig, _on_signal)
-        except (ValueError, OSError):  # not settable here
-            pass
 
 
 def _pid_alive(pid: int) -> bool:
