@@ -48,6 +48,15 @@ class Inputs:
         return cls(root, rep / "metrics", rep / "data", rep / "plots", rep / "tuned")
 
 
+def load_params_of(root: Path):
+    """The params of ``root/params.yaml`` (the project's own when ``root`` has none)."""
+    from ..params import load_params
+    from ..utils import repo_root
+
+    pfile = Path(root) / "params.yaml"
+    return load_params(pfile if pfile.exists() else repo_root() / "params.yaml")
+
+
 def params_titles(params, track: str, names: Sequence[str] = ()) -> dict[str, str]:
     """``{variant: row label}`` of a track from loaded params (``None``: no params), in
     params order, from the registry.

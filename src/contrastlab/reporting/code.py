@@ -31,7 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..evaluation.stats import baseline_p
-from . import Inputs, Plot, Section, Table, TrackSection
+from . import Inputs, Plot, Section, Table, TrackSection, load_params_of
 from .code_figures import _rank_curve_figure, _training_figure
 from .code_headline import _ci, _headline
 from .code_rows import (REFERENCES, TITLES, _contrastive, _is_baseline, _is_hybrid, _order, _short,
@@ -301,8 +301,9 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
     loaded = _load_table(inp, "code")
     if loaded is None:
         return None
+    layer = load_params_of(inp.root).code.teacher.layer
     table, headline = _table("code", loaded, "Signature -> body retrieval, default corpus "
-                             "(installed distributions, MiniLM layer 4)", digits, False)
+                             f"(installed distributions, MiniLM layer {layer})", digits, False)
     seed, gpu = _seed_table(inp, digits), _gpu_table(inp, digits)
     return TrackSection(
         "code", "Code retrieval: signature -> body embedding", headline=headline,

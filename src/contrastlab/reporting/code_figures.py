@@ -10,10 +10,6 @@ from . import style
 from .code_rows import REFERENCE_BASELINE, TITLES
 
 
-def _save(fig, path: Path) -> None:
-    style.save(fig, path)
-
-
 def _plt():
     import matplotlib
 
@@ -54,7 +50,7 @@ def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int
     ax.set_xlabel("k")
     ax.set_ylabel("test Rank@k (%)")
     ax.legend()
-    _save(fig, path)
+    style.save(fig, path)
     return True
 
 
@@ -84,6 +80,6 @@ def _training_figure(plots_dir: Path, names: list[str], path: Path,
     # one legend under both panels: inside the right panel it covered the curves
     h, lab = a2.get_legend_handles_labels()
     fig.legend(h, lab, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
-    _save(fig, path)
+    style.save(fig, path)
     return True
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..evaluation.stats import baseline_p
-from . import Cell, Inputs, Plot, Section, Table, TrackSection, params_titles
+from . import Cell, Inputs, Plot, Section, Table, TrackSection, load_params_of, params_titles
 from .graph_figures import _bar_figure, _curve_figure, _pca_figure, _tuning_figure
 from .graph_stats import (_ALPHA, _DETERMINISTIC, BASELINES, SHORT_BASELINES, _read_json, _resolution,
                           default_vs_tuned, graph_statistics, loss_vs_supervised, supervised_rows)
@@ -63,17 +63,6 @@ def _comparison(st: dict, names: list[str], params, dataset: str, titles: dict[s
         published=[(n, a) for n, a, _ in (REFERENCES if dataset == "Cora" else [])])
     return Comparison("test accuracy", [Panel("", rows)],
                       title=f"{dataset}: linear-probe test accuracy, 95 % CI")
-
-
-def _params(root: Path, params):
-    """``params``, else ``root/params.yaml`` (the repository's when ``root`` has none)."""
-    if params is not None:
-        return params
-    from ..params import load_params
-    from ..utils import repo_root
-
-    pfile = root / "params.yaml"
-    return load_params(pfile if pfile.exists() else repo_root() / "params.yaml")
 
 
 def _span(f: str, lo: float, hi: float) -> str:
@@ -211,7 +200,7 @@ def _plots(inp: Inputs, g: dict) -> list[Plot]:
              lambda p: _curve_figure(inp.plots / "graph", names, p, titles)),
         Plot(f"{ds} embeddings (PCA)", "graph_embeddings_pca.png",
              "First seed's encoder outputs projected to 2-D with PCA.",
-             lambda p: _pca_figure(inp.data / "graph", names, p, titles)),
+             lambda p: _pca_figure(inp.data / "graph", names, p, titles, ds)),
     ]
 
 
@@ -247,7 +236,7 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3, param
             else the schema defaults); selects and orders the variants.
     """
     inp = Inputs.of(root)
-    g = _load(inp, _params(inp.root, params))
+    g = _load(inp, params if params is not None else load_params_of(inp.root))
     if g is None:
         return None
     st, names, titles, refs, fts = g["st"], g["names"], g["titles"], g["refs"], g["fts"]

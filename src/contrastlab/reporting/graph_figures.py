@@ -43,7 +43,7 @@ def _bar_figure(st: dict, names: list[str], path: Path, dataset: str = "Cora",
     ax.set_xlim(-0.5, len(rows) - 0.5)
     ax.set_xticks(x, labels)
     ax.grid(axis="x", visible=False)
-    ax.set_ylabel("test accuracy (1000 nodes)")
+    ax.set_ylabel(f"test accuracy ({st['n_test']} nodes)")
     ax.set_title(f"{dataset} linear probe, mean and 95% CI over seeds and nodes: tuned "
                  "variants (blue), baselines (gray)" + ("; dashed: published" if refs else ""))
     style.reference_lines(ax, refs)
@@ -70,10 +70,6 @@ def _tuning_figure(plots_dir: Path, names: list[str], path: Path,
     ax.legend()
     style.save(fig, path)
     return True
-
-
-def _save(fig, path: Path) -> None:
-    style.save(fig, path)
 
 
 @style.styled
@@ -107,7 +103,7 @@ def _curve_figure(plots_dir: Path, names: list[str], path: Path,
 
 @style.styled
 def _pca_figure(data_dir: Path, names: list[str], path: Path,
-                titles: dict[str, str]) -> bool:
+                titles: dict[str, str], dataset: str = "Cora") -> bool:
     import pandas as pd
 
     have = [n for n in names if (data_dir / f"{n}_pca.csv").exists()]
@@ -123,6 +119,6 @@ def _pca_figure(data_dir: Path, names: list[str], path: Path,
     handles, _ = sc.legend_elements()
     axes[-1].legend(handles, [f"class {i}" for i in range(len(handles))],
                     loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.suptitle("Cora encoder embeddings, 2-D PCA, coloured by class")
+    fig.suptitle(f"{dataset} encoder embeddings, 2-D PCA, coloured by class")
     style.save(fig, path)
     return True

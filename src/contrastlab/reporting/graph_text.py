@@ -239,6 +239,7 @@ def _default_table(root: Inputs | Path, names: list[str], tuned: dict, metrics: 
         ])
     if not rows:
         return None
+    n_test = max(m.get("n_test", 0) for m in metrics.values() if m)
     return Table(
         "Default vs tuned: each loss's declared configuration and its tuned choice",
         ["variant", "default val acc", "default test acc", "default 95% CI",
@@ -248,12 +249,12 @@ def _default_table(root: Inputs | Path, names: list[str], tuned: dict, metrics: 
         note=("Default: graph.variants.<loss> as declared (also trial 0 of its study), run on "
               f"graph.final.default_seeds ({', '.join(str(x) for x in sorted(seeds_d))} "
               "seeds). Tuned: the study's choice on graph.final.seeds. Paired Δ: tuned - "
-              "default on the seeds both ran and the same 1000 test nodes, paired bootstrap "
+              f"default on the seeds both ran and the same {n_test} test nodes, paired bootstrap "
               f"over seeds (n-1 of n) and nodes ({_draws(tests)}), Holm-corrected "
               "over the losses; \"helped\" / \"worse\": significant at alpha "
               f"{_ALPHA}, \"n.s.\": neither. Validation "
               "accuracy: mean over the seeds of the probe on the 500 validation nodes; test: "
-              "1000 test nodes, 95% CI by the bias-corrected bootstrap over seeds and nodes. "
+              f"{n_test} test nodes, 95% CI by the bias-corrected bootstrap over seeds and nodes. "
               "The tuning objective is the mean over the tuning seeds (disjoint from the final "
               "seeds), so it is a selected maximum and biased upwards."))
 

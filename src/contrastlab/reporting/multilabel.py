@@ -34,13 +34,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import Inputs, Plot, Section, Table, TrackSection
+from . import Inputs, Plot, Section, Table, TrackSection, load_params_of
 from . import coverage_rule as rule
 from .multilabel_figures import _curve_figure, _weights_figure
 from .multilabel_headline import F1_KEY, F1_LABEL, headline
 from .multilabel_rows import (_TABLE, ALIASES, BASELINES, CONTRASTIVE, CONTRASTIVE_BASE, HYBRID_ROWS, METRICS,
                               PAPER_TABLE1, PAPER_TABLE4, ROWS, SHORT, TABLE1_ROWS, TITLES, Rows, _paper_name,
-                              _rows_of, _tuned, rows_for, short)
+                              _tuned, rows_for, short)
 from .multilabel_stats import (NO_CI_MARK, NO_CI_NOTE, NO_COVER_NOTE, _cell, _frequent_k, _frequent_note,
                                _resolution, uncovered_keys,
                                dataset_stats, default_vs_tuned, friedman_family, load_metrics, load_reps,
@@ -120,15 +120,19 @@ _SIMDIS_NOTE = (
     "row (`ANY = Sim-Dis Eq. 13`) and ranked once.")
 
 
-def _datasets_table(ddir: Path, runs: dict) -> Table | None:
-    rows = dataset_stats(ddir, list(runs))
+def _datasets_table(g: dict) -> Table | None:
+    rows = dataset_stats(g["ddir"], list(g["runs"]))
     if not rows:
         return None
+    data = g["params"].multilabel.data
+    sub = [f"{ds}'s training file is subsampled (seeded, {data[ds].max_train} rows)"
+           for ds in g["runs"] if ds in data and data[ds].max_train]
     return Table("Multi-label data sets",
                  ["data set", "train", "validation", "test", "train file rows", "features",
                   "labels", "cardinality (train)", "dropped identifier attributes"], rows,
-                 note="tmc2007-500's training file is subsampled (seeded, 4000 rows) before the "
-                      "validation split, for the CPU budget; nominal attributes are one-hot encoded.")
+                 note=(" and ".join(sub) + " before the validation split, for the CPU budget; "
+                       "nominal attributes are one-hot encoded." if sub else
+                       "Nominal attributes are one-hot encoded."))
 
 
 def _dataset_stats(g: dict, ds: str, r: dict, cov) -> dict:
@@ -254,7 +258,8 @@ def _tuned_table(g: dict) -> Table | None:
                  ["Method", "data set", "choice", "default = trial 0 (CV val mAP, % ± se)",
                   "tuned (CV val mAP, % ± se)", "best trial", "trials"], rows,
                  note="One Optuna TPE study per variant and data set, the same budget for every row; "
-                      "objective = mean validation mAP over 3 iterative-stratification folds of the "
+                      f"objective = mean validation mAP over {g['params'].multilabel.tune.folds} "
+                      "iterative-stratification folds of the "
                       "training part, fold seeds disjoint from the final seeds; trial 0 = the "
                       "params.yaml values. Logistic regression: C picked on validation inside every "
                       "run; hybrids reuse their parts' choices."
@@ -301,13 +306,14 @@ def _paper_tables() -> list[Table]:
 
 def _load(inp: Inputs) -> dict | None:
     """The multi-label runs with their folders and rows, or ``None`` before any ran."""
-    rowset = _rows_of(inp.root)
+    params = load_params_of(inp.root)
+    rowset = rows_for(params.multilabel)
     mdir = inp.metrics / "multilabel"
     runs = load_metrics(mdir, rowset) if mdir.exists() else {}
     runs = {ds: r for ds, r in runs.items() if any("micro_f1_val_t" in m for m in r.values())}
     if not runs:
         return None
-    return {"inp": inp, "rowset": rowset, "runs": runs, "mdir": mdir, "pdir": inp.plots / "multilabel",
+    return {"inp": inp, "params": params, "rowset": rowset, "runs": runs, "mdir": mdir, "pdir": inp.plots / "multilabel",
             "ddir": inp.data / "multilabel", "tdir": inp.tuned / "multilabel", "uncovered": {},
             "k_freq": {}}
 
@@ -333,6 +339,6 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
         headline=headline(g["runs"], g["stats"], fr, fr_f1, g["rowset"]) + _tuning_sentence(dvt, g["runs"]),
         comparison=_comparison(g["stats"], g["uncovered"], cd_map, g["rowset"]),
         notes=[_protocol_note(g["runs"], g["rowset"]), NO_CI_NOTE, _SIMDIS_NOTE, *notes],
-        tables=[_datasets_table(g["ddir"], g["runs"]), *tables, *tabs, _ablation_table(g), _tuned_table(g),
+        tables=[_datasets_table(g), *tables, *tabs, _ablation_table(g), _tuned_table(g),
                 dvt, *preset_tables(inp.metrics, inp.root), *_paper_tables()],
         figures=[*plots, *figs]).build(figures_dir)

@@ -6,7 +6,6 @@ rows of one report built from the params (nothing module-level changes per repor
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..losses.registry import role, title, track_variants
 
@@ -121,13 +120,3 @@ def _tuned(v: str) -> bool:
 def _paper_name(v: str) -> str:
     """The loss's name in the paper (its registry title)."""
     return title(_TABLE[v].loss or v)
-
-
-def _rows_of(root: Path) -> Rows:
-    """The rows of the ``multilabel`` section of ``root/params.yaml`` (the project's own when
-    ``root`` has none): :func:`rows_for`."""
-    from ..params import load_params
-    from ..utils import repo_root
-
-    pfile = root / "params.yaml"
-    return rows_for(load_params(pfile if pfile.exists() else repo_root() / "params.yaml").multilabel)
