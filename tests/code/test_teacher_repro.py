@@ -9,8 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from contrastlab.data.teacher_repro import (_encode64, reproducible_functions,
-                                            round_significant, states_bytes)
+from contrastlab.data.teacher_repro import _encode64, reproducible_functions, round_significant
+
+
+def states_bytes(sig, emb: torch.Tensor) -> bytes:
+    """The bytes the states would be stored as (for comparing two computations)."""
+    return b"".join(t.contiguous().numpy().tobytes() for t in sig) + emb.contiguous().numpy().tobytes()
 
 
 def _reference_round(v: float, bits: int) -> float:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from contrastlab.data.cora import CORA_RAW_FILES, load_cora, prepare_cora
+from contrastlab.data.cora import load_cora, prepare_cora
+from contrastlab.data.planetoid import raw_files
 from contrastlab.params import ParamsError, load_params
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +68,7 @@ def test_fetch_cora_stage_exit_code(tmp_path):
 
 def test_vendored_files_listed():
     names = {line.split()[1] for line in (VENDOR / "SHA256SUMS").read_text().splitlines()}
-    assert names == set(CORA_RAW_FILES)
+    assert names == set(raw_files("Cora"))
 
 
 def test_load_cora_unprepared(tmp_path):

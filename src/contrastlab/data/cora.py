@@ -9,13 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .planetoid import PUBLIC_STATS, load_planetoid, prepare_planetoid, raw_files
+from .planetoid import load_planetoid, prepare_planetoid
 
-__all__ = ["CORA_RAW_FILES", "CORA_STATS", "prepare_cora", "load_cora"]
-
-CORA_RAW_FILES = raw_files("Cora")
-#: What the public Cora must look like (checked after loading).
-CORA_STATS = PUBLIC_STATS["Cora"]
+__all__ = ["prepare_cora", "load_cora"]
 
 
 def prepare_cora(vendor_dir: str | Path, out_root: str | Path, source: str = "vendored"):

@@ -22,7 +22,7 @@ float32 before their mean, so a causal teacher keeps the native-precision pass (
 states may differ between machines by float rounding).
 
 Public names: :func:`encode_reproducible`, :func:`reproducible_functions`,
-:func:`round_significant`, :func:`states_bytes`, :data:`BODY_BITS`, :data:`PRECISION`.
+:func:`round_significant`, :data:`BODY_BITS`, :data:`PRECISION`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Sequence
 import torch
 
 __all__ = ["BODY_BITS", "PRECISION", "encode_reproducible", "reproducible_functions",
-           "round_significant", "states_bytes"]
+           "round_significant"]
 
 #: Significant bits kept of a body embedding value (relative grid ``2**-BODY_BITS``).
 BODY_BITS = 16
@@ -155,9 +155,3 @@ def _encode64(enc, signatures: list[str], bodies: list[str], max_sig_tokens: int
             m = m.unsqueeze(-1).to(h.dtype)
             emb[idx] = ((h * m).sum(1) / m.sum(1).clamp_min(1)).to(torch.float64).cpu()
     return sig, emb
-
-
-def states_bytes(sig: Sequence[torch.Tensor], emb: torch.Tensor) -> bytes:
-    """The bytes the states would be stored as (for comparing two computations)."""
-    parts = [t.contiguous().numpy().tobytes() for t in sig]
-    return b"".join(parts) + emb.contiguous().numpy().tobytes()
