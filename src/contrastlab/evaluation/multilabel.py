@@ -28,7 +28,7 @@ from ..metrics import knn_label_purity  # re-exported: the data layer needs it t
 from .stats_crossed import crossed_reps
 
 __all__ = ["MAP_MIN_POSITIVES", "multilabel_metrics", "precision_at_k", "knn_label_purity", "mean_average_precision",
-           "choose_threshold", "label_thresholds", "bootstrap_metric_reps", "seed_score_correlation",
+           "choose_threshold", "label_thresholds", "seed_score_correlation",
            "stratified_metric_reps"]
 
 
@@ -148,86 +148,6 @@ def label_thresholds(y_val: np.ndarray, s_val: np.ndarray, grid: np.ndarray = TH
     f = np.stack([_f1s(y, (s >= t).astype(np.int64))[1] for t in grid])  # [T, C]
     out = grid[np.argmax(f, axis=0)].astype(np.float64)
     out[y.sum(0) == 0] = 0.5
-    return out
-
-
-def _weighted_f1(w: np.ndarray, y: np.ndarray, pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """micro-F1 ``[R]`` and macro-F1 ``[R]`` with row multiplicities ``w [R, N]``."""
-    yf, pf = y.astype(np.float64), pred.astype(np.float64)
-    tp = w @ (yf * pf)
-    fp = w @ ((1 - yf) * pf)
-    fn = w @ (yf * (1 - pf))
-    den = 2 * tp + fp + fn
-    micro = 2 * tp.sum(1) / np.maximum(den.sum(1), 1e-12)
-    macro = np.where(den > 0, 2 * tp / np.maximum(den, 1e-12), 0.0).mean(1)
-    return micro, macro
-
-
-def _weighted_map(w: np.ndarray, y: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Macro AP ``[R]`` with row multiplicities ``w [R, N]`` (labels whose weighted positive
-    count is 0 in a draw are left out of that draw's mean, as :func:`multilabel_metrics`)."""
-    r = w.shape[0]
-    total = np.zeros(r)
-    count = np.zeros(r)
-    for c in range(y.shape[1]):
-        if not y[:, c].any():
-            continue
-        order = np.argsort(-s[:, c], kind="stable")
-        yc = y[order, c].astype(np.float64)
-        wc = w[:, order]
-        wy = wc * yc
-        prec = np.cumsum(wy, 1) / np.maximum(np.cumsum(wc, 1), 1e-12)
-        npos = wy.sum(1)
-        ap = (wy * prec).sum(1) / np.maximum(npos, 1e-12)
-        has = npos > 0
-        total += np.where(has, ap, 0.0)
-        count += has
-    return total / np.maximum(count, 1)
-
-
-def bootstrap_metric_reps(y_true: np.ndarray, scores: np.ndarray, val_thresholds: np.ndarray,
-                          draws: list[tuple[np.ndarray, np.ndarray]], threshold: float = 0.5,
-                          chunk: int = 250) -> dict[str, np.ndarray]:
-    """Bootstrap replicates of the non-decomposable multi-label metrics on shared draws.
-
-    For every draw ``(seed_idx, item_idx)`` (from
-    :func:`contrastlab.evaluation.stats.resample_indices`, the same list for every model of a
-    table, so differences are paired), each metric is computed on the resampled test rows for
-    every drawn seed and averaged over the drawn seeds.
-
-    Args:
-        y_true: {0,1} ``[N, C]`` test labels.
-        scores: ``[S, N, C]`` test probabilities of the ``S`` seeds.
-        val_thresholds: ``[S]`` global thresholds chosen on validation (one per seed).
-        draws: bootstrap draws over ``S`` seeds and ``N`` items.
-        threshold: the fixed threshold of ``micro_f1`` / ``macro_f1``.
-        chunk: draws processed at once (memory: ``chunk x N`` floats).
-
-    Returns:
-        ``{"micro_f1", "macro_f1", "micro_f1_val_t", "macro_f1_val_t", "map"}`` -> ``[R]``.
-
-    Raises:
-        ValueError: shapes disagree.
-    """
-    y = np.asarray(y_true).astype(np.int64)
-    s = np.asarray(scores, dtype=np.float64)
-    if s.ndim != 3 or s.shape[1:] != y.shape or len(val_thresholds) != s.shape[0]:
-        raise InputError(f"bootstrap_metric_reps: scores {s.shape}, y {y.shape}, thresholds {len(val_thresholds)}")
-    n_s, n = s.shape[0], y.shape[0]
-    names = ["micro_f1", "macro_f1", "micro_f1_val_t", "macro_f1_val_t", "map"]
-    per = {k: np.zeros((len(draws), n_s)) for k in names}  # metric of seed j on draw r's rows
-    for lo in range(0, len(draws), chunk):
-        part = draws[lo:lo + chunk]
-        w = np.stack([np.bincount(i, minlength=n) for _, i in part]).astype(np.float64)
-        for j in range(n_s):
-            a, b = _weighted_f1(w, y, s[j] >= threshold)
-            per["micro_f1"][lo:lo + len(part), j], per["macro_f1"][lo:lo + len(part), j] = a, b
-            a, b = _weighted_f1(w, y, s[j] >= val_thresholds[j])
-            per["micro_f1_val_t"][lo:lo + len(part), j], per["macro_f1_val_t"][lo:lo + len(part), j] = a, b
-            per["map"][lo:lo + len(part), j] = _weighted_map(w, y, s[j])
-    out = {}
-    for k in names:
-        out[k] = np.array([per[k][r, sidx].mean() for r, (sidx, _) in enumerate(draws)])
     return out
 
 
