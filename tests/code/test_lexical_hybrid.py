@@ -7,7 +7,13 @@ import pytest
 
 from contrastlab.models.code_baselines import (BM25Scorer, competition_ranks, fuse_scores,
                                                identifier_tokens, ranks_from_scores, rrf_scores)
-from contrastlab.models.grid_picks import fit_fusion_weight, pick_fusion_weight
+from contrastlab.models.grid_picks import pick_fusion_weight
+
+
+def fit_fusion_weight(lexical_val, dense_val, true_val, grid):
+    """:func:`pick_fusion_weight` on whole per-seed validation score matrices."""
+    return pick_fusion_weight({float(w): [ranks_from_scores(fuse_scores(lx, dn, float(w)), true_val)
+                                          for lx, dn in zip(lexical_val, dense_val)] for w in grid})
 
 
 def test_tokeniser_splits_snake_camel_and_acronyms():

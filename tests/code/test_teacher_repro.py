@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from contrastlab.data.teacher_repro import _encode64, reproducible_functions, round_significant
+from contrastlab.data.teacher_repro import _encode64, encode_reproducible, round_significant
 
 
 def states_bytes(sig, emb: torch.Tensor) -> bytes:
@@ -66,8 +66,8 @@ def test_bytes_are_the_same_for_other_thread_counts_and_batch_shapes():
             f32.append(states_bytes(*enc32.encode_functions(SIGS, BODIES, batch_size=batch,
                                                             max_sig_tokens=16)))
             raw.append(_encode64(enc, SIGS, BODIES, 16, batch)[1])
-            stored.append(states_bytes(*reproducible_functions(
-                SIGS, BODIES, layer=4, max_length=64, max_sig_tokens=16, batch_size=batch)))
+            stored.append(states_bytes(*encode_reproducible(enc, SIGS, BODIES, max_sig_tokens=16,
+                                                            batch_size=batch)))
     finally:
         torch.set_num_threads(keep)
     assert stored[0] == stored[1] == stored[2]
@@ -75,14 +75,6 @@ def test_bytes_are_the_same_for_other_thread_counts_and_batch_shapes():
     noise = max(float((r - raw[0]).abs().max()) for r in raw[1:])
     scale = float(raw[0].abs().max())
     assert noise <= 1e-12 * scale  # float64 noise, 7+ orders below the 2**-16 grid
-
-
-def test_causal_teachers_are_refused(monkeypatch):
-    from contrastlab.models import teacher
-
-    monkeypatch.setattr(teacher, "_is_causal", lambda config: True)
-    with pytest.raises(ValueError, match="bidirectional"):
-        reproducible_functions(["def f():"], ["    pass"], layer=1, max_length=16)
 
 
 def test_the_stage_writes_the_same_shards_for_other_thread_and_worker_counts(tmp_path, monkeypatch):

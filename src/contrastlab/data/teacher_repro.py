@@ -21,8 +21,7 @@ different batch shapes and compares bytes. Bidirectional teachers only: the caus
 float32 before their mean, so a causal teacher keeps the native-precision pass (and its
 states may differ between machines by float rounding).
 
-Public names: :func:`encode_reproducible`, :func:`reproducible_functions`,
-:func:`round_significant`, :data:`BODY_BITS`, :data:`PRECISION`.
+Public names: :func:`encode_reproducible`, :func:`round_significant`, :data:`BODY_BITS`, :data:`PRECISION`.
 """
 
 from __future__ import annotations
@@ -31,8 +30,7 @@ from typing import Sequence
 
 import torch
 
-__all__ = ["BODY_BITS", "PRECISION", "encode_reproducible", "reproducible_functions",
-           "round_significant"]
+__all__ = ["BODY_BITS", "PRECISION", "encode_reproducible", "round_significant"]
 
 #: Significant bits kept of a body embedding value (relative grid ``2**-BODY_BITS``).
 BODY_BITS = 16
@@ -69,40 +67,6 @@ def round_significant(x: torch.Tensor, bits: int = BODY_BITS) -> torch.Tensor:
     y = torch.ldexp(torch.round(m * scale) / scale, e)
     y = torch.where(torch.isfinite(x64), y, x64)
     return y.to(torch.float32)
-
-
-def reproducible_functions(signatures: Sequence[str], bodies: Sequence[str], *,
-                           model: str = "minilm", layer: int | None = None,
-                           max_length: int = 256, max_sig_tokens: int = 32,
-                           batch_size: int = 64, body_bits: int = BODY_BITS
-                           ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Signature token states and body embeddings as ``teacher_states`` stores them, computed
-    in float64 on the CPU and rounded to fixed grids (module docstring).
-
-    Args:
-        signatures, bodies: ``N`` strings each.
-        model, layer, max_length: the teacher (:class:`contrastlab.models.teacher.TeacherEncoder`).
-        max_sig_tokens: signature tokens kept.
-        batch_size: functions per forward pass (does not change the result's bytes, up to
-            the residual probability in the module docstring).
-        body_bits: significant bits kept of the body embeddings.
-
-    Returns:
-        ``(sig_states, body_emb)``: ``N`` float16 tensors ``[T_i, H]`` and a float32 tensor
-        ``[N, H]``, in input order.
-
-    Raises:
-        ValueError: a causal teacher (see the module docstring), or unequal lengths.
-    """
-    from ..models.teacher import TeacherEncoder
-
-    enc = TeacherEncoder(model, layer=layer, device="cpu", max_length=max_length,
-                         dtype=torch.float64)
-    if enc.is_causal:
-        raise ValueError("reproducible_functions supports bidirectional teachers only: the "
-                         "causal branch averages the body states in float32")
-    return encode_reproducible(enc, signatures, bodies, max_sig_tokens=max_sig_tokens,
-                               batch_size=batch_size, body_bits=body_bits)
 
 
 def encode_reproducible(enc, signatures: Sequence[str], bodies: Sequence[str], *,

@@ -18,25 +18,11 @@ from torch import nn
 
 from ..errors import InputError
 
-__all__ = ["logreg_probe", "notebook_probe", "log_grid", "row_normalize"]
+__all__ = ["logreg_probe", "notebook_probe", "row_normalize"]
 
 
 def _np(t) -> np.ndarray:
     return t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
-
-
-def log_grid(low: float = 1e-4, high: float = 1e3, per_decade: int = 2) -> list[float]:
-    """Log-spaced grid ``low .. high`` with ``per_decade`` points per factor 10 (both ends
-    included), e.g. ``log_grid(1e-4, 1e3, 1)`` = ``[1e-4, 1e-3, ..., 1e3]`` (8 values).
-
-    Raises:
-        InputError: ``low`` <= 0, ``high`` < ``low`` or ``per_decade`` < 1.
-    """
-    if not (low > 0 and high >= low and per_decade >= 1):
-        raise InputError(f"log_grid needs 0 < low <= high and per_decade >= 1 "
-                         f"(got {low}, {high}, {per_decade})")
-    n = int(round(np.log10(high / low) * per_decade)) + 1
-    return [float(f"{v:.6g}") for v in np.logspace(np.log10(low), np.log10(high), n)]
 
 
 def row_normalize(x) -> np.ndarray:

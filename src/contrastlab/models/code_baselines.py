@@ -26,7 +26,7 @@ Baselines (rows of every code table, evaluated like the trained variants):
   Cormack, Clarke & Buettcher, "Reciprocal Rank Fusion outperforms Condorcet and individual
   rank learning methods", SIGIR 2009, Eq. 1, ``k = 60``) and a convex combination of the
   per-query z-scored scores whose weight is chosen on the validation repositories only
-  (:func:`fit_fusion_weight`).
+  (:func:`contrastlab.models.grid_picks.pick_fusion_weight`).
 
 Picks on a validation grid (:func:`pick_on_grid`; fusion weights, BM25 ``(k1, b)``): the
 criterion is validation MRR (smooth: every query's reciprocal rank counts, where Rank@10 counts

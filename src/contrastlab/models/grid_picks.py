@@ -4,7 +4,7 @@ chosen on a validation metric, with the margin (in validation items) that decide
 - :func:`pick_on_grid`: the smooth rule (validation MRR; the centre of the plateau of points
   within :data:`PLATEAU_SHARE` of the validation items of the best), its margin and the
   ``fragile`` flag; :func:`argmax_pick`: the plain argmax (validation Rank@10) with its margin.
-- :func:`fit_fusion_weight`, :func:`pick_fusion_weight`: the z-scored score fusion's weight
+- :func:`pick_fusion_weight`: the z-scored score fusion's weight
   (:func:`contrastlab.models.code_baselines.fuse_scores`) by :func:`pick_on_grid`.
 """
 
@@ -14,46 +14,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .code_baselines import fuse_scores, ranks_from_scores
-
-__all__ = ["fit_fusion_weight", "pick_fusion_weight", "pick_on_grid", "argmax_pick",
-           "PLATEAU_SHARE", "FRAGILE_SHARE"]
-
-
-def fit_fusion_weight(lexical_val: Sequence[np.ndarray], dense_val: Sequence[np.ndarray],
-                      true_val: np.ndarray, grid: Sequence[float]) -> tuple[float, list[dict], dict]:
-    """The fusion weight picked on the validation MRR (mean over seeds) by
-    :func:`pick_on_grid`: the centre of the plateau within 1 % of the validation items of the
-    best weight.
-
-    Only validation scores enter: the test queries are never passed in.
-
-    Args:
-        lexical_val, dense_val: per seed (or one entry), float ``[Q_val, N]`` scores of the
-            validation queries (the lexical scores may be one array reused for every seed).
-        true_val: int ``[Q_val]`` column of each validation query's true document.
-        grid: candidate weights in ``[0, 1]``.
-
-    Returns:
-        ``(weight, [{"weight", "val_rank_at_10", "val_mrr"}, ...], pick)`` (metrics averaged
-        over seeds, ascending weights; ``pick``: the record of :func:`pick_on_grid`).
-
-    Raises:
-        ValueError: empty grid or seed counts differ.
-    """
-    if not len(grid):
-        raise ValueError("empty fusion-weight grid")
-    if len(lexical_val) != len(dense_val):
-        raise ValueError(f"{len(lexical_val)} lexical but {len(dense_val)} dense score sets")
-    ranks = {float(w): [ranks_from_scores(fuse_scores(lx, dn, float(w)), true_val)
-                        for lx, dn in zip(lexical_val, dense_val)] for w in grid}
-    return pick_fusion_weight(ranks)
+__all__ = ["pick_fusion_weight", "pick_on_grid", "argmax_pick", "PLATEAU_SHARE", "FRAGILE_SHARE"]
 
 
 def pick_fusion_weight(ranks: Mapping[float, Sequence[np.ndarray]]) -> tuple[float, list[dict], dict]:
     """The fusion weight picked by :func:`pick_on_grid` on the validation MRR averaged over
-    seeds (the rule of :func:`fit_fusion_weight`), from ranks computed elsewhere (e.g. query
-    chunk by query chunk, :func:`contrastlab.evaluation.code_hybrids`).
+    seeds (the centre of the plateau within 1 % of the validation items of the best weight;
+    only validation scores enter), from ranks computed elsewhere (e.g. query chunk by query
+    chunk, :func:`contrastlab.evaluation.code_hybrids`).
 
     Args:
         ranks: weight -> per seed, int ``[Q_val]`` 1-based ranks of the validation queries'
