@@ -118,8 +118,7 @@ def test_friedman_nemenyi_hand_computed(tmp_path):
 
 # --- issue: intervals that contain their estimate, selection-aware ties, distinct methods ---
 
-from contrastlab.evaluation.stats import (bias_corrected_interval, group_identical,  # noqa: E402
-                                          model_confidence_set, prob_best)
+from contrastlab.evaluation.stats import bias_corrected_interval, model_confidence_set, prob_best  # noqa: E402
 
 
 def test_bc_interval_removes_the_bias_instead_of_hiding_it():
@@ -207,17 +206,6 @@ def test_summarize_lets_baselines_compete_and_marks_both_directions():
     point2, reps2 = _noisy_methods({"loss": 0.6, "base": 0.8})
     out2 = summarize(point2, reps2, baseline="base")
     assert out2["base"]["is_best"] and out2["loss"]["below_baseline"]
-
-
-def test_group_identical():
-    a = [np.array([0.1, 0.2]), np.array([1.0])]
-    b = [np.array([0.1, 0.2]), np.array([1.0])]
-    c = [np.array([0.1, 0.2]), np.array([1.0 + 1e-9])]
-    d = [np.array([0.3, 0.2]), np.array([1.0])]
-    assert group_identical({"a": a, "b": b, "c": c, "d": d}) == [["a", "b"], ["c"], ["d"]]
-    assert group_identical({"a": a, "c": c, "d": d}, atol=1e-6) == [["a", "c"], ["d"]]
-    with pytest.raises(ValueError):
-        group_identical({"a": a, "e": a[:1]})
 
 
 def test_resample_indices_draws_n_minus_one_top_level_units():

@@ -22,14 +22,12 @@ statistic (the paired bootstrap of Koehn, EMNLP 2004).
   Confidence Set that decides "tied for best" with the selection accounted for
   (:func:`model_confidence_set`; Hansen, Lunde & Nason, Econometrica 2011), and paired tests
   against a baseline in both directions, Holm-corrected (Holm, Scand. J. Statist. 1979).
-- :func:`group_identical` finds methods whose outputs are the same everywhere, so a rank test
-  counts them once.
 - :func:`friedman_nemenyi` / :func:`plot_cd`: Friedman test and Nemenyi critical difference
   across data sets (Demsar, JMLR 2006, Sec. 3.2.2).
 
 The code lives in four modules, re-exported here: ``stats_resample`` (draws, per-item
 bootstrap), ``stats_tests`` (p-values, draws, their display, Holm, intervals),
-``stats_summary`` (best, MCS, identical outputs, :func:`summarize`) and ``stats_ranks``
+``stats_summary`` (best, MCS, :func:`summarize`) and ``stats_ranks``
 (Friedman / Nemenyi).
 """
 
@@ -39,7 +37,7 @@ from __future__ import annotations
 from .stats_ranks import friedman_nemenyi, plot_cd
 from .stats_resample import (Counts, Draw, bootstrap_per_item, resample_counts,
                              resample_indices)
-from .stats_summary import group_identical, model_confidence_set, prob_best, summarize
+from .stats_summary import model_confidence_set, prob_best, summarize
 from .stats_tests import (MAX_DRAWS, baseline_p, bias_corrected_interval, draws_for, format_p,
                           holm, holm_unstable, paired_pvalue, pvalue_floor, resolution_note,
                           settle_draws, table_resolution)
@@ -48,4 +46,4 @@ __all__ = ["resample_indices", "resample_counts", "Counts", "bootstrap_per_item"
            "holm", "summarize", "draws_for", "pvalue_floor", "holm_unstable", "settle_draws",
            "format_p", "baseline_p", "MAX_DRAWS", "resolution_note",
            "table_resolution", "bias_corrected_interval", "model_confidence_set", "prob_best",
-           "group_identical", "friedman_nemenyi", "plot_cd", "Draw"]
+           "friedman_nemenyi", "plot_cd", "Draw"]

@@ -1,5 +1,5 @@
-"""The comparison table: probability of being best, the Model Confidence Set, methods with
-identical outputs, and :func:`summarize` (:mod:`contrastlab.evaluation.stats`)."""
+"""The comparison table: probability of being best, the Model Confidence Set and
+:func:`summarize` (:mod:`contrastlab.evaluation.stats`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 from .stats_tests import (MAX_DRAWS, bias_corrected_interval, holm, holm_unstable,
                           paired_pvalue, pvalue_floor)
 
-__all__ = ["prob_best", "model_confidence_set", "group_identical", "summarize"]
+__all__ = ["prob_best", "model_confidence_set", "summarize"]
 
 
 def prob_best(reps: Mapping[str, np.ndarray], *, higher_is_better: bool = True) -> dict[str, float]:
@@ -97,55 +97,6 @@ def model_confidence_set(point: Mapping[str, float], reps: Mapping[str, np.ndarr
     for n in alive:
         out[n] = {"in_mcs": True, "p_mcs": 1.0 if len(alive) == 1 else p_running}
     return {n: out[n] for n in names}
-
-
-def group_identical(outputs: Mapping[str, Sequence[np.ndarray]], *, atol: float = 0.0
-                    ) -> list[list[str]]:
-    """Group methods whose outputs are identical on every data set and seed.
-
-    Two methods belong together when every array of one equals the array at the same position
-    of the other within ``atol`` (e.g. ANY and the literal Sim-Dis Eq. 13 of Huang et al. 2024,
-    whose extra constant does not change the gradient, train to the same scores). A rank test
-    over methods (Friedman, Demsar 2006) must count such a group once.
-
-    Args:
-        outputs: method -> sequence of arrays (e.g. test scores per data set and seed), in the
-            same order and of the same shapes for every method.
-        atol: absolute tolerance (0 = bitwise equal values).
-
-    Returns:
-        Groups in the order of first appearance; each group lists its methods in input order;
-        a method with no twin is a group of one.
-
-    Raises:
-        ValueError: methods with different numbers of arrays.
-    """
-    names = list(outputs)
-    lens = {len(outputs[n]) for n in names}
-    if len(lens) > 1:
-        raise ValueError(f"methods have different numbers of output arrays: {sorted(lens)}")
-
-    def same(a: str, b: str) -> bool:
-        for x, y in zip(outputs[a], outputs[b]):
-            x, y = np.asarray(x), np.asarray(y)
-            if x.shape != y.shape:
-                return False
-            if atol == 0.0:
-                if not np.array_equal(x, y, equal_nan=True):
-                    return False
-            elif not np.allclose(x, y, rtol=0.0, atol=atol, equal_nan=True):
-                return False
-        return True
-
-    groups: list[list[str]] = []
-    for n in names:
-        for g in groups:
-            if same(g[0], n):
-                g.append(n)
-                break
-        else:
-            groups.append([n])
-    return groups
 
 
 def summarize(point: Mapping[str, float], reps: Mapping[str, np.ndarray], *,
