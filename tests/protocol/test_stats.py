@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from contrastlab.evaluation.stats import (bootstrap_per_item, friedman_nemenyi, holm,
-                                          paired_pvalue, plot_cd, resample_indices, summarize)
+                                          paired_pvalue, plot_cd, resample_counts, summarize)
 
 
 def test_holm_hand_made():
@@ -20,27 +20,20 @@ def test_holm_hand_made():
         holm([0.1, 1.5])
 
 
-def test_resample_indices_shapes_and_clusters():
-    draws = resample_indices(3, 6, clusters=[0, 0, 1, 1, 1, 2], n_resamples=50, seed=1)
-    assert len(draws) == 50
-    for s, i in draws:
-        assert s.shape == (2,) and s.max() < 3  # n - 1 seeds
-        # whole clusters only: {0,1} together, {2,3,4} together
-        cnt = np.bincount(i, minlength=6)
-        assert cnt[0] == cnt[1] and cnt[2] == cnt[3] == cnt[4]
+def test_resample_counts_sizes_and_seed():
     with pytest.raises(ValueError):
-        resample_indices(3, 6, clusters=[0, 1], n_resamples=5)
-    a = resample_indices(2, 10, n_resamples=3, seed=7)
-    b = resample_indices(2, 10, n_resamples=3, seed=7)
-    assert all((x[1] == y[1]).all() for x, y in zip(a, b))
+        resample_counts(3, 6, clusters=[0, 1], n_resamples=5)
+    a = resample_counts(2, 10, n_resamples=3, seed=7)
+    b = resample_counts(2, 10, n_resamples=3, seed=7)
+    assert len(a) == 3 and (a.items == b.items).all() and (a.seeds == b.seeds).all()
 
 
 def test_bootstrap_per_item_matches_loop():
     rng = np.random.default_rng(0)
     x = rng.random((3, 40))
-    draws = resample_indices(3, 40, n_resamples=20, seed=3)
+    draws = resample_counts(3, 40, n_resamples=20, seed=3)
     point, reps = bootstrap_per_item({"m": x}, draws=draws)
-    loop = [x[np.ix_(s, i)].mean() for s, i in draws]
+    loop = [ws @ x @ wi / (ws.sum() * wi.sum()) for ws, wi in zip(draws.seeds, draws.items.astype(float))]
     np.testing.assert_allclose(reps["m"], loop)
     assert point["m"] == pytest.approx(x.mean())
 
@@ -208,11 +201,10 @@ def test_summarize_lets_baselines_compete_and_marks_both_directions():
     assert out2["base"]["is_best"] and out2["loss"]["below_baseline"]
 
 
-def test_resample_indices_draws_n_minus_one_top_level_units():
-    draws = resample_indices(5, 12, clusters=[0] * 4 + [1] * 4 + [2] * 4, n_resamples=20, seed=0)
-    for s, i in draws:
-        assert s.size == 4 and i.size == 8  # 4 of 5 seeds, 2 of 3 clusters
-    assert all(s.size == 1 for s, _ in resample_indices(1, 3, n_resamples=5))
+def test_resample_counts_draws_n_minus_one_top_level_units():
+    draws = resample_counts(5, 12, clusters=[0] * 4 + [1] * 4 + [2] * 4, n_resamples=20, seed=0)
+    assert (draws.seeds.sum(1) == 4).all() and (draws.clusters.sum(1) == 2).all()  # 4 of 5, 2 of 3
+    assert (resample_counts(1, 3, n_resamples=5).seeds.sum(1) == 1).all()
 
 
 def test_stratified_metric_reps_defined_paired_and_right():

@@ -257,7 +257,7 @@ def stratified_metric_reps(y_true: np.ndarray, scores: np.ndarray, val_threshold
         raise InputError(f"stratified_metric_reps: n_resamples must be >= 1 (got {n_resamples})")
     n_s, n, n_c = s.shape
     rng = np.random.default_rng(seed)
-    seed_idx = rng.integers(0, n_s, (n_resamples, max(1, n_s - 1)))  # n - 1 bootstrap (stats.resample_indices)
+    seed_idx = rng.integers(0, n_s, (n_resamples, max(1, n_s - 1)))  # n - 1 bootstrap (stats.resample_counts)
     # per (draw, seed) sums over labels; row R holds each seed's value on the test set itself
     rr = n_resamples + 1
     tp = {t: np.zeros((rr, n_s)) for t in ("fix", "val")}

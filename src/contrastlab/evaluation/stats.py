@@ -9,11 +9,11 @@ repository) and the training seeds (Efron & Tibshirani, "An Introduction to the 
 are evaluated on the *same* bootstrap draws, so a difference between two methods is a paired
 statistic (the paired bootstrap of Koehn, EMNLP 2004).
 
-- :func:`resample_indices` draws the shared resamples.
+- :func:`resample_counts` draws the shared resamples.
 - :func:`bootstrap_per_item` gives point estimates and replicates for metrics that are means
   of per-item scores (accuracy, reciprocal rank, hit@k), vectorised.
 - For other metrics (macro-F1, mAP) compute the metric on every draw of
-  :func:`resample_indices` yourself.
+  :func:`resample_counts` yourself.
 - :mod:`contrastlab.evaluation.stats_crossed` gives the same draws' replicates with the
   seed x item interaction counted once instead of twice (Owen, Ann. Appl. Stat. 2007): the
   multi-label and fine-tuning tables use it.
@@ -35,15 +35,14 @@ bootstrap), ``stats_tests`` (p-values, draws, their display, Holm, intervals),
 from __future__ import annotations
 
 from .stats_ranks import friedman_nemenyi, plot_cd
-from .stats_resample import (Counts, Draw, bootstrap_per_item, resample_counts,
-                             resample_indices)
+from .stats_resample import Counts, bootstrap_per_item, resample_counts
 from .stats_summary import model_confidence_set, prob_best, summarize
 from .stats_tests import (MAX_DRAWS, baseline_p, bias_corrected_interval, draws_for, format_p,
                           holm, holm_unstable, paired_pvalue, pvalue_floor, resolution_note,
                           settle_draws, table_resolution)
 
-__all__ = ["resample_indices", "resample_counts", "Counts", "bootstrap_per_item", "paired_pvalue",
+__all__ = ["resample_counts", "Counts", "bootstrap_per_item", "paired_pvalue",
            "holm", "summarize", "draws_for", "pvalue_floor", "holm_unstable", "settle_draws",
            "format_p", "baseline_p", "MAX_DRAWS", "resolution_note",
            "table_resolution", "bias_corrected_interval", "model_confidence_set", "prob_best",
-           "friedman_nemenyi", "plot_cd", "Draw"]
+           "friedman_nemenyi", "plot_cd"]

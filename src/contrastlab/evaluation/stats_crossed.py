@@ -25,7 +25,7 @@ The replicates here keep the two parts apart and remove the interaction from the
   interaction variance, counted once);
 - ``mbar*_r - mbar``: the mean of the ``S - 1`` seeds drawn with replacement minus the mean of
   all seeds, each seed at its **observed** value on the whole test set (the n-1 bootstrap of
-  :func:`contrastlab.evaluation.stats.resample_indices`; variance ``s^2 / S``);
+  :func:`contrastlab.evaluation.stats.resample_counts`; variance ``s^2 / S``);
 - ``lambda^2 = max(0, s^2 - V_c) / s^2``, where ``V_c`` (the interaction's share of one seed's
   mean, ``sigma_c^2 / I``) is estimated from the item draws themselves: the per-seed variance
   over draws, averaged over seeds, minus the variance of the seed mean, times ``S / (S - 1)``

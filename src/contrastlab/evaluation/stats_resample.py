@@ -7,47 +7,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Draw", "resample_indices", "resample_counts", "Counts", "bootstrap_per_item"]
-
-Draw = tuple[np.ndarray, np.ndarray]
-
-
-def resample_indices(n_seeds: int, n_items: int, *, clusters: Sequence | np.ndarray | None = None,
-                     n_resamples: int = 1000, seed: int = 0) -> list[Draw]:
-    """Bootstrap draws shared by every method of a table.
-
-    Args:
-        n_seeds: number of training seeds ``S`` (>= 1); seeds are resampled with replacement.
-        n_items: number of test items ``I`` (>= 1).
-        clusters: optional ``[I]`` group ids (any hashable dtype); whole groups are resampled
-            (a cluster bootstrap), e.g. retrieval queries grouped by repository.
-        n_resamples: number of draws ``R`` (>= 1).
-        seed: seed of the NumPy generator (draws are reproducible).
-
-    Returns:
-        ``R`` pairs ``(seed_idx [S'] int64, item_idx [I'] int64)``. The top-level units are
-        drawn ``n - 1`` at a time (``S' = max(1, S - 1)`` seeds; ``G - 1`` of ``G`` clusters):
-        the variance of a mean of ``n - 1`` draws from the empirical distribution equals the
-        unbiased ``s^2 / n``, where ``n`` draws give the biased ``(n - 1) s^2 / n^2`` (the
-        "n - 1 bootstrap"; Efron & Tibshirani 1993, Sec. 5.3 and Problem 5.9; Bickel &
-        Freedman 1981 on m-out-of-n resampling). With 3 seeds the plain bootstrap's
-        standard error is 18 % too small and the coverage simulation falls below 92 %.
-        ``I' = I`` without clusters, else the total size of the drawn clusters.
-
-    Raises:
-        ValueError: non-positive sizes, or ``clusters`` of the wrong length.
-    """
-    members, _ = _check_sizes(n_seeds, n_items, n_resamples, clusters)
-    rng = np.random.default_rng(seed)
-    m_seeds = max(1, n_seeds - 1)
-    # one vectorised call per array (no Python loop over draws): the rows are i.i.d. with the
-    # same law as the former loop's draws (uniform indices with replacement)
-    s = rng.integers(0, n_seeds, (n_resamples, m_seeds))
-    if members is None:
-        i = rng.integers(0, n_items, (n_resamples, n_items))
-        return [(s[r], i[r]) for r in range(n_resamples)]
-    picked = rng.integers(0, len(members), (n_resamples, max(1, len(members) - 1)))
-    return [(s[r], np.concatenate([members[k] for k in picked[r]])) for r in range(n_resamples)]
+__all__ = ["resample_counts", "Counts", "bootstrap_per_item"]
 
 
 def _check_sizes(n_seeds: int, n_items: int, n_resamples: int, clusters
@@ -89,20 +49,34 @@ class Counts:
 
 def resample_counts(n_seeds: int, n_items: int, *, clusters: Sequence | np.ndarray | None = None,
                     n_resamples: int = 1000, seed: int = 0) -> Counts:
-    """The draws of :func:`resample_indices` as multiplicities, generated without a Python
-    loop, so ``R`` = 10,000-50,000 draws cost seconds (:func:`draws_for`).
+    """Bootstrap draws shared by every method of a table, as multiplicities, generated without
+    a Python loop, so ``R`` = 10,000-50,000 draws cost seconds (:func:`draws_for`).
 
-    A draw of ``k`` indices uniformly with replacement from ``n`` has multiplicities
-    ``Multinomial(k, 1/n, ..., 1/n)``; seeds and clusters are sampled as such (NumPy's
-    vectorised ``Generator.multinomial``), items as one ``[R, I]`` array of uniform indices
-    turned into counts by one ``bincount`` (faster for many categories). Same law as :func:`resample_indices` (the same ``n - 1``
-    top-level units: seeds; clusters when given, else ``I`` of ``I`` items), a different
-    random stream. ``tests/protocol/test_stats.py`` compares the two.
+    The top-level units are drawn ``n - 1`` at a time (``max(1, S - 1)`` of ``S`` seeds;
+    ``G - 1`` of ``G`` clusters when given, else ``I`` of ``I`` items): the variance of a mean
+    of ``n - 1`` draws from the empirical distribution equals the unbiased ``s^2 / n``, where
+    ``n`` draws give the biased ``(n - 1) s^2 / n^2`` (the "n - 1 bootstrap"; Efron &
+    Tibshirani 1993, Sec. 5.3 and Problem 5.9; Bickel & Freedman 1981 on m-out-of-n
+    resampling). With 3 seeds the plain bootstrap's standard error is 18 % too small and the
+    coverage simulation falls below 92 %. A draw of ``k`` indices uniformly with replacement
+    from ``n`` has multiplicities ``Multinomial(k, 1/n, ..., 1/n)``; seeds and clusters are
+    sampled as such (NumPy's vectorised ``Generator.multinomial``), items as one ``[R, I]``
+    array of uniform indices turned into counts by one ``bincount`` (faster for many
+    categories). ``tests/protocol/test_stats.py`` compares the law with a loop of index draws.
 
-    Args / Raises: as :func:`resample_indices`.
+    Args:
+        n_seeds: number of training seeds ``S`` (>= 1); seeds are resampled with replacement.
+        n_items: number of test items ``I`` (>= 1).
+        clusters: optional ``[I]`` group ids (any hashable dtype); whole groups are resampled
+            (a cluster bootstrap), e.g. retrieval queries grouped by repository.
+        n_resamples: number of draws ``R`` (>= 1).
+        seed: seed of the NumPy generator (draws are reproducible).
 
     Returns:
         :class:`Counts`.
+
+    Raises:
+        ValueError: non-positive sizes, or ``clusters`` of the wrong length.
     """
     members, inv = _check_sizes(n_seeds, n_items, n_resamples, clusters)
     rng = np.random.default_rng(seed)
@@ -141,7 +115,7 @@ def per_item_arrays(per_item: Mapping[str, np.ndarray]) -> tuple[dict[str, np.nd
 
 def bootstrap_per_item(per_item: Mapping[str, np.ndarray], *, clusters=None,
                        n_resamples: int = 1000, seed: int = 0,
-                       draws: Sequence[Draw] | Counts | None = None, chunk: int = 2000
+                       draws: Counts | None = None, chunk: int = 2000
                        ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """Point estimates and bootstrap replicates of mean per-item scores.
 
@@ -153,7 +127,7 @@ def bootstrap_per_item(per_item: Mapping[str, np.ndarray], *, clusters=None,
         clusters, n_resamples, seed: see :func:`resample_counts` (ignored if ``draws``); the
             default draws are :func:`resample_counts`'s.
         draws: precomputed draws (to share them with other metrics of the same table): a
-            :class:`Counts` or a list from :func:`resample_indices`.
+            :class:`Counts`.
         chunk: draws processed at once (memory ``chunk x I`` floats).
 
     Returns:
@@ -166,9 +140,6 @@ def bootstrap_per_item(per_item: Mapping[str, np.ndarray], *, clusters=None,
     arrs, S, I = per_item_arrays(per_item)
     if draws is None:
         draws = resample_counts(S, I, clusters=clusters, n_resamples=n_resamples, seed=seed)
-    if not isinstance(draws, Counts):  # a list of index pairs: their multiplicities
-        draws = Counts(np.stack([np.bincount(s, minlength=S) for s, _ in draws]).astype(np.float64),
-                       items=np.stack([np.bincount(i, minlength=I) for _, i in draws]))
     ws = draws.seeds
     if ws.shape[1] != S:
         raise ValueError(f"draws are over {ws.shape[1]} seeds; the scores have {S}")
