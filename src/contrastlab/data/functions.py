@@ -28,6 +28,7 @@ import stat
 import textwrap
 import tokenize
 from collections import Counter, defaultdict
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -51,10 +52,7 @@ def body_hash(body: str) -> str:
 
 def _offsets(source: str) -> list[int]:
     """Character offset of the start of each line (index 0 = line 1)."""
-    offs = [0]
-    for line in source.splitlines(keepends=True):
-        offs.append(offs[-1] + len(line))
-    return offs
+    return [0, *accumulate(len(line) for line in source.splitlines(keepends=True))]
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
@@ -163,7 +161,7 @@ def _is_test_path(rel: str) -> bool:
         parts[-1].startswith("test_") or parts[-1] == "conftest.py"
 
 
-def _scan_repository(root: Path, name: str, opts: dict[str, Any]) -> list[tuple]:
+def _scan_repository(root: Path, opts: dict[str, Any]) -> list[tuple]:
     """Read and parse one repository's files (no cross-repository state): one event per file,
     in sorted path order: ``("skip", reason, rel)`` or ``("file", rel, records)`` where each
     record carries its length-filter ``reason`` (``None``: a candidate, with ``body_hash``).
@@ -212,7 +210,7 @@ _SCAN_JOB: dict[str, Any] = {}
 
 
 def _scan_in_worker(name: str) -> list[tuple]:
-    return _scan_repository(_SCAN_JOB["repos_dir"] / name, name, _SCAN_JOB["opts"])
+    return _scan_repository(_SCAN_JOB["repos_dir"] / name, _SCAN_JOB["opts"])
 
 
 def extract_repositories(repos_dir: Path, names: list[str], *, include_docstring: bool = False,
@@ -262,7 +260,7 @@ def extract_repositories(repos_dir: Path, names: list[str], *, include_docstring
     def scans() -> Iterator[list[tuple]]:
         if workers <= 1 or len(names) <= 1:
             for name in names:
-                yield _scan_repository(repos_dir / name, name, opts)
+                yield _scan_repository(repos_dir / name, opts)
             return
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
