@@ -217,7 +217,8 @@ class Section:
 
     A track module fills ``headline`` (its full summary paragraph), ``tables``, ``figures``,
     ``notes`` and, to get the first figure and the two-sentence headline, ``comparison``
-    (a :class:`contrastlab.reporting.figures.Comparison` from its main table). The report
+    (a :class:`contrastlab.reporting.figures.Comparison` from its main table), then calls
+    :meth:`build`, the one section builder of every track. The report
     stage (:func:`contrastlab.reporting.headline.attach`) then draws ``lead`` (the comparison
     figure first), replaces ``headline`` by the two sentences, moves the full paragraph to
     the notes and fills ``legend``; everything but the headline, ``lead`` and ``legend`` is
@@ -239,6 +240,23 @@ class Section:
     #: ``{short label: full label}`` of the rows shown, each once.
     legend: dict[str, str] = field(default_factory=dict)
 
+    def build(self, figures_dir: Path) -> "Section":
+        """Draw each :class:`Plot` of ``figures`` into ``figures_dir`` (a :class:`Figure`
+        already drawn is kept) and leave out the ``None`` entries of ``notes``, ``tables`` and
+        ``figures`` (what does not apply to this run); returns the section."""
+        figures_dir = Path(figures_dir)
+        figures_dir.mkdir(parents=True, exist_ok=True)
+        figs = []
+        for f in self.figures:
+            if isinstance(f, Plot):
+                path = figures_dir / f.file
+                f = None if f.draw(path) is False else Figure(f.title, path, f.caption)
+            if f is not None:
+                figs.append(f)
+        self.figures, self.notes = figs, [n for n in self.notes if n]
+        self.tables = [t for t in self.tables if t is not None]
+        return self
+
 
 @dataclass
 class Plot:
@@ -249,38 +267,6 @@ class Plot:
     file: str
     caption: str
     draw: Callable[[Path], Any]
-
-
-@dataclass
-class TrackSection:
-    """A track's section as data, which its module fills and :meth:`build` renders (the one
-    section builder of every track): the headline paragraph, the comparison behind the first
-    figure (:class:`contrastlab.reporting.figures.Comparison`), notes, tables and figures in
-    order. ``None`` entries (a table or note that does not apply) are left out; a
-    :class:`Plot` is drawn, a :class:`Figure` already drawn is kept."""
-
-    track: str
-    title: str
-    headline: str = ""
-    comparison: Any = None
-    notes: list[str | None] = field(default_factory=list)
-    tables: list[Table | None] = field(default_factory=list)
-    figures: list[Plot | Figure | None] = field(default_factory=list)
-
-    def build(self, figures_dir: Path) -> Section:
-        """The :class:`Section`, with every :class:`Plot` drawn into ``figures_dir``."""
-        figures_dir = Path(figures_dir)
-        figures_dir.mkdir(parents=True, exist_ok=True)
-        figs = []
-        for f in self.figures:
-            if isinstance(f, Plot):
-                path = figures_dir / f.file
-                f = None if f.draw(path) is False else Figure(f.title, path, f.caption)
-            if f is not None:
-                figs.append(f)
-        return Section(self.track, self.title, headline=self.headline,
-                       tables=[t for t in self.tables if t is not None], figures=figs,
-                       notes=[n for n in self.notes if n], comparison=self.comparison)
 
 
 def markdown_table(table: Table) -> str:

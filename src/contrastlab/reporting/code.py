@@ -1,29 +1,17 @@
 """Code retrieval track section of the comparison report.
 
 Reads, per table (the default corpus ``reports/metrics/code`` and, when present, the
-seed-corpus preset's ``reports/metrics/code_seed_corpus`` and the bi-encoder trained with every
-layer on a GPU, ``reports/metrics/code_biencoder_gpu``: :data:`GPU_TABLE`): ``baselines.json`` and
-``<variant>.json`` (``baselines_code`` / ``evaluate_code@<variant>``) and the per-query test
-ranks ``reports/data/<dir>/{baselines,<variant>}_ranks.csv``, and builds:
-
-- a table with the untrained baselines (zero-shot raw and centred, ridge) and every trained
-  variant (mean over its seeds): test Rank@1/5/10 and MRR with 95 % confidence intervals
-  from a bootstrap over seeds and over test queries clustered by repository group
-  (``contrastlab.evaluation.stats``), each row tested against the best row and against the
-  centred zero-shot baseline (paired bootstrap on shared draws, Holm within the table);
-  chance Rank@10 (10 / corpus size) beside the corpus;
-- the headline (``Section.headline``): whether any trained loss beats the zero-shot baseline;
-  with the GPU table, the comparison figure has a second panel (the same corpus, every layer
-  trained) and the take-away names that panel's best loss (``Comparison.secondary``);
-- the retrieval notes' (docs/sources.md) reference rows (Exp 1.3 SmoothL1 Rank@1 0.03 %, Rank@10 0.24 %; Exp 1.4
-  targets Rank@1 > 1 %, Rank@10 > 5 %, corpus 49,631) only in the seed-corpus table, the one
-  whose corpus has that size;
-- figures: Rank@k against k, training curves (validation Rank@10 per epoch, seed 0).
+seed-corpus preset's ``code_seed_corpus`` and the GPU bi-encoder's :data:`GPU_TABLE`), the
+metrics and the per-query test ranks under ``reports/data/<dir>/``, and fills the section:
+one table per corpus (untrained baselines, trained variants and BM25 hybrids with Rank@k and
+MRR and their 95 % CIs, each row tested against the strongest baseline; the retrieval notes'
+reference rows only in the seed-corpus table, the one whose corpus has their size), default
+vs tuned, the headline (with the GPU table, a second comparison panel whose best loss the
+take-away names), and :data:`FIGURES`. Each caption says how its numbers were made.
 
 Modules: :mod:`.code_rows` (the rows, their titles, short labels and order, from the
 variant table), :mod:`.code_stats` (tables read back, statistics, default vs tuned),
-:mod:`.code_headline`, :mod:`.code_figures`; this module assembles the section and its tables
-(their names re-exported).
+:mod:`.code_headline`, :mod:`.code_figures`; this module assembles the section and its tables.
 """
 
 from __future__ import annotations
@@ -31,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..evaluation.stats import baseline_p
-from . import Inputs, Plot, Section, Table, TrackSection, load_params_of
+from . import Inputs, Plot, Section, Table, load_params_of
 from .code_figures import _rank_curve_figure, _training_figure
 from .code_headline import _ci, _headline
 from .code_rows import (REFERENCES, TITLES, _contrastive, _is_baseline, _is_hybrid, _order, _short,
@@ -305,7 +293,7 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
     table, headline = _table("code", loaded, "Signature -> body retrieval, default corpus "
                              f"(installed distributions, MiniLM layer {layer})", digits, False)
     seed, gpu = _seed_table(inp, digits), _gpu_table(inp, digits)
-    return TrackSection(
+    return Section(
         "code", "Code retrieval: signature -> body embedding", headline=headline,
         comparison=_with_gpu_panel(table.comparison, gpu),
         tables=[table, default_vs_tuned(inp, loaded), seed and seed[0], gpu and gpu[0]],

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..losses.registry import method_row, track_variants
 from ..params.finetune import REFERENCE_ROWS as BASELINE_ROWS
-from . import Cell, Inputs, Plot, Section, Table, TrackSection, style
+from . import Cell, Inputs, Plot, Section, Table, style
 from ..evaluation.stats import baseline_p
 
 #: The frozen encoder's row (the reference rows are the variant table's, BASELINE_ROWS).
@@ -42,23 +42,30 @@ def _cell(st: dict) -> Cell:
                 source="mean over seeds, bootstrap CI over items and seeds")
 
 
+def _best(d: dict, rows: list[str], metric: str) -> str:
+    """The trained row (no baseline) with the best validation ``metric`` (chosen on
+    validation, not on test; ties broken by split a's mean)."""
+    val, ta = d.get("validation", {}), d["tables"]["a"][metric]
+    return max((r for r in rows if r not in BASELINE_ROWS), key=lambda r: (val.get(r, 0.0), ta[r]["mean"]))
+
+
 def best_trained(summary: dict) -> str:
-    """The trained row a headline reports: the best validation kNN@5 problem x tier purity
-    (chosen on validation, not on test; ties broken by split a's mean)."""
-    ta = summary["tables"]["a"]["knn5_pxt"]
-    val = summary.get("validation", {})
-    trained = [v for v in summary["variants"] if v not in BASELINE_ROWS]
-    return max(trained, key=lambda v: (val.get(v, 0.0), ta[v]["mean"]))
+    """The trained row a headline reports: the best validation kNN@5 problem x tier purity."""
+    return _best(summary, summary["variants"], "knn5_pxt")
+
+
+def _stats_table(title: str, t: dict, cols: list[str], heads: dict, rows: list[str], label) -> Table:
+    """One split's table: a row per name (``label(name)``), a cell per column."""
+    return Table(title, ["variant", *[heads[c] for c in cols]],
+                 [[label(r), *[_cell(t[c][r]) for c in cols]] for r in rows], note=_tests_note(t, cols))
 
 
 def _split_table(summary: dict, split: str, title: str) -> Table:
     """One split's table: every row, the columns of :data:`COLUMNS` present in ``summary``."""
-    t = summary["tables"][split]
+    t, rows = summary["tables"][split], summary["variants"]
     cols = [c for c in COLUMNS[split] if c in t]
-    rows = [[TITLES.get(v, v), *[_cell(t[c][v]) for c in cols]] for v in summary["variants"]]
-    n = t[cols[0]][summary["variants"][0]]["n_items"]
-    return Table(f"{title} ({n} queries)", ["variant", *[HEADS[c] for c in cols]], rows,
-                 note=_tests_note(t, cols))
+    return _stats_table(f"{title} ({t[cols[0]][rows[0]]['n_items']} queries)", t, cols, HEADS, rows,
+                        lambda v: TITLES.get(v, v))
 
 
 def _tests_note(t: dict, cols: list[str]) -> str:
@@ -81,11 +88,8 @@ def _tier_title(name: str, tier: dict) -> str:
 
 def best_tier_row(tier: dict) -> str:
     """The trained row the tier headline reports: the best validation within-problem
-    same-tier AUC (chosen on validation; ties broken by split a's mean)."""
-    val = tier.get("validation", {})
-    ta = tier["tables"]["a"]["wp_auc"]
-    trained = [r for r in tier["rows"] if r not in BASELINE_ROWS and r not in tier["references"]]
-    return max(trained, key=lambda r: (val.get(r, 0.0), ta[r]["mean"]))
+    same-tier AUC."""
+    return _best(tier, [r for r in tier["rows"] if r not in tier["references"]], "wp_auc")
 
 
 def tier_headline(tier: dict) -> str:
@@ -136,12 +140,10 @@ def _tier_table(summary: dict, split: str, title: str) -> Table:
     """One split's within-problem tier table: every row plus the tier-blind reference and the
     ceiling; kNN@5 problem x tier as the secondary column."""
     tier = summary["tier"]
-    t = tier["tables"][split]
+    t, rows = tier["tables"][split], tier["rows"]
     cols = [c for c in TIER_HEADS if c in t]
-    rows = [[_tier_title(r, tier), *[_cell(t[c][r]) for c in cols]] for r in tier["rows"]]
-    n = {c: t[c][tier["rows"][0]]["n_items"] for c in cols}
-    return Table(f"{title} (queries: " + ", ".join(f"{n[c]} {TIER_HEADS[c].split(' (')[0]}" for c in cols) + ")",
-                 ["variant", *[TIER_HEADS[c] for c in cols]], rows, note=_tests_note(t, cols))
+    n = ", ".join(f"{t[c][rows[0]]['n_items']} {TIER_HEADS[c].split(' (')[0]}" for c in cols)
+    return _stats_table(f"{title} (queries: {n})", t, cols, TIER_HEADS, rows, lambda r: _tier_title(r, tier))
 
 
 def headline(summary: dict, layers) -> str:
@@ -380,7 +382,7 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
     tier = "tier" in summary
     gpu = inp.metrics / "finetune_gpu" / "summary.json"
     g = json.loads(gpu.read_text()) if gpu.exists() else None
-    return TrackSection(
+    return Section(
         "finetune", "Fine-tuning the code encoder (HumanEval problem x tier)",
         headline=headline(summary, _layers(inp.root)), comparison=_comparison(summary),
         notes=[_data_note(inp, summary, tuned is not None), tier and _tier_note(summary["tier"]),

@@ -1,24 +1,11 @@
 """Graph self-supervised track section of the comparison report (Cora, public split).
 
-Reads what the graph stages write and builds the section:
-
-- the headline: the best contrastive variant against the strongest baseline (paired p-value,
-  says plainly when a baseline wins or ties), and the 95% Model Confidence Set;
-- the main table: every tuned variant and every baseline (raw features, SGC, untrained GCN)
-  as competing rows: linear-probe test accuracy (mean over the final seeds, 95% CI by a
-  bias-corrected bootstrap over seeds and test nodes), P(best), membership of the 95% Model
-  Confidence Set (Hansen, Lunde & Nason 2011; selection-aware "tied for best"), the
-  difference to the strongest baseline with its Holm-corrected paired p-value and a mark when
-  significantly above or below it, and the chosen hyperparameters; published public-split
-  references in italics (not candidates);
-- default vs tuned: each loss's declared configuration and its tuned choice, validation and
-  test accuracy side by side;
-- the loss-batch ablation (all nodes vs ``graph.train.batch_nodes``, paired on the seeds);
-- the tuning budget and outcome per variant;
-- figures: accuracies with CIs, tuning histories, training losses, PCA of the embeddings.
-
-Statistics: :mod:`contrastlab.evaluation.stats` on the per-node predictions
-``reports/data/graph/<variant>_test_pred.csv`` (paired on test nodes and seeds).
+Reads what the graph stages write (metrics, per-node test predictions, tuned choices, curves)
+and fills the section: the headline (the best contrastive variant against the strongest
+baseline and the 95% Model Confidence Set), the main table (every tuned variant, baseline and
+supervised reference as rows, published public-split results in italics), the supervised
+references, default vs tuned, the loss-batch ablation, the tuning budget, and the figures.
+Each caption says how its numbers were made.
 
 Modules: :mod:`.graph_stats` (the paired statistics; the feature baselines, rows of the variant
 table), :mod:`.graph_text` (headline and the smaller tables), :mod:`.graph_figures`; this
@@ -31,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..evaluation.stats import baseline_p
-from . import Cell, Inputs, Plot, Section, Table, TrackSection, load_params_of, params_titles
+from . import Cell, Inputs, Plot, Section, Table, load_params_of, params_titles
 from .graph_figures import _bar_figure, _curve_figure, _pca_figure, _tuning_figure
 from .graph_stats import (_ALPHA, _DETERMINISTIC, BASELINES, SHORT_BASELINES, _read_json, _resolution,
                           default_vs_tuned, graph_statistics, loss_vs_supervised, supervised_rows)
@@ -144,7 +131,7 @@ def _main_note(st: dict, params) -> str:
 
 def _main_table(inp: Inputs, g: dict, digits: int) -> Table:
     """Every tuned variant and baseline as competing rows, then the references."""
-    st, params, titles, ds = g["st"], g["params"], g["titles"], _dataset(g)
+    st, params, titles, ds = g["st"], g["params"], g["titles"], g["ds"]
     rows = [[titles.get(n, n), *_stat_cells(st, n, digits), g["metrics"][n].get("n_seeds", "-"),
              _hp((g["tuned"][n] or {}).get("params")), _cite(n, params.graph.variants[n].loss)]
             for n in g["names"]]
@@ -154,10 +141,6 @@ def _main_table(inp: Inputs, g: dict, digits: int) -> Table:
         ["variant", "test acc", "95% CI", "P(best)", "in 95% MCS",
          f"Δ vs {BASELINES.get(st['baseline'], 'baseline')} (p, Holm)", "vs baseline", "seeds",
          "chosen hyperparameters (on validation)", "source"], rows, note=_main_note(st, params))
-
-
-def _dataset(g: dict) -> str:
-    return g["params"].graph.dataset
 
 
 def _tuning_table(g: dict, digits: int) -> Table:
@@ -185,7 +168,7 @@ def _tuning_table(g: dict, digits: int) -> Table:
 
 def _plots(inp: Inputs, g: dict) -> list[Plot]:
     """The graph section's figures, in order."""
-    st, names, titles, ds = g["st"], g["names"], g["titles"], _dataset(g)
+    st, names, titles, ds = g["st"], g["names"], g["titles"], g["ds"]
     return [
         Plot(f"{ds} probe accuracy with 95% CIs", "graph_probe_accuracy.png",
              "Tuned variants and baselines through the same probe; dashed "
@@ -216,7 +199,7 @@ def _load(inp: Inputs, params) -> dict | None:
     st = graph_statistics(inp, names)
     if st is None:
         return None
-    return {"params": params, "st": st, "titles": titles,
+    return {"params": params, "ds": params.graph.dataset, "st": st, "titles": titles,
             "metrics": {v: _read_json(mdir / f"{v}.json") for v in variants},
             "tuned": {n: _read_json(inp.tuned / "graph" / f"{n}.json") for n in names},
             "names": sorted(names, key=lambda n: -st["stats"][n]["mean"]),
@@ -244,11 +227,11 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3, param
     ref_tests = loss_vs_supervised(inp, names, list(refs))
     ft_tests = loss_vs_supervised(inp, list(fts), list(refs), sub="supervised")
     headline = _headline(st, names, st["baseline"], 0.842, digits, st["n_seeds"], st["n_test"],
-                         _dataset(g), tuning=tuning, refs=refs, ref_tests=ref_tests,
+                         g["ds"], tuning=tuning, refs=refs, ref_tests=ref_tests,
                          titles=titles, fts=fts, ft_tests=ft_tests)
-    return TrackSection(
-        "graph", f"Graph self-supervised learning on {_dataset(g)}", headline=headline,
-        comparison=_comparison(st, names, g["params"], _dataset(g), titles),
+    return Section(
+        "graph", f"Graph self-supervised learning on {g['ds']}", headline=headline,
+        comparison=_comparison(st, names, g["params"], g["ds"], titles),
         tables=[_main_table(inp, g, digits),
                 _supervised_table(refs, names, ref_tests, digits, titles, fts, ft_tests),
                 _default_table(inp, names, g["tuned"], g["metrics"], digits, tuning, titles),

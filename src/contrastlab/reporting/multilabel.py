@@ -1,27 +1,15 @@
 """Multi-label track section of the comparison report.
 
 Reads ``reports/metrics/multilabel/<dataset>_<variant>.json`` and the bootstrap replicates
-``reports/metrics/multilabel/reps/<dataset>_<variant>.npz`` (written by
-``train_multilabel@<dataset>-<variant>``), the curves ``reports/plots/multilabel/*.csv``, the
-tuned choices ``reports/tuned/multilabel/*.json`` and ``reports/data/multilabel/*``.
-
-Per data set, a table in the format of the Sim-Dis paper's Table 1 (rows: the contrastive
-variants, the exploratory hybrids, and the baselines: BCE-trained MLP, binary-relevance
-logistic regression, ExtraTrees, RandomForest, kNN; columns micro- and macro-F1 at threshold
-0.5, the same at the global threshold chosen on validation, mAP, and the probability of being
-the best on mAP), each cell ``mean [95% CI]`` in %: mean over seeds, bias-corrected (BC) percentile
-CI of the stratified bootstrap over seeds and each label's positive
-and negative test rows (``stratified_metric_reps``; ``contrastlab.evaluation.stats.summarize``).
-Every row, baselines included, competes for "best": bold = in the 95% Model Confidence Set
-(Hansen, Lunde & Nason 2011: "tied for best", selection-aware); ``↑`` / ``↓`` = significantly
-better / worse than the strongest baseline (the baseline row with the highest validation mAP;
-paired bootstrap, Holm). Then the Table 4 ablation (ANY / Sim only / Dis only / Sim-Dis), the
-Friedman test with the Nemenyi critical-difference diagram of average ranks across data sets
-(Demsar 2006), once on mAP and once on macro-F1 at the validation threshold (two families,
-the same protocol), over distinct methods: a variant the variant table declares an alias of
-another (``alias_of``: Sim-Dis Eq. 13 = ANY, the same gradient) is not a row of its own, its
-target's row names it. Then the tuned choices, curves (training loss and validation mAP per
-check) and the paper's own numbers.
+``reports/metrics/multilabel/reps/<dataset>_<variant>.npz`` (``train_multilabel@<dataset>-<variant>``),
+the curves ``reports/plots/multilabel/*.csv``, the tuned choices ``reports/tuned/multilabel/*.json``
+and ``reports/data/multilabel/*``, and fills the section: per data set a table in the format of
+the Sim-Dis paper's Table 1 (every row, baselines included, competes for best: the Model
+Confidence Set, P(best), the paired test against the strongest baseline), the Table 4 ablation,
+the Friedman test with the Nemenyi critical-difference diagram on mAP and on macro-F1 at the
+validation threshold (over distinct methods: an ``alias_of`` variant is its target's row), the
+tuned choices, default vs tuned, the presets' tables, curves and the paper's own numbers.
+Each caption says how its numbers were made.
 
 Modules: :mod:`.multilabel_rows` (the rows and labels, from the variant table and the params),
 :mod:`.multilabel_stats` (metrics, statistics, cells, Friedman, default vs tuned),
@@ -34,22 +22,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import Inputs, Plot, Section, Table, TrackSection, load_params_of
+from . import Inputs, Plot, Section, Table, load_params_of
 from . import coverage_rule as rule
 from .multilabel_figures import _curve_figure, _weights_figure
 from .multilabel_headline import F1_KEY, F1_LABEL, headline
-from .multilabel_rows import (_TABLE, ALIASES, BASELINES, CONTRASTIVE, CONTRASTIVE_BASE, HYBRID_ROWS, METRICS,
-                              PAPER_TABLE1, PAPER_TABLE4, ROWS, SHORT, TABLE1_ROWS, TITLES, Rows, _paper_name,
-                              _tuned, rows_for, short)
-from .multilabel_stats import (NO_CI_MARK, NO_CI_NOTE, NO_COVER_NOTE, _cell, _frequent_k, _frequent_note,
-                               _resolution, uncovered_keys,
+from .multilabel_rows import (_TABLE, ALIASES, BASELINES, CONTRASTIVE, HYBRID_ROWS, METRICS, PAPER_TABLE1,
+                              PAPER_TABLE4, ROWS, TABLE1_ROWS, TITLES, Rows, _paper_name, _tuned, rows_for, short)
+from .multilabel_stats import (NO_CI_NOTE, NO_COVER_NOTE, _cell, _frequent_k, _frequent_note, _resolution,
                                dataset_stats, default_vs_tuned, friedman_family, load_metrics, load_reps,
-                               strongest_baseline, table_stats, trial0_values)
+                               table_stats, trial0_values, uncovered_keys)
 
 __all__ = ["build_section", "load_metrics", "load_reps", "dataset_stats", "headline", "default_vs_tuned",
-           "PAPER_TABLE1", "PAPER_TABLE4", "Rows", "rows_for", "ROWS", "ALIASES", "BASELINES", "HYBRID_ROWS",
-           "TITLES", "SHORT", "TABLE1_ROWS", "CONTRASTIVE", "CONTRASTIVE_BASE", "METRICS", "short",
-           "table_stats", "strongest_baseline", "friedman_family", "trial0_values", "NO_CI_MARK", "NO_CI_NOTE"]
+           "Rows", "rows_for", "ROWS", "ALIASES", "TITLES", "TABLE1_ROWS", "CONTRASTIVE", "short",
+           "table_stats", "friedman_family", "trial0_values"]
 
 
 def _comparison(stats: dict[str, dict], uncovered: dict[str, set[str]], lead: list, rows: Rows):
@@ -334,7 +319,7 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
     notes, figs, tabs, (fr, fr_f1) = _friedman(g, Path(figures_dir))
     cd_map = [f for f in figs if f.path.name == "multilabel_cd_map.png"]
     dvt = default_vs_tuned(g["mdir"], g["tdir"], g["rowset"], cov)
-    return TrackSection(
+    return Section(
         "multilabel", "Multi-label supervised contrastive learning",
         headline=headline(g["runs"], g["stats"], fr, fr_f1, g["rowset"]) + _tuning_sentence(dvt, g["runs"]),
         comparison=_comparison(g["stats"], g["uncovered"], cd_map, g["rowset"]),
