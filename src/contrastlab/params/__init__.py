@@ -30,6 +30,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,9 @@ def _format_errors(path: Path, err: ValidationError) -> str:
         text = str((e.get("ctx") or {}).get("error", ""))
         if e["type"] == "value_error" and text.startswith(key + "."):
             lines.append(f"  - {text}")  # the message names the key's full path itself
+            continue
+        if e["type"] == "value_error" and re.match(r"[A-Za-z_][\w-]*(\.[\w-]+)+: ", text):
+            lines.append(f"  - {key}.{text}")  # a path below the key (an inherited search space)
             continue
         got = e.get("input")
         got_s = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
