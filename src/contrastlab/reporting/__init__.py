@@ -57,6 +57,11 @@ def load_params_of(root: Path):
     return load_params(pfile if pfile.exists() else repo_root() / "params.yaml")
 
 
+def log_span(values: Sequence[float]) -> str:
+    """``1e-4..1e3``: the decades of a log grid's ends (a caption's view of a params grid)."""
+    return "..".join(f"1e{round(math.log10(v))}" for v in (min(values), max(values)))
+
+
 def params_titles(params, track: str, names: Sequence[str] = ()) -> dict[str, str]:
     """``{variant: row label}`` of a track from loaded params (``None``: no params), in
     params order, from the registry.

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..evaluation.stats import baseline_p
-from . import Cell, Inputs, Plot, Section, Table, load_params_of, params_titles
+from . import Cell, Inputs, Plot, Section, Table, load_params_of, log_span, params_titles
 from .graph_figures import _bar_figure, _curve_figure, _pca_figure, _tuning_figure
 from .graph_stats import (_ALPHA, _DETERMINISTIC, BASELINES, SHORT_BASELINES, _read_json, _resolution,
                           default_vs_tuned, graph_statistics, loss_vs_supervised, supervised_rows)
@@ -119,7 +119,7 @@ def _main_note(st: dict, params) -> str:
             f"baseline with the highest {st['baseline_by']} accuracy) with the paired "
             "bootstrap p-value, Holm-corrected over the rows; ▲ / ▼: significantly better / "
             f"worse at alpha {_ALPHA}, n.s.: neither. Probe: logistic regression, C from a "
-            "log grid 1e-4..1e3 chosen on the 500 validation nodes and interior to the grid "
+            f"log grid {log_span(params.graph.probe.c_grid)} chosen on the 500 validation nodes and interior to the grid "
             "(graph.probe.edge). Baselines use the same probe; deterministic ones (raw "
             "features, SGC) are one run, repeated across seeds in the paired tests; their K "
             "(SGC), C and input normalisation are chosen on validation. Every variant: the "

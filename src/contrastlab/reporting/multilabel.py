@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import Inputs, Plot, Section, Table, load_params_of
+from . import Inputs, Plot, Section, Table, load_params_of, log_span
 from . import coverage_rule as rule
 from .multilabel_figures import _curve_figure, _weights_figure
 from .multilabel_headline import F1_KEY, F1_LABEL, headline
@@ -66,16 +66,18 @@ def _fmt(x) -> str:
     return f"{x:.3g}" if isinstance(x, float) else str(x)
 
 
-def _protocol_note(runs: dict, rowset: Rows) -> str:
+def _protocol_note(g: dict) -> str:
     """The protocol paragraph: splits, views, encoder, probe, baselines, hybrids, seeds, cells."""
+    runs, rowset = g["runs"], g["rowset"]
     n_seeds = sorted({m.get("n_seeds") for r in runs.values() for m in r.values()})
     return (
         "Protocol (docs/multilabel.md): a validation split carved from each training set by iterative "
         "stratification; two feature-masked views per row (MulSupCon's vector-data recipe), MLP encoder + "
         "projection head trained with each loss (optional memory queue), early stopping on validation mAP, "
         "then a linear logistic layer fitted to convergence (L-BFGS) on the frozen encoder. Baselines: the "
-        "same MLP trained end to end with BCE; binary-relevance logistic regression (C on a 1e-4..1e3 log "
-        "grid chosen on validation, the grid extended past an edge); scikit-learn ExtraTrees and "
+        "same MLP trained end to end with BCE; binary-relevance logistic regression (C on a "
+        f"{log_span(g['params'].multilabel.train.logreg_c)} log grid chosen on validation, the grid "
+        "extended past an edge); scikit-learn ExtraTrees and "
         "RandomForest (500 trees, native multi-output); HistGradientBoosting (one scikit-learn "
         "HistGradientBoostingClassifier per label, early stopping on 10% of its training rows); a kNN scorer (mean label vector of the k nearest "
         "training rows). Hybrids (exploratory): the encoder of the " + rowset.short(rowset.base) + " rows with "
@@ -85,7 +87,7 @@ def _protocol_note(runs: dict, rowset: Rows) -> str:
         "standing for every seed in the bootstrap). Cells: test mean [95% CI] in %; CI = bias-corrected "
         "(BC) percentile interval (Efron & Tibshirani 1993, Sec. 14.3) of a "
         "stratified bootstrap: seeds and, per label, its positive and negative test rows resampled "
-        "(1000 draws shared by all rows of a table, so differences are paired), the seed x row "
+        f"({g.get('n_draws', 'the stored')} draws shared by all rows of a table, so differences are paired), the seed x row "
         "interaction counted once (crossed effects, Owen 2007). "
         "'@0.5' = F1 at threshold 0.5; '@val-t' = F1 at one global threshold per model chosen on validation "
         "(the threshold in 0.05..0.95 maximising the mean of validation micro- and macro-F1). "
@@ -127,6 +129,8 @@ def _dataset_stats(g: dict, ds: str, r: dict, cov) -> dict:
 
     rowset = g["rowset"]
     reps = load_reps(g["mdir"] / "reps", ds, list(r))
+    if reps:
+        g.setdefault("n_draws", len(next(iter(next(iter(reps.values())).values()))))
     g["k_freq"][ds] = _frequent_k(g["inp"].metrics / "coverage.json", ds, r, reps)
     g["uncovered"][ds] = uncovered_keys(cov, ds)
     st = table_stats(r, reps, rowset)
@@ -323,7 +327,7 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
         "multilabel", "Multi-label supervised contrastive learning",
         headline=headline(g["runs"], g["stats"], fr, fr_f1, g["rowset"]) + _tuning_sentence(dvt, g["runs"]),
         comparison=_comparison(g["stats"], g["uncovered"], cd_map, g["rowset"]),
-        notes=[_protocol_note(g["runs"], g["rowset"]), NO_CI_NOTE, _SIMDIS_NOTE, *notes],
+        notes=[_protocol_note(g), NO_CI_NOTE, _SIMDIS_NOTE, *notes],
         tables=[_datasets_table(g), *tables, *tabs, _ablation_table(g), _tuned_table(g),
                 dvt, *preset_tables(inp.metrics, inp.root), *_paper_tables()],
         figures=[*plots, *figs]).build(figures_dir)
