@@ -149,6 +149,88 @@ def code_shapes(root: Path) -> dict[str, dict]:
     return out
 
 
+def sim_empirical_delta(rng: np.random.Generator, *, diff: np.ndarray, clusters: np.ndarray,
+                        n_resamples: int = 1000, crossed: bool = False):
+    """One replication of the paired difference's interval where the models really are: the
+    committed per-item differences ``diff`` (``[S, I]``, one row per training seed of the
+    contrastive row; the baseline is deterministic) are the population (truth: their mean),
+    a new test set is drawn from it by its clusters (with replacement, each draw a cluster of
+    its own), and the report's procedure (:func:`contrastlab.evaluation.stats.resample_counts`
+    draws, bootstrap of the mean, BC interval) is run on it. The seeds are the population's
+    own (no new training seeds are drawn).
+
+    Returns:
+        ``(truth, estimate, low, high)``."""
+    from contrastlab.evaluation.stats import bias_corrected_interval, bootstrap_per_item, resample_counts
+    from contrastlab.evaluation.stats_crossed import bootstrap_per_item_crossed
+
+    if clusters is None:  # independent items (graph nodes): the table resamples items
+        idx, new_g = rng.integers(0, diff.shape[1], diff.shape[1]), None
+    else:
+        groups = np.unique(clusters, return_inverse=True)[1]
+        members = [np.flatnonzero(groups == g) for g in range(groups.max() + 1)]
+        pick = rng.integers(0, len(members), len(members))
+        idx = np.concatenate([members[g] for g in pick])
+        new_g = np.concatenate([np.full(len(members[g]), j) for j, g in enumerate(pick)])
+    x = diff[:, idx]
+    draws = resample_counts(x.shape[0], x.shape[1], clusters=new_g, n_resamples=n_resamples,
+                            seed=int(rng.integers(2**31)))
+    point, reps = (bootstrap_per_item_crossed if crossed else bootstrap_per_item)({"d": x}, draws=draws)
+    lo, hi = bias_corrected_interval(point["d"], reps["d"])
+    return float(diff.mean()), point["d"], lo, hi
+
+
+def answer_deltas(root: Path) -> dict[str, dict]:
+    """The README answer's paired differences with per-item data (``reports/summary.json``
+    ``answer``): ``{"code": ..., "code_secondary": ..., "graph": ...}``, each ``{"diff": [S, I]
+    best row - strongest baseline, "clusters": [I], "rows": (best, baseline)}``. Code: Rank@10
+    hits per test signature, clustered by repository (reports/data/<code, code_biencoder_gpu>/);
+    graph: correct test nodes (reports/data/graph/), no clusters (``None``); fine-tuning (with
+    ``data/finetune/humaneval/variants.parquet``, stage ``finetune_data``): the tier metric's
+    per-query values less the fixed tier-blind value, clustered by problem, crossed replicates."""
+    import pandas as pd
+
+    ans = json.loads((root / "reports" / "summary.json").read_text()).get("answer", {})
+    out = {}
+    for key, entry, folder in (("code", ans.get("code"), "code"),
+                               ("code_secondary", (ans.get("code") or {}).get("secondary"), "code_biencoder_gpu")):
+        if not entry:
+            continue
+        d = root / "reports" / "data" / folder
+        a = pd.read_csv(d / f"{entry['best_loss']}_ranks.csv").sort_values(["seed", "id"])
+        b = pd.read_csv(d / "baselines_ranks.csv")
+        b = b[b["baseline"] == entry["strongest_baseline"]].sort_values("id")
+        hits = np.stack([(g["rank"].to_numpy() <= 10) for _, g in a.groupby("seed")]).astype(float)
+        first = a[a["seed"] == a["seed"].min()]
+        if not (first["id"].to_numpy() == b["id"].to_numpy()).all():
+            raise SystemExit(f"{key}: the rows' test queries differ")
+        out[key] = {"diff": hits - (b["rank"].to_numpy() <= 10)[None].astype(float),
+                    "clusters": first["repo"].to_numpy(), "rows": (entry["best_loss"], entry["strongest_baseline"])}
+    f, ft_data = ans.get("finetune"), root / "data" / "finetune" / "humaneval" / "variants.parquet"
+    if f and ft_data.exists():  # the tier metric against the fixed tier-blind value: the row's own interval
+        df = pd.read_parquet(ft_data)
+        with np.load(root / "reports" / "metrics" / "finetune" / "tier_items.npz") as z:
+            arrs = {k: z[k] for k in z.files if k.startswith(f"{f['best_loss']}/")}
+        for k, x in arrs.items():  # the split and metric whose mean the answer reports
+            keep = ~np.isnan(x).any(0)
+            split = k.split("/")[1]
+            if split in ("a", "b") and abs(float(x[:, keep].mean()) - f["best_loss_value"]) < 1e-6:
+                probs = df.loc[df["split"] == f"test_{split}", "problem"].astype(str).to_numpy()
+                out["finetune"] = {"diff": x[:, keep] - f["baseline_value"], "clusters": probs[keep],
+                                   "rows": (f["best_loss"], f["strongest_baseline"]), "crossed": True}
+    g = ans.get("graph")
+    if g:
+        d = root / "reports" / "data" / "graph"
+        a = pd.read_csv(d / f"{g['best_loss']}_test_pred.csv").sort_values("node")
+        b = pd.read_csv(d / "baselines_test_pred.csv").sort_values("node")
+        y = a["y"].to_numpy()
+        seeds = [c for c in a.columns if c.startswith("seed_")]
+        out["graph"] = {"diff": np.stack([(a[c].to_numpy() == y) for c in seeds]).astype(float)
+                        - (b[g["strongest_baseline"]].to_numpy() == y)[None].astype(float),
+                        "clusters": None, "rows": (g["best_loss"], g["strongest_baseline"])}
+    return out
+
+
 def multilabel_shape(data_dir: Path, metrics_dir: Path, ds: str) -> dict:
     """Test size, the prevalences of labels with a test positive, and the target mAP
     (``data_dir/<ds>/data.safetensors``; the final runs ``metrics_dir/<ds>_*.json``)."""
@@ -203,6 +285,9 @@ def markdown_table(detail: dict) -> str:
                      f"{st['seeds']} seeds, {st['draws']} draws")
         elif "groups" in st:
             shape = f"{st['queries']} queries in {st['groups']} groups, {st['seeds']} seeds, {st['draws']} draws"
+        elif "items" in st:  # delta/<track>: an empirical population
+            shape = (f"{st['items']} items" + (f" in {st['clusters']} clusters" if st["clusters"] else "")
+                     + f", {st['seeds']} seeds, {st['draws']} draws (empirical)")
         elif "problems" in st:
             shape = f"{st['queries']} queries in {st['problems']} problems, {st['seeds']} seeds, {st['draws']} draws"
         else:
@@ -252,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     detail_path = args.json.with_name("coverage_detail.json")
     detail = json.loads(detail_path.read_text()) if detail_path.exists() and args.only else {}
     want = lambda name: args.only is None or name in args.only  # noqa: E731
-    for group in ("code", "finetune"):  # a rerun group replaces all of its entries (--keep: adds)
+    for group in ("code", "finetune", "delta"):  # a rerun group replaces all of its entries (--keep: adds)
         if want(group) and not args.keep:
             for k in [k for k in detail if k.startswith(group + "/")]:
                 del detail[k]
@@ -346,6 +431,14 @@ def main(argv: list[str] | None = None) -> int:
                             "seed_sd_logit": m["tau"], "replicates": "crossed"},
                 sizes=sizes.tolist(), n_seeds=3, link=link, sigma=1.0, tau=m["tau"], sd_item=sd_item,
                 binary=m["binary"], n_resamples=args.draws, crossed=True)
+    if want("delta"):  # the README answer's differences, at the committed per-item data
+        for key, e in answer_deltas(ROOT).items():
+            run(f"delta/{key}", {key: "value"}, sim_empirical_delta, args.reps,
+                {"rows": list(e["rows"]), "seeds": int(e["diff"].shape[0]), "items": int(e["diff"].shape[1]),
+                 "clusters": None if e["clusters"] is None else int(len(np.unique(e["clusters"]))),
+                 "draws": args.draws,
+                 "population": "the committed per-item differences (empirical), test sets redrawn by cluster"},
+                diff=e["diff"], clusters=e["clusters"], n_resamples=args.draws, crossed=e.get("crossed", False))
     # per multi-label set, the report's k: the smallest whose mAP interval covers >= LO there
     k_report: dict[str, int | None] = {}
     for ds in ml_sets:
