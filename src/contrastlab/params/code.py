@@ -10,12 +10,12 @@ presets/code-seed-scale.yaml`` applies it (see docs/code.md).
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .biencoder import BiencoderParams
-from ..tuning import SearchDim, TuneParams
+from ..tuning import SearchDim, SeedTrialTune
 
 #: Distributions the project's own install brings (pure Python), used as repositories offline.
 DEFAULT_DISTRIBUTIONS: list[str] = [
@@ -315,7 +315,7 @@ class BaselineParams(BaseModel):
         return v
 
 
-class CodeTune(TuneParams):
+class CodeTune(SeedTrialTune):
     """``code.tune``: the equal budget of every variant (Musgrave et al., 2020): ``trials``
     finished trials, each training every seed of ``seeds`` (disjoint from ``train.seeds``, so
     the final runs are not the tuned runs) for at most ``epochs`` epochs; the objective is the
@@ -325,23 +325,12 @@ class CodeTune(TuneParams):
                         description="Finished trials per variant: the same for every loss.")
     startup_trials: int = Field(5, ge=1, le=10_000,
                                 description="Random trials before TPE models the space.")
-    seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(
-        default_factory=lambda: [100, 101, 102], min_length=1, max_length=100,
-        description="training seeds of every trial")
-    max_resource: Union[int, Literal["auto"]] = 3  # one report per training seed
     epochs: int = Field(30, ge=1, description="epoch cap of one trial's training run")
     search: dict[str, SearchDim] = Field(
         default_factory=lambda: {"lr": SearchDim(type="float", low=1e-4, high=3e-3, log=True)},
         description="The default search space of every variant: a variant without search "
         "inherits it; a variant's own search is merged per key over it (resolved into "
         "variants.<name>.search on load).")
-
-    @field_validator("seeds")
-    @classmethod
-    def _distinct(cls, v: list[int]) -> list[int]:
-        if len(set(v)) != len(v):
-            raise ValueError(f"seeds must be distinct, got {v}")
-        return v
 
 
 class EvalParams(BaseModel):

@@ -17,7 +17,7 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..losses.registry import role, track_variants
-from ..tuning import SearchDim, TuneParams
+from ..tuning import SearchDim, SeedTrialTune
 
 _ROWS = track_variants("finetune")  # the variant table's fine-tuning rows, in file order
 #: Rows of the track that are not fine-tuning variants (stage ``finetune_baseline``): the
@@ -78,7 +78,7 @@ def _default_search() -> dict[str, SearchDim]:
             "lr_head": SearchDim(type="float", low=1e-4, high=1e-2, log=True)}
 
 
-class FinetuneTune(TuneParams):
+class FinetuneTune(SeedTrialTune):
     """``finetune.tune``: the shared protocol (:mod:`contrastlab.tuning`; Musgrave et al.
     2020): every trained row (the losses, BCE and the frozen + head baseline) gets ``trials``
     finished trials of the same ``search`` space (minus what the row does not use: BCE has no
@@ -92,19 +92,8 @@ class FinetuneTune(TuneParams):
         "trial costs ~4.3 CPU-minutes; the other tracks' 20 fit a GPU)."))
     startup_trials: int = Field(4, ge=1, le=10_000,
                                 description="Random trials before TPE models the space.")
-    seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(
-        default_factory=lambda: [100, 101, 102], min_length=1, max_length=100,
-        description="training seeds of every trial")
-    max_resource: Union[int, Literal["auto"]] = 3  # one report per training seed
     search: dict[str, SearchDim] = Field(default_factory=_default_search, description=(
         f"Search space over {', '.join(TUNABLE)}."))
-
-    @field_validator("seeds")
-    @classmethod
-    def _distinct(cls, v: list[int]) -> list[int]:
-        if len(set(v)) != len(v):
-            raise ValueError(f"seeds must be distinct, got {v}")
-        return v
 
     @field_validator("search")
     @classmethod

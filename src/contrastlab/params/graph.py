@@ -45,12 +45,12 @@ from __future__ import annotations
 
 
 import re
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..losses.registry import resolve_variant
-from ..tuning import SearchDim, TuneParams
+from ..tuning import SearchDim, SeedTrialTune, distinct_seeds
 
 Rate = Annotated[float, Field(ge=0.0, lt=1.0)]
 #: Nodes of each public Planetoid graph (``contrastlab.data.planetoid.PUBLIC_STATS``).
@@ -64,12 +64,6 @@ class _Strict(BaseModel):
 Seed = Annotated[int, Field(ge=0, lt=2**63)]
 
 
-def _distinct(v: list[int]) -> list[int]:
-    if len(set(v)) != len(v):
-        raise ValueError(f"seeds must be distinct, got {v}")
-    return v
-
-
 #: The shipped ``graph.tune.search``: the space every variant shares (name -> SearchDim fields).
 DEFAULT_SEARCH: dict[str, dict] = {
     "temperature": {"type": "float", "low": 0.05, "high": 1.0, "log": True},
@@ -79,7 +73,7 @@ DEFAULT_SEARCH: dict[str, dict] = {
 }
 
 
-class GraphTune(TuneParams):
+class GraphTune(SeedTrialTune):
     """``graph.tune``: the equal search budget (trials per variant) and the training seeds of
     each trial (disjoint from the final seeds, so the final runs are not the tuned runs)."""
 
@@ -87,18 +81,11 @@ class GraphTune(TuneParams):
                         description="Finished trials per variant: the same for every loss.")
     startup_trials: int = Field(4, ge=1, le=10_000,
                                 description="Random trials before TPE models the space.")
-    seeds: list[Seed] = Field(default_factory=lambda: [100, 101, 102], min_length=1, max_length=100)
-    max_resource: Union[int, Literal["auto"]] = 3  # one report per training seed
     search: dict[str, SearchDim] = Field(
         default_factory=lambda: {k: SearchDim(**v) for k, v in DEFAULT_SEARCH.items()},
         description="The default search space of every variant: a variant without search "
         "inherits it; a variant's own search is merged per key over it (GraphParams resolves "
         "it into variants.<name>.search).")
-
-    @field_validator("seeds")
-    @classmethod
-    def _unique(cls, v: list[int]) -> list[int]:
-        return _distinct(v)
 
 
 class GraphFinal(_Strict):
@@ -119,7 +106,7 @@ class GraphFinal(_Strict):
     @field_validator("seeds", "ablation_seeds", "default_seeds")
     @classmethod
     def _unique(cls, v: list[int]) -> list[int]:
-        return _distinct(v)
+        return distinct_seeds(v)
 
 
 class GraphModel(_Strict):

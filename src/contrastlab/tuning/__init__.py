@@ -68,8 +68,9 @@ from __future__ import annotations
 # (journal / RDB, opening a study, the budget's trials), study (run_study), results (history,
 # the tuned-choices JSON).
 from .results import read_tuned, study_history, write_tuned
-from .space import (PROTOCOL, PrunerName, SearchDim, TuneParams, TuneResult, apply_choices,
-                    make_pruner, sampler_seed, space_digest, study_name, suggest, tune_kwargs)
+from .space import (PROTOCOL, PrunerName, SearchDim, SeedTrialTune, TuneParams, TuneResult,
+                    apply_choices, distinct_seeds, make_pruner, sampler_seed,
+                    space_digest, study_name, suggest, tune_kwargs)
 from .storage import GRACE_S, HEARTBEAT_S, MAX_RETRY, rdb_url
 from .storage import _open, _storage  # noqa: F401 - for tests that open a study directly
 from .study import run_study
@@ -77,4 +78,5 @@ from .study import run_study
 __all__ = ["SearchDim", "TuneParams", "TuneResult", "PROTOCOL", "suggest", "study_name",
            "sampler_seed", "make_pruner", "tune_kwargs", "run_study", "study_history",
            "write_tuned", "read_tuned", "apply_choices", "rdb_url", "space_digest",
-           "PrunerName", "HEARTBEAT_S", "GRACE_S", "MAX_RETRY"]
+           "PrunerName", "HEARTBEAT_S", "GRACE_S", "MAX_RETRY", "SeedTrialTune",
+           "distinct_seeds"]

@@ -10,13 +10,13 @@ import math
 import numbers
 import warnings
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Optional, Union
+from typing import Annotated, Any, Literal, Mapping, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["SearchDim", "TuneParams", "TuneResult", "PROTOCOL", "PrunerName", "space_digest",
-           "study_name", "sampler_seed", "make_pruner", "tune_kwargs", "suggest",
-           "apply_choices"]
+__all__ = ["SearchDim", "TuneParams", "SeedTrialTune", "TuneResult", "PROTOCOL", "PrunerName",
+           "space_digest", "study_name", "sampler_seed", "make_pruner", "tune_kwargs", "suggest",
+           "apply_choices", "distinct_seeds"]
 
 #: Version of the protocol in the module docstring; part of every study's name, so studies
 #: run under an earlier protocol (one sampler seed for all variants, no default trial, pruned
@@ -103,6 +103,29 @@ class TuneParams(BaseModel):
             raise ValueError(f"max_resource {self.max_resource} < min_resource "
                              f"{self.min_resource}")
         return self
+
+
+def distinct_seeds(v: list[int]) -> list[int]:
+    """``v`` itself; ``ValueError`` when a seed repeats (a list of training seeds)."""
+    if len(set(v)) != len(v):
+        raise ValueError(f"seeds must be distinct, got {v}")
+    return v
+
+
+class SeedTrialTune(TuneParams):
+    """A ``<track>.tune`` whose trial trains one run per seed of ``seeds`` (distinct) and
+    reports to the pruner after each (the code, graph and fine-tuning tracks)."""
+
+    seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(
+        default_factory=lambda: [100, 101, 102], min_length=1, max_length=100,
+        description="training seeds of every trial")
+    max_resource: Union[int, Literal["auto"]] = 3  # one report per training seed
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, v: list[int]) -> list[int]:
+        return distinct_seeds(v)
+
 
 @dataclass
 class TuneResult:
