@@ -409,10 +409,12 @@ def generated(root: Path) -> tuple[list[dict], dict[str, dict]]:
             if body["y"]:
                 plots.append({pid.format(**fmt): body})
     arts = {}
-    for v, spec in (params["code"].get("variants") or {}).items():
-        loss = (spec or {}).get("loss", v)
-        how = ("from the zero-shot map (residual)" if (spec or {}).get("residual")
-               else "from scratch")
+    from contrastlab.params import load_params
+
+    resolved = load_params(root / "params.yaml").code.variants  # loss: the variant table's
+    for v in params["code"].get("variants") or {}:
+        loss = resolved[v].loss
+        how = ("from the zero-shot map (residual)" if resolved[v].residual else "from scratch")
         arts[f"code-{v.replace('_', '-')}"] = {
             "path": f"data/code/models/{v}", "type": "model",
             "desc": f"SigPredictor checkpoints (one per seed) trained {how} with the {loss} loss",

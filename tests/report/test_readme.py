@@ -52,14 +52,46 @@ def test_every_answer_entry_has_a_row_with_its_numbers():
 
 
 def test_row_states_difference_ci_and_verdict():
-    t = readme.answer_table({"answer": {"graph": _answer()}})
+    cov = {"graph": 0.95}
+    t = readme.answer_table({"answer": {"graph": _answer()}}, cov)
     row = t.splitlines()[2]
     assert "| SGC 81.2 % | MixCo 81.7 % | +0.5 [-1.7, +2.5] | level, not significant" in row
     below = readme.answer_table({"answer": {"graph": _answer(
-        delta=-0.05, delta_low=-0.08, delta_high=-0.02, p=0.001, verdict="below")}})
+        delta=-0.05, delta_low=-0.08, delta_high=-0.02, p=0.001, verdict="below")}}, cov)
     assert "-5.0 [-8.0, -2.0] | below, significantly" in below
     # a verdict that disagrees with the numbers is a different table
-    assert readme.answer_table({"answer": {"graph": _answer(verdict="above")}}) != t
+    assert readme.answer_table({"answer": {"graph": _answer(verdict="above")}}, cov) != t
+
+
+@pytest.mark.parametrize("cov", [None, {}, {"graph": 0.90}, {"graph": 0.99}, {"code": 0.95}])
+def test_an_interval_without_simulated_coverage_in_the_target_is_not_printed(cov):
+    row = readme.answer_table({"answer": {"graph": _answer()}}, cov).splitlines()[2]
+    assert "| +0.5° | level" in row and "[" not in row
+
+
+def test_a_secondary_panel_has_its_own_coverage():
+    a = _answer(secondary={"best_loss_label": "GPU row", "delta": 0.09, "delta_low": 0.05,
+                           "delta_high": 0.12, "panel": "one GPU"})
+    rows = readme.answer_table({"answer": {"graph": a}}, {"graph": 0.95, "graph_secondary": 0.91}
+                               ).splitlines()[2:]
+    assert "[-1.7, +2.5]" in rows[0] and "| +9.0° |" in rows[1]
+
+
+@committed
+def test_every_interval_the_readme_prints_has_simulated_coverage_in_the_target():
+    from contrastlab.reporting.coverage_rule import HI, LO
+
+    summary = json.loads((ROOT / "reports" / "summary.json").read_text())
+    cov = json.loads((ROOT / "reports" / "metrics" / "coverage.json").read_text()).get("delta", {})
+    block = readme.render_block(ROOT / "reports")
+    pairs = [(k, row) for t, a in summary["answer"].items()
+             for k, row in zip([t, f"{t}_secondary"],
+                               readme.answer_table({"answer": {t: a}}, cov).splitlines()[2:])]
+    assert len(pairs) == len(readme.answer_table(summary, cov).splitlines()[2:])
+    for key, row in pairs:
+        assert row in block
+        if re.search(r"\| [+-]\d+\.\d \[", row):  # an interval is printed
+            assert key in cov and LO <= cov[key] <= HI, (key, cov.get(key))
 
 
 def test_check_mode_fails_on_a_stale_readme(tmp_path):

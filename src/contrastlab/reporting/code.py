@@ -293,9 +293,29 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
     table, headline = _table("code", loaded, "Signature -> body retrieval, default corpus "
                              f"(installed distributions, MiniLM layer {layer})", digits, False)
     seed, gpu = _seed_table(inp, digits), _gpu_table(inp, digits)
+    curve = _compute_curve(inp, table.comparison.panels[0].baseline())
     return Section(
         "code", "Code retrieval: signature -> body embedding", headline=headline,
         comparison=_with_gpu_panel(table.comparison, gpu),
-        tables=[table, default_vs_tuned(inp, loaded), seed and seed[0], gpu and gpu[0]],
-        notes=[seed and "Seed-corpus table: " + seed[1], gpu and "GPU bi-encoder table: " + gpu[1]],
-        figures=[f(inp, loaded) for f in FIGURES]).build(figures_dir)
+        tables=[table, default_vs_tuned(inp, loaded), seed and seed[0], gpu and gpu[0], curve and curve[1]],
+        notes=[seed and "Seed-corpus table: " + seed[1], gpu and "GPU bi-encoder table: " + gpu[1],
+               curve and "Compute curve: " + curve[2]],
+        figures=[*(f(inp, loaded) for f in FIGURES), curve and curve[0]]).build(figures_dir)
+
+
+def _compute_curve(inp: Inputs, bm25) -> tuple | None:
+    """``(Plot, Table, finding)`` of the bi-encoder's compute curve
+    (``reports/metrics/code_compute_curve/curve.json``, :mod:`contrastlab.reporting.
+    compute_curve`) against the strongest baseline's test Rank@10 and CI, or ``None``."""
+    import json
+
+    from .compute_curve import curve_finding, curve_plot, curve_table, gpu_points
+
+    f = inp.metrics / "code_compute_curve" / "curve.json"
+    if bm25 is None or bm25.low is None or not f.exists():
+        return None
+    curve = json.loads(f.read_text())
+    runs = inp.metrics / GPU_TABLE / "logs" / "device_runs.json"
+    gpu = gpu_points(json.loads(runs.read_text()) if runs.exists() else None)
+    band = {"value": bm25.estimate, "low": bm25.low, "high": bm25.high, "label": bm25.short}
+    return curve_plot(curve, band, gpu), curve_table(curve), curve_finding(curve, band)

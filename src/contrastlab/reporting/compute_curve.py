@@ -1,0 +1,156 @@
+"""The code track's compute curve: the bi-encoder's test Rank@10 against its training compute
+(``reports/metrics/code_compute_curve/curve.json``, written by ``scripts/compute_curve.py``),
+with the strongest baseline's test Rank@10 and 95 % CI (BM25 today) as a band and the GPU rows
+(every layer trained) beside.
+
+- :func:`curve_points`: the CPU points as rows (budget, choice, numbers), cheapest first;
+- :func:`curve_plot`: the figure (:class:`contrastlab.reporting.Plot`), one panel for CPU
+  minutes and one for GPU minutes;
+- :func:`curve_table`: the table behind the figure;
+- :func:`curve_finding`: one sentence, generated from the points: the least compute at which
+  a CPU point reaches the baseline, or that none does and how far the best one stays below.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+__all__ = ["curve_points", "curve_plot", "curve_table", "curve_finding", "gpu_points"]
+
+
+def curve_points(curve: Mapping[str, Any]) -> list[dict]:
+    """The CPU points of ``curve.json``, cheapest (``total_cpu_min``) first; each with
+    ``label`` (``"<layers> layer(s), <steps> steps, <max_length> tokens"``)."""
+    pts = []
+    for p in curve.get("points", []):
+        lay = _layer_key(p)
+        lay = lay if lay == "every layer" else lay + (" layers" if str(p["layers"]) != "1" else " layer")
+        pts.append({**p, "label": f"{lay}, {p['steps']} steps, {p['max_length']} tokens"})
+    return sorted(pts, key=lambda p: p["total_cpu_min"])
+
+
+def gpu_points(device_runs: Mapping[str, Any] | None) -> list[dict]:
+    """The GPU rows of ``reports/metrics/code_biencoder_gpu/logs/device_runs.json``: per row
+    of each run, the mean test Rank@10 over its seeds and the mean training minutes
+    (``gpu_min``: wall time on the one GPU, the run's ``device``)."""
+    out = []
+    for run in (device_runs or {}).get("runs", []):
+        for row, seeds in run.get("finals", {}).items():
+            if not seeds:
+                continue
+            n = len(seeds)
+            out.append({"row": row, "device": run.get("device", "GPU"), "steps": run["choice"]["steps"],
+                        "rank_at_10": sum(s["test_rank_at_10"] for s in seeds) / n,
+                        "gpu_min": sum(s["seconds"] for s in seeds) / n / 60, "n_seeds": n})
+    return out
+
+
+def _layer_key(p: dict) -> str:
+    return "every layer" if p["layers"] == "all" else f"top {p['layers']}"  # not a loss name
+
+
+def curve_plot(curve: Mapping[str, Any], bm25: Mapping[str, float], gpu: Sequence[dict]):
+    """A :class:`contrastlab.reporting.Plot` of the curve (nothing drawn without points).
+
+    Args:
+        curve: ``curve.json``.
+        bm25: ``{"value", "low", "high", "label"}``: the strongest baseline's test Rank@10 and
+            its 95 % CI (fractions) and its label.
+        gpu: :func:`gpu_points`.
+    """
+    from . import Plot
+    from .style import save, styled
+
+    pts = curve_points(curve)
+    name = bm25.get("label", "the strongest baseline")
+
+    @styled
+    def draw(path: Path):
+        import matplotlib.pyplot as plt
+
+        if not pts:
+            return False
+        fig, axes = plt.subplots(1, 2 if gpu else 1, figsize=(10.5, 4.2), squeeze=False,
+                                 gridspec_kw={"width_ratios": [3, 1]} if gpu else None, sharey=True)
+        ax = axes[0][0]
+        for key in dict.fromkeys(_layer_key(p) for p in pts):
+            sub = [p for p in pts if _layer_key(p) == key]
+            for tokens, marker in ((64, "o"), (128, "s"), (256, "D")):
+                s2 = sorted((p for p in sub if p["max_length"] == tokens), key=lambda p: p["steps"])
+                if s2:
+                    ax.plot([p["total_cpu_min"] for p in s2], [100 * p["test"]["rank_at_10"] for p in s2],
+                            marker=marker, label=f"{key}, {tokens} tokens")
+        from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("CPU-minutes (cache + training + selection), one seed")
+        ax.set_ylabel("test Rank@10 (%)")
+        for a in [row[0] for row in axes] + ([axes[0][1]] if gpu else []):
+            a.axhspan(100 * bm25["low"], 100 * bm25["high"], color="0.85", zorder=0)
+            a.axhline(100 * bm25["value"], color="0.4", linestyle="--", zorder=1)
+        ax.legend(loc="lower right", title="trained")
+        if gpu:
+            g = axes[0][1]
+            for p in gpu:
+                g.plot([p["gpu_min"]], [100 * p["rank_at_10"]], marker="D", linestyle="none", color="C3")
+            g.set_xlabel(f"GPU-minutes ({gpu[0]['device'].replace('NVIDIA ', '')})")
+            g.set_xlim(0, 1.3 * max(p["gpu_min"] for p in gpu))
+        fig.suptitle(f"Bi-encoder ({curve.get('config', {}).get('loss')}): test Rank@10 against "
+                     f"training compute; band: {name}")
+        save(fig, path.with_suffix(".svg"), path)
+
+    caption = (f"Each CPU point is a budget (blocks trained x steps of "
+               f"{curve.get('config', {}).get('batch_size', '?')} pairs x tokens), its learning "
+               "rate chosen on validation MRR, its test Rank@10 from one seed; x: CPU time of "
+               f"the process in minutes, log scale. Dashed line and grey band: {name} and its 95 % CI."
+               + (" Right: the GPU rows (every layer, 256 tokens, 128 pairs a step; mean of "
+                  "their seeds), minutes of one GPU; made by an earlier script run, not by this "
+                  "curve's script." if gpu else ""))
+    return Plot(f"How much compute it takes to beat {name}", "code_compute_curve.png", caption, draw)
+
+
+def curve_table(curve: Mapping[str, Any]):
+    """A :class:`contrastlab.reporting.Table` of the CPU points (cheapest first)."""
+    from . import Table
+
+    rows = [[p["label"], f"{p['lr']:.0e}", f"{100 * p['val']['rank_at_10']:.1f}",
+             p["margin_val_hits_at_10"] if p.get("margin_val_hits_at_10") is not None else "-",
+             f"{100 * p['test']['rank_at_10']:.1f}", f"{p['test']['mrr']:.3f}",
+             f"{p['cache_cpu_min']:.1f}", f"{p['train_cpu_min']:.1f}", f"{p['total_cpu_min']:.1f}"]
+            for p in curve_points(curve)]
+    cfg = curve.get("config", {})
+    return Table("Compute curve of the bi-encoder on the CPU (one seed a point)",
+                 ["budget", "lr (val. MRR)", "val R@10 %", "margin (val. hits)", "test R@10 %",
+                  "test MRR", "cache CPU-min", "train CPU-min", "total CPU-min"], rows,
+                 note=(f"{cfg.get('loss')} at temperature {cfg.get('temperature')}, "
+                       f"{cfg.get('batch_size')} pairs a step, learning rate from "
+                       f"{', '.join(f'{x:g}' for x in cfg.get('lrs', []))} by validation MRR "
+                       f"(seed {cfg.get('val_seed')}); the margin is the Rank@10 hits of the "
+                       f"pick minus the runner-up's on {cfg.get('n_val')} validation queries; "
+                       f"total = cache + training + the other learning rates' runs; "
+                       f"{cfg.get('threads')} threads. scripts/compute_curve.py."))
+
+
+def curve_finding(curve: Mapping[str, Any], bm25: Mapping[str, float], aim_cpu_min: float = 60.0) -> str:
+    """One sentence: the cheapest CPU point at or above the baseline (and whether within
+    ``aim_cpu_min``), or that none is and the best point's shortfall."""
+    pts = curve_points(curve)
+    if not pts:
+        return ""
+    ref, name = 100 * bm25["value"], bm25.get("label", "the strongest baseline")
+    hit = [p for p in pts if 100 * p["test"]["rank_at_10"] >= ref]
+    if hit:
+        p = hit[0]
+        within = "within" if p["total_cpu_min"] <= aim_cpu_min else "beyond"
+        return (f"The cheapest CPU budget at or above {name} ({ref:.1f} %) is {p['label']}: "
+                f"{100 * p['test']['rank_at_10']:.1f} % in {p['total_cpu_min']:.0f} CPU-minutes, "
+                f"{within} the {aim_cpu_min:.0f}-minute aim.")
+    best = max(pts, key=lambda p: p["test"]["rank_at_10"])
+    largest = max(x["total_cpu_min"] for x in pts)
+    return (f"No CPU budget measured reaches {name} ({ref:.1f} %): the best, {best['label']}, "
+            f"reaches {100 * best['test']['rank_at_10']:.1f} % in {best['total_cpu_min']:.0f} "
+            f"CPU-minutes ({100 * best['test']['rank_at_10'] - ref:+.1f} points); the largest "
+            f"budget measured is {largest:.0f} CPU-minutes.")

@@ -1,0 +1,113 @@
+"""The compute curve (scripts/compute_curve.py) on a tiny real corpus and a tiny random BERT, and
+its report pieces (contrastlab.reporting.compute_curve).
+
+Checked: each point keeps the learning rate with the best validation MRR and records the
+Rank@10 margin over the runner-up; the test repositories are scored once a point (for the kept
+model only); the CPU minutes add up; a rerun skips the points already written; the finding
+sentence says whether and where a point reaches BM25.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+N = 16  # functions: 10 train, 3 val, 3 test
+
+
+def _curve_module():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import compute_curve
+
+    return compute_curve
+
+
+def _inputs(d: Path) -> dict:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_biencoder import save_tiny_model  # this folder
+
+    save_tiny_model(d / "model")
+    sigs = [f"def f{i}(x{i}, n):" for i in range(N)]
+    bodies = [f"return x{i} * {i} + n" if i % 2 else f"return [x{i}] * n" for i in range(N)]
+    split = ["train"] * 10 + ["val"] * 3 + ["test"] * 3
+    pd.DataFrame({"id": range(N), "signature": sigs, "body": bodies, "repo": [f"r{i % 4}" for i in range(N)],
+                  "path": "m.py", "qualname": [f"f{i}" for i in range(N)]}).to_parquet(d / "functions.parquet")
+    pd.DataFrame({"id": range(N), "split": split, "repo_group": [f"r{i % 4}" for i in range(N)],
+                  "dup_group": range(N)}).to_parquet(d / "splits.parquet")
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    be = {**raw["code"]["biencoder"], "model": str(d / "model"), "batch_size": 4, "sub_batch": 4,
+          "batch_size_encode": 8, "device": "cpu", "bf16": "off", "threads": 1}
+    (d / "params.yaml").write_text(yaml.safe_dump({"code": {**raw["code"], "biencoder": be}}))
+    return {"--params": d / "params.yaml", "--functions": d / "functions.parquet",
+            "--splits": d / "splits.parquet"}
+
+
+@pytest.mark.slow
+def test_curve_picks_on_validation_and_scores_test_once(tmp_path, monkeypatch):
+    import contrastlab.biencoder.run as run
+
+    cc = _curve_module()
+    args = [str(x) for kv in _inputs(tmp_path).items() for x in kv]
+    out = tmp_path / "curve.json"
+    calls = []
+    real = run.score_row
+
+    def counting(q, c, rows, k, dev):
+        calls.append(len(rows))
+        return real(q, c, rows, k, dev)
+
+    monkeypatch.setattr(run, "score_row", counting)
+    cc.main([*args, "--out", str(out), "--lrs", "1e-5", "3e-3", "--points", "1:2:16", "all:2:16"])
+    cur = json.loads(out.read_text())
+    assert [(p["layers"], p["steps"], p["max_length"]) for p in cur["points"]] == [("1", 2, 16), ("all", 2, 16)]
+    assert calls == [3, 3, 3] * 2  # two validation scorings and one test scoring a point
+    for p in cur["points"]:
+        cands = p["candidates"]
+        assert [c["lr"] for c in cands] == [1e-5, 3e-3]
+        best = max(cands, key=lambda c: c["val"]["mrr"])
+        other = [c for c in cands if c is not best][0]
+        assert p["lr"] == best["lr"] and p["val"] == best["val"]
+        assert p["margin_val_hits_at_10"] == best["val"]["hits_at_10"] - other["val"]["hits_at_10"]
+        assert 0 <= p["test"]["rank_at_10"] <= 1 and p["test"]["n"] == 3
+        assert p["total_cpu_min"] == pytest.approx(p["cache_cpu_min"] + p["train_cpu_min"] + p["select_cpu_min"])
+        assert p["train_cpu_min"] > 0 and p["pairs_seen"] == 2 * 4
+    before = out.read_text()
+    calls.clear()
+    cc.main([*args, "--out", str(out), "--lrs", "1e-5", "3e-3", "--points", "1:2:16"])
+    assert calls == [] and json.loads(out.read_text())["points"] == json.loads(before)["points"]
+
+
+def _point(layers, steps, tokens, test, total):
+    return {"layers": layers, "steps": steps, "max_length": tokens, "lr": 1e-4,
+            "val": {"rank_at_10": 0.5, "mrr": 0.4, "hits_at_10": 447, "n": 894},
+            "test": {"rank_at_10": test, "mrr": test / 2, "hits_at_10": 0, "n": 1477},
+            "margin_val_hits_at_10": 3, "cache_cpu_min": 1.0, "train_cpu_min": total - 2.0,
+            "select_cpu_min": 1.0, "total_cpu_min": total}
+
+
+def test_finding_names_the_cheapest_point_at_bm25_or_the_shortfall(tmp_path):
+    from contrastlab.reporting.compute_curve import curve_finding, curve_plot, curve_table
+
+    bm25 = {"value": 0.735, "low": 0.70, "high": 0.77, "label": "BM25"}
+    below = {"points": [_point("1", 24, 64, 0.60, 3.0), _point("all", 96, 64, 0.70, 40.0)],
+             "config": {"batch_size": 32, "lrs": [7e-5, 2.2e-4], "n_val": 894}}
+    s = curve_finding(below, bm25)
+    assert s.startswith("No CPU budget measured reaches BM25 (73.5 %)")
+    assert "every layer, 96 steps, 64 tokens" in s and "-3.5 points" in s and "40 CPU-minutes" in s
+    above = {"points": [*below["points"], _point("2", 400, 128, 0.74, 90.0), _point("all", 400, 64, 0.75, 55.0)]}
+    s = curve_finding(above, bm25)
+    assert "every layer, 400 steps, 64 tokens" in s and "within the 60-minute aim" in s
+    t = curve_table(above)
+    assert [r[-1] for r in t.rows] == ["3.0", "40.0", "55.0", "90.0"]  # cheapest first
+    plot = curve_plot(above, bm25, [{"row": "r", "device": "NVIDIA H100", "steps": 300,
+                                     "rank_at_10": 0.82, "gpu_min": 0.5, "n_seeds": 2}])
+    plot.draw(tmp_path / "c.png")
+    assert (tmp_path / "c.png").stat().st_size > 0 and (tmp_path / "c.svg").read_text().startswith("<?xml")
+    assert curve_plot({"points": []}, bm25, []).draw(tmp_path / "none.png") is False
+    assert not (tmp_path / "none.png").exists()
