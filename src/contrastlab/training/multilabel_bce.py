@@ -14,9 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..evaluation.multilabel import mean_average_precision
 from ..models.mlp import build_encoder
-from .multilabel_core import TrainConfig, _loop, mask_views
+from .multilabel_core import TrainConfig, _fit_best, mask_views
 
 __all__ = ["train_bce"]
 
@@ -55,18 +54,8 @@ def train_bce(x: torch.Tensor, y: torch.Tensor, xva: torch.Tensor, yva: np.ndarr
         xb = mask_views(x[idx], cfg.mask_rate, gen, n_views=1)[:, 0]
         return F.binary_cross_entropy_with_logits(model(xb), y[idx])
 
-    def val_map() -> float:
-        model.eval()
-        with torch.no_grad():
-            s = torch.sigmoid(model(xva)).numpy()
-        model.train()
-        return mean_average_precision(yva, s)
-
-    best, curve = _loop(step_loss, opt, len(x), cfg, gen, val_map,
-                        lambda: copy.deepcopy(model.state_dict()), cfg.variant)
-    if best is not None:
-        model.load_state_dict(best)
-    model.eval()
+    curve = _fit_best(model, step_loss, opt, len(x), cfg, gen,
+                      lambda: torch.sigmoid(model(xva)).numpy(), yva)
 
     def predict(a: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():

@@ -6,7 +6,6 @@ validation mAP) and :func:`fit_linear` (the L-BFGS logistic layer on the frozen 
 
 from __future__ import annotations
 
-import copy
 from typing import Callable
 
 import numpy as np
@@ -14,9 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..evaluation.multilabel import mean_average_precision
 from ..models.mlp import ProjectionHead, build_encoder
-from .multilabel_core import TrainConfig, MemoryQueue, _loop, mask_views, resolve_loss, ridge_probe_scores
+from .multilabel_core import TrainConfig, MemoryQueue, _fit_best, mask_views, resolve_loss, ridge_probe_scores
 
 __all__ = ["train_contrastive", "fit_linear"]
 
@@ -62,18 +60,8 @@ def train_contrastive(x: torch.Tensor, y: torch.Tensor, xva: torch.Tensor, yva: 
             return loss
         return loss_fn(z, yb, temperature=cfg.temperature)
 
-    def val_map() -> float:
-        enc.eval()
-        with torch.no_grad():
-            s = ridge_probe_scores(enc(x), y, enc(xva))
-        enc.train()
-        return mean_average_precision(yva, s)
-
-    best, curve = _loop(step_loss, opt, len(x), cfg, gen, val_map,
-                        lambda: copy.deepcopy(enc.state_dict()), cfg.variant)
-    if best is not None:
-        enc.load_state_dict(best)
-    enc.eval()
+    curve = _fit_best(enc, step_loss, opt, len(x), cfg, gen,
+                      lambda: ridge_probe_scores(enc(x), y, enc(xva)), yva)
     for p in enc.parameters():
         p.requires_grad_(False)
     return enc, curve

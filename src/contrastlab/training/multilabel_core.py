@@ -7,6 +7,7 @@ share.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError
+from ..evaluation.multilabel import mean_average_precision
 from ..losses.registry import VariantSpec, track_variants
 
 #: ``needs`` of the registry losses this module loads (read by scripts/stage_deps.py).
@@ -241,3 +243,26 @@ def _loop(step_loss: Callable[[torch.Tensor], torch.Tensor], opt, n: int, cfg: T
             if step >= cfg.max_steps:
                 break
     return best_state, curve
+
+
+def _fit_best(module: torch.nn.Module, step_loss: Callable[[torch.Tensor], torch.Tensor], opt,
+              n: int, cfg: TrainConfig, gen: torch.Generator, scores: Callable[[], np.ndarray],
+              yva: np.ndarray) -> dict[str, list[float]]:
+    """:func:`_loop` with early stopping on the validation mAP of ``scores()`` against ``yva``
+    (computed with ``module`` in eval mode and no gradients, then back in train mode) and
+    ``module``'s state as the snapshot; loads the best state (if any) into ``module`` and
+    leaves it in eval mode. Returns the curve."""
+
+    def val_map() -> float:
+        module.eval()
+        with torch.no_grad():
+            s = scores()
+        module.train()
+        return mean_average_precision(yva, s)
+
+    best, curve = _loop(step_loss, opt, n, cfg, gen, val_map,
+                        lambda: copy.deepcopy(module.state_dict()), cfg.variant)
+    if best is not None:
+        module.load_state_dict(best)
+    module.eval()
+    return curve
