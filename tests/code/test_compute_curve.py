@@ -100,14 +100,31 @@ def test_finding_names_the_cheapest_point_at_bm25_or_the_shortfall(tmp_path):
     s = curve_finding(below, bm25)
     assert s.startswith("No CPU budget measured reaches BM25 (73.5 %)")
     assert "every layer, 96 steps, 64 tokens" in s and "-3.5 points" in s and "40 CPU-minutes" in s
-    above = {"points": [*below["points"], _point("2", 400, 128, 0.74, 90.0), _point("all", 400, 64, 0.75, 55.0)]}
+    above = {"points": [*below["points"], _point("2", 400, 128, 0.74, 90.0), _point("all", 400, 64, 0.75, 55.0)],
+             "config": below["config"]}
     s = curve_finding(above, bm25)
     assert "every layer, 400 steps, 64 tokens" in s and "within the 60-minute aim" in s
     t = curve_table(above)
     assert [r[-1] for r in t.rows] == ["3.0", "40.0", "55.0", "90.0"]  # cheapest first
+    assert t.rows[0][3] == "+3 (fragile)"  # 3 of 894 validation queries: under 1 %
+    wide = {**above, "points": [{**p, "margin_val_hits_at_10": 12} for p in above["points"]]}
+    assert curve_table(wide).rows[0][3] == "+12"
     plot = curve_plot(above, bm25, [{"row": "r", "device": "NVIDIA H100", "steps": 300,
                                      "rank_at_10": 0.82, "gpu_min": 0.5, "n_seeds": 2}])
     plot.draw(tmp_path / "c.png")
     assert (tmp_path / "c.png").stat().st_size > 0 and (tmp_path / "c.svg").read_text().startswith("<?xml")
     assert curve_plot({"points": []}, bm25, []).draw(tmp_path / "none.png") is False
     assert not (tmp_path / "none.png").exists()
+
+
+def test_docs_state_the_committed_finding():
+    """docs/code.md states the finding the report generates from the committed curve."""
+    from contrastlab.reporting.compute_curve import curve_finding
+
+    curve_f, summary_f = ROOT / "reports/metrics/code_compute_curve/curve.json", ROOT / "reports/summary.json"
+    if not curve_f.exists() or not summary_f.exists():
+        pytest.skip("no committed curve or summary in this tree")
+    code = json.loads(summary_f.read_text())["answer"]["code"]
+    finding = curve_finding(json.loads(curve_f.read_text()),
+                            {"value": code["baseline_value"], "label": code["baseline_label"]})
+    assert finding and finding in " ".join((ROOT / "docs/code.md").read_text().split())

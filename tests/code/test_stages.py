@@ -45,7 +45,7 @@ def test_code_stages_end_to_end(tmp_path):
         "  train: {epochs: 2, batch_size: 4, device: cpu, seeds: [0]}\n"
         "  variants:\n    infonce:\n      loss: infonce\n      search:\n"
         "        lr: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}\n"
-        "    plain: {loss: cosine}\n"
+        "    plain: {loss: cosine, search: null}\n"
         "  baselines: {zeroshot_layers: [6]}\n"
         "  tune: {trials: 2, startup_trials: 1, epochs: 1, seeds: [100, 101], pruner: none}\n")
     d = tmp_path / "data"
@@ -128,7 +128,7 @@ def test_code_stages_end_to_end(tmp_path):
     # trial 0 is the declared configuration (code.train.lr); each trial averages 2 seeds
     assert th["lr"].iloc[0] == pytest.approx(1e-3) and th["lr"].iloc[1] != th["lr"].iloc[0]
     assert th["se"].notna().all() and tuned["best_se"] is not None
-    # a variant without a search space is not tuned: its declared configuration is scored
+    # a variant with `search: null` is not tuned: its declared configuration is scored
     plain = json.loads((tmp_path / "tuned" / "plain.json").read_text())
     assert plain["params"] == {} and plain["n_complete"] == 1 and 0 <= plain["best_value"] <= 1
     from contrastlab.params import load_params

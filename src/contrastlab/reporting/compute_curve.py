@@ -116,12 +116,18 @@ def curve_table(curve: Mapping[str, Any]):
     """A :class:`contrastlab.reporting.Table` of the CPU points (cheapest first)."""
     from . import Table
 
-    rows = [[p["label"], f"{p['lr']:.0e}", f"{100 * p['val']['rank_at_10']:.1f}",
-             p["margin_val_hits_at_10"] if p.get("margin_val_hits_at_10") is not None else "-",
+    cfg = curve.get("config", {})
+
+    def margin(p: dict) -> str:
+        m = p.get("margin_val_hits_at_10")
+        if m is None:
+            return "-"
+        return f"{m:+d}" + (" (fragile)" if abs(m) < 0.01 * cfg.get("n_val", 0) else "")
+
+    rows = [[p["label"], f"{p['lr']:.0e}", f"{100 * p['val']['rank_at_10']:.1f}", margin(p),
              f"{100 * p['test']['rank_at_10']:.1f}", f"{p['test']['mrr']:.3f}",
              f"{p['cache_cpu_min']:.1f}", f"{p['train_cpu_min']:.1f}", f"{p['total_cpu_min']:.1f}"]
             for p in curve_points(curve)]
-    cfg = curve.get("config", {})
     return Table("Compute curve of the bi-encoder on the CPU (one seed a point)",
                  ["budget", "lr (val. MRR)", "val R@10 %", "margin (val. hits)", "test R@10 %",
                   "test MRR", "cache CPU-min", "train CPU-min", "total CPU-min"], rows,
@@ -129,7 +135,9 @@ def curve_table(curve: Mapping[str, Any]):
                        f"{cfg.get('batch_size')} pairs a step, learning rate from "
                        f"{', '.join(f'{x:g}' for x in cfg.get('lrs', []))} by validation MRR "
                        f"(seed {cfg.get('val_seed')}); the margin is the Rank@10 hits of the "
-                       f"pick minus the runner-up's on {cfg.get('n_val')} validation queries; "
+                       f"pick minus the runner-up's on {cfg.get('n_val')} validation queries "
+                       "(fragile: under 1 % of them; a negative margin: the runner-up had more "
+                       "hits but a lower MRR); "
                        f"total = cache + training + the other learning rates' runs; "
                        f"{cfg.get('threads')} threads. scripts/compute_curve.py."))
 
