@@ -104,6 +104,8 @@ def test_finding_names_the_cheapest_point_at_bm25_or_the_shortfall(tmp_path):
              "config": below["config"]}
     s = curve_finding(above, bm25)
     assert "every layer, 400 steps, 64 tokens" in s and "within the 60-minute aim" in s
+    assert "BM25's 95 % CI [70.0, 77.0] contains it" in s  # 75.0 %: one seed, not significant
+    assert "excludes it" in curve_finding(above, {**bm25, "high": 0.745})
     t = curve_table(above)
     assert [r[-1] for r in t.rows] == ["3.0", "40.0", "55.0", "90.0"]  # cheapest first
     assert t.rows[0][3] == "+3 (fragile)"  # 3 of 894 validation queries: under 1 %
@@ -118,13 +120,15 @@ def test_finding_names_the_cheapest_point_at_bm25_or_the_shortfall(tmp_path):
 
 
 def test_docs_state_the_committed_finding():
-    """docs/code.md states the finding the report generates from the committed curve."""
-    from contrastlab.reporting.compute_curve import curve_finding
-
-    curve_f, summary_f = ROOT / "reports/metrics/code_compute_curve/curve.json", ROOT / "reports/summary.json"
-    if not curve_f.exists() or not summary_f.exists():
-        pytest.skip("no committed curve or summary in this tree")
-    code = json.loads(summary_f.read_text())["answer"]["code"]
-    finding = curve_finding(json.loads(curve_f.read_text()),
-                            {"value": code["baseline_value"], "label": code["baseline_label"]})
-    assert finding and finding in " ".join((ROOT / "docs/code.md").read_text().split())
+    """docs/code.md states the finding the report generated from the committed curve (the
+    report's code section, ``Compute curve: ...``), and that finding names the curve's points."""
+    curve_f, report_f = ROOT / "reports/metrics/code_compute_curve/curve.json", ROOT / "reports/comparison.md"
+    if not curve_f.exists() or not report_f.exists():
+        pytest.skip("no committed curve or report in this tree")
+    finding = next((ln.split("Compute curve: ", 1)[1] for ln in report_f.read_text().splitlines()
+                    if ln.startswith("Compute curve: ")), None)
+    assert finding, "the report's code section has no compute-curve finding"
+    pts = json.loads(curve_f.read_text())["points"]
+    assert any(f"{100 * p['test']['rank_at_10']:.1f} % in {p['total_cpu_min']:.0f} CPU-minutes" in finding
+               for p in pts)
+    assert finding in " ".join((ROOT / "docs/code.md").read_text().split())

@@ -50,6 +50,14 @@ def _layer_key(p: dict) -> str:
     return "every layer" if p["layers"] == "all" else f"top {p['layers']}"  # not a loss name
 
 
+def _gpu_panel(g, gpu: Sequence[dict]) -> None:
+    """The GPU rows against their minutes of one GPU."""
+    for p in gpu:
+        g.plot([p["gpu_min"]], [100 * p["rank_at_10"]], marker="D", linestyle="none", color="C3")
+    g.set_xlabel(f"GPU-minutes ({gpu[0]['device'].replace('NVIDIA ', '')})")
+    g.set_xlim(0, 1.3 * max(p["gpu_min"] for p in gpu))
+
+
 def curve_plot(curve: Mapping[str, Any], bm25: Mapping[str, float], gpu: Sequence[dict]):
     """A :class:`contrastlab.reporting.Plot` of the curve (nothing drawn without points).
 
@@ -84,6 +92,8 @@ def curve_plot(curve: Mapping[str, Any], bm25: Mapping[str, float], gpu: Sequenc
         from matplotlib.ticker import NullFormatter, ScalarFormatter
 
         ax.set_xscale("log")
+        lo, hi = min(p["total_cpu_min"] for p in pts), max(p["total_cpu_min"] for p in pts)
+        ax.set_xticks([t for t in (1, 2, 5, 10, 20, 50, 100, 200) if lo / 1.5 <= t <= hi * 1.5])
         ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("CPU-minutes (cache + training + selection), one seed")
@@ -91,13 +101,9 @@ def curve_plot(curve: Mapping[str, Any], bm25: Mapping[str, float], gpu: Sequenc
         for a in [row[0] for row in axes] + ([axes[0][1]] if gpu else []):
             a.axhspan(100 * bm25["low"], 100 * bm25["high"], color="0.85", zorder=0)
             a.axhline(100 * bm25["value"], color="0.4", linestyle="--", zorder=1)
-        ax.legend(loc="lower right", title="trained")
+        ax.legend(loc="upper left", title="trained", ncols=2)
         if gpu:
-            g = axes[0][1]
-            for p in gpu:
-                g.plot([p["gpu_min"]], [100 * p["rank_at_10"]], marker="D", linestyle="none", color="C3")
-            g.set_xlabel(f"GPU-minutes ({gpu[0]['device'].replace('NVIDIA ', '')})")
-            g.set_xlim(0, 1.3 * max(p["gpu_min"] for p in gpu))
+            _gpu_panel(axes[0][1], gpu)
         fig.suptitle(f"Bi-encoder ({curve.get('config', {}).get('loss')}): test Rank@10 against "
                      f"training compute; band: {name}")
         save(fig, path.with_suffix(".svg"), path)
@@ -144,7 +150,8 @@ def curve_table(curve: Mapping[str, Any]):
 
 def curve_finding(curve: Mapping[str, Any], bm25: Mapping[str, float], aim_cpu_min: float = 60.0) -> str:
     """One sentence: the cheapest CPU point at or above the baseline (and whether within
-    ``aim_cpu_min``), or that none is and the best point's shortfall."""
+    ``aim_cpu_min``; whether the baseline's CI, when ``bm25`` has ``low`` / ``high``, contains
+    it), or that none is and the best point's shortfall."""
     pts = curve_points(curve)
     if not pts:
         return ""
@@ -153,9 +160,12 @@ def curve_finding(curve: Mapping[str, Any], bm25: Mapping[str, float], aim_cpu_m
     if hit:
         p = hit[0]
         within = "within" if p["total_cpu_min"] <= aim_cpu_min else "beyond"
+        ci = (f"; {name}'s 95 % CI [{100 * bm25['low']:.1f}, {100 * bm25['high']:.1f}] "
+              f"{'contains' if bm25['low'] <= p['test']['rank_at_10'] <= bm25['high'] else 'excludes'} it"
+              if bm25.get("low") is not None else "")
         return (f"The cheapest CPU budget at or above {name} ({ref:.1f} %) is {p['label']}: "
                 f"{100 * p['test']['rank_at_10']:.1f} % in {p['total_cpu_min']:.0f} CPU-minutes, "
-                f"{within} the {aim_cpu_min:.0f}-minute aim.")
+                f"{within} the {aim_cpu_min:.0f}-minute aim (one seed, a point estimate{ci}).")
     best = max(pts, key=lambda p: p["test"]["rank_at_10"])
     largest = max(x["total_cpu_min"] for x in pts)
     return (f"No CPU budget measured reaches {name} ({ref:.1f} %): the best, {best['label']}, "

@@ -243,8 +243,8 @@ def run_final(ml, ds: str, variant: str, paths: FinalPaths, default: bool = Fals
         out = summarize(results)
         out["tuned"] = choices if model_choices is None else {"encoder": choices, model_of: model_choices}
         out["tuned_source"] = source
-        # identity of each seed's test scores (float32 bytes): the report groups rows whose
-        # outputs are identical on every data set and seed (stats.group_identical)
+        # identity of each seed's test scores (float32 bytes): identical outputs of two rows
+        # can be checked (a variant table alias_of is one method, trained once)
         import hashlib
 
         out["test_scores_sha256"] = [hashlib.sha256(np.ascontiguousarray(r.scores, dtype=np.float32).tobytes())
