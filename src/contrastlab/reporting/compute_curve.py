@@ -41,6 +41,8 @@ def gpu_points(device_runs: Mapping[str, Any] | None) -> list[dict]:
                 continue
             n = len(seeds)
             out.append({"row": row, "device": run.get("device", "GPU"), "steps": run["choice"]["steps"],
+                        "max_length": run.get("max_length"), "batch_size": run.get("batch_size"),
+                        "layers": run.get("layers"),
                         "rank_at_10": sum(s["test_rank_at_10"] for s in seeds) / n,
                         "gpu_min": sum(s["seconds"] for s in seeds) / n / 60, "n_seeds": n})
     return out
@@ -56,6 +58,22 @@ def _gpu_panel(g, gpu: Sequence[dict]) -> None:
         g.plot([p["gpu_min"]], [100 * p["rank_at_10"]], marker="D", linestyle="none", color="C3")
     g.set_xlabel(f"GPU-minutes ({gpu[0]['device'].replace('NVIDIA ', '')})")
     g.set_xlim(0, 1.3 * max(p["gpu_min"] for p in gpu))
+
+
+def _caption(curve: Mapping[str, Any], name: str, gpu: Sequence[dict]) -> str:
+    """The figure's caption, its numbers read from the curve's config and the GPU runs."""
+    g0 = gpu[0] if gpu else {}
+    return (f"Each CPU point is a budget (blocks trained x steps of "
+            f"{curve.get('config', {}).get('batch_size', '?')} pairs x tokens), its learning "
+            "rate chosen on validation MRR, its test Rank@10 from one seed; lines join a "
+            "layer count's points in order of steps; x: CPU time of the process in minutes "
+            "(log scale; measured on a shared 2-core machine, where waiting threads also "
+            "count, so a point's minutes are noisy). Dashed line and grey band: "
+            f"{name} and its 95 % CI."
+            + (f" Right: the GPU rows (layers: {g0.get('layers')}, {g0.get('max_length')} tokens, "
+               f"{g0.get('batch_size')} pairs a step, {g0.get('steps')} steps; mean of their "
+               "seeds), minutes of one GPU; made by an earlier script run, not by this "
+               "curve's script." if gpu else ""))
 
 
 def curve_plot(curve: Mapping[str, Any], bm25: Mapping[str, float], gpu: Sequence[dict]):
@@ -108,13 +126,7 @@ def curve_plot(curve: Mapping[str, Any], bm25: Mapping[str, float], gpu: Sequenc
                      f"training compute; band: {name}")
         save(fig, path.with_suffix(".svg"), path)
 
-    caption = (f"Each CPU point is a budget (blocks trained x steps of "
-               f"{curve.get('config', {}).get('batch_size', '?')} pairs x tokens), its learning "
-               "rate chosen on validation MRR, its test Rank@10 from one seed; x: CPU time of "
-               f"the process in minutes, log scale. Dashed line and grey band: {name} and its 95 % CI."
-               + (" Right: the GPU rows (every layer, 256 tokens, 128 pairs a step; mean of "
-                  "their seeds), minutes of one GPU; made by an earlier script run, not by this "
-                  "curve's script." if gpu else ""))
+    caption = _caption(curve, name, gpu)
     return Plot(f"How much compute it takes to beat {name}", "code_compute_curve.png", caption, draw)
 
 
