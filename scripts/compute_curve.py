@@ -42,26 +42,6 @@ def _point(spec: str) -> tuple[str, int, int]:
     return layers, int(steps), int(tokens)
 
 
-def _cache(be, pairs) -> dict:
-    """:func:`contrastlab.biencoder.data.build_cache` with a float32 lower-layer pass (the
-    stage's float64 pass, rounded to a grid, buys byte-reproducible files, not accuracy)."""
-    import torch
-
-    from contrastlab.biencoder.data import make_encoder
-
-    enc = make_encoder(be)
-    out = {"level": torch.as_tensor([0 if enc.train_embeddings else enc.n_frozen], dtype=torch.int64)}
-    for part, texts in (("sig", pairs.signatures), ("body", pairs.bodies)):
-        ids = enc.tokenize(texts)
-        out[f"{part}_ids"] = torch.as_tensor([t for x in ids for t in x], dtype=torch.int32)
-        out[f"{part}_lengths"] = torch.as_tensor([len(x) for x in ids], dtype=torch.int64)
-        if not enc.train_embeddings:
-            with torch.no_grad():
-                st = enc.lower_states(ids, be.batch_size_encode, reproducible=False)
-            out[f"{part}_states"] = torch.cat(st).to(torch.float16).contiguous()
-    return out
-
-
 def _metrics(ranks: np.ndarray) -> dict:
     ranks = np.asarray(ranks)
     return {"rank_at_10": float(np.mean(ranks <= 10)), "mrr": float(np.mean(1.0 / ranks)),
@@ -83,7 +63,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from contrastlab.biencoder.data import load_pairs
+    from contrastlab.biencoder.data import build_cache, load_pairs
     from contrastlab.biencoder.run import apply_choices, embed_all, row_of, score_row, train_row
     from contrastlab.biencoder.train import load_cache
     from contrastlab.io import write_json
@@ -114,7 +94,8 @@ def main(argv=None) -> int:
         cache_cpu = 0.0
         if (layers, tokens) not in caches:
             t0 = time.process_time()
-            caches[(layers, tokens)] = load_cache(_cache(be, pairs))
+            tensors = build_cache(be, pairs.signatures, pairs.bodies, reproducible=False)
+            caches[(layers, tokens)] = load_cache(tensors)
             caches[(layers, tokens)] += (time.process_time() - t0,)
         sig_inp, body_inp, cache_cpu = caches[(layers, tokens)]
         cands = []

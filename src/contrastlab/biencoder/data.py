@@ -73,7 +73,8 @@ def make_encoder(be, layers=None):
                            pooling="mean", proj_dim=0, max_length=be.max_length)
 
 
-def build_cache(be, signatures: list[str], bodies: list[str]) -> dict[str, torch.Tensor]:
+def build_cache(be, signatures: list[str], bodies: list[str], reproducible: bool = True
+                ) -> dict[str, torch.Tensor]:
     """Token ids (and, unless ``layers: all``, the frozen lower states) of every text.
 
     Returns:
@@ -83,7 +84,8 @@ def build_cache(be, signatures: list[str], bodies: list[str]) -> dict[str, torch
         states come from a float64 pass rounded to a fixed grid
         (:meth:`contrastlab.finetune.encoder.FinetuneEncoder.lower_states` with
         ``reproducible=True``), so their bytes do not
-        depend on the CPU or thread count.
+        depend on the CPU or thread count. ``reproducible=False``: a float32 pass (what a
+        one-off run needs, e.g. ``scripts/compute_curve.py``; same shapes and dtypes).
     """
     enc = make_encoder(be)
     out = {"level": torch.as_tensor([0 if enc.train_embeddings else enc.n_frozen], dtype=torch.int64)}
@@ -92,6 +94,6 @@ def build_cache(be, signatures: list[str], bodies: list[str]) -> dict[str, torch
         out[f"{part}_ids"] = torch.as_tensor([t for x in ids for t in x], dtype=torch.int32)
         out[f"{part}_lengths"] = torch.as_tensor([len(x) for x in ids], dtype=torch.int64)
         if not enc.train_embeddings:
-            st = enc.lower_states(ids, be.batch_size_encode, reproducible=True)
+            st = enc.lower_states(ids, be.batch_size_encode, reproducible=reproducible)
             out[f"{part}_states"] = torch.cat(st).to(torch.float16).contiguous()
     return out
