@@ -12,20 +12,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from _dvcstatus import run_dvc_in_root
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _dvc() -> str:
-    exe = Path(sys.executable).with_name("dvc")
-    return str(exe) if exe.exists() else "dvc"
 
 
 def test_template_is_offline_and_matches_the_vendored_versions():
@@ -59,8 +53,7 @@ def _expected_plots() -> dict[str, list[str]]:
 def test_dvc_plots_render_offline(browser, tmp_path, command):
     out = tmp_path / "plots"
     env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}
-    p = subprocess.run([_dvc(), *command, "-o", str(out)], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=300)
+    p = run_dvc_in_root(ROOT, [*command, "-o", str(out)], env=env, timeout=300)
     assert p.returncode == 0, p.stderr
     page = out / "index.html"
     html = page.read_text(encoding="utf-8")
