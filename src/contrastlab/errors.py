@@ -14,7 +14,9 @@ a bug or an environment failure and keeps its traceback.
 
 from __future__ import annotations
 
-__all__ = ["InputError", "UnknownNameError"]
+import ast
+
+__all__ = ["InputError", "UnknownNameError", "parse_python"]
 
 
 class InputError(ValueError):
@@ -26,3 +28,11 @@ class UnknownNameError(InputError, KeyError):
 
     def __str__(self) -> str:  # KeyError would print repr(message)
         return BaseException.__str__(self)
+
+
+def parse_python(source: str, what: str = "source", error: type = ValueError) -> ast.Module:
+    """``ast.parse(source)``; a ``SyntaxError`` is raised as ``error("<what> does not parse: ...")``."""
+    try:
+        return ast.parse(source)
+    except SyntaxError as e:
+        raise error(f"{what} does not parse: {e}") from None

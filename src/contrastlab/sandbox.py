@@ -93,6 +93,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from .errors import parse_python
 from .sandbox_isolation import (bwrap_argv, interpreter, kill_sandbox, no_fork_filter,
                                 read_available, read_child_pid)
 from .sandbox_programs import (CHECKER, EXC_BASE, EXC_NAMES, EXIT_CPU, EXIT_OTHER, EXIT_TIMEOUT,
@@ -155,10 +156,7 @@ def harden_check(test_src: str) -> str:
     Raises:
         ValueError: the source does not parse.
     """
-    try:
-        tree = ast.parse(test_src)
-    except SyntaxError as e:
-        raise ValueError(f"test does not parse: {e}") from None
+    tree = parse_python(test_src, "test")
     return ast.unparse(ast.fix_missing_locations(_Harden().visit(tree)))
 
 

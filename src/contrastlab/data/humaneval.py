@@ -24,6 +24,7 @@ import copy
 import random
 from dataclasses import dataclass
 
+from contrastlab.errors import parse_python
 from contrastlab.sandbox import (TIERS, RunResult, SandboxUnavailable, run_sandboxed,
                                  sandbox_mode, tier_of)
 
@@ -81,10 +82,7 @@ def split_assertions(test_src: str) -> list[str]:
     Raises:
         ValueError: the test does not parse or defines no ``check`` function.
     """
-    try:
-        mod = ast.parse(test_src)
-    except SyntaxError as e:
-        raise ValueError(f"test does not parse: {e}") from None
+    mod = parse_python(test_src, "test")
     checks = [s for s in mod.body if isinstance(s, ast.FunctionDef) and s.name == "check"]
     if not checks:
         raise ValueError("test defines no check(candidate) function")

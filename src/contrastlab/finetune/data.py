@@ -25,7 +25,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from ..errors import InputError
+from ..errors import InputError, parse_python
 
 __all__ = ["strip_docstrings", "make_splits", "label_matrix", "label_names", "PKSampler",
            "SPLITS", "TIERS"]
@@ -40,10 +40,7 @@ def strip_docstrings(source: str) -> str:
     Raises:
         InputError: the source does not parse.
     """
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as e:
-        raise InputError(f"source does not parse: {e}") from None
+    tree = parse_python(source, "source", InputError)
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             body = node.body
