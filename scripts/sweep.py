@@ -78,14 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--digits", type=int, default=None,
                     help="decimals (default: report.digits of the baseline's params, else 4)")
     args = ap.parse_args(argv)
-    if args.json:
-        p = Path(args.json)
-        if not p.exists():
-            raise InputError(f"{p}: no such file")
+    if args.json:  # text_file has checked that it is a readable UTF-8 file
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
+            data = json.loads(Path(args.json).read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
-            raise InputError(f"{p}: not valid JSON ({e})") from None
+            raise InputError(f"{args.json}: not valid JSON ({e})") from None
     else:
         data = exp_show_json(args.repo, all_commits=args.all_commits)
     rows = experiment_rows(data, args.metrics_file, include_workspace=args.workspace)
