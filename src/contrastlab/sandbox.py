@@ -1,82 +1,33 @@
 """Run untrusted Python programs against test assertions; a verdict the program cannot forge.
 
 Used to tier HumanEval variants (:mod:`contrastlab.data.humaneval`) and users' own
-submissions (:mod:`contrastlab.data.submissions`). Public names: :func:`run_sandboxed`,
-:func:`sandbox_mode`, :func:`harden_check`, :func:`tier_of`, :class:`RunResult`,
-:class:`SandboxUnavailable`, :data:`TIERS`.
+submissions (:mod:`contrastlab.data.submissions`). The full threat model, with the attacks
+tested, is in ``docs/multilabel.md`` (section "Sandbox").
 
-**Two processes per assertion; the program never runs where the verdict is made.** For
-assertion ``i`` the supervisor (this module) starts
+**Two processes per assertion; the program never runs where the verdict is made.** The
+*server* (:data:`contrastlab.sandbox_programs.SERVER`) runs the program under bubblewrap and
+answers calls of its entry point; it holds no secret. The *checker*
+(:data:`contrastlab.sandbox_programs.CHECKER`), an ordinary child that never executes the
+program, runs the trusted reference program and the assertion in one namespace and calls
+``check(candidate)`` with a proxy that sends encoded arguments to the server over a pipe. It
+writes its verdict, with the supervisor's per-assertion nonce, to a pipe only the supervisor
+holds. The assertion passed only if the checker reports that ``check(candidate)`` returned and
+the server answered every call; the server's exit status only names failures.
 
-- the *server* (:data:`contrastlab.sandbox_programs.SERVER`) under bubblewrap: it runs the
-  program, then answers calls of its entry point. It holds no secret: there is no key, no
-  token and nothing in its memory, files or inherited fds that the supervisor trusts;
-- the *checker* (:data:`contrastlab.sandbox_programs.CHECKER`), an ordinary child process
-  that never executes a byte of the program: it runs the reference program (the problem's
-  own helpers, e.g. ``poly`` of HumanEval/32) and the assertion in one namespace, and calls
-  ``check(candidate)`` with a proxy ``candidate`` that sends the encoded arguments to the
-  server over a pipe and decodes the answer. It writes its verdict to a pipe whose only
-  other end is held by the supervisor.
+Guaranteed in ``bwrap`` mode: no forged verdict (the server is pid 1 of its own pid, user,
+network, IPC, UTS and cgroup namespaces, private ``/proc``, no capabilities, only its two
+pipes); only exact built-in values come back (anything else is a ``TypeError``; a
+``StopIteration`` becomes ``RuntimeError``, as PEP 479); malformed or oversized answers
+(:data:`~contrastlab.sandbox_programs.MAX_MESSAGE`, the checker's RLIMIT_AS) and timeouts
+fail the assertion even if the test catches them; the check's names are the reference's and
+the assertion's, never the program's; type-strict ``==`` (:func:`harden_check`); a seccomp
+filter against fork (unless ``allow_fork``), rlimits, a size-capped tmpfs, an empty
+environment, and every process the program started is killed before the call returns.
 
-The assertion passed only if the checker reports that ``check(candidate)`` returned, with the
-supervisor's per-assertion nonce, and the server was alive for every call; the server's exit
-status only names failures (exception name, timeout, signal).
-
-**What is guaranteed** (``bwrap`` mode, Linux, bubblewrap working):
-
-- *No forged verdict from inside.* The verdict channel, the nonce and the checker's memory
-  are outside the server's namespaces: the server is pid 1 of its own pid namespace with a
-  private ``/proc`` (no other process of the host is visible, so no ``/proc/<pid>/mem``,
-  ``environ``, ``fd`` of the checker or the supervisor), in its own user namespace with no
-  capabilities (``ptrace``/``process_vm_readv`` of an outside process is impossible), and it
-  inherits only its request pipe (read end) and response pipe (write end). Reading its own
-  memory (``/proc/self/mem``, ``gc``, frames, ``ctypes``) finds nothing to steal: the
-  server's code is public and holds no secret. Ending early (``os._exit(0)``,
-  ``sys.exit``, a signal, closing its pipes) leaves the checker's call without an answer, a
-  failed assertion; bytes that are not a well-formed answer, or an answer over
-  :data:`~contrastlab.sandbox_programs.MAX_MESSAGE` bytes or the checker's memory limit
-  (RLIMIT_AS, twice the server's), are ``BadResponse``. Such a failure, and the checker's
-  alarm (``Timeout``), fails the assertion even if the test catches the exception
-  (``except:``) and returns; every later call in that check raises it again. Replies are
-  read in time linear in their size.
-- *Only values come back.* Return values (and arguments changed in place) travel in the
-  value format of :mod:`contrastlab.sandbox_programs` and are decoded by the checker into
-  exact built-in types (``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``,
-  ``bytes``, ``list``, ``tuple``, ``dict``, ``set``, ``frozenset``, nested); a value of any
-  other class (an object whose ``__eq__`` always returns ``True``, a ``str`` subclass) is a
-  ``TypeError`` at the call. An exception the program raises is re-raised in the check as
-  the same built-in class (or a fresh subclass of its nearest built-in base, reported as
-  ``Exception``), except that ``StopIteration`` (and ``StopAsyncIteration``, subclasses
-  too) becomes ``RuntimeError``, as PEP 479 does for generators: it cannot silently end a
-  ``map``/``filter``/``zip``/``for`` in the check (``all(map(candidate, xs))``).
-- *The test's names are the test's.* The check's global namespace is the reference program's
-  names plus the assertion's own; nothing of the program is in it, so a program that
-  redefines a helper the test calls (``poly``, ``encode_cyclic`` ...), ``abs``, ``math.fabs``
-  or ``builtins.exec`` changes nothing in the check.
-- *Type-strict comparisons* (:func:`harden_check`, applied to every assertion): a single
-  ``a == b`` / ``a != b`` with a candidate call on either side, or anywhere in an ``assert``
-  statement, uses a structural equality: ``int``/``float``/``complex`` by value
-  (``1 == 1.0``), ``bool`` is not a number (``True != 1``, ``[0] != [False]``,
-  ``{True, 2} != {1, 2}``, ``{False: 'a'} != {0: 'a'}``), other values need the same exact
-  type, containers element by element (set elements and dict keys too) with the same rule.
-- *Isolation of the server*: new user, pid, network, IPC, UTS and cgroup namespaces, no
-  capabilities, read-only ``/usr`` and the interpreter's prefix (site-packages hidden), a
-  size-capped private tmpfs, an empty environment, ``--die-with-parent``; a seccomp filter
-  makes ``fork``/``vfork``/non-thread ``clone`` fail (unless ``allow_fork``); RLIMIT_CPU,
-  _AS, _FSIZE, _NOFILE, _NPROC and _CORE; everything it started is killed before the call
-  returns (the pid namespace ends with its pid 1).
-
-**What is not guaranteed.** The checker trusts the reference program and the test (they run
-unsandboxed, with rlimits, as this user): pass only trusted tests. A test that relies on the
-*identity* of what the candidate returns (``candidate(x) is x``), on the program's own globals,
-on a mutation of an argument nested inside a tuple, or that passes arguments which are not
-built-in values (a function, an object) cannot be checked this way (such an argument is a
-``TypeError``). Chained comparisons (``a == b == c``) use Python's own ``==`` on the decoded
-built-in values. Wall-clock limits make tiers of programs that run near the limit depend on
-the machine's load. A kernel or bubblewrap escape (namespaces, seccomp) is out of scope. In
-the weak ``process`` mode (no bubblewrap; for trusted code only) the server runs as this
-user: it can read and write what this user can, reach the network and, where the kernel's
-ptrace policy allows, other processes of this user: no guarantee against hostile code.
+Not guaranteed: the reference and the test run unsandboxed (trusted tests only); identity
+checks, the program's globals, mutations nested in tuples, non-value arguments; chained
+comparisons use Python's ``==``; wall-clock limits depend on load; kernel or bubblewrap
+escapes. The weak ``process`` mode (no bubblewrap) is for trusted code only.
 """
 
 from __future__ import annotations

@@ -1,44 +1,19 @@
 """Your own code submissions as problem x correctness-tier rows (the HumanEval builder's format).
 
-Two inputs, one output:
-
-- **To be tiered**: ``(problem, code)`` rows plus one test file per problem. Each submission
-  runs against every assertion of its problem's test in the sandbox of
-  :mod:`contrastlab.sandbox` (bubblewrap, one process per assertion, the nonce verdict,
-  type-strict ``==``), exactly as HumanEval variants do (:mod:`contrastlab.data.humaneval`),
-  and gets the tier ``PASS`` (all assertions), ``PARTIAL`` (some) or ``FAIL`` (none).
-- **Already labelled**: ``(problem, tier, code)`` rows, used as given (nothing is executed).
-
-Where the rows come from (:func:`read_submissions`):
+Inputs (:func:`read_submissions`; user documentation and the full rules: docs/multilabel.md,
+"Your own submissions"; an example in ``examples/submissions/``):
 
 - a CSV or Parquet file with string columns ``problem`` and ``code``, optionally ``tier``
-  (then every row must hold ``PASS``, ``PARTIAL`` or ``FAIL``) and ``submission`` (an id;
-  default ``row<n>``); other columns are ignored. Rows count from 1 after the header.
-- a folder with one sub-folder per problem holding one ``*.py`` file per submission
-  (``<folder>/<problem>/<name>.py``; the id is ``<problem>/<name>.py``; folders whose name
-  starts with ``.`` or ``__`` are skipped); always tiered.
+  (``PASS``/``PARTIAL``/``FAIL``: used as given, nothing executed) and ``submission`` (an id;
+  default ``row<n>``, rows counted from 1 after the header);
+- a folder ``<folder>/<problem>/<name>.py`` (id ``<problem>/<name>.py``; folders starting
+  with ``.`` or ``__`` skipped); always tiered.
 
-Test files (:func:`read_tests`): ``<tests>/<problem>.py`` defines ``check(candidate)`` (plain
-``assert`` statements, as in HumanEval) and a module-level string ``ENTRY_POINT`` naming the
-function under test. Problem names match ``[A-Za-z0-9_.-]+``. An assert that does not call
-``candidate`` itself but follows a call (``candidate(x)`` then ``assert x == [1, 2, 3]``)
-tests the program's effects: it is kept and runs after all the statements before it in
-``check`` (earlier asserts as plain expressions, their result ignored); ``assert <constant>``
-is dropped; any other assert without a candidate call in or before it is refused.
-
-Output rows (:func:`load_submissions`, :func:`tier_submissions`, :func:`labelled_rows`) have
-the keys of :func:`contrastlab.data.humaneval.tier_problem`'s records plus ``submission``:
-``task_id`` (= ``problem``), ``problem``, ``variant`` (0, 1, ... within the problem, in input
-order), ``mutation`` (``"submission"``), ``source`` (the code), ``tier``, ``n_assertions``,
-``n_passed``, ``passed`` (list of bool), ``errors`` (list of str, see
-:class:`contrastlab.sandbox.RunResult`), ``status`` (``"labelled"`` for rows used as given),
-``submission``. :func:`label_matrix` turns rows of either source into the multi-hot labels
-``problem_<id>`` + ``tier_<tier>`` that ``stages/build_multilabel.py`` builds for HumanEval.
-
-Stable public names: :func:`load_submissions`, :func:`read_submissions`, :func:`read_tests`,
-:func:`tier_submissions`, :func:`labelled_rows`, :func:`label_matrix`, :data:`ROW_KEYS`.
-Every malformed input raises :class:`contrastlab.errors.InputError` naming the file (and the
-row). An example: ``examples/submissions/`` (docs/multilabel.md, "Your own submissions").
+Rows without a tier run against every assertion of ``<tests>/<problem>.py`` (``check(candidate)``
+plus a string ``ENTRY_POINT``; :func:`read_tests`) in :mod:`contrastlab.sandbox`, as HumanEval
+variants do. Output rows have the keys :data:`ROW_KEYS` (``status`` ``"labelled"`` for rows used
+as given); :func:`label_matrix` gives the multi-hot ``problem_<id>`` + ``tier_<tier>`` labels.
+Every malformed input raises :class:`contrastlab.errors.InputError` naming the file (and row).
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """The fine-tuning comparison (stage ``finetune_evaluate``): clustered-bootstrap tables.
 
-The per-query metrics of every row are computed by ``finetune_encoder``
-(:mod:`contrastlab.finetune.metrics`: kNN purity, mAP, Rank@k, tier probe) and, here, from
-the stored embeddings, the within-problem tier metrics of :mod:`contrastlab.finetune.tiers`
-(same-tier AUC, the nearest same-problem neighbour's tier, one-token mutants of another
-tier) with the tier-blind reference and the data's ceiling as rows.
-
-:func:`table` turns the per-item arrays of every method (``[S, I]``: seeds x queries) into
-point estimates and CIs with
-:func:`contrastlab.evaluation.stats_crossed.bootstrap_per_item_crossed` (queries resampled
-by problem: a cluster bootstrap; ``n - 1`` of ``n`` seeds and clusters; the seed x query
-interaction counted once, Owen 2007) and :func:`~contrastlab.evaluation.stats.summarize` (bias-corrected percentile intervals,
-Model Confidence Set of the best, Holm-corrected tests against the strongest baseline).
+Per-query metrics come from ``finetune_encoder`` (:mod:`contrastlab.finetune.metrics`) and,
+here, from the stored embeddings (within-problem tier metrics, :mod:`contrastlab.finetune.tiers`).
+:func:`table` turns each method's ``[S, I]`` (seeds x queries) arrays into estimates and CIs:
+:func:`contrastlab.evaluation.stats_crossed.bootstrap_per_item_crossed` (a cluster bootstrap
+by problem, ``n - 1`` of ``n`` seeds and clusters, the seed x query interaction counted once,
+Owen 2007) and :func:`~contrastlab.evaluation.stats.summarize` (BC percentile intervals, MCS,
+Holm-corrected tests against the strongest baseline).
 """
 
 from __future__ import annotations
@@ -103,6 +98,16 @@ def purity_ceiling(problems, tiers, split, k: int) -> dict[str, np.ndarray]:
     return out
 
 
+def _items_file(metrics_dir, row: str):
+    """``<metrics_dir>/items/<row>.npz``; InputError when missing."""
+    from pathlib import Path
+
+    f = Path(metrics_dir) / "items" / f"{row}.npz"
+    if not f.exists():
+        raise InputError(f"{f}: missing; run finetune_encoder@{row} first")
+    return f
+
+
 def summarize_variants(ft, df, metrics_dir) -> dict:
     """The track's comparison (stage ``finetune_evaluate``): every variant's and baseline's
     per-query arrays (``<metrics_dir>/items/<v>.npz``) turned into one :func:`table` per
@@ -121,16 +126,10 @@ def summarize_variants(ft, df, metrics_dir) -> dict:
     Raises:
         contrastlab.errors.InputError: a variant's arrays are missing.
     """
-    from pathlib import Path
-
-    mdir = Path(metrics_dir)
     names = [*ft.variants, *BASELINES]
     items = {}
     for v in names:
-        f = mdir / "items" / f"{v}.npz"
-        if not f.exists():
-            raise InputError(f"{f}: missing; run finetune_encoder@{v} first")
-        with np.load(f) as z:
+        with np.load(_items_file(metrics_dir, v)) as z:
             items[v] = {k: z[k] for k in z.files if k != "seeds"}
     kmax = max(ft.eval.knn_k)
     val_key = f"val/knn{kmax}_pxt"
@@ -198,17 +197,11 @@ def one_token_pairs(df) -> dict:
 def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarray]]:
     """The within-problem tier comparison (:mod:`contrastlab.finetune.tiers`) of every row.
 
-    Each row's embeddings (:func:`row_embeddings`, every seed) give the per-query
-    ``wp_auc``, ``wp_nn_tier`` and ``wp_pair_sep`` on splits a, b and validation; the
-    reference rows (:data:`~contrastlab.finetune.tiers.REFERENCES`: tier-blind reference,
-    ceiling) come from the labels alone. The strongest baseline is the baseline row or the
-    tier-blind reference with the best validation ``wp_auc`` (mean over seeds and queries);
-    the ceiling is shown but is no candidate. The bootstrap draws at least
-    :func:`~contrastlab.evaluation.stats.draws_for` ``(m)`` times (``m`` paired tests; never
-    fewer than ``ft.eval.n_resamples``) so that the smallest attainable Holm-corrected p
-    (``p_floor``) is at most 0.005, and more where a decision is near alpha (:func:`table`).
-    ``knn{k}_pxt`` (the largest ``k`` of ``ft.eval.knn_k``, the rows' stored arrays) is added
-    as the secondary column.
+    Per-query ``wp_auc``, ``wp_nn_tier``, ``wp_pair_sep`` from each row's embeddings (every
+    seed) on splits a, b and validation, plus the reference rows (from the labels alone) and
+    the stored ``knn{k}_pxt`` (largest ``k``) as a secondary column. The strongest baseline:
+    best validation ``wp_auc`` among the baselines and the tier-blind reference. At least
+    ``draws_for(m)`` draws (``m`` paired tests), so the Holm floor ``p_floor`` <= 0.005.
 
     Args:
         ft: the ``finetune`` params section. df: the variants table (``problem``, ``tier``,
@@ -239,9 +232,7 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
     names = [*ft.variants, *BASELINES]
     items: dict[str, dict[str, np.ndarray]] = {}
     for v in names:
-        f = Path(metrics_dir) / "items" / f"{v}.npz"
-        if not f.exists():
-            raise InputError(f"{f}: missing; run finetune_encoder@{v} first")
+        f = _items_file(metrics_dir, v)
         with np.load(f) as z:
             stored = {s: z[f"{s}/{knn}"] for s in ("a", "b")}
         emb = row_embeddings(ft, df, runs_dir, v)

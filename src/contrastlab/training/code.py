@@ -1,36 +1,22 @@
 """Training loop of the code retrieval track (signature -> body prediction; SmoothL1 / cosine
 regression and InfoNCE with in-batch and FAISS hard negatives, van den Oord et al. 2018).
 
-The SigPredictor maps a function signature's frozen teacher token states to the body's
-embedding in the *target space* (:class:`contrastlab.models.code_baselines.TargetSpace`,
-fitted on the training bodies only: mean-centred by default). Losses come from the
-registry (``smoothl1``, ``cosine``, ``infonce``, ``infonce_hardneg``). With
-``residual=True`` the prediction is the centred zero-shot map (pooled signature states in
-the signature's training-fitted space) plus a learned correction whose output layer starts
-at zero, so training starts exactly at the zero-shot baseline.
+The student (:mod:`contrastlab.models.code_student`, re-exported here) maps a signature's
+frozen teacher token states to the body's embedding in the training-fitted target space
+(:class:`contrastlab.models.code_baselines.TargetSpace`). :func:`train_step` is one optimiser
+step on one global batch, :func:`validate` scores validation signatures against the whole
+corpus, :class:`EarlyStopping` keeps the best epoch by validation Rank@10; :func:`train_code`
+strings them together (AdamW, linear warmup then cosine decay per step).
 
-The loop is split into :func:`train_step` (one optimiser step on one global batch),
-:func:`validate` (Rank@1/10, MRR and mean cosine of validation signatures against the whole
-corpus) and :class:`EarlyStopping` (patience on validation Rank@10, best checkpoint kept);
-:func:`train_code` strings them together. AdamW, linear warmup then cosine decay (per step).
-The student itself, its input rows, target space, predictions and checkpoints live in
-:mod:`contrastlab.models.code_student` (re-exported here), which evaluation imports too.
+Distributed (``torchrun``): the stage owns the process group. Every epoch draws one seeded
+permutation; step ``s`` uses ``perm[s*N*B:(s+1)*N*B]`` and rank ``r`` its ``r``-th slice of
+``B``. InfoNCE gathers the (frozen) targets of all ranks (local anchor ``i`` is row
+``r*B + i``) and each rank backpropagates ``N * (B / (N*B)) * loss_r``, so DDP's averaged
+update equals one process on the global batch (:mod:`contrastlab.distributed`).
 
-Distributed (``torchrun --nproc_per_node=N``): the *stage* owns the process group
-(:func:`contrastlab.distributed.init_distributed` / ``cleanup``); ``train_code`` only reads
-rank and world size. Every epoch draws one seeded permutation of the training functions;
-step ``s`` uses the global batch ``perm[s*N*B:(s+1)*N*B]`` and rank ``r`` takes its ``r``-th
-slice of ``B``. For InfoNCE the (frozen) targets are gathered from all ranks
-and the positive of local anchor ``i`` is gathered row ``r*B + i``. Each rank backpropagates
-``N * (B / (N*B)) * loss_r`` so that after DDP's gradient averaging the update equals one
-process on the same global batch (see ``contrastlab.distributed``). Every tensor handed to a
-collective lives on the training device (the device the process group's backend serves:
-NCCL for CUDA, gloo for CPU).
-
-Hard negatives (``infonce_hardneg``): every ``hardneg_refresh`` epochs a
-FAISS inner-product index over the training targets is searched with the current
-predictions (epoch 0: with the true targets) and each training function keeps its ``K``
-nearest bodies that are neither its own nor in its near-duplicate group.
+Hard negatives (``infonce_hardneg``): every ``hardneg_refresh`` epochs a FAISS index over the
+training targets is searched with the current predictions (epoch 0: the true targets); each
+function keeps its ``K`` nearest bodies outside its own near-duplicate group.
 """
 
 from __future__ import annotations
@@ -273,7 +259,16 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     t0 = time.time()
     step = 0
 
-    def _keep_best(row: dict[str, Any], epoch: int) -> bool:
+    def _record(epoch: int, train_loss: float, lr_now: float, te: float | None) -> bool:
+        """Validate, append the history row, keep the best checkpoint; True when improved."""
+        row = {"epoch": epoch, "train_loss": train_loss,
+               **validate(student, data, targets, va, dev, corpus_index),
+               "lr": lr_now, "temperature": float(student.log_temperature.detach().exp())
+               if hasattr(student, "log_temperature") else float("nan"),
+               "epoch_time_s": 0.0 if te is None else time.time() - te}
+        history.append(row)
+        if rank == 0 and on_epoch:
+            on_epoch(row)
         # rank 0's score decides, so all ranks stop at the same epoch even if GPU search differs
         score = float(_from_rank0(torch.tensor([row["val_rank_at_10"]], dtype=torch.float64),
                                   dev)[0])
@@ -283,17 +278,8 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
                          epoch=epoch, val=row)
         return improved
 
-    if residual:
-        # epoch 0 = the zero-shot map itself: early stopping may keep it, so a residual
-        # student is never worse than the zero-shot baseline on validation
-        row = {"epoch": 0, "train_loss": float("nan"),
-               **validate(student, data, targets, va, dev, corpus_index),
-               "lr": 0.0, "temperature": float(student.log_temperature.detach().exp())
-               if hasattr(student, "log_temperature") else float("nan"), "epoch_time_s": 0.0}
-        history.append(row)
-        if rank == 0 and on_epoch:
-            on_epoch(row)
-        _keep_best(row, 0)
+    if residual:  # epoch 0 = the zero-shot map itself, which early stopping may keep
+        _record(0, float("nan"), 0.0, None)
     for epoch in tqdm(range(n_epochs), desc=f"train {loss} seed {seed}", unit="epoch",
                       disable=rank != 0 or not progress):
         te = time.time()
@@ -313,17 +299,8 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
                                    hard=hard, local=local, train_bodies_n=train_bodies_n)
             sched.step()
             step += 1
-        row = {"epoch": epoch + 1, "train_loss": float(run_loss.cpu() / steps),
-               **validate(student, data, targets, va, dev, corpus_index),
-               "lr": float(opt.param_groups[0]["lr"]),
-               "temperature": float(student.log_temperature.detach().exp())
-               if hasattr(student, "log_temperature") else float("nan"),
-               "epoch_time_s": time.time() - te}
-        history.append(row)
-        if rank == 0:
-            if on_epoch:
-                on_epoch(row)
-        if not _keep_best(row, epoch + 1) and stopper.stop:
+        if not _record(epoch + 1, float(run_loss.cpu() / steps),
+                       float(opt.param_groups[0]["lr"]), te) and stopper.stop:
             if rank == 0:
                 log(f"[{loss} seed {seed}] early stop at epoch {epoch + 1}: no val Rank@10 "
                     f"gain for {stopper.bad} epochs (best {stopper.best:.2%} at epoch "
