@@ -1,25 +1,12 @@
 """torchrun / DDP helpers: process-group setup and cross-rank gathering of embeddings.
 
-Gathering negatives across ranks
---------------------------------
-A contrastive loss wants every rank's embeddings as candidates. ``all_gather_with_grad``
-concatenates the ranks' tensors in rank order and keeps the autograd path through
-``torch.distributed.nn.functional.all_gather``: in backward, each rank receives the *sum*
-over ranks of the gradients flowing into its slice.
-
-The gradient factor
--------------------
-Let the global loss be a mean over all G anchors, ``L = (1/G) sum_i l_i``. Rank r computes
-``L_r = (1/G) sum_{i in rank r} l_i`` (its anchors' share of the global mean, with G
-obtained by ``all_reduce_sum`` of the local anchor counts, so anchors that are skipped,
-e.g. without a positive, are handled exactly). Then ``sum_r L_r = L`` and, thanks to the
-summing backward of the gather, the gradient w.r.t. rank r's embeddings equals that of one
-process computing L on the concatenated batch. DDP then *averages* parameter gradients
-over the W ranks, so a training step must backpropagate ``W * L_r``
-(:func:`ddp_loss_scale` returns W) to obtain exactly ``dL/dtheta``. Losses in
-``contrastlab.losses`` accept ``reduction="sum"`` and ``return_stats=True`` (the number of
-terms that contributed), which is what this needs; ``contrastlab.losses.distributed_loss``
-and ``distributed_infonce_loss`` do all of it (tested under ``torchrun --nproc_per_node=2``).
+``all_gather_with_grad`` concatenates the ranks' tensors in rank order through
+``torch.distributed.nn.functional.all_gather``; in backward each rank receives the sum over
+ranks of its slice's gradients. With the global loss a mean over ``G`` anchors, rank ``r``
+computes ``L_r = (1/G) sum_{i in r} l_i`` (``G`` by ``all_reduce_sum`` of the local counts),
+so ``sum_r L_r = L``; since DDP averages parameter gradients over ``W`` ranks, a step
+backpropagates ``W * L_r`` (:func:`ddp_loss_scale`) to get exactly ``dL/dtheta``.
+``contrastlab.losses.distributed_loss`` / ``distributed_infonce_loss`` do all of it.
 """
 
 from __future__ import annotations

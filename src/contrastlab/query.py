@@ -7,28 +7,19 @@ Usage::
     python -m contrastlab.query --index data/code/biencoder/biencoder_infonce/index \
         --signature "def f(a, b)" -k 5
 
-``--codes`` reads many submissions: a ``.jsonl`` file (one JSON object per line with
-``code`` or ``source``, and optionally ``id``) or a ``.json`` list of such objects. For each
-submission the ``k`` nearest indexed submissions are printed with their problem, tier
-(PASS / PARTIAL / FAIL) and cosine similarity; ``--json`` prints the same as JSON. Files may
-start with a UTF-8 byte-order mark. Each submission is parsed, and stripped of its docstrings
-as the index's encoder reads it, in a forked child under limits (:data:`PARSE_SECONDS`,
-:data:`PARSE_MEMORY`, the recursion limit less :data:`PARSE_FRAMES`): code too large or too
-deeply nested to parse within them is refused.
+``--codes`` reads a ``.jsonl`` file (one JSON object per line with ``code`` or ``source``,
+optionally ``id``) or a ``.json`` list of such objects; files may start with a UTF-8 BOM. Each
+submission's ``k`` nearest indexed submissions are printed with problem, tier and cosine
+similarity (``--json``: as JSON). Each submission is parsed and stripped of its docstrings in
+a forked child under limits (:data:`PARSE_SECONDS`, :data:`PARSE_MEMORY`, :data:`PARSE_FRAMES`).
+The index folder is written by ``finetune_evaluate`` (:func:`contrastlab.finetune.index.write_index`).
 
-The index folder is written by the ``finetune_evaluate`` stage
-(:func:`contrastlab.finetune.index.write_index`). ``--signature`` (repeatable) searches a
-code-retrieval index instead (``train_biencoder@<row>``,
-:func:`contrastlab.biencoder.index.write_code_index`): the ``k`` bodies of the corpus nearest
-to each signature, with repository, path, qualified name, cosine similarity and, by default,
-the score of the pipeline's best retriever, ``hybrid_biencoder``'s ``fusion_<row>``:
-``w z(bm25) + (1 - w) z(cosine)`` over the whole corpus (:func:`search_fused`; ``k1``, ``b``
-and ``w`` read from ``reports/metrics/code/hybrids_biencoder.json``, the bodies from
-``--functions``); ``--dense`` ranks by the bi-encoder's cosine alone. Bad input (a missing,
-empty, binary, non-UTF-8 or oversized file, a directory where a file belongs, code that is not
-valid Python or too large or deep to parse, an index folder that is not one or whose kind does
-not take the flag given, ``-k`` not an integer in 1..10000) ends with one line,
-``error: ...``, and exit status 2.
+``--signature`` (repeatable) searches a code-retrieval index (``train_biencoder@<row>``,
+:func:`contrastlab.biencoder.index.write_code_index`): the ``k`` nearest bodies with repository,
+path, qualified name and cosine, ranked by default by ``hybrid_biencoder``'s ``fusion_<row>``,
+``w z(bm25) + (1 - w) z(cosine)`` over the corpus (:func:`search_fused`; ``k1``, ``b``, ``w``
+from ``reports/metrics/code/hybrids_biencoder.json``, bodies from ``--functions``);
+``--dense`` ranks by the cosine alone. Bad input ends with one line, ``error: ...``, exit 2.
 """
 
 from __future__ import annotations

@@ -1,29 +1,19 @@
 """The bi-encoder training loop (trainer ``contrastlab``) and FAISS hard-negative mining.
 
-Per step, ``batch_size`` training pairs per process (a seeded permutation of the training
-rows, epoch after epoch; rank ``r`` takes slice ``r`` of each global batch) are embedded by
-the signature tower and the body tower (one module when ``towers: shared``), running only
-the trained top blocks on the cached lower states (:func:`contrastlab.finetune.train.
-_forward_rows`, mean pooling, L2-normalised). The loss is the registry's InfoNCE over cosine
-logits with a learnable temperature (van den Oord et al. 2018, Eq. 4; ``tau`` clamped to
-``[0.01, 1]``) computed by :func:`contrastlab.losses.distributed_infonce_loss`: the bodies of
-every rank are gathered *with* gradient (both towers train) and each rank backpropagates
-its share of the global mean times the world size; parameter gradients are then averaged
-over ranks (:mod:`contrastlab.distributed`), so ``W`` processes equal one process on the
-global batch.
+Per step each process embeds ``batch_size`` training pairs (a seeded permutation; rank ``r``
+takes slice ``r`` of each global batch) with the signature and body towers (one module with
+``towers: shared``), running only the trained top blocks on the cached lower states. Loss:
+InfoNCE over cosine logits with a learnable temperature clamped to ``[0.01, 1]`` (van den Oord
+et al. 2018, Eq. 4) via :func:`contrastlab.losses.distributed_infonce_loss` (bodies gathered
+with gradient), so ``W`` processes equal one process on the global batch.
 
-``infonce_hardneg``: every ``hardneg_refresh`` steps (and before the first) the current body
-tower embeds the training bodies into a FAISS inner-product index (:func:`faiss_index`: on
-the GPU with a GPU build of FAISS and a CUDA device, else on the CPU) and each training
-signature's top neighbours, minus its own body and every body of its near-duplicate group,
-give ``hardneg_k`` hard negatives (Xiong et al. 2021, ANCE, Sec. 3: negatives from an
-asynchronously refreshed index); they are embedded with gradient in the step and appended to
-the denominator (:func:`contrastlab.losses.infonce.infonce_hardneg_loss`).
+``infonce_hardneg``: every ``hardneg_refresh`` steps (and before the first) the body tower
+fills a FAISS inner-product index (:func:`faiss_index`; GPU when possible) and each signature's
+top neighbours outside its near-duplicate group give ``hardneg_k`` negatives (Xiong et al.
+2021, ANCE, Sec. 3), appended to the denominator.
 
-AdamW (Loshchilov & Hutter 2019), linear warm-up then cosine decay
-(:func:`contrastlab.training.multilabel.warmup_cosine`), gradient clipping; bf16 autocast on
-CUDA (``bf16: auto``). The last state is kept (a fixed budget of steps; model selection
-happens in the study, on validation).
+AdamW (Loshchilov & Hutter 2019), linear warm-up then cosine decay, gradient clipping, bf16
+autocast on CUDA (``bf16: auto``); the last state is kept (model selection is the study's).
 """
 
 from __future__ import annotations

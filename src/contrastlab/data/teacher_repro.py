@@ -1,27 +1,12 @@
 """Teacher states whose bytes do not depend on the CPU, the BLAS kernel or its thread count.
 
-Why (issue 38): the ``teacher_states`` stage runs the teacher in float32 and stores the
-signature states in float16. A float32 forward pass changes in its last bits with the
-summation order (another CPU's BLAS kernel, another thread count, another batch shape), and
-whenever such a change crosses a float16 rounding boundary the stored byte changes: on a fresh
-clone of the project's own machine kind the shard hashes moved and every code stage below
-reran. Here the pass runs in float64 (summation noise about ``1e-16`` relative per
-operation instead of ``6e-8``) and the results are rounded to grids far coarser than that
-noise: signature states to float16 directly from float64 (one rounding, 11 significant
-bits), body embeddings to :data:`BODY_BITS` significant bits (stored as float32). A stored
-value can then only change when the float64 result lies within the float64 noise of a grid
-boundary: about ``noise / grid`` (``~1e-13 / 1e-3`` for float16) of the values, against
-``~1e-7 / 1e-3`` for the float32 pass.
-
-The ``teacher_states`` stage uses :func:`encode_reproducible` for every bidirectional teacher
-(MiniLM, the default), on the CPU and on a GPU alike (:func:`contrastlab.training.code_teacher.run_teacher_states`).
-The test (tests/code/test_teacher_repro.py) recomputes with 1 and 2 torch threads and with
-different batch shapes and compares bytes. Bidirectional teachers only: the causal branch of
-:meth:`contrastlab.models.teacher.TeacherEncoder.encode_functions` casts the body states to
-float32 before their mean, so a causal teacher keeps the native-precision pass (and its
-states may differ between machines by float rounding).
-
-Public names: :func:`encode_reproducible`, :func:`round_significant`, :data:`BODY_BITS`, :data:`PRECISION`.
+Issue 38: a float32 pass changes in its last bits with the summation order, and a change that
+crosses a float16 rounding boundary changes the stored shards. Here the pass runs in float64
+and is rounded to grids far coarser than its noise: signature states to float16 straight from
+float64, body embeddings to :data:`BODY_BITS` significant bits (stored as float32), so a
+stored value changes only within ~1e-13 of a grid boundary. Used by ``teacher_states`` for
+every bidirectional teacher (:func:`contrastlab.training.code_teacher.run_teacher_states`);
+a causal teacher keeps the native-precision pass. Tested in tests/code/test_teacher_repro.py.
 """
 
 from __future__ import annotations

@@ -1,33 +1,15 @@
-"""Untrained code-retrieval baselines, evaluated exactly like the trained variants (stage
-``baselines_code``; callable from a notebook). :func:`run_all` computes every row and returns
-the metrics JSON and the per-query test ranks the stage writes.
+"""Untrained code-retrieval baselines (stage ``baselines_code``), evaluated exactly like the
+trained variants (same corpus, test signatures and FAISS ranking as ``evaluate_code``).
+:func:`run_all` returns the metrics JSON and the per-query test ranks.
 
-Same corpus (every extracted body), same test signatures, same FAISS ranking as
-``evaluate_code``. Rows (``contrastlab.models.code_baselines``):
-
-- ``zeroshot_raw``: masked mean of the signature's teacher states vs the raw body embedding;
-- ``zeroshot_centred``: both centred (and whitened with ``code.target.centre: whiten``) on
-  the training functions;
-- ``ridge``: closed-form ridge from the centred pooled signature states to the target-space
-  body, lambda chosen on the validation repositories (Rank@10, then MRR; the pick and its
-  margin in validation items recorded as ``pick``);
-- ``zeroshot_centred_l<L>`` for each ``code.baselines.zeroshot_layers`` entry: the centred
-  zero-shot row with the teacher read at layer ``L`` instead of ``code.teacher.layer``
-  (same truncation; the teacher layer as an ablated knob);
-- ``sentence``: the teacher's own sentence embedding as its authors use it (all layers,
-  masked mean pooling over every token, L2-normalised, up to
-  ``code.baselines.sentence_max_tokens`` tokens; for all-MiniLM-L6-v2 that is the
-  sentence-transformers model, Reimers & Gurevych 2019), signature vs body, raw space;
-- ``bm25``: BM25 over identifier sub-tokens (``identifier_tokens``), query = signature,
-  documents = bodies, ``(k1, b)`` from the ``code.baselines.bm25_k1 x bm25_b`` grid chosen
-  on the validation repositories (Rank@10, then MRR). Ties are broken against the true body.
-
-Each row's name is the variant table's row of that ``method`` (``zero_shot_raw``,
-``zero_shot_centred``, ``closed_form_ridge``, ``lexical``, ``sentence_embedding``;
-:func:`contrastlab.losses.registry.method_row`).
-
-Sources: Robertson & Zaragoza 2009 (BM25, Eq. 3.15, Lucene variant via ``bm25s``);
-Reimers & Gurevych 2019 (sentence embeddings); ridge regression in closed form.
+Rows (:mod:`contrastlab.models.code_baselines`): ``zeroshot_raw``, ``zeroshot_centred``
+(``whiten`` with ``code.target.centre: whiten``), ``ridge`` (lambda picked on validation,
+Rank@10 then MRR), ``zeroshot_centred_l<L>`` per ``code.baselines.zeroshot_layers`` entry (the
+teacher read at layer ``L``), ``sentence`` (the teacher's own sentence embedding, all layers,
+masked mean, L2-normalised, up to ``code.baselines.sentence_max_tokens``; Reimers & Gurevych
+2019) and ``bm25`` (``(k1, b)`` from the ``bm25_k1 x bm25_b`` grid picked on validation; ties
+broken against the true body; Robertson & Zaragoza 2009, Eq. 3.15, Lucene variant via
+``bm25s``). Row names follow :func:`contrastlab.losses.registry.method_row`.
 """
 
 from __future__ import annotations

@@ -1,28 +1,17 @@
 """The fine-tuned encoder as a folder that ``sentence-transformers`` and ``transformers`` load
 without contrastlab.
 
-:func:`export_sentence_transformers` adds, to a folder written by
-:meth:`contrastlab.finetune.encoder.FinetuneEncoder.save` (backbone and tokenizer by
-``save_pretrained``, ``head.safetensors``, ``finetune_encoder.json``), the module files of a
-``sentence_transformers.SentenceTransformer`` built from the same weights (Reimers &
-Gurevych 2019, Sentence-BERT): ``modules.json``, ``sentence_bert_config.json``,
-``tokenizer_config.json`` (``model_max_length`` = the encoder's ``max_length``),
-``1_Pooling/`` (mean or CLS pooling, as trained), ``2_Dense/`` (head layer 1, ReLU) and ``3_Dense/`` (head layer 2, identity) when the encoder has a
-projection head, and ``4_Normalize/`` (L2 normalisation, as :meth:`FinetuneEncoder.project`).
-The folder then loads three ways, with the same embeddings up to float rounding (the
-backbone's attention kernel differs):
+:func:`export_sentence_transformers` adds to a :meth:`FinetuneEncoder.save` folder the module
+files of a ``SentenceTransformer`` with the same weights (Reimers & Gurevych 2019):
+``modules.json``, ``sentence_bert_config.json``, ``tokenizer_config.json``, ``1_Pooling/``
+(mean or CLS), ``2_Dense/`` + ``3_Dense/`` (the projection head, when present) and
+``4_Normalize/``. The folder then loads as ``FinetuneEncoder.load``, as
+``SentenceTransformer(folder)``, or as ``transformers.AutoModel`` (masked mean of
+``last_hidden_state``, the two Dense layers, L2 normalisation), with the same embeddings up
+to float rounding.
 
-- ``FinetuneEncoder.load(folder)`` (contrastlab);
-- ``sentence_transformers.SentenceTransformer(folder).encode(texts)`` (no contrastlab);
-- ``transformers.AutoModel.from_pretrained(folder)``: the backbone; masked mean of
-  ``last_hidden_state``, then ``2_Dense`` / ``3_Dense`` (``linear.weight``, ``linear.bias``
-  in their ``model.safetensors``), then L2 normalisation give the embeddings.
-
-Text preparation is not part of the model: the encoder was trained on sources with their
-docstrings removed (``strip_docstrings`` in ``finetune_encoder.json``); pass texts prepared
-the same way (:func:`contrastlab.finetune.index.prepare_code`, or ``ast``: drop the first
-string-constant statement of every module, class and function body, an emptied body
-becoming ``pass``, then ``ast.unparse``).
+Texts must be prepared as in training: docstrings removed when ``strip_docstrings`` is set in
+``finetune_encoder.json`` (:func:`contrastlab.finetune.index.prepare_code`).
 """
 
 from __future__ import annotations

@@ -1,27 +1,15 @@
 """Per-query metrics of code embeddings on the two splits (computed by ``finetune_encoder``).
 
-Split (a), *unseen submissions of seen problems*: queries = ``test_a`` rows, corpus =
-``train`` rows. Split (b), *unseen problems*: queries = ``test_b`` rows, corpus = the other
-``test_b`` rows (leave-one-out; no ``test_b`` problem was trained on). Validation (model
-selection only): queries = ``val`` rows, corpus = ``train`` rows.
+Split (a): queries ``test_a``, corpus ``train``; split (b): queries ``test_b``, corpus the
+other ``test_b`` rows (leave-one-out); validation: queries ``val``, corpus ``train``.
 
-Per query (so that the bootstrap can resample queries by problem):
+- ``knn{k}_problem`` / ``knn{k}_tier`` / ``knn{k}_pxt``: kNN label purity (cosine);
+- ``ap`` and ``rank{k}``: average precision / Rank@k with "same problem and tier" relevant;
+  queries without a relevant corpus row are left out for every method, and counted;
+- ``probe_tier`` (split b): logistic-regression linear probe on ``train`` + ``val``
+  (L2, ``C = probe_c``, ``lbfgs``; Khosla et al. 2020).
 
-- ``knn{k}_problem`` / ``knn{k}_tier`` / ``knn{k}_pxt``: fraction of the ``k`` nearest
-  corpus rows (cosine) with the same problem / tier / (problem, tier) -- kNN label purity;
-- ``ap``: average precision of the corpus ranking with "same problem and same tier" as the
-  relevant set (its mean over queries is the retrieval mAP); ``rank{k}``: 1 when a relevant
-  row is among the top ``k`` (Rank@k / success@k). Queries without any relevant corpus row
-  (a split-(b) cell of one variant) are left out of ``ap`` and ``rank{k}`` for every method
-  (relevance depends on the labels only), and counted;
-- ``probe_tier`` (split b): 1 when a multinomial logistic regression (L2, ``C = probe_c``;
-  scikit-learn ``lbfgs``) fitted on the ``train`` + ``val`` rows' embeddings predicts the
-  query's tier (linear-probe accuracy, Khosla et al. 2020 linear evaluation).
-
-This module sits below both the training loop (:mod:`.train`, whose validation mAP uses
-:func:`average_precision_rows`) and the comparison (:mod:`.evaluate`), so that neither
-imports the other: editing the comparison leaves the training stages' code dependencies
-unchanged.
+Kept apart from :mod:`.train` and :mod:`.evaluate` so neither imports the other.
 """
 
 from __future__ import annotations

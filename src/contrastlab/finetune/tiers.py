@@ -1,42 +1,25 @@
 """Within-problem tier metrics: does an embedding rank a query's same-tier variants of its own
-problem above the other-tier ones?
+problem above the other-tier ones? (kNN purity mostly measures problem clustering;
+docs/finetune.md.)
 
-kNN@k problem x tier purity mostly measures problem clustering: an embedding that puts a
-query's own problem first, in random order inside it, already scores about as high as the
-frozen encoder, and the (problem, tier) cell sizes cap it well below 1 (docs/finetune.md).
-These metrics look inside the query's problem only. For a query ``q`` the candidates ``C``
-are the corpus rows of ``q``'s problem (split a and validation: the training rows; split b:
-the other rows of the split, leave-one-out -- the corpora of :mod:`.metrics`), ``S`` those
-of ``q``'s tier, ``O = C \\ S``, and ``s(q, c)`` the cosine similarity:
+For a query ``q``: candidates ``C`` = the corpus rows of ``q``'s problem (corpora of
+:mod:`.metrics`; split b leave-one-out), ``S`` those of ``q``'s tier, ``O = C \ S``, ``s``
+the cosine similarity.
 
-- ``wp_auc`` -- within-problem same-tier AUC: the share of pairs ``(x, o)``, ``x`` in ``S``
-  and ``o`` in ``O``, with ``s(q, x) > s(q, o)`` (ties count one half): the Mann-Whitney
-  form of the ROC AUC (Hanley & McNeil 1982, "The meaning and use of the area under a
-  receiver operating characteristic (ROC) curve", Radiology 143, Eq. 1-2). Defined when
-  ``S`` and ``O`` are both non-empty.
-- ``wp_nn_tier`` -- 1 when the nearest candidate of ``q``'s problem has ``q``'s tier
-  (among tied nearest candidates: the share of same-tier ones, the expectation of a random
-  tie-break). Defined when ``O`` is non-empty (otherwise every embedding scores 1); a query
-  with empty ``S`` scores 0 for every embedding, which the ceiling row shows.
-- ``wp_pair_sep`` -- one-token mutants of another tier: over the candidates ``o`` in ``O``
-  whose code tokens (:data:`contrastlab.finetune.tfidf.TOKEN_PATTERN`, the TF-IDF tokens) are
-  at most one edit (insertion, deletion or substitution of one token; Levenshtein 1966) from
-  ``q``'s, the share with ``max_{x in S} s(q, x) > s(q, o)`` (ties one half; 0 when ``S`` is
-  empty): is the query's nearest same-tier variant closer than its one-token mutant of
-  another tier? Defined when ``q`` has such an ``o``.
+- ``wp_auc``: share of pairs ``(x in S, o in O)`` with ``s(q, x) > s(q, o)``, ties one half
+  (Mann-Whitney form of the ROC AUC, Hanley & McNeil 1982, Radiology 143, Eq. 1-2); defined
+  when ``S`` and ``O`` are non-empty.
+- ``wp_nn_tier``: 1 when the nearest candidate has ``q``'s tier (ties: the same-tier share);
+  defined when ``O`` is non-empty (empty ``S`` scores 0).
+- ``wp_pair_sep``: over ``o in O`` at most one token edit from ``q``
+  (:data:`contrastlab.finetune.tfidf.TOKEN_PATTERN` tokens; Levenshtein 1966), the share with
+  ``max_{x in S} s(q, x) > s(q, o)`` (ties one half; 0 when ``S`` is empty).
 
-Reference rows (:data:`REFERENCES`; per query, from the labels alone, no randomness):
-
-- ``tierblind`` -- the expected score of an embedding that ranks the query's own problem
-  first, in uniformly random order inside it: ``wp_auc`` 1/2, ``wp_nn_tier`` ``|S| / |C|``,
-  ``wp_pair_sep`` ``|S| / (|S| + 1)`` per pair (the mutant is not first among itself and
-  ``S``), ``knn{k}_pxt`` ``min(k, |C|) |S| / (|C| k)``; chance by construction.
-- ``ceiling`` -- the best any embedding can reach: ``wp_auc`` 1, ``wp_nn_tier`` and
-  ``wp_pair_sep`` ``[|S| >= 1]``, ``knn{k}_pxt`` ``min(k, |S|) / k``
-  (= :func:`contrastlab.finetune.evaluate.purity_ceiling`).
-
-Arrays are per query, float64, NaN where a metric is undefined (the pattern depends on the
-labels and texts only, so it is the same for every row).
+Reference rows (:data:`REFERENCES`, from the labels alone): ``tierblind`` (own problem first,
+random order inside: ``wp_auc`` 1/2, ``wp_nn_tier`` ``|S|/|C|``, ``wp_pair_sep``
+``|S|/(|S|+1)``, ``knn{k}_pxt`` ``min(k, |C|) |S| / (|C| k)``) and ``ceiling`` (``wp_auc`` 1,
+the others ``[|S| >= 1]``, ``knn{k}_pxt`` ``min(k, |S|) / k``). Arrays are per query,
+float64, NaN where undefined (the pattern depends on labels and texts only).
 """
 
 from __future__ import annotations

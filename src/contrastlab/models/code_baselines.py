@@ -1,40 +1,18 @@
 """Target space and untrained baselines of the code retrieval track.
 
 Target space (:class:`TargetSpace`): the teacher's body embeddings share one dominant
-direction (mean cosine to the mean body about 0.87 with MiniLM), so raw cosine ranking is
-dominated by it. ``centre="mean"`` subtracts the mean of the *training* bodies,
-``"whiten"`` also applies their ZCA whitening ``C^{-1/2}`` (eigenvalues + ``eps``); both
-are fitted on training functions only and applied to every body of the corpus and to the
-targets of every variant. Mean-centring before cosine similarity is the standard fix for
-anisotropic embeddings (Mu & Viswanath, "All-but-the-Top", ICLR 2018; Su et al.,
-"Whitening Sentence Representations", 2021, Eq. 3-5).
+direction (mean cosine to the mean body about 0.87 with MiniLM). ``centre="mean"`` subtracts
+the mean of the *training* bodies, ``"whiten"`` also applies their ZCA whitening ``C^{-1/2}``
+(eigenvalues + ``eps``), fitted on training functions only (Mu & Viswanath, "All-but-the-Top",
+ICLR 2018; Su et al., "Whitening Sentence Representations", 2021, Eq. 3-5).
 
-Baselines (rows of every code table, evaluated like the trained variants):
-
-- zero-shot: the masked mean of the signature's token states as the query, the body
-  embedding as the key (the teacher's own space, no training); ``raw`` in the raw space,
-  ``centred`` with the signature mean and the body target space both fitted on training
-  functions.
-- ridge: closed-form ridge regression (Hoerl & Kennard 1970) from the centred pooled
-  signature states to the target-space body, ``W = (X^T X + lambda I)^{-1} X^T Y``, with
-  ``lambda`` chosen on the validation repositories (Rank@10, ties by MRR).
-- BM25 (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond",
-  2009, Eq. 3.15; Lucene's idf as implemented by ``bm25s``, Lu 2024) over identifier
-  sub-tokens (:func:`identifier_tokens`), query = signature, documents = bodies, ``(k1, b)``
-  chosen on the validation repositories.
-- hybrids of BM25 with a dense scorer: reciprocal-rank fusion (:func:`rrf_scores`;
-  Cormack, Clarke & Buettcher, "Reciprocal Rank Fusion outperforms Condorcet and individual
-  rank learning methods", SIGIR 2009, Eq. 1, ``k = 60``) and a convex combination of the
-  per-query z-scored scores whose weight is chosen on the validation repositories only
-  (:func:`contrastlab.models.grid_picks.pick_fusion_weight`).
-
-Picks on a validation grid (:func:`pick_on_grid`; fusion weights, BM25 ``(k1, b)``): the
-criterion is validation MRR (smooth: every query's reciprocal rank counts, where Rank@10 counts
-a query only when it crosses rank 10), the *plateau* is the connected set of grid points within
-:data:`PLATEAU_SHARE` (1 % of the validation queries, 0.01 in MRR units) of the best, and the
-pick is the plateau's centre. Every pick records its *margin*: the smallest change of one grid
-point's criterion, in validation items (criterion x ``n_val``), that would change the pick; a
-margin under :data:`FRAGILE_SHARE` of the items is flagged ``fragile``.
+Baselines: zero-shot (masked mean of the signature's token states vs the body embedding, raw
+or centred); ridge (Hoerl & Kennard 1970, :func:`fit_ridge`); BM25 over identifier sub-tokens
+(:class:`BM25Scorer`; Robertson & Zaragoza 2009, Eq. 3.15, Lucene idf via ``bm25s``, Lu 2024);
+hybrids of BM25 with a dense scorer: reciprocal-rank fusion (:func:`rrf_scores`; Cormack,
+Clarke & Buettcher, SIGIR 2009, Eq. 1, ``k = 60``) and a convex combination of per-query
+z-scores (:func:`fuse_scores`), its weight picked on validation
+(:mod:`contrastlab.models.grid_picks`).
 """
 
 from __future__ import annotations

@@ -1,31 +1,19 @@
-"""Supervised reference rows of the graph track: a GCN (Kipf & Welling, ICLR 2017) and a GAT
-(Velickovic et al., ICLR 2018) trained end to end on the labels of the public split's 140
-training nodes (issue 37): the same labels the linear probe of the self-supervised encoders
-sees, so a contrastive loss "at or above the supervised GCN" has learned at least as much
-from the graph as supervision with those labels does.
+"""Supervised reference rows of the graph track: GCN (Kipf & Welling, ICLR 2017) and GAT
+(Velickovic et al., ICLR 2018) trained end to end on the public split's 140 training labels,
+the labels the linear probe of the self-supervised encoders sees (issue 37).
 
-Protocol (the same as ``tune_graph``, :mod:`contrastlab.training.graph_tune`): each reference
-of ``graph.supervised`` gets its own Optuna study with ``graph.tune``'s budget, sampler,
-pruner and tuning seeds (disjoint from the final seeds); trial 0 is the declared
-configuration; the objective is the validation accuracy (500 nodes) of the chosen epoch,
-mean over the tuning seeds, reported to the pruner after each seed. The choice is then
-trained on ``graph.final.seeds`` and scored once on the 1000 test nodes
-(:func:`run_supervised_final`; the same files as a self-supervised variant's final runs).
+Protocol as ``tune_graph`` (:mod:`contrastlab.training.graph_tune`): one Optuna study per
+reference with ``graph.tune``'s budget, sampler, pruner and tuning seeds; trial 0 is the
+declared configuration; objective: validation accuracy (500 nodes) at the chosen epoch, mean
+over seeds. The choice is trained on ``graph.final.seeds`` and tested once on the 1000 test
+nodes (:func:`run_supervised_final`).
 
-Training (both papers, Sec. 5.2 / 3.3): row-normalised bag-of-words features, full-batch
-Adam on the cross-entropy of the training nodes for ``epochs`` steps, dropout on the input of
-each layer (and, for GAT, on the attention coefficients); weight decay on the first layer
-only (``weight_decay_layers: first``, Kipf & Welling) or on every layer (``every``, GAT).
-Model selection inside a run: the epoch with the highest validation accuracy (ties: the
-lower validation loss, then the earlier epoch), a simplification of the papers' early
-stopping on the validation loss (GCN: window 10; GAT: patience 100); the test nodes are
-read once, at that epoch.
-
-The fine-tuning rows (``graph.finetune``, ``arch: pretrained``) go through the same study and
-final runs with an ``encoder_for`` hook (:mod:`contrastlab.training.graph_finetune`, which
-pre-trains; this module never imports the self-supervised training code, so the references'
-stages do not depend on it): :class:`FineTunedEncoder` trains the encoder with a linear head
-on the same labels and the same epoch selection, on the raw features it was pre-trained on.
+Training (both papers, Sec. 5.2 / 3.3): row-normalised features, full-batch Adam on the
+training nodes' cross-entropy, dropout on each layer's input (GAT: also on the attention);
+weight decay on the first layer (``first``) or every layer (``every``). The epoch with the
+best validation accuracy is kept (ties: lower validation loss, then earlier epoch), a
+simplification of the papers' early stopping. Fine-tuning rows (``arch: pretrained``) use an
+``encoder_for`` hook (:mod:`contrastlab.training.graph_finetune`; :class:`FineTunedEncoder`).
 """
 
 from __future__ import annotations
