@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..errors import InputError
+from ..tuning.space import Strict
 
 from .code import CodeParams
 from .finetune import FinetuneParams
@@ -60,10 +61,8 @@ class ParamsError(InputError):
     """A params file that cannot be read or does not match the schema (an :class:`~contrastlab.errors.InputError`)."""
 
 
-class Params(BaseModel):
+class Params(Strict):
     """Root of ``params.yaml``."""
-
-    model_config = ConfigDict(extra="forbid")
 
     graph: GraphParams = GraphParams()
     code: CodeParams = CodeParams()

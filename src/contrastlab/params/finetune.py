@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..losses.registry import role, track_variants
-from ..tuning import SearchDim, SeedTrialTune
+from ..tuning import SearchDim, SeedTrialTune, Strict
 
 _ROWS = track_variants("finetune")  # the variant table's fine-tuning rows, in file order
 #: Rows of the track that are not fine-tuning variants (stage ``finetune_baseline``): the
@@ -39,11 +39,9 @@ FINETUNE_VARIANTS: dict[str, tuple[str | None, dict]] = {
     n: (v.loss, dict(v.kwargs)) for n, v in _ROWS.items() if n not in REFERENCE_ROWS}
 
 
-class FinetuneData(BaseModel):
+class FinetuneData(Strict):
     """``finetune.data``: the variants (tiers from :mod:`contrastlab.data.humaneval`) and
     the two evaluation splits."""
-
-    model_config = ConfigDict(extra="forbid")
 
     max_problems: int = Field(0, ge=0, description="First N HumanEval problems (0 = all 164).")
     test_problem_fraction: float = Field(0.3, gt=0, lt=1, description=(
@@ -56,10 +54,8 @@ class FinetuneData(BaseModel):
     seed: int = 0
 
 
-class FinetuneEval(BaseModel):
+class FinetuneEval(Strict):
     """``finetune.eval``: metrics and bootstrap."""
-
-    model_config = ConfigDict(extra="forbid")
 
     knn_k: list[int] = Field(default_factory=lambda: [1, 5], description="k of kNN@k purity.")
     rank_k: list[int] = Field(default_factory=lambda: [1, 5, 10], description="k of Rank@k.")
@@ -104,10 +100,8 @@ class FinetuneTune(SeedTrialTune):
         return v
 
 
-class FinetuneParams(BaseModel):
+class FinetuneParams(Strict):
     """``finetune:`` section. Unknown keys are rejected."""
-
-    model_config = ConfigDict(extra="forbid")
 
     model: str = Field("minilm", description=(
         "Encoder: 'minilm' (packaged all-MiniLM-L6-v2) or a local AutoModel folder."))

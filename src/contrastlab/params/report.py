@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from ..tuning.space import Strict
 
 
-class ReportParams(BaseModel):
+class ReportParams(Strict):
     """``report:`` section. Unknown keys are rejected."""
-
-    model_config = ConfigDict(extra="forbid")
 
     title: str = Field("contrastlab: loss comparison", min_length=1,
                        description="Heading of comparison.md and index.html.")

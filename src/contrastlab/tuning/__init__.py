@@ -68,7 +68,7 @@ from __future__ import annotations
 # (journal / RDB, opening a study, the budget's trials), study (run_study), results (history,
 # the tuned-choices JSON).
 from .results import read_tuned, study_history, write_tuned
-from .space import (PROTOCOL, PrunerName, SearchDim, SeedTrialTune, TuneParams, TuneResult,
+from .space import (PROTOCOL, PrunerName, SearchDim, SeedTrialTune, Strict, TuneParams, TuneResult,
                     apply_choices, distinct_seeds, make_pruner, sampler_seed,
                     space_digest, study_name, suggest, tune_kwargs)
 from .storage import GRACE_S, HEARTBEAT_S, MAX_RETRY, rdb_url
@@ -79,4 +79,4 @@ __all__ = ["SearchDim", "TuneParams", "TuneResult", "PROTOCOL", "suggest", "stud
            "sampler_seed", "make_pruner", "tune_kwargs", "run_study", "study_history",
            "write_tuned", "read_tuned", "apply_choices", "rdb_url", "space_digest",
            "PrunerName", "HEARTBEAT_S", "GRACE_S", "MAX_RETRY", "SeedTrialTune",
-           "distinct_seeds"]
+           "distinct_seeds", "Strict"]

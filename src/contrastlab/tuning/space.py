@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Mapping, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["SearchDim", "TuneParams", "SeedTrialTune", "TuneResult", "PROTOCOL", "PrunerName",
+__all__ = ["Strict", "SearchDim", "TuneParams", "SeedTrialTune", "TuneResult", "PROTOCOL", "PrunerName",
            "space_digest", "study_name", "sampler_seed", "make_pruner", "tune_kwargs", "suggest",
            "apply_choices", "distinct_seeds"]
 
@@ -27,14 +27,18 @@ PROTOCOL = 2
 PrunerName = Literal["hyperband", "successive_halving", "median", "none"]
 
 
-class SearchDim(BaseModel):
+class Strict(BaseModel):
+    """A params model that rejects unknown keys (``extra="forbid"``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class SearchDim(Strict):
     """One hyperparameter's search distribution.
 
     ``float``/``int``: ``low <= x <= high`` (``log``: log-uniform, needs ``low > 0``;
     ``step``: a grid, not with ``log``). ``categorical``: one of ``choices``.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     type: Literal["float", "int", "categorical"]
     low: Optional[float] = None
@@ -65,11 +69,9 @@ class SearchDim(BaseModel):
             raise ValueError(f"an int dimension needs integer bounds (got {self.low}, {self.high})")
         return self
 
-class TuneParams(BaseModel):
+class TuneParams(Strict):
     """``<track>.tune``: the search budget, the pruner and where the studies live (the same
     for every variant of a track; protocol in the module docstring)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     trials: int = Field(20, ge=1, le=10_000,
                         description="Finished (complete + pruned + failed) trials per variant: "
