@@ -1,20 +1,11 @@
 """``python -m contrastlab.launch [torchrun options] SCRIPT [ARGS]``: torchrun, one-line failures.
 
-Same options as ``python -m torch.distributed.run`` (``torchrun``), which it runs in-process.
-A failed worker normally ends in a ``ChildFailedError`` traceback from the launcher, plus the
-worker's own message once per rank. Here:
-
-- a worker whose stage fails on bad input (``contrastlab.cli.run_stage``: a params error, a
-  missing file, a NaN loss...) does not print its message but writes it to the per-worker
-  error file that torchelastic gives it (``TORCHELASTIC_ERROR_FILE``);
-- the launcher catches ``ChildFailedError``, takes the first failure (torchelastic's root
-  cause, by time) and prints ``error: <message>`` once, then exits with that worker's exit
-  status (2 for bad input, as a single-process stage);
-- torchelastic's own log lines are silenced (its loggers set to CRITICAL) unless
-  ``CONTRASTLAB_DEBUG`` is set (then they, and the workers' tracebacks, are shown).
-
-A worker that dies of an unexpected exception keeps printing its Python traceback (that is a
-bug, not bad input); the launcher adds one line naming the rank and exit status.
+Runs ``torch.distributed.run`` in-process with the same options. A worker whose stage fails on
+bad input (``contrastlab.cli.run_stage``) writes its message to ``TORCHELASTIC_ERROR_FILE``;
+the launcher catches ``ChildFailedError``, prints the first failure once as
+``error: <message>`` and exits with that worker's status (2 for bad input). torchelastic's
+logs are silenced unless ``CONTRASTLAB_DEBUG`` is set. An unexpected exception keeps its
+traceback; the launcher adds one line naming the rank and exit status.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
-"""The reference a user would pick (trainer ``sentence_transformers``): the same model,
-trained blocks, pairs, steps, learning rate, warm-up + cosine schedule, weight decay and
-gradient clipping, through sentence-transformers' own loop (``SentenceTransformer.old_fit``,
-the v2 training loop, which needs neither ``datasets`` nor ``accelerate``) with
-``MultipleNegativesRankingLoss`` (in-batch negatives, cross-entropy over cosine similarities
-times ``scale``; Henderson et al. 2017, "Efficient Natural Language Response Suggestion for
-Smart Reply", Sec. 4.4) at ``scale = 1 / temperature`` (fixed, as MNRL has it).
+"""The reference a user would pick (trainer ``sentence_transformers``): the same model, blocks,
+pairs, steps, learning rate, schedule, weight decay and clipping through sentence-transformers'
+v2 loop (``SentenceTransformer.old_fit``) with ``MultipleNegativesRankingLoss`` (Henderson et
+al. 2017, Sec. 4.4) at ``scale = 1 / temperature``.
 
-Differences that remain (sentence-transformers' choices): every step runs all blocks (the
-frozen ones without gradient) on freshly tokenised text instead of cached lower states, no
-weight decay on biases and LayerNorm weights, one shared tower (``towers`` is ignored), one
-process. The trained model is wrapped in a :class:`~contrastlab.finetune.encoder.
-FinetuneEncoder` for evaluation, so both trainers are scored by the same code.
+Remaining differences (sentence-transformers' choices): all blocks run on freshly tokenised
+text, no weight decay on biases and LayerNorm weights, one shared tower, one process. The
+model is wrapped in a :class:`~contrastlab.finetune.encoder.FinetuneEncoder` for evaluation.
 """
 
 from __future__ import annotations

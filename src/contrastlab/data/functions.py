@@ -1,21 +1,15 @@
 """Function extraction with ``ast`` only (repository code is never imported or run).
 
-For every ``def`` / ``async def`` (module functions, methods, nested functions) a record:
-repository, path, qualified name (``Class.method``, ``outer.<locals>.inner``), signature
-text (decorators and the ``def`` header, up to and including the colon; plus the
-docstring when ``include_docstring``), body text (dedented; without the docstring), line
-span (1-based, inclusive) and a hash of the whitespace-normalised body.
+One record per ``def`` / ``async def`` (methods and nested functions too): repository, path,
+qualified name (``Class.method``, ``outer.<locals>.inner``), signature (decorators and the
+header up to the colon, plus the docstring when ``include_docstring``), dedented body
+without the docstring, 1-based inclusive line span, hash of the whitespace-normalised body.
 
-Skipped and counted: ``*.py`` paths that are not regular files (a directory named
-``x.py``, a symbolic link, a device: ``not_regular_file``), files that cannot be read
-(``os_error``), files that do not decode in their declared encoding (PEP 263 coding line or
-BOM, read with ``tokenize.detect_encoding``; UTF-8 when none: ``undecodable``), do not parse
-(``unparsable``), test files (``test_file`` when ``skip_tests``), functions whose body is
-only a docstring (``empty_body``), shorter or longer than the bounds (``too_short``,
-``too_long``), and bodies identical after whitespace normalisation to one seen earlier
-(``duplicate_body``; the first in (repository, path, line) order is kept). Deduplication is
-done before splitting so the repository split cannot leak a body. The stats list the
-skipped files per reason (``skipped_paths``: ``{reason: ["<repo>/<path>", ...]}``).
+Skipped and counted per reason (``skipped_paths``: ``{reason: ["<repo>/<path>", ...]}``):
+``not_regular_file``, ``os_error``, ``undecodable`` (PEP 263 / BOM via
+``tokenize.detect_encoding``, else UTF-8), ``unparsable``, ``test_file`` (``skip_tests``),
+``empty_body``, ``too_short``, ``too_long`` and ``duplicate_body`` (the first in (repository,
+path, line) order kept; deduplicated before splitting, so the split cannot leak a body).
 """
 
 from __future__ import annotations

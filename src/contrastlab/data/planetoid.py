@@ -1,17 +1,12 @@
 """Planetoid citation graphs (Cora, CiteSeer, PubMed) by name, from checksummed raw files.
 
-The Planetoid format (Yang, Cohen & Salakhutdinov, "Revisiting Semi-Supervised Learning with
-Graph Embeddings", ICML 2016) is eight pickled files per data set, ``ind.<name>.{x, tx, allx,
-y, ty, ally, graph, test.index}``, with the public split: the first ``len(y)`` nodes train,
-the next 500 validate, ``test.index`` tests. :func:`prepare_planetoid` verifies a raw folder
-(vendored, or any folder the user gives) against its ``SHA256SUMS`` and lays the files out
-where :class:`torch_geometric.datasets.Planetoid` reads them (``<root>/<Name>/raw/``), then
-loads (and processes) the data set offline; :func:`load_planetoid` reads a prepared root.
-
-Public statistics (PyG's documentation of the same files), checked after loading when
-``check_stats`` is true: Cora 2708 nodes / 1433 features / 10556 directed edges / 7 classes /
-140-500-1000 split; CiteSeer 3327 / 3703 / 9104 / 6 / 120-500-1000; PubMed 19717 / 500 /
-88648 / 3 / 60-500-1000.
+Planetoid format (Yang, Cohen & Salakhutdinov, ICML 2016): ``ind.<name>.{x, tx, allx, y, ty,
+ally, graph, test.index}`` with the public split. :func:`prepare_planetoid` verifies a raw
+folder against its ``SHA256SUMS``, lays it out for :class:`torch_geometric.datasets.Planetoid`
+and loads it offline; :func:`load_planetoid` reads a prepared root. Statistics checked when
+``check_stats``: Cora 2708 nodes / 1433 features / 10556 directed edges / 7 classes /
+140-500-1000; CiteSeer 3327 / 3703 / 9104 / 6 / 120-500-1000; PubMed 19717 / 500 / 88648 / 3 /
+60-500-1000.
 """
 
 from __future__ import annotations

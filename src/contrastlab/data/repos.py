@@ -1,24 +1,15 @@
 """Repository sources for the code retrieval track: installed distributions, git, local folders.
 
 Each source becomes one folder of Python files under the output directory plus an entry in
-``manifest.json`` (name, kind, version or commit, number of files, licence file). Nothing
-is imported or executed: files are copied as bytes.
-
-- ``dist``: an installed Python distribution (offline default). Its ``.py`` files listed in
-  the distribution's ``RECORD`` are copied; the version comes from ``importlib.metadata``.
-- ``git``: an ``https://``, ``ssh://``, ``git@host:path`` or ``file://`` URL pinned to a
-  full 40-hex commit hash (a tag or branch only with ``allow_ref: true``: a ref can move, so
-  the fetch is not reproducible). Cloned with hooks disabled (``core.hooksPath=/dev/null``)
-  and no submodules, then checked out detached at the commit; the ``.git`` folder is
-  dropped. A URL or ref that starts with ``-`` (could be read as a git option), an ssh user
-  or host that starts with ``-`` (could be read as an ssh option), or another transport is
-  refused. When git fails, its own message is in the error.
-- ``path``: a local folder; its ``.py`` files are copied.
-
-Every source is checked before anything is fetched. Repository folder names are sanitised:
-a derived name (distribution, last URL component, the resolved folder's name) keeps only
-``A-Za-z0-9._-`` and cannot start with ``.``, ``_`` or ``-``, so no name (``..``,
-``a/b``) can point outside the output folder.
+``manifest.json`` (name, kind, version or commit, file count, licence file); files are copied
+as bytes, never imported or executed. Kinds: ``dist`` (the ``.py`` files of an installed
+distribution's ``RECORD``; offline default), ``git`` (an ``https://``, ``ssh://``,
+``git@host:path`` or ``file://`` URL pinned to a 40-hex commit, a movable ref only with
+``allow_ref: true``; cloned with hooks disabled and no submodules, ``.git`` dropped; a URL,
+ref, ssh user or host starting with ``-``, or another transport, is refused) and ``path`` (a
+local folder). Every source is checked before anything is fetched; folder names keep only
+``A-Za-z0-9._-`` and cannot start with ``.``, ``_`` or ``-``, so none points outside the
+output folder.
 """
 
 from __future__ import annotations

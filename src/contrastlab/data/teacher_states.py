@@ -1,22 +1,14 @@
 """Teacher states on disk: sharded safetensors plus a small JSON index, resumable.
 
-Shard ``shard_00000.safetensors`` holds, for ``n`` consecutive functions (by ``id``):
+Shard ``shard_00000.safetensors`` holds, for ``n`` consecutive functions (by ``id``): ``ids``
+int64 ``[n]``; ``sig_states`` float16 ``[n, T, H]`` (signature token states at the teacher
+layer, zero-padded to ``T = max_sig_tokens``); ``sig_mask`` uint8 ``[n, T]``; ``body_emb``
+float32 ``[n, H]`` (mean body token state). Each shard's metadata fingerprints the teacher
+settings and its functions' text; a rerun keeps every shard whose fingerprint matches.
 
-- ``ids``        int64 ``[n]``
-- ``sig_states`` float16 ``[n, T, H]``: the signature's token states at the teacher layer,
-  zero-padded to ``T = max_sig_tokens``
-- ``sig_mask``   uint8 ``[n, T]``: 1 for real tokens
-- ``body_emb``   float32 ``[n, H]``: mean of the body's token states at that layer
-
-Each shard's safetensors metadata (one key, so the bytes are reproducible) stores a
-fingerprint of the teacher settings and of its functions' text; a rerun (after an interruption) keeps every shard whose fingerprint still
-matches and computes only the rest. ``index.json`` is written last.
-
-The folder is a ``persist: true`` DVC output, so it must only ever hold finished files:
-each shard is written in a sibling folder ``.<name>.partial`` (same file system) and renamed
-into place when complete; a run starts by removing that folder and anything in the output
-folder that is not a shard or ``index.json`` (temporaries of a killed run). ``index.json``
-holds only values determined by the inputs (no counts of reused shards, no times).
+The folder is a ``persist: true`` DVC output, so it only ever holds finished files: shards are
+written in ``.<name>.partial`` and renamed into place; a run first removes that folder and
+anything that is not a shard or ``index.json`` (written last, input-determined values only).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
-"""BM25 fused with every trained code-retrieval predictor (stage ``hybrid_code``; callable
-from a notebook): :func:`run_hybrids`. Per variant and seed, reciprocal-rank fusion
-``1/(k + r_bm25) + 1/(k + r_dense)`` over the whole corpus (Cormack, Clarke & Buettcher 2009,
-Eq. 1) and z-scored score fusion ``w z(bm25) + (1 - w) z(cosine)`` with ``w`` picked on the
-validation MRR (mean over seeds) by :func:`contrastlab.models.grid_picks.pick_on_grid`:
-the centre of the plateau of weights within 1 % of the validation queries of the best, with
-the pick's margin (validation items that would flip it) recorded. The same two fusions of
-BM25 with the teacher's untrained sentence embedding (``rrf_sentence``, ``fusion_sentence``;
-when ``code.baselines.sentence`` is on) are the control, picked by the same rule: a trained
-predictor earns its place in a hybrid only if its hybrid beats this one. The control is also
-evaluated on the test queries at every grid weight (``test_by_weight``; ranks as hybrid
-``fusion_sentence@w<w>``), so that each trained fusion is compared with the control at its
-own weight and no comparison hangs on which weight a fragile pick chose.
+"""BM25 fused with every trained code-retrieval predictor (stage ``hybrid_code``):
+:func:`run_hybrids`. Per variant and seed: reciprocal-rank fusion over the corpus (Cormack,
+Clarke & Buettcher 2009, Eq. 1) and ``w z(bm25) + (1 - w) z(cosine)`` with ``w`` picked on
+validation MRR by :func:`contrastlab.models.grid_picks.pick_on_grid` (margin recorded). The
+control: the same fusions with the teacher's untrained sentence embedding (``rrf_sentence``,
+``fusion_sentence``), also scored on the test queries at every grid weight
+(``test_by_weight``), so each trained fusion is compared with the control at its own weight.
 """
 
 from __future__ import annotations

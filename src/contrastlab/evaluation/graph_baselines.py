@@ -1,21 +1,13 @@
-"""The baselines every self-supervised graph encoder must beat (stage ``baselines_graph``;
-callable from a notebook): :func:`run_baselines`.
+"""The baselines every self-supervised graph encoder must beat (stage ``baselines_graph``):
+:func:`run_baselines`, through the same linear probe as the trained variants (``C`` from
+``graph.probe.c_grid`` chosen on the 500 validation nodes, accuracy on the 1000 test nodes).
 
-
-Through the same linear probe as the trained variants (logistic regression on the 140
-training nodes, ``C`` from the wide ``graph.probe.c_grid`` chosen on the 500 validation nodes
-and interior to the grid, accuracy on the 1000 test nodes):
-
-- ``raw_features``: the bag-of-words node features, row-normalised (Kipf & Welling, ICLR
-  2017, Sec. 5.1), the probe's input normalisation (``graph.baselines.normalize``) chosen
-  with ``C`` on validation (deterministic: one run);
-- ``sgc``: Simplified Graph Convolution features ``S^K X`` (Wu et al., ICML 2019, Eq. 5-8;
-  ``S = D~^{-1/2}(A+I)D~^{-1/2}``) of the row-normalised features, ``K`` in
-  ``graph.baselines.sgc_k`` chosen on validation with ``C`` and the normalisation
-  (deterministic: one run);
-- ``random_gcn``: the GCN encoder at its random initialisation, never trained, for every
-  seed of ``graph.final.seeds`` (a randomly initialised GCN is a strong baseline on
-  citation graphs; Velickovic et al., "Deep Graph Infomax", ICLR 2019, Sec. 4.3).
+- ``raw_features``: row-normalised bag-of-words features (Kipf & Welling, ICLR 2017, Sec.
+  5.1), the probe's normalisation chosen with ``C``; deterministic, one run.
+- ``sgc``: ``S^K X`` with ``S = D~^{-1/2}(A+I)D~^{-1/2}`` (Wu et al., ICML 2019, Eq. 5-8),
+  ``K`` from ``graph.baselines.sgc_k`` chosen on validation; deterministic, one run.
+- ``random_gcn``: the untrained GCN encoder for every seed of ``graph.final.seeds``
+  (Velickovic et al., "Deep Graph Infomax", ICLR 2019, Sec. 4.3).
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
-"""HumanEval variants for encoder fine-tuning: texts, multi-hot labels, the two evaluation
-splits and a problem-balanced batch sampler.
+"""HumanEval variants for encoder fine-tuning (:mod:`contrastlab.data.humaneval`): texts,
+multi-hot labels ``problem_<id>`` + ``tier_<tier>``, the evaluation splits and a
+problem-balanced batch sampler.
 
-Variants and tiers come from :mod:`contrastlab.data.humaneval` (canonical solution + AST
-mutants, tiered PASS / PARTIAL / FAIL by sandboxed execution of each assertion; HumanEval,
-Chen et al. 2021). Labels of a variant are ``problem_<id>`` and ``tier_<tier>`` (as in the
-multi-label track), so a loss sees two labels per row.
-
-Splits (:func:`make_splits`), one column ``split`` per row:
-
-- ``test_b`` -- *unseen problems*: a ``test_problem_fraction`` of the problems, all their
-  variants (grouped by problem: no problem of ``test_b`` has a row anywhere else);
-- ``test_a`` -- *unseen submissions of seen problems*: within every (problem, tier) cell of
-  the remaining problems, ``round(test_fraction * n)`` variants (at most ``n - 1``: a cell of
-  one variant stays in training, so every ``test_a`` cell has a training member);
-- ``val`` -- the same per-cell rule with ``val_fraction`` on what is left;
-- ``train`` -- the rest.
+Splits (:func:`make_splits`): ``test_b`` (unseen problems: a ``test_problem_fraction`` of the
+problems, all their variants); ``test_a`` (unseen submissions of seen problems: per (problem,
+tier) cell ``round(test_fraction * n)`` variants, at most ``n - 1``); ``val`` (the same rule
+with ``val_fraction`` on what is left); ``train`` (the rest).
 """
 
 from __future__ import annotations

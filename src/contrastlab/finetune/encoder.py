@@ -1,22 +1,16 @@
 """A ``transformers`` encoder split at a layer boundary: frozen lower part, trainable top.
 
-With ``L`` transformer blocks and ``layers = k`` trained, the model is
-``pool(B_L ... B_{L-k+1}(h_{L-k}))`` followed by an optional projection head, where
-``h_{L-k}`` = embeddings + the ``L - k`` frozen blocks (``output_hidden_states[L-k]`` of the
-full model). The frozen part depends on the input only, so it is computed once per input
-and cached (:meth:`FinetuneEncoder.lower_states`); training runs only the top ``k`` blocks
-on the cached states, with gradients identical to running the full model with the lower
-blocks frozen (``tests/finetune``). ``layers = 0``: frozen states + head; ``"all"``: every
-block and the embeddings are trained (no cache).
+With ``L`` blocks and ``layers = k`` trained, the model is ``pool(B_L ... B_{L-k+1}(h_{L-k}))``
+plus an optional projection head; ``h_{L-k}`` (``output_hidden_states[L-k]``) depends on the
+input only, so it is cached (:meth:`FinetuneEncoder.lower_states`) and training runs the top
+``k`` blocks on it, with gradients identical to the full model with frozen lower blocks.
+``layers = 0``: frozen states + head; ``"all"``: everything trained (no cache).
 
-Pooling: masked mean of the last states (Reimers & Gurevych 2019, Sentence-BERT, Sec. 3, the
-pooling all-MiniLM-L6-v2 was trained with) or the first ([CLS]) token. Head: two linear
-layers with a ReLU (SimCLR, Chen et al. 2020, Sec. 2.1) to ``proj_dim``; embeddings are the
-L2-normalised head output (the pooled output when ``proj_dim = 0``).
-
-Supported backbones: encoder (bidirectional) models whose blocks are one ``nn.ModuleList``
-called as ``block(hidden, mask)`` (BERT, RoBERTa, MiniLM, ...). Attention is eager, so the
-additive mask built by ``transformers.masking_utils.create_bidirectional_mask`` is exact.
+Pooling: masked mean (Reimers & Gurevych 2019, Sec. 3) or the first ([CLS]) token. Head: two
+linear layers with a ReLU (SimCLR, Chen et al. 2020, Sec. 2.1) to ``proj_dim``; embeddings are
+L2-normalised. Backbones: bidirectional encoders whose blocks are one ``nn.ModuleList`` called
+as ``block(hidden, mask)`` (BERT, RoBERTa, MiniLM); eager attention, so the additive mask of
+``create_bidirectional_mask`` is exact.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
-"""A queryable index of fine-tuned code embeddings: FAISS inner-product index over the
-L2-normalised embeddings (cosine similarity; Johnson, Douze & Jegou 2019, "Billion-scale
-similarity search with GPUs", ``IndexFlatIP`` = exact search), per-row metadata and the
-encoder that embeds new code the same way.
+"""A queryable index of fine-tuned code embeddings: an exact FAISS inner-product index over
+the L2-normalised embeddings (``IndexFlatIP``; Johnson, Douze & Jegou 2019), per-row metadata
+and the encoder that embeds new code the same way.
 
 Folder layout (:func:`write_index`)::
 
     <dir>/index.faiss     exact inner-product index, D = encoder output size
     <dir>/meta.json       {"rows": [{"id", "problem", "tier"}, ...], "dim": D, ...}
-    <dir>/model/          FinetuneEncoder.save() (backbone, tokenizer, head, settings) plus
-                          the sentence-transformers module files
-                          (:func:`contrastlab.finetune.export.export_sentence_transformers`)
+    <dir>/model/          FinetuneEncoder.save() plus the sentence-transformers module files
 
-The ``model/`` folder loads without contrastlab: ``SentenceTransformer(<dir>/model)`` or
-``transformers.AutoModel`` + pooling + head (:mod:`contrastlab.finetune.export`).
-:func:`log_to_mlflow` logs it with the ``mlflow.sentence_transformers`` flavour (its
-requirements: sentence-transformers, transformers, torch; no contrastlab) and the folder as
-artifacts.
+``model/`` loads without contrastlab (:mod:`contrastlab.finetune.export`); :func:`log_to_mlflow`
+logs it with the ``mlflow.sentence_transformers`` flavour.
 """
 
 from __future__ import annotations

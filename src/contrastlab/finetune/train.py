@@ -1,24 +1,17 @@
 """The fine-tuning loop: multi-label contrastive losses or BCE on a :class:`FinetuneEncoder`.
 
 Each optimiser step accumulates ``grad_accum`` micro-batches of ``P`` problems x ``M``
-variants (:class:`~contrastlab.finetune.data.PKSampler`). Contrastive variants: the
-L2-normalised embeddings ``z [B, 1, D]`` and multi-hot labels ``y [B, C]`` (``problem_*`` and
-``tier_*``) go to the registry loss as ``loss(z, y, temperature=T, **kwargs)`` -- MulSupCon
-(Zhang & Wu, AAAI 2024, Eq. 5-6 of the Sim-Dis paper), ALL / ANY (Sim-Dis paper Eq. 1-3),
-Sim-Dis (Eq. 13, ``log_prob`` weighting); under ``torchrun`` through
-:func:`contrastlab.losses.distributed_loss` (negatives gathered from every rank, gradient
-scaled by the world size, see :mod:`contrastlab.distributed`). BCE: a linear layer on the
-head output, mean binary cross-entropy over the ``C`` labels.
+variants (:class:`~contrastlab.finetune.data.PKSampler`). Contrastive variants pass the
+L2-normalised ``z [B, 1, D]`` and multi-hot ``y [B, C]`` to the registry loss as
+``loss(z, y, temperature=T, **kwargs)`` (MulSupCon, Zhang & Wu, AAAI 2024; ALL / ANY, Sim-Dis
+paper Eq. 1-3; Sim-Dis Eq. 13), under ``torchrun`` via
+:func:`contrastlab.losses.distributed_loss`. BCE: a linear layer on the head output.
 
-AdamW (Loshchilov & Hutter 2019) with two parameter groups (``lr_encoder`` for the trainable
-blocks, ``lr_head`` for head and classifier), linear warm-up then cosine decay
-(:func:`contrastlab.training.multilabel.warmup_cosine`). bf16 autocast on CUDA devices that
-support it (``bf16: auto``). Every ``eval_every`` steps the validation retrieval mAP
-(validation rows query the training rows; relevant = same problem and tier) is measured;
-the best trainable state is kept (model selection on validation only).
-
-Randomness: one ``torch.Generator`` seeded with ``seed + rank`` draws the batches; the head
-is initialised under ``torch.manual_seed(seed)``: on CPU a rerun is bitwise identical.
+AdamW (Loshchilov & Hutter 2019) with ``lr_encoder`` / ``lr_head`` groups, linear warm-up then
+cosine decay, bf16 autocast on capable CUDA devices. Every ``eval_every`` steps the
+validation retrieval mAP is measured and the best trainable state kept. Batches come from a
+``torch.Generator`` seeded ``seed + rank``; the head is initialised under
+``torch.manual_seed(seed)``, so a CPU rerun is bitwise identical.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
-"""Tuning of one fine-tuning row under the shared protocol (stage ``tune_finetune@<row>``;
-callable from a notebook): :func:`run_tuning`.
+"""Tuning of one fine-tuning row under the shared protocol (stage ``tune_finetune@<row>``):
+:func:`run_tuning`.
 
-Every trained row (the multi-label losses, BCE and the frozen + head baseline) gets
-``finetune.tune.trials`` finished trials of the same search space (``finetune.tune.search``
-minus what the row does not use, :func:`row_space`), Hyperband pruning after each seed; trial
-0 is the row's declared configuration (params.yaml), so the choice is never worse than it on
-validation. A trial trains one run per seed of ``finetune.tune.seeds`` (disjoint from the
-final ``finetune.seeds``) and scores the mean over seeds of the best validation retrieval mAP
-(validation rows query the training rows; relevant = same problem and tier), the criterion
-early stopping uses; its standard error is stored. Only the training and validation rows
-of split (a) are read: the held-out submissions and the unseen problems of split (b) never
-enter. Rows without training (``frozen``, ``tfidf``) are not tuned: a note is written.
+``finetune.tune.trials`` trials of the row's search space (:func:`row_space`), Hyperband
+pruning after each seed, trial 0 the declared configuration. A trial trains one run per seed of
+``finetune.tune.seeds`` and scores the mean best validation retrieval mAP (standard error
+stored). Only split (a)'s training and validation rows are read. Rows without training
+(``frozen``, ``tfidf``) are not tuned: a note is written.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Fine-tuning rows of the graph track (``graph.finetune``): contrastive pre-training, then
-supervised fine-tuning on the public split's 140 training labels (issue 37: the label-using
-form of "a contrastive loss at or above the supervised GCN").
+supervised fine-tuning on the 140 training labels (issue 37).
 
-Seed ``s`` pre-trains the encoder exactly as the tuned final run of the variant ``pretrain``
-with seed ``s`` does (:func:`pretrained_encoder`: the same choices, epochs and seed, hence the
-same weights), then :class:`~contrastlab.training.graph_supervised.FineTunedEncoder` trains
-every weight with a linear head on the cross-entropy of the training nodes, the epoch chosen on
-the validation nodes (You et al., NeurIPS 2020, Sec. 4.2, fine-tune GraphCL encoders the same
-way). Study, budget, pruner, seeds and outputs are those of the supervised references
-(:func:`~contrastlab.training.graph_supervised.run_supervised_tuning` /
-:func:`~contrastlab.training.graph_supervised.run_supervised_final`); each tuning seed's
-encoder is pre-trained once per study and copied by every trial.
+Seed ``s`` pre-trains exactly as the tuned final run of variant ``pretrain`` with seed ``s``
+(:func:`pretrained_encoder`), then :class:`~contrastlab.training.graph_supervised.FineTunedEncoder`
+trains every weight with a linear head, the epoch chosen on validation (You et al., NeurIPS
+2020, Sec. 4.2). Study, budget, seeds and outputs are the supervised references'; each tuning
+seed's encoder is pre-trained once per study.
 """
 
 from __future__ import annotations
