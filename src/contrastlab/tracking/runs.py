@@ -71,24 +71,12 @@ def open_run(track: str, create: Callable[[Store], Tracker]) -> Iterator[Tracker
         yield Tracker(None)
         return
     root = repo_root()
-
-    def opened() -> Tracker:
+    try:
         uri = tracking_uri(root)
         client = _client(uri)
         exp_id = _experiment_id(client, uri, track, root)
         _install_handlers()
-        return create(Store(root, uri, client, exp_id))
-
-    with _guarded(opened) as t:
-        yield t
-
-
-@contextlib.contextmanager
-def _guarded(opener: Callable[[], Tracker]) -> Iterator[Tracker]:
-    """Open a run with ``opener`` (an MLflow error becomes a warning and a no-op tracker),
-    yield it, and close it FINISHED / FAILED (``_closing``)."""
-    try:
-        tracker = opener()
+        tracker = create(Store(root, uri, client, exp_id))
     except Exception as e:  # noqa: BLE001 - tracking must never fail a stage
         log.warning("MLflow tracking unavailable (%s: %s); the stage goes on without it",
                     type(e).__name__, e)
