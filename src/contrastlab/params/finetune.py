@@ -17,7 +17,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from ..losses.registry import role, track_variants
-from ..tuning import SearchDim, SeedTrialTune, Strict
+from ..tuning.space import SearchDim, SeedTrialTune, Strict, distinct_seeds, known_names
 
 _ROWS = track_variants("finetune")  # the variant table's fine-tuning rows, in file order
 #: Rows of the track that are not fine-tuning variants (stage ``finetune_baseline``): the
@@ -109,7 +109,7 @@ class FinetuneParams(Strict):
     strip_docstrings: bool = Field(True, description=(
         "Drop docstrings before tokenising: the mutation sits in the body, which a long "
         "docstring would push past max_length."))
-    layers: int | Literal["all"] = Field(1, description=(  # not a loss name
+    layers: Annotated[int, Field(ge=0)] | Literal["all"] = Field(1, description=(  # not a loss
         "Transformer layers trained: 0 = frozen states + head; k = top k (the states below "
         "are computed once and cached); 'all'."))
     pooling: Literal["mean", "cls"] = "mean"
@@ -135,7 +135,7 @@ class FinetuneParams(Strict):
     batch_size_encode: int = Field(64, ge=1)
     sub_batch: int = Field(8, ge=1, description=(
         "Rows per padded forward pass (rows sorted by length; small on a CPU, large on a GPU)."))
-    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
     variants: list[str] = Field(default_factory=lambda: list(FINETUNE_VARIANTS))
     index_variant: str = Field(role("finetune", "index_variant"), description=(
         "Variant whose first seed's encoder and embeddings make the FAISS index."))
@@ -146,24 +146,14 @@ class FinetuneParams(Strict):
     @field_validator("variants")
     @classmethod
     def _known(cls, v: list[str]) -> list[str]:
-        bad = [x for x in v if x not in FINETUNE_VARIANTS]
-        if bad:
-            raise ValueError(f"unknown variant(s) {bad}; known: {', '.join(FINETUNE_VARIANTS)}")
+        known_names(v, FINETUNE_VARIANTS, "variant(s)")
         if len(set(v)) != len(v):
             raise ValueError("variants repeat a name")
         return v
 
-    @field_validator("layers")
-    @classmethod
-    def _layers(cls, v):
-        if isinstance(v, int) and v < 0:
-            raise ValueError("layers must be >= 0 or 'all'")
-        return v
-
     @model_validator(mode="after")
     def _seeds(self):
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise ValueError("seeds must be a non-empty list of distinct integers")
+        distinct_seeds(self.seeds)
         if set(self.seeds) & set(self.tune.seeds):
             raise ValueError(f"tune.seeds {self.tune.seeds} overlap the final seeds {self.seeds}")
         if self.index_variant not in self.variants:

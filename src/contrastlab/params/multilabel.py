@@ -30,7 +30,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from ..losses.registry import role, track_variants
-from ..tuning.space import Strict
+from ..tuning.space import Strict, distinct_seeds, known_names
 
 #: Every data set name the track can build (MULAN sets + Reuters + HumanEval).
 KNOWN_DATASETS = ["yeast", "enron", "tmc2007-500", "scene", "emotions", "bibtex", "medical",
@@ -324,10 +324,7 @@ class MultilabelParams(Strict):
     @field_validator("losses")
     @classmethod
     def _known_losses(cls, v: list[str]) -> list[str]:
-        known = known_losses()
-        bad = [x for x in v if x not in known]
-        if bad:
-            raise ValueError(f"unknown loss(es) {bad}; known: {known}")
+        known_names(v, known_losses(), "loss(es)")
         alias = [f"{x} (= {ALIASES[x]})" for x in v if x in ALIASES]
         if alias:
             raise ValueError(f"{', '.join(alias)}: declared an alias (the same gradient, variants.yaml "
@@ -337,17 +334,12 @@ class MultilabelParams(Strict):
     @field_validator("hybrids")
     @classmethod
     def _known_hybrids(cls, v: list[str]) -> list[str]:
-        bad = [x for x in v if x not in HYBRIDS]
-        if bad:
-            raise ValueError(f"unknown hybrid(s) {bad}; known: {list(HYBRIDS)}")
-        return v
+        return known_names(v, HYBRIDS, "hybrid(s)")
 
     @field_validator("seeds")
     @classmethod
     def _seeds(cls, v: list[int]) -> list[int]:
-        if not v or len(set(v)) != len(v):
-            raise ValueError("seeds must be a non-empty list of distinct integers")
-        return v
+        return distinct_seeds(v)
 
     def _resolve(self, x: str, v: VariantParams) -> None:
         """Fill in what variant ``x`` inherits (module docstring): the table's ``kwargs``, the

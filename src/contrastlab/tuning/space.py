@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 __all__ = ["Strict", "SearchDim", "TuneParams", "SeedTrialTune", "TuneResult", "PROTOCOL", "PrunerName",
            "space_digest", "study_name", "sampler_seed", "make_pruner", "tune_kwargs", "suggest",
-           "apply_choices", "distinct_seeds"]
+           "apply_choices", "distinct_seeds", "known_names"]
 
 #: Version of the protocol in the module docstring; part of every study's name, so studies
 #: run under an earlier protocol (one sampler seed for all variants, no default trial, pruned
@@ -111,6 +111,15 @@ def distinct_seeds(v: list[int]) -> list[int]:
     """``v`` itself; ``ValueError`` when a seed repeats (a list of training seeds)."""
     if len(set(v)) != len(v):
         raise ValueError(f"seeds must be distinct, got {v}")
+    return v
+
+
+def known_names(v: list[str], known, what: str) -> list[str]:
+    """``v`` itself; ``ValueError`` naming the entries of ``v`` not in ``known`` (``what``:
+    e.g. ``"variant(s)"``) and the known names."""
+    bad = [x for x in v if x not in known]
+    if bad:
+        raise ValueError(f"unknown {what} {bad}; known: {', '.join(map(str, known))}")
     return v
 
 
