@@ -25,12 +25,12 @@ above.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from ..losses.registry import role, track_variants
-from ..tuning.space import Strict, distinct_seeds, known_names
+from ..tuning.space import Strict, StudyParams, distinct_seeds, known_names
 
 #: Every data set name the track can build (MULAN sets + Reuters + HumanEval).
 KNOWN_DATASETS = ["yeast", "enron", "tmc2007-500", "scene", "emotions", "bibtex", "medical",
@@ -229,19 +229,17 @@ DEFAULT_SEARCH: dict[str, dict] = {
 }
 
 
-class MultilabelTune(Strict):
+class MultilabelTune(StudyParams):
     """``multilabel.tune``: the equal search budget of every variant (contrastlab.tuning).
 
     One study per (variant, data set in ``datasets``). A trial's objective is the mean
     validation mAP over ``folds`` iterative-stratification folds (Sechidis et al. 2011) of
     the data set's training part (train + validation rows; the test split is never read), fold
     ``f`` trained with seed ``run_seeds[f % len(run_seeds)]``; the run seeds must be disjoint
-    from ``multilabel.seeds`` (the final seeds)."""
+    from ``multilabel.seeds`` (the final seeds). The pruner's step is a fold done
+    (``max_resource``: ``auto`` or ``folds``); a ``pruner`` other than none is part of the
+    study's name, so a switch starts new studies beside the old ones."""
 
-    trials: int = Field(20, ge=1, description="Finished trials per variant and data set (the same for every variant).")
-    startup_trials: int = Field(6, ge=1, description="Random trials before TPE.")
-    seed: int = Field(0, ge=0, description="Base sampler seed (each variant and data set offsets it).")
-    storage: str | None = Field(None, description="null = journal file in the stage output; else an Optuna RDB URL.")
     datasets: list[str] = Field(default_factory=lambda: ["emotions", "yeast", "medical", "enron", "scene",
                                                            "tmc2007-500"],
                                 description="Data sets tuned (one study each); the others use the "
@@ -256,16 +254,6 @@ class MultilabelTune(Strict):
         description="variant -> variant whose sampler seed its studies use: Sim-Dis Eq. 13 read "
         "literally has ANY's gradient, so with ANY's seed its study draws ANY's configurations and "
         "its outputs stay identical to ANY's (the report then counts the two as one method).")
-    pruner: Literal["none", "median", "hyperband", "successive_halving"] = Field(
-        "hyperband", description="Optuna pruner over the folds, step = folds done (pruned trials "
-        "still count against the budget; contrastlab.tuning.make_pruner). Any other value than "
-        "none is part of the study's name, so a switch starts new studies beside the old ones.")
-    min_resource: int = Field(1, ge=1, description="Folds before a trial can be pruned "
-                              "(hyperband / successive halving min_resource; median: "
-                              "n_warmup_steps = min_resource - 1).")
-    max_resource: Union[int, Literal["auto"]] = Field(
-        "auto", description="Hyperband max_resource: the folds of a complete trial (= folds).")
-    reduction_factor: int = Field(3, ge=2, description="Hyperband / successive halving eta.")
     search: dict[str, dict] = Field(
         default_factory=lambda: {k: dict(v) for k, v in DEFAULT_SEARCH.items()},
         description="The default search space of every contrastive variant (name -> SearchDim "

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Mapping, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["Strict", "SearchDim", "TuneParams", "SeedTrialTune", "TuneResult", "PROTOCOL", "PrunerName",
+__all__ = ["Strict", "SearchDim", "StudyParams", "TuneParams", "SeedTrialTune", "TuneResult", "PROTOCOL", "PrunerName",
            "space_digest", "study_name", "sampler_seed", "make_pruner", "tune_kwargs", "suggest",
            "apply_choices", "distinct_seeds", "known_names"]
 
@@ -69,9 +69,11 @@ class SearchDim(Strict):
             raise ValueError(f"an int dimension needs integer bounds (got {self.low}, {self.high})")
         return self
 
-class TuneParams(Strict):
-    """``<track>.tune``: the search budget, the pruner and where the studies live (the same
-    for every variant of a track; protocol in the module docstring)."""
+
+class StudyParams(Strict):
+    """The search budget, the pruner and where the studies live (protocol in the module
+    docstring): the fields every ``<track>.tune`` shares (:class:`TuneParams`; the multi-label
+    track's adds its folds)."""
 
     trials: int = Field(20, ge=1, le=10_000,
                         description="Finished (complete + pruned + failed) trials per variant: "
@@ -95,16 +97,22 @@ class TuneParams(Strict):
         "the largest step of the first complete trial).")
     reduction_factor: int = Field(3, ge=2, description="Hyperband / successive halving eta: "
                                   "1/eta of the trials of a rung are promoted.")
-    select: Literal["best_mean"] = Field(
-        "best_mean", description="Winner: the COMPLETE trial with the best mean objective "
-        "(lowest trial number on ties; pruned and failed trials are never chosen).")
 
     @model_validator(mode="after")
-    def _check_resource(self) -> "TuneParams":
+    def _check_resource(self) -> "StudyParams":
         if self.max_resource != "auto" and self.max_resource < self.min_resource:
             raise ValueError(f"max_resource {self.max_resource} < min_resource "
                              f"{self.min_resource}")
         return self
+
+
+class TuneParams(StudyParams):
+    """``<track>.tune``: :class:`StudyParams` and the selection rule (the same for every
+    variant of a track)."""
+
+    select: Literal["best_mean"] = Field(
+        "best_mean", description="Winner: the COMPLETE trial with the best mean objective "
+        "(lowest trial number on ties; pruned and failed trials are never chosen).")
 
 
 def distinct_seeds(v: list[int]) -> list[int]:
