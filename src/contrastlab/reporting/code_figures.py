@@ -10,60 +10,43 @@ from . import style
 from .code_rows import REFERENCE_BASELINE, TITLES
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 @style.styled
 def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int = 0,
                        titles: dict | None = None) -> bool:
+    import matplotlib.pyplot as plt
+    import numpy as np
     import pandas as pd
 
-    curves = {n: data_dir / f"{n}_rank_curve.csv" for n in names}
-    curves = {n: p for n, p in curves.items() if p.exists()}
+    curves = style.existing(data_dir, names, "_rank_curve.csv")
     if not curves:
         return False
-    plt = _plt()
     fig, ax = plt.subplots(figsize=style.figsize(4.2))
     for n, p in curves.items():
         df = pd.read_csv(p)
         ax.plot(df["k"], 100 * df["rank_at_k"], label=(titles or {}).get(n, n))
-    import numpy as np
-
+    k = np.arange(1, 101)
     base = data_dir / "baselines_ranks.csv"
     if base.exists():  # the centred zero-shot baseline, the row every loss is tested against
         br = pd.read_csv(base)
         r = br[br["baseline"] == REFERENCE_BASELINE]["rank"].to_numpy()
         if len(r):
-            k = np.arange(1, 101)
             ax.plot(k, 100 * (r[:, None] <= k[None, :]).mean(0), ls="--", c="0.35", lw=1.4,
                     label=TITLES[REFERENCE_BASELINE])
     if corpus:
-        k = np.arange(1, 101)
         ax.plot(k, 100 * k / corpus, ls=":", c="k", lw=0.9, label=f"random (k / {corpus:,})")
     ax.set_xscale("log")
-    ax.set_xlabel("k")
-    ax.set_ylabel("test Rank@k (%)")
-    ax.legend()
-    style.save(fig, path)
-    return True
+    return style.finish(fig, path, ax, "k", "test Rank@k (%)")
 
 
 @style.styled
 def _training_figure(plots_dir: Path, names: list[str], path: Path,
                      titles: dict | None = None) -> bool:
+    import matplotlib.pyplot as plt
     import pandas as pd
 
-    files = {n: plots_dir / f"{n}.csv" for n in names}
-    files = {n: p for n, p in files.items() if p.exists()}
+    files = style.existing(plots_dir, names)
     if not files:
         return False
-    plt = _plt()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=style.figsize(3.8))
     for n, p in files.items():
         df = pd.read_csv(p)
@@ -82,4 +65,3 @@ def _training_figure(plots_dir: Path, names: list[str], path: Path,
     fig.legend(h, lab, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
     style.save(fig, path)
     return True
-

@@ -56,20 +56,17 @@ def _tuning_figure(plots_dir: Path, names: list[str], path: Path,
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    have = [n for n in names if (plots_dir / f"{n}.csv").exists()]
+    have = style.existing(plots_dir, names)
     if not have:
         return False
     fig, ax = plt.subplots(figsize=style.figsize(3.8))
-    for n in have:
-        df = pd.read_csv(plots_dir / f"{n}.csv")
+    for n, f in have.items():
+        df = pd.read_csv(f)
         line, = ax.plot(range(1, len(df) + 1), df["best_so_far"], lw=2, label=titles.get(n, n))
         ax.scatter(range(1, len(df) + 1), df["value"], s=14, color=line.get_color(), alpha=0.6)
-    ax.set_xlabel("trial (same budget for every loss)")
-    ax.set_ylabel("validation accuracy (500 nodes)")
-    ax.set_title("Tuning: each trial (dots) and the best so far (lines)")
-    ax.legend()
-    style.save(fig, path)
-    return True
+    return style.finish(fig, path, ax, "trial (same budget for every loss)",
+                        "validation accuracy (500 nodes)",
+                        "Tuning: each trial (dots) and the best so far (lines)")
 
 
 @style.styled
@@ -106,12 +103,12 @@ def _pca_figure(data_dir: Path, names: list[str], path: Path,
                 titles: dict[str, str], dataset: str = "Cora") -> bool:
     import pandas as pd
 
-    have = [n for n in names if (data_dir / f"{n}_pca.csv").exists()]
+    have = style.existing(data_dir, names, "_pca.csv")
     if not have:
         return False
     fig, axes = style.panels(len(have), height=3.6)
-    for ax, n in zip(axes, have):
-        df = pd.read_csv(data_dir / f"{n}_pca.csv")
+    for ax, (n, f) in zip(axes, have.items()):
+        df = pd.read_csv(f)
         sc = ax.scatter(df["pc1"], df["pc2"], c=df["label"], cmap="tab10", s=3, vmin=0, vmax=9)
         ax.set_title(f"{titles.get(n, n)} (seed {int(df['seed'].iloc[0])})")
         ax.set_xticks([])

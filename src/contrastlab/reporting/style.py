@@ -127,6 +127,24 @@ def save(fig, path, *more) -> None:
         plt.close(fig)
 
 
+def existing(folder, names, suffix: str = ".csv") -> dict:
+    """``{name: <folder>/<name><suffix>}`` of the ``names`` whose file exists, in order."""
+    from pathlib import Path
+
+    return {n: f for n in names if (f := Path(folder) / f"{n}{suffix}").exists()}
+
+
+def finish(fig, path, ax, xlabel: str, ylabel: str, title: str | None = None) -> bool:
+    """Label ``ax`` (and title it), add its legend, :func:`save` ``fig``; returns True."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.legend()
+    save(fig, path)
+    return True
+
+
 def _nice_step(span: float, n: int = 5) -> float:
     """A 1-2-5 step giving about ``n`` intervals over ``span``."""
     raw = span / max(n, 1)
