@@ -28,7 +28,7 @@ from ..metrics import knn_label_purity  # re-exported: the data layer needs it t
 from .stats_crossed import crossed_reps
 
 __all__ = ["MAP_MIN_POSITIVES", "multilabel_metrics", "precision_at_k", "knn_label_purity", "mean_average_precision",
-           "choose_threshold", "label_thresholds", "seed_score_correlation",
+           "choose_threshold", "threshold_pick", "label_thresholds", "seed_score_correlation",
            "stratified_metric_reps"]
 
 
@@ -127,17 +127,60 @@ def _f1s(y: np.ndarray, pred: np.ndarray) -> tuple[float, np.ndarray]:
     return float(micro), per
 
 
-def choose_threshold(y_val: np.ndarray, s_val: np.ndarray, grid: np.ndarray = THRESHOLD_GRID) -> float:
-    """One global threshold from ``grid`` (0.05..0.95) maximising the mean of validation
-    micro-F1 and macro-F1 (the smallest such threshold on ties). Returns a float."""
+def _smoothed(v: np.ndarray) -> np.ndarray:
+    """Each grid point's value averaged with its grid neighbours' (axis 0; two at an end)."""
+    out = np.empty_like(v)
+    for k in range(len(v)):
+        out[k] = v[max(0, k - 1):k + 2].mean(0)
+    return out
+
+
+def threshold_pick(y_val: np.ndarray, s_val: np.ndarray, grid: np.ndarray = THRESHOLD_GRID,
+                   margin: bool = True) -> tuple[float, dict | None]:
+    """One global threshold from ``grid`` (0.05..0.95) on the validation split, and the record
+    of the pick.
+
+    The criterion is the mean of validation micro-F1 and macro-F1 at a threshold, averaged
+    with its value at the two neighbouring grid points (the centre of a plateau: F1 at one
+    threshold is a count, and a raw argmax between two neighbours is often decided by one
+    row); the threshold maximising it is chosen (the smallest on ties).
+
+    Args:
+        y_val: {0,1} ``[N, C]``. s_val: ``[N, C]`` scores in [0, 1].
+        margin: also compute the pick's record
+            (:func:`contrastlab.evaluation.picks.pick_record`: margin in validation rows,
+            runner-up, fragile); False returns ``None`` for it (the coverage simulation).
+
+    Returns:
+        ``(threshold, record or None)``.
+    """
+    from .picks import loo_f1_criterion, pick_record
+
     y = np.asarray(y_val).astype(np.int64)
-    best, best_t = -1.0, 0.5
+    s = np.asarray(s_val)
+    crit, loo = [], []
     for t in grid:
-        micro, per = _f1s(y, (np.asarray(s_val) >= t).astype(np.int64))
-        v = 0.5 * (micro + per.mean())
-        if v > best + 1e-12:
-            best, best_t = v, float(t)
-    return best_t
+        pred = (s >= t).astype(np.int64)
+        if margin:
+            c, l = loo_f1_criterion(y, pred)
+            loo.append(l)
+        else:
+            micro, per = _f1s(y, pred)
+            c = 0.5 * (micro + per.mean())
+        crit.append(c)
+    smooth = _smoothed(np.asarray(crit))
+    k = int(np.argmax(smooth > smooth.max() - 1e-12))  # the first (smallest) of the best
+    if not margin:
+        return float(grid[k]), None
+    rec = pick_record("mean of validation micro- and macro-F1, averaged over the threshold and "
+                      "its grid neighbours", [float(t) for t in grid], smooth,
+                      _smoothed(np.stack(loo)), k)
+    return float(grid[k]), rec
+
+
+def choose_threshold(y_val: np.ndarray, s_val: np.ndarray, grid: np.ndarray = THRESHOLD_GRID) -> float:
+    """The threshold of :func:`threshold_pick` (without its record). Returns a float."""
+    return threshold_pick(y_val, s_val, grid, margin=False)[0]
 
 
 def label_thresholds(y_val: np.ndarray, s_val: np.ndarray, grid: np.ndarray = THRESHOLD_GRID) -> np.ndarray:

@@ -41,8 +41,11 @@ dispatches one run by method and holds the cross-validation, seeds and configura
 
 Thresholds: F1 is reported at 0.5 (``micro_f1``, ``macro_f1``) and at one global threshold
 chosen on validation (``micro_f1_val_t``, ``macro_f1_val_t``: the threshold in 0.05..0.95
-maximising the mean of validation micro- and macro-F1); per-label thresholds (each label's
-validation-F1 maximiser) are optional (``*_label_t``).
+maximising the mean of validation micro- and macro-F1 averaged with its two grid neighbours,
+:func:`contrastlab.evaluation.multilabel.threshold_pick`); per-label thresholds (each label's
+validation-F1 maximiser) are optional (``*_label_t``). Every validation pick (threshold,
+early-stopping step, logistic-regression C) records its margin in validation rows
+(:mod:`contrastlab.evaluation.picks`).
 
 Everything random is seeded from the seed argument: on CPU a rerun gives identical numbers,
 whatever the number of worker processes (each seed runs alone in one process).
@@ -60,7 +63,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError, UnknownNameError
-from ..evaluation.multilabel import (choose_threshold, knn_label_purity, label_thresholds,
+from ..evaluation.multilabel import (knn_label_purity, threshold_pick, label_thresholds,
                                      mean_average_precision, multilabel_metrics)
 from ..losses.registry import track_variants
 from .multilabel_bce import train_bce
@@ -92,7 +95,7 @@ HYBRIDS = {n: v.method for n, v in _TABLE.items() if v.kind == "hybrid"}
 
 def _fit_logistic(data, cfg, seed, t, chosen):
     pred, curve, c = train_logreg(data["x_train"], data["y_train"], data["x_val"], t["yva"], cfg.logreg_c,
-                                  seed, cfg.logreg_extend)
+                                  seed, cfg.logreg_extend, picks=t["picks"])
     chosen["C"] = c
     return pred(data["x_val"]), pred(data["x_test"]), curve
 
@@ -119,7 +122,7 @@ def _fit_neighbours(data, cfg, seed, t, chosen):
 
 
 def _fit_mlp_bce(data, cfg, seed, t, chosen):
-    pred, curve = train_bce(t["xtr"], t["ytr"], t["xva"], t["yva"], cfg, t["gen"])
+    pred, curve = train_bce(t["xtr"], t["ytr"], t["xva"], t["yva"], cfg, t["gen"], picks=t["picks"])
     return pred(t["xva"]).numpy(), pred(t["xte"]).numpy(), curve
 
 
@@ -173,20 +176,22 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
     xte = torch.as_tensor(data["x_test"], dtype=torch.float32)
     yva = np.asarray(data["y_val"])
     chosen: dict[str, float] = {}
+    picks: dict[str, dict] = {}  # validation picks' records (evaluation.picks.pick_record)
     enc = None
     method = _baseline_method(cfg)
     if method is not None:
-        t = {"xtr": xtr, "ytr": ytr, "xva": xva, "xte": xte, "yva": yva, "gen": gen}
+        t = {"xtr": xtr, "ytr": ytr, "xva": xva, "xte": xte, "yva": yva, "gen": gen, "picks": picks}
         s_val, s_te, curve = METHODS[method](data, cfg, seed, t, chosen)
     else:
-        enc, curve = train_contrastive(xtr, ytr, xva, yva, cfg, gen)
+        enc, curve = train_contrastive(xtr, ytr, xva, yva, cfg, gen, picks=picks)
         if cfg.hybrid == "finetune":
             # the pre-trained encoder and a new linear layer, trained end to end with BCE at
             # the BCE MLP's learning rate and masking rate (make_config), early-stopped anew
             if curve.get("step"):
                 chosen["pretrain_best_step"] = float(curve["step"][int(np.argmax(curve["val_map"]))])
             ft = dataclasses.replace(cfg, lr=cfg.finetune_lr, mask_rate=cfg.finetune_mask_rate)
-            pred, curve = train_bce(xtr, ytr, xva, yva, ft, gen, encoder=enc)
+            picks["early_stopping_pretrain"] = picks.pop("early_stopping", None)
+            pred, curve = train_bce(xtr, ytr, xva, yva, ft, gen, encoder=enc, picks=picks)
             enc = pred.model[0]
             s_val, s_te = pred(xva).numpy(), pred(xte).numpy()
         else:
@@ -207,7 +212,7 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
     if "step" in curve and curve["step"]:
         chosen["best_step"] = float(curve["step"][int(np.argmax(curve["val_map"]))])
         chosen["steps_run"] = float(curve["step"][-1])
-    t_glob = choose_threshold(yva, s_val)
+    t_glob, picks["threshold"] = threshold_pick(yva, s_val)
     t_lab = label_thresholds(yva, s_val) if cfg.per_label_thresholds else None
     y_te = data["y_test"]
     metrics = multilabel_metrics(y_te, s_te, cfg.threshold, cfg.precision_at)
@@ -227,7 +232,7 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
     return SeedResult(seed, metrics, {k: list(map(float, v)) for k, v in curve.items()},
                       np.asarray(s_te, dtype=np.float32),
                       {"global": t_glob, "per_label": None if t_lab is None else t_lab.tolist()},
-                      chosen, time.perf_counter() - t0)
+                      chosen, time.perf_counter() - t0, {k: v for k, v in picks.items() if v})
 
 
 

@@ -21,7 +21,7 @@ __all__ = ["train_bce"]
 
 
 def train_bce(x: torch.Tensor, y: torch.Tensor, xva: torch.Tensor, yva: np.ndarray, cfg: TrainConfig,
-              gen: torch.Generator, encoder: nn.Module | None = None,
+              gen: torch.Generator, encoder: nn.Module | None = None, picks: dict | None = None,
               ) -> tuple[Callable[[torch.Tensor], torch.Tensor], dict[str, list[float]]]:
     """BCE MLP baseline: encoder + linear layer trained end to end (same steps, schedule,
     masking rate of its own variant, early stopping on validation mAP).
@@ -33,6 +33,7 @@ def train_bce(x: torch.Tensor, y: torch.Tensor, xva: torch.Tensor, yva: np.ndarr
         encoder: a trained encoder ``F -> enc_dim`` to start from instead of a fresh one
             (contrastive pre-training, then fine-tuning: Audibert, Gauffre & Amini 2024). It
             is copied, every parameter trainable; the argument itself is left unchanged.
+        picks: receives the early-stopping pick's record (``picks["early_stopping"]``).
 
     Returns:
         ``(predict, curve)``: ``predict(a [M, F]) -> [M, C]`` probabilities of the model at
@@ -55,7 +56,7 @@ def train_bce(x: torch.Tensor, y: torch.Tensor, xva: torch.Tensor, yva: np.ndarr
         return F.binary_cross_entropy_with_logits(model(xb), y[idx])
 
     curve = _fit_best(model, step_loss, opt, len(x), cfg, gen,
-                      lambda: torch.sigmoid(model(xva)).numpy(), yva)
+                      lambda: torch.sigmoid(model(xva)).numpy(), yva, picks)
 
     def predict(a: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():

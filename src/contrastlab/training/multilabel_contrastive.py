@@ -21,12 +21,14 @@ __all__ = ["train_contrastive", "fit_linear"]
 
 def train_contrastive(x: torch.Tensor, y: torch.Tensor, xva: torch.Tensor, yva: np.ndarray,
                       cfg: TrainConfig, gen: torch.Generator,
-                      loss_fn: Callable[..., torch.Tensor] | None = None) -> tuple[nn.Module, dict[str, list[float]]]:
+                      loss_fn: Callable[..., torch.Tensor] | None = None,
+                      picks: dict | None = None) -> tuple[nn.Module, dict[str, list[float]]]:
     """Representation phase (see the module docstring).
 
     Args:
         x: float32 ``[N, F]``; y: float32 multi-hot ``[N, C]`` (training part).
         xva: float32 ``[N_val, F]``; yva: {0,1} ``[N_val, C]`` (validation part).
+        picks: receives the early-stopping pick's record (``picks["early_stopping"]``).
         loss_fn: defaults to ``resolve_loss(cfg.loss, cfg.loss_kwargs)``; called as
             ``loss_fn(z [B, 2, D], y [B, C], temperature=T[, contrast_features=[B+Q, 2, D],
             contrast_labels=[B+Q, C]])``.
@@ -61,7 +63,7 @@ def train_contrastive(x: torch.Tensor, y: torch.Tensor, xva: torch.Tensor, yva: 
         return loss_fn(z, yb, temperature=cfg.temperature)
 
     curve = _fit_best(enc, step_loss, opt, len(x), cfg, gen,
-                      lambda: ridge_probe_scores(enc(x), y, enc(xva)), yva)
+                      lambda: ridge_probe_scores(enc(x), y, enc(xva)), yva, picks)
     for p in enc.parameters():
         p.requires_grad_(False)
     return enc, curve

@@ -85,7 +85,9 @@ class SeedResult:
     ``curve`` maps ``step`` / ``loss`` (mean training loss since the previous check) /
     ``val_map`` to equal-length lists (for ``logreg``: ``C`` / ``val_map`` of the grid).
     ``scores``: float32 ``[N_test, C]`` test probabilities; ``thresholds``: ``{"global": t,
-    "per_label": [C] or None}`` chosen on validation.
+    "per_label": [C] or None}`` chosen on validation. ``picks``: each validation pick's record
+    (``threshold``, ``early_stopping``, ``early_stopping_pretrain``, ``C``:
+    :func:`contrastlab.evaluation.picks.pick_record`).
     """
 
     seed: int
@@ -95,6 +97,7 @@ class SeedResult:
     thresholds: dict[str, Any]
     chosen: dict[str, float]
     time_s: float
+    picks: dict[str, dict] = field(default_factory=dict)
 
 
 def warmup_cosine(total_steps: int, warmup_frac: float) -> Callable[[int], float]:
@@ -247,17 +250,24 @@ def _loop(step_loss: Callable[[torch.Tensor], torch.Tensor], opt, n: int, cfg: T
 
 def _fit_best(module: torch.nn.Module, step_loss: Callable[[torch.Tensor], torch.Tensor], opt,
               n: int, cfg: TrainConfig, gen: torch.Generator, scores: Callable[[], np.ndarray],
-              yva: np.ndarray) -> dict[str, list[float]]:
+              yva: np.ndarray, picks: dict | None = None) -> dict[str, list[float]]:
     """:func:`_loop` with early stopping on the validation mAP of ``scores()`` against ``yva``
     (computed with ``module`` in eval mode and no gradients, then back in train mode) and
     ``module``'s state as the snapshot; loads the best state (if any) into ``module`` and
-    leaves it in eval mode. Returns the curve."""
+    leaves it in eval mode. Returns the curve. With ``picks`` (a dict), the kept step's record
+    (:func:`contrastlab.evaluation.picks.pick_record`: margin in validation rows over every
+    other checked step) goes to ``picks["early_stopping"]``."""
+    from ..evaluation.picks import loo_mean_average_precision, pick_record
+
+    loos: list[tuple[float, np.ndarray]] = []
 
     def val_map() -> float:
         module.eval()
         with torch.no_grad():
             s = scores()
         module.train()
+        if picks is not None:
+            loos.append(loo_mean_average_precision(yva, s))
         return mean_average_precision(yva, s)
 
     best, curve = _loop(step_loss, opt, n, cfg, gen, val_map,
@@ -265,4 +275,12 @@ def _fit_best(module: torch.nn.Module, step_loss: Callable[[torch.Tensor], torch
     if best is not None:
         module.load_state_dict(best)
     module.eval()
+    if picks is not None and loos:
+        kept, top = 0, -1.0
+        for i, m in enumerate(curve["val_map"]):  # the snapshot _loop kept
+            if m > top + 1e-6:
+                kept, top = i, m
+        picks["early_stopping"] = pick_record("validation mAP", curve["step"],
+                                              np.array([f for f, _ in loos]),
+                                              np.stack([l for _, l in loos]), kept)
     return curve

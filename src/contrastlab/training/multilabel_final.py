@@ -17,7 +17,8 @@ thresholds on the validation split, then score the test split once. See
 
 Outputs (all ``cache: false``, committed):
 ``reports/metrics/multilabel/<dataset>_<variant>.json`` (mean, ``_std`` and ``_seed<s>`` of
-every metric, the tuned choices and where they come from, steps, the SHA-256 of every seed's
+every metric, the tuned choices and where they come from, steps, each validation pick's margin
+(``picks``: :func:`pick_summary`), the SHA-256 of every seed's
 float32 test scores), ``reports/metrics/multilabel/reps/<dataset>_<variant>.npz``
 (bootstrap replicates of micro/macro-F1 at 0.5 and at the validation threshold and of mAP from
 ``contrastlab.evaluation.multilabel.stratified_metric_reps(seed=0)``, whose draws depend only on
@@ -54,7 +55,7 @@ from ..tracking import Tracker, variant_run
 from .multilabel import HYBRIDS, make_config, resolve_loss, run_seeds, summarize
 from .multilabel_core import track_row
 
-__all__ = ["FinalPaths", "run_final", "DEFAULT_SOURCE", "tuned_choices", "dataset_digest",
+__all__ = ["FinalPaths", "run_final", "pick_summary", "DEFAULT_SOURCE", "tuned_choices", "dataset_digest",
            "mlflow_params", "log_seed", "curve_figure", "N_RESAMPLES"]
 
 N_RESAMPLES = 1000
@@ -154,6 +155,23 @@ def curve_figure(results, title: str):
     return fig
 
 
+def pick_summary(results) -> dict:
+    """Per validation pick (``threshold``, ``early_stopping``, ``C``, ...) made in every seed:
+    its criterion, the number of validation rows, and per seed the chosen and runner-up
+    values and the margin (rows; :func:`contrastlab.evaluation.picks.removal_margin`), with
+    the count of fragile seeds (margin under 1 % of the validation rows)."""
+    names = [k for k in results[0].picks if all(k in r.picks for r in results)]
+    out = {}
+    for k in names:
+        recs = [r.picks[k] for r in results]
+        out[k] = {"criterion": recs[0]["criterion"], "n_val": recs[0]["n_val"],
+                  "chosen_seed": [p["chosen"] for p in recs],
+                  "runner_up_seed": [p["runner_up"] for p in recs],
+                  "margin_seed": [p["margin"] for p in recs],
+                  "fragile_seeds": sum(bool(p["fragile"]) for p in recs)}
+    return out
+
+
 #: ``tuned_source`` of a ``default`` run (:func:`run_final`).
 DEFAULT_SOURCE = "default: the variant's params.yaml values (trial 0 of its study)"
 
@@ -243,6 +261,7 @@ def run_final(ml, ds: str, variant: str, paths: FinalPaths, default: bool = Fals
         out = summarize(results)
         out["tuned"] = choices if model_choices is None else {"encoder": choices, model_of: model_choices}
         out["tuned_source"] = source
+        out["picks"] = pick_summary(results)
         # identity of each seed's test scores (float32 bytes): identical outputs of two rows
         # can be checked (a variant table alias_of is one method, trained once)
         import hashlib

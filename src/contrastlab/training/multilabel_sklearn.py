@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..evaluation.multilabel import mean_average_precision
+from ..evaluation.picks import loo_mean_average_precision, pick_record
 
 __all__ = ["KNN_METRICS", "train_logreg", "knn_scores", "forest_scores"]
 
@@ -21,7 +22,7 @@ KNN_METRICS = ("cosine", "euclidean")  # not a loss name
 
 
 def train_logreg(x: np.ndarray, y: np.ndarray, xva: np.ndarray, yva: np.ndarray, grid: list[float],
-                 seed: int, extend: int = 3) -> tuple[Callable[[np.ndarray], np.ndarray], dict[str, list[float]], float]:
+                 seed: int, extend: int = 3, picks: dict | None = None) -> tuple[Callable[[np.ndarray], np.ndarray], dict[str, list[float]], float]:
     """Binary-relevance logistic regression (scikit-learn ``LogisticRegression``, liblinear,
     L2), one classifier per label; ``C`` from ``grid`` by validation mAP (the smallest C on
     ties). A label constant in the training part gets its training frequency as score.
@@ -29,7 +30,9 @@ def train_logreg(x: np.ndarray, y: np.ndarray, xva: np.ndarray, yva: np.ndarray,
     ``grid`` must be increasing and log-spaced by a constant factor. When the best C is the
     grid's smallest or largest value, the grid grows by one factor in that direction (at most
     ``extend`` times): a maximiser on the edge means the grid did not bracket it. A choice
-    still on an edge after ``extend`` extensions raises.
+    still on an edge after ``extend`` extensions raises. With ``picks`` (a dict), the chosen C's
+    record (:func:`contrastlab.evaluation.picks.pick_record`: margin in validation rows over
+    every other fitted C) goes to ``picks["C"]``.
 
     Returns:
         ``(predict_proba [N, C], curve {C, val_map} in evaluation order, best C)``.
@@ -66,8 +69,9 @@ def train_logreg(x: np.ndarray, y: np.ndarray, xva: np.ndarray, yva: np.ndarray,
     def score(c: float) -> None:
         if c not in fitted:
             pred = fit(c)
-            m = mean_average_precision(yva, pred(xva))
-            fitted[c] = (m, pred)
+            s_va = pred(xva)
+            m = mean_average_precision(yva, s_va)
+            fitted[c] = (m, pred, loo_mean_average_precision(yva, s_va) if picks is not None else None)
             curve["C"].append(c)
             curve["val_map"].append(m)
 
@@ -77,6 +81,9 @@ def train_logreg(x: np.ndarray, y: np.ndarray, xva: np.ndarray, yva: np.ndarray,
         cs = sorted(fitted)
         best_c = max(cs, key=lambda c: (fitted[c][0], -c))  # smallest C on ties
         if cs[0] < best_c < cs[-1]:
+            if picks is not None:
+                picks["C"] = pick_record("validation mAP", cs, np.array([fitted[c][2][0] for c in cs]),
+                                         np.stack([fitted[c][2][1] for c in cs]), cs.index(best_c))
             return fitted[best_c][1], curve, float(best_c)
         if _ == extend:
             break
