@@ -58,13 +58,8 @@ def check_2d(name: str, x: Tensor) -> None:
         raise ValueError(f"{name} must be a floating-point tensor, got {x.dtype}")
 
 
-def reduce_terms(
-    per: Tensor,
-    valid: Tensor | None,
-    reduction: str,
-    return_stats: bool,
-    n_terms: Tensor | None = None,
-):
+def reduce_terms(per: Tensor, valid: Tensor | None, reduction: str, return_stats: bool,
+                 n_terms: Tensor | None = None):
     """Reduce per-anchor losses ``per`` (0 on invalid rows) to the requested reduction."""
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
@@ -367,12 +362,8 @@ class Rows(NamedTuple):
     anchor_views: int  # views per sample used as anchors (V for "all", 1 for "one")
 
 
-def flatten_views(
-    features: Tensor,
-    contrast_features: Tensor | None,
-    anchor_offset: int,
-    contrast_mode: str,
-) -> Rows:
+def flatten_views(features: Tensor, contrast_features: Tensor | None, anchor_offset: int,
+                  contrast_mode: str) -> Rows:
     """Flatten ``[N, D]`` / ``[N, V, D]`` features into anchor and contrast rows."""
     if not isinstance(features, Tensor) or not features.is_floating_point():
         raise ValueError("features must be a floating-point tensor [N, D] or [N, n_views, D]")

@@ -54,15 +54,9 @@ def distributed_loss(loss: str | Callable, features: Tensor, labels: Tensor | No
     return total / n.clamp_min(1).to(total.dtype)
 
 
-def distributed_infonce_loss(
-    pred: Tensor,
-    targets: Tensor,
-    log_temperature: Tensor | float,
-    hard_negatives: Tensor | None = None,
-    *,
-    targets_with_grad: bool | None = None,
-    **kw,
-) -> Tensor:
+def distributed_infonce_loss(pred: Tensor, targets: Tensor, log_temperature: Tensor | float,
+                             hard_negatives: Tensor | None = None, *,
+                             targets_with_grad: bool | None = None, **kw) -> Tensor:
     """This rank's share of InfoNCE (van den Oord et al. 2018) with the targets of all ranks as negatives.
 
     ``targets`` (local ``[B, D]``) are gathered with gradient when they require grad (or

@@ -35,13 +35,9 @@ MIN_TEMPERATURE = 0.01
 MAX_TEMPERATURE = 1.0
 
 
-def temperature_from_log(
-    log_temperature: Tensor | float,
-    min_temperature: float = MIN_TEMPERATURE,
-    max_temperature: float = MAX_TEMPERATURE,
-    *,
-    like: Tensor | None = None,
-) -> Tensor:
+def temperature_from_log(log_temperature: Tensor | float, min_temperature: float = MIN_TEMPERATURE,
+                         max_temperature: float = MAX_TEMPERATURE, *,
+                         like: Tensor | None = None) -> Tensor:
     """``exp(clamp(log_temperature, log(min_temperature), log(max_temperature)))`` (a scalar tensor).
 
     Args:
@@ -85,18 +81,11 @@ def _prep(pred: Tensor, targets: Tensor, anchor_offset: int, normalize: bool) ->
     return pred, targets, pos
 
 
-def infonce_loss(
-    pred: Tensor,
-    targets: Tensor,
-    log_temperature: Tensor | float = math.log(DEFAULT_TEMPERATURE),
-    *,
-    anchor_offset: int = 0,
-    reduction: str = "mean",
-    normalize: bool = True,
-    min_temperature: float = MIN_TEMPERATURE,
-    max_temperature: float = MAX_TEMPERATURE,
-    return_stats: bool = False,
-):
+def infonce_loss(pred: Tensor, targets: Tensor,
+                 log_temperature: Tensor | float = math.log(DEFAULT_TEMPERATURE), *,
+                 anchor_offset: int = 0, reduction: str = "mean", normalize: bool = True,
+                 min_temperature: float = MIN_TEMPERATURE, max_temperature: float = MAX_TEMPERATURE,
+                 return_stats: bool = False):
     """In-batch InfoNCE over cosine logits (van den Oord et al. 2018, Eq. 4).
 
     Args:
@@ -124,20 +113,12 @@ def infonce_loss(
     return reduce_terms(per, None, reduction, return_stats)
 
 
-def infonce_hardneg_loss(
-    pred: Tensor,
-    targets: Tensor,
-    log_temperature: Tensor | float = math.log(DEFAULT_TEMPERATURE),
-    hard_negatives: Tensor | None = None,
-    *,
-    anchor_offset: int = 0,
-    hard_negative_mask: Tensor | None = None,
-    reduction: str = "mean",
-    normalize: bool = True,
-    min_temperature: float = MIN_TEMPERATURE,
-    max_temperature: float = MAX_TEMPERATURE,
-    return_stats: bool = False,
-):
+def infonce_hardneg_loss(pred: Tensor, targets: Tensor,
+                         log_temperature: Tensor | float = math.log(DEFAULT_TEMPERATURE),
+                         hard_negatives: Tensor | None = None, *, anchor_offset: int = 0,
+                         hard_negative_mask: Tensor | None = None, reduction: str = "mean",
+                         normalize: bool = True, min_temperature: float = MIN_TEMPERATURE,
+                         max_temperature: float = MAX_TEMPERATURE, return_stats: bool = False):
     """InfoNCE with K explicit hard negatives per anchor appended to the logits' denominator.
 
     ``L_i = -log( e^{p_i.b_{o+i}/tau} / (sum_j e^{p_i.b_j/tau} + sum_k e^{p_i.h_ik/tau}) )``.
@@ -181,14 +162,9 @@ class InfoNCELoss(nn.Module):
     Under DDP the parameter is averaged like any other.
     """
 
-    def __init__(
-        self,
-        init_temperature: float = DEFAULT_TEMPERATURE,
-        *,
-        learnable: bool = True,
-        min_temperature: float = MIN_TEMPERATURE,
-        max_temperature: float = MAX_TEMPERATURE,
-    ) -> None:
+    def __init__(self, init_temperature: float = DEFAULT_TEMPERATURE, *, learnable: bool = True,
+                 min_temperature: float = MIN_TEMPERATURE,
+                 max_temperature: float = MAX_TEMPERATURE) -> None:
         super().__init__()
         if not min_temperature <= init_temperature <= max_temperature:
             raise ValueError(f"init_temperature {init_temperature} outside [{min_temperature}, {max_temperature}]")

@@ -41,14 +41,9 @@ from ._common import (
 __all__ = ["all_loss", "any_loss", "mulsupcon_loss", "label_rows", "overlap_pass"]
 
 
-def label_rows(
-    features: Tensor,
-    labels: Tensor,
-    contrast_features: Tensor | None,
-    contrast_labels: Tensor | None,
-    anchor_offset: int,
-    contrast_mode: str,
-) -> tuple[Rows, Tensor, Tensor]:
+def label_rows(features: Tensor, labels: Tensor, contrast_features: Tensor | None,
+               contrast_labels: Tensor | None, anchor_offset: int,
+               contrast_mode: str) -> tuple[Rows, Tensor, Tensor]:
     """Flatten views and return ``(rows, Y_anchor [n, C], Y_contrast [M, C])`` as 0/1 floats."""
     rows = flatten_views(features, contrast_features, anchor_offset, contrast_mode)
     n = features.shape[0]

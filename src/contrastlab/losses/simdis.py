@@ -69,14 +69,8 @@ def _factor(inter: Tensor, na: Tensor, nc: Tensor, mode: str, dissimilarity: str
     return k
 
 
-def simdis_weights(
-    labels: Tensor,
-    contrast_labels: Tensor | None = None,
-    *,
-    mode: str = "full",
-    dissimilarity: str = "inverse",
-    alpha: float = 1.0,
-) -> Tensor:
+def simdis_weights(labels: Tensor, contrast_labels: Tensor | None = None, *, mode: str = "full",
+                   dissimilarity: str = "inverse", alpha: float = 1.0) -> Tensor:
     """The similarity-dissimilarity factor K^s K^d (Eq. 14-15) for every pair of label sets.
 
     Args:
@@ -125,23 +119,12 @@ def relation_types(labels: Tensor, contrast_labels: Tensor | None = None) -> Ten
     return r
 
 
-def simdis_loss(
-    features: Tensor,
-    labels: Tensor,
-    *,
-    temperature: float = 0.07,
-    base_temperature: float | None = None,
-    mode: str = "full",
-    dissimilarity: str = "inverse",
-    alpha: float = 1.0,
-    weighting: str = "numerator",
-    contrast_mode: str = "all",
-    reduction: str = "mean",
-    contrast_features: Tensor | None = None,
-    contrast_labels: Tensor | None = None,
-    anchor_offset: int = 0,
-    return_stats: bool = False,
-):
+def simdis_loss(features: Tensor, labels: Tensor, *, temperature: float = 0.07,
+                base_temperature: float | None = None, mode: str = "full",
+                dissimilarity: str = "inverse", alpha: float = 1.0, weighting: str = "numerator",
+                contrast_mode: str = "all", reduction: str = "mean",
+                contrast_features: Tensor | None = None, contrast_labels: Tensor | None = None,
+                anchor_offset: int = 0, return_stats: bool = False):
     """Similarity-Dissimilarity loss (Sim-Dis paper Eq. 13-15); ``sim_only``/``dis_only`` via ``mode``.
 
     Args:

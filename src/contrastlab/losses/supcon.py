@@ -29,20 +29,11 @@ from ._common import (
 __all__ = ["supcon_loss", "grouped_loss"]
 
 
-def supcon_loss(
-    features: Tensor,
-    labels: Tensor | None = None,
-    mask: Tensor | None = None,
-    *,
-    temperature: float = 0.07,
-    base_temperature: float | None = 0.07,
-    contrast_mode: str = "all",
-    reduction: str = "mean",
-    contrast_features: Tensor | None = None,
-    contrast_labels: Tensor | None = None,
-    anchor_offset: int = 0,
-    return_stats: bool = False,
-):
+def supcon_loss(features: Tensor, labels: Tensor | None = None, mask: Tensor | None = None, *,
+                temperature: float = 0.07, base_temperature: float | None = 0.07,
+                contrast_mode: str = "all", reduction: str = "mean",
+                contrast_features: Tensor | None = None, contrast_labels: Tensor | None = None,
+                anchor_offset: int = 0, return_stats: bool = False):
     """SupCon L_out (Khosla et al. 2020, Eq. 2), vectorised and NaN-free.
 
     Args:
