@@ -38,21 +38,14 @@ def write_code_index(folder: str | Path, body_emb: torch.Tensor, rows: list[dict
     Raises:
         InputError: ``len(rows) != N`` or a row without ``id``/``signature``.
     """
-    import faiss
-
+    from ..finetune.index import unit_rows, write_flat_index
     from ..io import atomic_dir
 
-    x = torch.nn.functional.normalize(torch.as_tensor(body_emb).float(), dim=1).numpy()
-    if len(rows) != len(x):
-        raise InputError(f"{len(rows)} metadata rows for {len(x)} embeddings")
+    x = unit_rows(body_emb, rows)
     if any(not {"id", "signature"} <= set(r) for r in rows):
         raise InputError("every metadata row needs id and signature")
     with atomic_dir(Path(folder)) as tmp:
-        index = faiss.IndexFlatIP(x.shape[1])
-        index.add(np.ascontiguousarray(x, dtype=np.float32))
-        faiss.write_index(index, str(tmp / "index.faiss"))
-        (tmp / "meta.json").write_text(json.dumps({"kind": "code", "dim": int(x.shape[1]), "rows": rows,
-                                                   **(extra or {})}, indent=1, sort_keys=True))
+        write_flat_index(tmp, x, {"kind": "code", "rows": rows, **(extra or {})})
         sig_encoder.save(tmp / "model", {"tower": "signature"})
     return Path(folder)
 
@@ -77,13 +70,11 @@ def search_signatures(folder: str | Path, signatures: Sequence[str], k: int = 5)
     import faiss
 
     from ..finetune.encoder import FinetuneEncoder
+    from ..finetune.index import require_layout
 
     if k < 1 or not signatures:
         raise InputError("need k >= 1 and at least one signature")
-    folder = Path(folder)
-    for f in ("index.faiss", "meta.json", "model"):
-        if not (folder / f).exists():
-            raise FileNotFoundError(f"{folder}: no {f} (not an index written by write_code_index)")
+    folder = require_layout(folder, "write_code_index")
     meta = json.loads((folder / "meta.json").read_text())
     if meta.get("kind") != "code":
         raise InputError(f"{folder}: not a code (signature -> body) index")

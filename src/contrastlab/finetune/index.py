@@ -30,6 +30,34 @@ __all__ = ["EmbeddingModel", "write_index", "write_variant_index", "load_index",
            "log_to_mlflow"]
 
 
+def unit_rows(emb: torch.Tensor, rows: list[dict]) -> np.ndarray:
+    """``emb`` ``[N, D]`` L2-normalised (float32 numpy). Raises InputError: ``len(rows) != N``."""
+    x = torch.nn.functional.normalize(torch.as_tensor(emb).float(), dim=1).numpy()
+    if len(rows) != len(x):
+        raise InputError(f"{len(rows)} metadata rows for {len(x)} embeddings")
+    return x
+
+
+def write_flat_index(folder: Path, x: np.ndarray, meta: dict) -> None:
+    """``folder/index.faiss`` (exact inner product over ``x`` ``[N, D]``) and ``meta.json``."""
+    import faiss
+
+    index = faiss.IndexFlatIP(x.shape[1])
+    index.add(np.ascontiguousarray(x, dtype=np.float32))
+    faiss.write_index(index, str(folder / "index.faiss"))
+    (folder / "meta.json").write_text(json.dumps({"dim": int(x.shape[1]), **meta}, indent=1,
+                                                 sort_keys=True))
+
+
+def require_layout(folder: str | Path, writer: str) -> Path:
+    """``folder`` as a Path. Raises FileNotFoundError: no ``index.faiss``/``meta.json``/``model``."""
+    folder = Path(folder)
+    for f in ("index.faiss", "meta.json", "model"):
+        if not (folder / f).exists():
+            raise FileNotFoundError(f"{folder}: no {f} (not an index folder written by {writer})")
+    return folder
+
+
 def prepare_code(source: str, strip: bool) -> str:
     """The text the encoder reads: ``source`` without docstrings when ``strip`` (sources that
     do not parse -- a student's broken submission -- are kept as written)."""
@@ -71,23 +99,15 @@ def write_index(folder: str | Path, emb: torch.Tensor, rows: list[dict], encoder
     Raises:
         InputError: ``len(rows) != N`` or a row without ``id``/``problem``/``tier``.
     """
-    import faiss
-
     from ..io import atomic_dir
 
-    x = torch.nn.functional.normalize(torch.as_tensor(emb).float(), dim=1).numpy()
-    if len(rows) != len(x):
-        raise InputError(f"{len(rows)} metadata rows for {len(x)} embeddings")
+    x = unit_rows(emb, rows)
     for r in rows:
         if not {"id", "problem", "tier"} <= set(r):
             raise InputError(f"metadata row {r} lacks id/problem/tier")
     folder = Path(folder)
     with atomic_dir(folder) as tmp:
-        index = faiss.IndexFlatIP(x.shape[1])
-        index.add(np.ascontiguousarray(x, dtype=np.float32))
-        faiss.write_index(index, str(tmp / "index.faiss"))
-        (tmp / "meta.json").write_text(json.dumps({"dim": int(x.shape[1]), "rows": rows,
-                                                   **(extra or {})}, indent=1, sort_keys=True))
+        write_flat_index(tmp, x, {"rows": rows, **(extra or {})})
         encoder.save(tmp / "model", {"strip_docstrings": bool((extra or {}).get("strip_docstrings", True))})
         export_sentence_transformers(tmp / "model", encoder)
     return folder
@@ -101,10 +121,7 @@ def load_index(folder: str | Path):
     """
     import faiss
 
-    folder = Path(folder)
-    for f in ("index.faiss", "meta.json", "model"):
-        if not (folder / f).exists():
-            raise FileNotFoundError(f"{folder}: no {f} (not an index folder written by write_index)")
+    folder = require_layout(folder, "write_index")
     meta = json.loads((folder / "meta.json").read_text())
     enc = FinetuneEncoder.load(folder / "model")
     model = EmbeddingModel(enc, enc.extra.get("strip_docstrings", True)).eval()
