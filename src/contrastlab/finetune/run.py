@@ -20,6 +20,7 @@ import torch
 
 from ..errors import InputError, UnknownNameError
 from ..params.finetune import DETERMINISTIC_ROWS, FINETUNE_VARIANTS, HEAD_LOSS, ROW_METHOD
+from ..params.presets import load_with_overrides  # noqa: F401 (re-exported for the stages)
 from .data import label_matrix, label_names
 from .encoder import FinetuneEncoder
 from .metrics import BASELINES, item_metrics
@@ -235,15 +236,3 @@ def write_variant_outputs(res: dict[str, Any], variant: str, metrics_dir: str | 
     else:
         Path(run_dir).mkdir(parents=True, exist_ok=True)
     return summary
-
-
-def load_with_overrides(params_path: str | Path, overrides: list[str | Path] = ()):
-    """``load_params(params_path)`` with preset files (e.g. ``presets/finetune-gpu.yaml``)
-    merged on top, in order (:func:`contrastlab.params.presets.load_with_overrides`).
-
-    Raises:
-        contrastlab.params.ParamsError: a file is unreadable or the merged params fail the schema.
-    """
-    from ..params.presets import load_with_overrides as load
-
-    return load(params_path, overrides)
