@@ -28,6 +28,13 @@ TRAINERS = ("contrastlab", "sentence_transformers")
 TUNABLE = ("lr", "temperature")
 
 
+def _tunable(v: dict | None) -> dict | None:
+    bad = sorted(set(v or {}) - set(TUNABLE))
+    if bad:
+        raise ValueError(f"search keys {bad} are not tunable ({', '.join(TUNABLE)})")
+    return v
+
+
 class BiencoderRow(Strict):
     """One fine-tuned row. ``loss`` (a registry loss, required) is what it trains; ``lr`` /
     ``temperature`` (initial; learnable with ``learn_temperature``) are the declared
@@ -45,9 +52,7 @@ class BiencoderRow(Strict):
     @field_validator("loss")
     @classmethod
     def _registered(cls, v: str) -> str:
-        from ..losses.registry import check_name
-
-        from ..losses.registry import get_spec
+        from ..losses.registry import check_name, get_spec
 
         check_name("code", v, "retrieval loss")
         if get_spec(v).needs != "targets":  # a contrastive loss over (query, target) pairs
@@ -55,13 +60,7 @@ class BiencoderRow(Strict):
                              f"targets in the loss registry), got {v!r}")
         return v
 
-    @field_validator("search")
-    @classmethod
-    def _tunable(cls, v: dict) -> dict:
-        bad = sorted(set(v or {}) - set(TUNABLE))
-        if bad:
-            raise ValueError(f"search keys {bad} are not tunable ({', '.join(TUNABLE)})")
-        return v
+    _tunable = field_validator("search")(_tunable)
 
 
 class BiencoderTune(TuneParams):
@@ -79,13 +78,7 @@ class BiencoderTune(TuneParams):
         description="The default study space of every row: a row without search inherits it, "
         "a row's own search is merged per key over it (resolved into rows.<name>.search).")
 
-    @field_validator("search")
-    @classmethod
-    def _tunable(cls, v: dict) -> dict:
-        bad = sorted(set(v) - set(TUNABLE))
-        if bad:
-            raise ValueError(f"search keys {bad} are not tunable ({', '.join(TUNABLE)})")
-        return v
+    _tunable = field_validator("search")(_tunable)
 
 
 class BiencoderParams(Strict):
@@ -116,9 +109,7 @@ class BiencoderParams(Strict):
         1, description="train_biencoder's torchrun processes (negatives gathered across ranks); "
         "auto = torchrun's: one per visible GPU (one per CPU core without one)")
     index_row: str = Field("biencoder_infonce", description="row whose first seed is the query index")
-    rows: dict[str, BiencoderRow] = Field(
-        default_factory=dict, description="the fine-tuned rows, written in params.yaml only "
-        "(no default rows)")
+    rows: dict[str, BiencoderRow] = {}  # the fine-tuned rows, in params.yaml only: no defaults
     tune: BiencoderTune = BiencoderTune()
 
     @model_validator(mode="after")

@@ -276,7 +276,6 @@ class BaselineParams(Strict):
     fusion_weights: list[float] = Field(
         default_factory=lambda: [round(0.1 * i, 1) for i in range(11)], min_length=1,
         description="score-fusion weight grid of BM25 against the dense scorer, in [0, 1]")
-
     workers: int = Field(4, ge=1, description="forked CPU processes encoding the sentence and "
                          "extra-layer rows (one on CUDA); the result is fixed for a fixed count")
 
@@ -328,9 +327,7 @@ class CodeParams(Strict):
     model: ModelParams = ModelParams()
     train: TrainParams = TrainParams()
     target: TargetParams = TargetParams()
-    variants: dict[str, VariantParams] = Field(
-        default_factory=dict, description="The trained variants (rows), written in params.yaml "
-        "only: no per-variant defaults.")
+    variants: dict[str, VariantParams] = {}  # the trained rows, in params.yaml only: no defaults
     baselines: BaselineParams = BaselineParams()
     tune: CodeTune = CodeTune()
     evaluate: EvalParams = EvalParams()

@@ -1,29 +1,5 @@
 """Schema of the ``graph`` section of ``params.yaml`` (graph self-supervised track, Planetoid graphs).
 
-Layout::
-
-    graph:
-      dataset: Cora               # Cora | CiteSeer | PubMed (Planetoid format, public split)
-      raw_dir: null               # folder with SHA256SUMS + raw/; null: data/vendor/planetoid/<dataset>
-      source: vendored            # vendored (offline, checksummed) | download (PyG's loader)
-      threads: 1                  # torch CPU threads
-      model: {hidden_dim, out_dim, proj_dim, activation}
-      train: {epochs, batch_nodes, lr, weight_decay, feature_mask: [v1, v2], edge_drop: [v1, v2],
-              feature_mask_mode}     # shared by tuning trials and final runs
-      probe: {c_grid, normalize, edge, max_extend, notebook_steps, notebook_lr}
-      tune: {trials, startup_trials, seed, storage, seeds}   # equal budget per variant
-      final: {seeds, ablation_seeds, ablation_batch_nodes, default_seeds}   # final runs on the chosen config
-      baselines: {sgc_k, normalize}   # SGC's K and the probe normalisation, chosen on validation
-      supervised:                 # supervised references on the 140 training labels (issue 37);
-                                  # written in params.yaml only: no schema defaults
-        gcn: {arch: gcn, hidden: 16, dropout: 0.5, lr: 0.01, weight_decay: 5e-4, search: {...}}
-        gat: {arch: gat, hidden: 8, heads: 8, dropout: 0.6, lr: 0.005, search: {...}}
-      variants:                   # one DVC stage per key (tune_graph@<key>, train_graph@<key>);
-                                  # written in params.yaml only: no schema defaults
-        ntxent: {loss: ntxent, temperature: 0.4, search: {temperature: {...}, lr: {...}}}
-        mixco: {loss: mixco, temperature: 0.4, alpha: 1.0, weight: 1.0, search: {...}}
-        mochi: {loss: mochi, temperature: 0.4, n_hard: 256, s: 128, s_prime: 64, search: {...}}
-
 A variant names a registry loss whose ``needs`` is ``views`` (``names_for("graph")``); its
 other keys are the loss's keyword arguments (``temperature``, ``alpha``, ``n_hard``...,
 checked against the function's signature by the ``validate_params`` stage). A variant's
@@ -42,7 +18,6 @@ dimension, a new key is added, ``key: null`` drops it; ``search: null``: nothing
 """
 
 from __future__ import annotations
-
 
 import re
 from typing import Annotated, Literal, Optional
@@ -265,7 +240,6 @@ class GraphVariant(BaseModel):
         return {"temperature": self.temperature, **(self.model_extra or {})}
 
 
-
 class GraphParams(Strict):
     """``graph:`` section. Unknown keys are rejected."""
 
@@ -282,17 +256,10 @@ class GraphParams(Strict):
     tune: GraphTune = GraphTune()
     final: GraphFinal = GraphFinal()
     baselines: GraphBaselines = GraphBaselines()
-    variants: dict[str, GraphVariant] = Field(
-        default_factory=dict, description="The variants (rows) of the track, written in "
-        "params.yaml only: no per-variant defaults.")
-    supervised: dict[str, GraphSupervised] = Field(
-        default_factory=dict,
-        description="Supervised reference rows (tune_graph_supervised / train_graph_supervised), "
-        "written in params.yaml only like the variants: no per-row defaults; {} turns them off.")
-    finetune: dict[str, GraphSupervised] = Field(
-        default_factory=dict,
-        description="Fine-tuning rows (tune_graph_finetune / train_graph_finetune): arch pretrained, "
-        "a variant's tuned encoder fine-tuned on the training labels; {} turns them off.")
+    # the rows, written in params.yaml only (no per-row defaults; {} turns a kind off):
+    variants: dict[str, GraphVariant] = {}
+    supervised: dict[str, GraphSupervised] = {}  # tune_graph_supervised / train_graph_supervised
+    finetune: dict[str, GraphSupervised] = {}  # arch pretrained: a variant's encoder, fine-tuned
 
     @model_validator(mode="after")
     def _check(self) -> "GraphParams":
