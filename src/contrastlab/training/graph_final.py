@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ import pandas as pd
 import torch
 
 from ..evaluation.stats import bootstrap_per_item, summarize
+from ..io import atomic_path
 from .graph import GraphRunConfig, fit_and_probe
 
 __all__ = ["FinalRuns", "dataset_digest", "seed_cache_file", "train_seed", "run_final",
@@ -65,13 +65,6 @@ def seed_cache_file(cache_dir: str | Path | None, stage: str, cfg: GraphRunConfi
     return Path(cache_dir) / f"{stage.replace('@', '_')}_seed{seed}_{h}.pt"
 
 
-def _save_atomic(obj, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
 def train_seed(data, cfg: GraphRunConfig, seed: int, probe, *, cache: Optional[Path] = None,
                desc: str = "", on_epoch=None) -> dict:
     """One seed's :func:`~contrastlab.training.graph.fit_and_probe` result (with test
@@ -87,7 +80,8 @@ def train_seed(data, cfg: GraphRunConfig, seed: int, probe, *, cache: Optional[P
     r = fit_and_probe(data, cfg, seed, probe, return_pred=True, notebook=True, progress=True,
                       desc=desc, on_epoch=on_epoch)
     if cache is not None:
-        _save_atomic(r, cache)
+        with atomic_path(cache, suffix=".pt") as tmp:
+            torch.save(r, tmp)
     return r
 
 
