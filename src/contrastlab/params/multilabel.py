@@ -1,26 +1,20 @@
 """Schema of the ``multilabel`` section of ``params.yaml``.
 
-The multi-label track (Sim-Dis paper, Appendix C.4 protocol) runs every loss in
-``losses`` on every data set in ``datasets`` with each seed in ``seeds``. DVC stages read:
-``build_multilabel@<ds>`` -> ``multilabel.data.<ds>`` (+ ``reuters``/``humaneval`` blocks),
-``train_multilabel@<ds>-<loss>`` -> ``multilabel.train``, ``multilabel.seeds``,
-``multilabel.data.<ds>``, ``multilabel.variants.<loss>``.
+The multi-label track (Sim-Dis paper, Appendix C.4 protocol) runs every loss in ``losses`` on
+every data set in ``datasets`` with each seed in ``seeds``.
 
 ``params.yaml`` is the one place a variant's configuration (values, search space, model
-hyperparameters) is written: the schema has no per-variant defaults. Every value is written
-once, and the schema resolves the rest, so callers read one value:
+hyperparameters) is written: the schema has no per-variant defaults (a variant a file leaves
+out gets :class:`VariantParams`' field defaults) and resolves, on load:
 
 - ``search``: a contrastive variant (one with a registry loss) inherits the track's default
-  space ``multilabel.tune.search``; its own ``search`` is merged per key over it (a key it sets
-  replaces that dimension, a new key is added, ``key: null`` drops it; ``search: null``: nothing
-  searched). A baseline's space is its own ``search`` only.
+  space ``multilabel.tune.search``, merged per key with its own (a key it sets replaces that
+  dimension, a new key is added, ``key: null`` drops it; ``search: null``: nothing searched).
+  A baseline's space is its own ``search`` only.
 - ``kwargs`` (the loss's keyword arguments) come from the variant's row of the variant table
   (:func:`variant_loss`); a ``kwargs`` in both files is an error naming the key's path.
 - ``model`` (a scikit-learn baseline): each key it leaves out takes the method's default
   (the table's ``model_keys``, :data:`MODEL_DEFAULTS`).
-
-A variant a params file does not write gets :class:`VariantParams`' field defaults plus the
-above.
 """
 
 from __future__ import annotations
@@ -35,25 +29,17 @@ from ..tuning.space import Strict, StudyParams, distinct_seeds, known_names
 #: Every data set name the track can build (MULAN sets + Reuters + HumanEval).
 KNOWN_DATASETS = ["yeast", "enron", "tmc2007-500", "scene", "emotions", "bibtex", "medical",
                   "reuters", "humaneval"]
-#: The variants of ``contrastlab/losses/variants.yaml`` (the only table of names): the
-#: baselines (binary-relevance logistic regression ``logreg``, the BCE-trained MLP and the
-#: scikit-learn models below) and the contrastive variants, each with its registry loss and
-#: keyword arguments (:data:`VARIANT_LOSS`); the hybrids are rows of their own stage.
+#: The rows of ``losses/variants.yaml`` but the hybrids (rows of their own stage): baselines
+#: and contrastive variants, each with its registry loss and keyword arguments.
 _TABLE = {n: v for n, v in track_variants("multilabel").items() if v.kind != "hybrid"}
 KNOWN_LOSSES = list(_TABLE)
-#: Declared aliases (``alias_of`` in the variant table): variant -> the variant it equals as a
-#: method (Sim-Dis Eq. 13 read literally has ANY's gradient, Huang et al. 2025, Eq. 13). An
-#: alias is not trained: its row is its target's.
+#: Declared aliases (``alias_of``): variant -> the variant it equals as a method (Sim-Dis
+#: Eq. 13 read literally has ANY's gradient, Huang et al. 2025, Eq. 13); not trained.
 ALIASES: dict[str, str] = {n: v.alias_of for n, v in _TABLE.items() if v.alias_of}
-#: Baselines: no contrastive loss (``logreg``, ``bce`` and the scikit-learn models below).
+#: Baselines: no contrastive loss (``logreg``, ``bce`` and the scikit-learn models).
 BASELINES = tuple(n for n, v in _TABLE.items() if v.kind == "baseline")
 #: Hyperparameters of the scikit-learn baselines (``multilabel.variants.<name>.model`` and the
-#: keys their search spaces and tuned choices may set). Trees (Geurts, Ernst & Wehenkel 2006;
-#: Breiman 2001; scikit-learn's native multi-output forests): ``n_estimators``, ``max_depth``
-#: (0 = unlimited), ``max_features`` (``sqrt``, ``log2`` or a fraction in (0, 1]),
-#: ``min_samples_leaf``. kNN: ``k``, ``weights`` (``uniform`` or ``distance``), ``metric``
-#: (``cosine`` or ``euclidean``). HistGradientBoosting: ``contrastlab.training.multilabel_hgb.HGB_KEYS``.
-#: Declared by the variant table (``model_keys``).
+#: keys their search spaces and tuned choices may set; the table's ``model_keys``).
 MODEL_KEYS: dict[str, tuple[str, ...]] = {n: v.model_keys for n, v in _TABLE.items()
                                           if v.model_keys is not None}
 #: The value a ``model`` block that leaves a key out takes: the method's own default
@@ -61,11 +47,9 @@ MODEL_KEYS: dict[str, tuple[str, ...]] = {n: v.model_keys for n, v in _TABLE.ite
 MODEL_DEFAULTS: dict[str, dict] = {n: dict(v.model_defaults) for n, v in _TABLE.items()
                                    if v.model_defaults}
 #: The exploratory hybrid rows of the variant table (stage ``train_multilabel_hybrid``).
-HYBRIDS: tuple[str, ...] = tuple(n for n, v in track_variants("multilabel").items() if v.kind == "hybrid")
-#: Variant -> (registry loss, default keyword arguments). Sim-Dis (Huang et al. 2025, Eq. 13):
-#: ``simdis`` weights each positive's log-probability by K^s K^d and normalises by |P(i)|,
-#: ``simdis_sum`` normalises by sum_p K_ip, ``simdis_eq13`` is Eq. 13 literally (K inside the
-#: log: its gradient equals ANY's).
+HYBRIDS: tuple[str, ...] = tuple(n for n, v in track_variants("multilabel").items()
+                                 if v.kind == "hybrid")
+#: Variant -> (registry loss or None, keyword arguments the table binds).
 VARIANT_LOSS: dict[str, tuple[str | None, dict]] = {n: (v.loss, dict(v.kwargs))
                                                    for n, v in _TABLE.items()}
 
@@ -167,19 +151,11 @@ class VariantParams(Strict):
     lr: float | None = Field(None, gt=0, le=1.0, description="Learning rate (None = train.lr).")
     mask_rate: float | None = Field(None, ge=0, lt=1, description="Masking rate (None = train.mask_rate).")
     queue: int | None = Field(None, ge=0, description="Queue size (None = train.queue).")
-    search: dict[str, dict | None] | None = Field(
-        default_factory=dict, description="Optuna search space (name -> SearchDim fields), see "
-        "contrastlab.tuning; a contrastive variant's is merged per key over tune.search (resolved "
-        "on load: key: null drops a dimension, search: null searches nothing).")
-    kwargs: dict[str, str | float | int | bool] = Field(
-        default_factory=dict, description="Extra keyword arguments of the registry loss, e.g. "
-        "{weighting: log_prob} for simdis/sim_only/dis_only (checked against its signature). "
-        "Resolved on load from the variant table; set here only for a variant whose table row "
-        "binds none (both: an error).")
-    model: dict[str, str | float | int | None] = Field(
-        default_factory=dict, description="Hyperparameters of a scikit-learn baseline "
-        "(extratrees/randomforest/knn/hgb; keys in MODEL_KEYS, missing ones take "
-        "MODEL_DEFAULTS, filled in on load).")
+    # resolved on load (module docstring): search over tune.search, kwargs from the table,
+    # model over MODEL_DEFAULTS
+    search: dict[str, dict | None] | None = {}  # name -> SearchDim fields (contrastlab.tuning)
+    kwargs: dict[str, str | float | int | bool] = {}  # of the registry loss (its signature)
+    model: dict[str, str | float | int | None] = {}  # a scikit-learn baseline's (MODEL_KEYS)
 
     @field_validator("model")
     @classmethod
@@ -299,11 +275,8 @@ class MultilabelParams(Strict):
     tune: MultilabelTune = MultilabelTune()
     hybrids: list[str] = Field(
         default_factory=lambda: list(HYBRIDS),
-        description="Exploratory rows: the encoder of hybrid_base with the raw features beside its "
-        "output, under the linear probe (hybrid_concat) or ExtraTrees (hybrid_et), or pre-trained "
-        "by hybrid_base's loss and then fine-tuned end to end with BCE (hybrid_ft); stage "
-        "train_multilabel_hybrid, not tuned (reuses hybrid_base's and its model_of baseline's "
-        "choices).")
+        description="Exploratory rows on hybrid_base's encoder (variants.yaml methods; stage "
+        "train_multilabel_hybrid, not tuned: hybrid_base's and its model_of baseline's choices).")
     hybrid_base: str = Field(role("multilabel", "hybrid_base"),
                              description="Contrastive variant whose encoder the hybrids use.")
     reuters: ReutersParams = ReutersParams()
