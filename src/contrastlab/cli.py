@@ -1,17 +1,12 @@
 """Entry-point wrapper for stage scripts: bad input ends with one clear line, bugs with a traceback.
 
-``run_stage(main, invocation)`` calls ``main()`` inside ``invocation`` (the pipeline
-invocation the stage runs in, :mod:`contrastlab.invocation`) and turns the errors that mean
-"bad input" into ``error: <message>`` on stderr and exit status 2: :class:`contrastlab.errors.InputError`
-(a params file that fails validation is its subclass ``ParamsError``; an unknown name is
-``UnknownNameError``), ``FileNotFoundError`` (a missing input file) and
-``FloatingPointError`` (a loss that diverged to NaN/inf under the given hyperparameters),
-and the ways a path can be the wrong kind of file (``IsADirectoryError``,
-``NotADirectoryError``, ``PermissionError``, ``UnicodeDecodeError``).
-Any other exception (a plain ``ValueError``, ``KeyError``, ``TypeError``... raised by the
-code rather than about the input) is a bug: it propagates with its traceback (exit status 1).
-Set ``CONTRASTLAB_DEBUG=1`` to see the traceback of input errors as well. Outputs are
-written atomically by the stages, so nothing half-written is left for DVC to cache.
+``run_stage(main, invocation)`` calls ``main()`` inside ``invocation``
+(:mod:`contrastlab.invocation`) and turns bad-input errors into ``error: <message>`` on stderr,
+exit status 2: :class:`contrastlab.errors.InputError` (and its ``ParamsError``,
+``UnknownNameError``), ``FileNotFoundError``, ``FloatingPointError`` (a diverged loss),
+``IsADirectoryError``, ``NotADirectoryError``, ``PermissionError``, ``UnicodeDecodeError``.
+Any other exception is a bug and keeps its traceback (exit status 1);
+``CONTRASTLAB_DEBUG=1`` shows tracebacks of input errors too.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Pairs of the bi-encoder and the lower-layer cache.
 
-Rows are the functions of ``functions.parquet`` in id order (the teacher states' order),
-with their split (``splits.parquet``: ``train`` / ``val`` / ``test`` / ``excluded``), their
-repository group (the bootstrap cluster) and their near-duplicate group (``dup_group``:
-bodies of one group are never each other's negatives).
-
-The cache (:func:`build_cache`) holds, for signatures and bodies separately, the token ids
-and the hidden states after the ``L - k`` frozen blocks (:class:`contrastlab.finetune.encoder.
-FinetuneEncoder`, ``output_hidden_states[L - k]``), stored as float16 to halve the file; the
-training loop reads them back as float32.
+Rows: the functions of ``functions.parquet`` in id order, with split, repository group (the
+bootstrap cluster) and near-duplicate group (never each other's negatives). The cache
+(:func:`build_cache`) holds token ids and the states after the ``L - k`` frozen blocks of
+signatures and bodies, stored as float16 (read back as float32).
 """
 
 from __future__ import annotations

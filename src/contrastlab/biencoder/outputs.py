@@ -1,13 +1,9 @@
 """What ``train_biencoder@<row>`` writes: metrics, per-query ranks, the Rank@k curve, the
-training curve, the embeddings of every seed (for the BM25 fusions) and the query index.
+training curve, every seed's embeddings (for the BM25 fusions) and the query index.
 
-The metrics JSON has the keys of the code table's trained rows (``reports/metrics/code/
-<variant>.json``: ``rank_at_1/5/10`` as fractions, ``mrr``, ``median_rank``, ``per_seed``,
-``val_rank_at_10``, ``n_seeds``, ``corpus_size``, ``n_queries``, ``lr``, ``temperature``,
-``loss``, ``tuned``) plus ``title``, ``trainer``, ``layers``, ``steps``, ``batch_size``,
-``nproc`` (torchrun processes; ``batch_size`` is per process), ``index`` (the search that
-ranked: ``faiss-cpu IndexFlatIP`` or ``faiss-gpu IndexFlatIP``) and the training tokens per
-seed. No wall time (run-dependent values stay out of hashed outputs).
+The metrics JSON has the keys of the code table's trained rows plus ``title``, ``trainer``,
+``layers``, ``steps``, ``batch_size`` (per process), ``nproc``, ``index`` (``faiss-cpu
+IndexFlatIP`` or ``faiss-gpu IndexFlatIP``) and the training tokens per seed; no wall time.
 """
 
 from __future__ import annotations

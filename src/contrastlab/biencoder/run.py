@@ -1,14 +1,9 @@
-"""One bi-encoder row end to end (stages ``tune_biencoder@<row>`` and ``train_biencoder@<row>``;
-callable from a notebook).
+"""One bi-encoder row end to end (stages ``tune_biencoder@<row>`` and ``train_biencoder@<row>``).
 
-:func:`train_row` builds the row's encoder(s) under ``torch.manual_seed(seed)``, trains them
-with the row's trainer on ``pair_batches(train, batch_size, steps, seed)`` (the same pairs for
-every row at a given seed) and :func:`score_row` ranks the true body of each validation or
-test signature among *all* bodies of the corpus (FAISS inner product on unit rows, exact, on
-the GPU with faiss-gpu and a CUDA device: :func:`contrastlab.biencoder.train.faiss_index`;
-ties count against the true body: ``1 + #bodies scoring strictly higher``), as every other
-row of the code table. :func:`run_tuning` is the row's study on the validation repositories
-under the shared protocol (:func:`contrastlab.tuning.run_study`; trial 0 = the declared row).
+:func:`train_row` trains under ``torch.manual_seed(seed)`` on ``pair_batches(train,
+batch_size, steps, seed)`` (the same pairs for every row at a seed); :func:`score_row` ranks
+each signature's true body among all bodies (exact FAISS inner product; ties count against
+it); :func:`run_tuning` is the row's study (:func:`contrastlab.tuning.run_study`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""Retrieval metrics over a corpus with a FAISS inner-product index (Rank@k, as in the
-retrieval experiment notes; docs/sources.md).
+"""Retrieval metrics over a corpus with a FAISS inner-product index (Rank@k; docs/sources.md).
 
-Queries (predicted body embeddings) and corpus (teacher body embeddings) are
-L2-normalised, so inner product = cosine similarity. The rank of the true body is
-``1 + #{corpus items scoring strictly higher}``; it is read from the FAISS top-``k_max``
-list when the true body is there and counted exactly (chunked matrix product) otherwise,
-so MRR and median rank are exact. The index is built on the GPU when a GPU FAISS build and
-CUDA are present, else on the CPU.
-
-Rank@k = fraction of queries whose true body is among the top ``k`` (the retrieval experiment
-notes report it in percent); MRR = mean of 1/rank.
+Queries and corpus are L2-normalised (inner product = cosine). The true body's rank is
+``1 + #{corpus items scoring strictly higher}``: read from the top-``k_max`` list when there,
+else counted exactly (chunked matrix product), so MRR and median rank are exact. GPU FAISS
+when available. Rank@k = share of queries with the true body in the top ``k``; MRR = mean 1/rank.
 """
 
 from __future__ import annotations

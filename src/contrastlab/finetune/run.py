@@ -1,13 +1,9 @@
 """Stage-level functions: the lower-layer cache and one compared variant end to end.
 
-Variants (``finetune.variants`` + reference rows, the variant table's ``finetune`` section):
-the registry losses (``mulsupcon``, ``all``, ``any``, ``simdis``) and ``bce`` (BCE on
-``problem_*`` + ``tier_*``) are trained by the fine-tuning loop; a reference row is fitted by
-its ``method``: ``frozen_head`` (layers 0: frozen states + projection head trained with the
-``head_loss`` role, MulSupCon), ``frozen_encoder`` (frozen encoder, mean-pooled, no head, no
-training) and ``lexical`` (TF-IDF of code tokens, Salton & Buckley 1988, scikit-learn
-``TfidfVectorizer``, unigrams + bigrams of identifiers, numbers and operator runs, fitted on
-the training rows).
+Registry losses (``mulsupcon``, ``all``, ``any``, ``simdis``) and ``bce`` are trained by the
+fine-tuning loop; reference rows by their ``method``: ``frozen_head`` (frozen states + head,
+``head_loss``), ``frozen_encoder`` (mean-pooled, untrained) and ``lexical`` (TF-IDF of code
+tokens, Salton & Buckley 1988, unigrams + bigrams, fitted on the training rows).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Final runs of one graph variant: every seed trained once on its chosen configuration and
-scored once on the test nodes (the experiment logic of the ``train_graph``,
-``default_graph`` and ``ablate_graph`` stages, callable from a notebook).
-
-Each seed trains the GCN (:func:`contrastlab.training.graph.fit_and_probe`) and evaluates the
-frozen encoder with the standard linear probe (logistic regression, ``C`` chosen on the
-validation nodes, accuracy on the test nodes; Velickovic et al., ICLR 2019) and the
-notebook-style probe. The accuracy's 95 % CI is the bootstrap over seeds and test nodes of
+"""Final runs of one graph variant (stages ``train_graph``, ``default_graph``,
+``ablate_graph``): every seed trained once on its chosen configuration and scored once on
+the test nodes with the linear probe (Velickovic et al., ICLR 2019) and the notebook-style
+probe; the accuracy's 95 % CI is the seeds x test nodes bootstrap of
 :mod:`contrastlab.evaluation.stats`.
 """
 

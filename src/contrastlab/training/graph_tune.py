@@ -1,15 +1,13 @@
-"""Tuning of one graph variant under the shared protocol (stage ``tune_graph@<variant>``;
-callable from a notebook): :func:`run_tuning`.
+"""Tuning of one graph variant under the shared protocol (stage ``tune_graph@<variant>``):
+:func:`run_tuning`.
 
-An equal-budget Optuna study on the validation nodes (Musgrave et al., ECCV 2020): every
-variant gets ``graph.tune.trials`` finished trials over ``graph.variants.<variant>.search``;
-trial 0 is the declared (default) configuration, the TPE sampler seed is derived per variant,
-and the pruner (``graph.tune.pruner``, Hyperband by default; Li et al., JMLR 2018) may stop a
-trial early. A trial trains the GCN for each seed of ``graph.tune.seeds`` (>= 3, disjoint from
-the final seeds), scores each frozen encoder by the linear probe's accuracy on the 500
-validation nodes of the public split (the test nodes are never read), reports the running
-mean after each seed (step = seeds done) and returns ``(mean, standard error)`` over the
-seeds. A variant without a search space is scored once at its declared configuration.
+An equal-budget Optuna study on the validation nodes (Musgrave et al., ECCV 2020):
+``graph.tune.trials`` finished trials over ``graph.variants.<variant>.search``, trial 0 the
+declared configuration, a per-variant TPE seed, a pruner (Hyperband by default; Li et al.,
+JMLR 2018). A trial trains each seed of ``graph.tune.seeds`` (disjoint from the final seeds)
+and scores the linear probe's accuracy on the 500 validation nodes (test nodes never read),
+reporting the running mean; it returns ``(mean, standard error)``. A variant without a search
+space is scored once.
 """
 
 from __future__ import annotations
