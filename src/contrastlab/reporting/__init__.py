@@ -1,12 +1,8 @@
 """Comparison report: each track contributes a :class:`Section` of tables and figures.
 
 A track module ``contrastlab.reporting.<track>`` exposes
-``build_section(inputs: Inputs | Path, figures_dir: Path) -> Section | None`` that reads that
-track's metrics under ``<inputs.metrics>/<track>/`` (returning ``None`` when the track has not run)
-and may write PNG figures into ``figures_dir``. The report stage renders all sections to
-``reports/comparison.md`` (and ``reports/index.html``); the track modules are imported by
-name there (:func:`contrastlab.reporting.build.collect_sections`), not here, so this package
-(which they import) imports none of them back.
+``build_section(inputs: Inputs | Path, figures_dir: Path) -> Section | None`` (``None`` when
+the track has not run); :mod:`.build` imports the track modules by name, this package none.
 """
 
 from __future__ import annotations
@@ -25,12 +21,8 @@ DATA_DEPS = ("../losses/registry.yaml", "../losses/variants.yaml")
 
 @dataclass(frozen=True)
 class Inputs:
-    """Where the report reads: the folders the ``report`` stage's command names
-    (``--metrics-dir``, ``--data-dir``, ``--plots-dir``, ``--tuned-dir``, which are also its
-    DVC deps) and the repository ``root`` (``params.yaml``, ``presets/``, the timings).
-
-    Every track's ``build_section`` takes an :class:`Inputs` or a repository root, whose
-    standard layout :meth:`of` fills in (``<root>/reports/metrics``, ...)."""
+    """Where the report reads: the folders the ``report`` stage's command names (its DVC deps)
+    and the repository ``root`` (``params.yaml``, ``presets/``)."""
 
     root: Path
     metrics: Path
@@ -63,16 +55,9 @@ def log_span(values: Sequence[float]) -> str:
 
 
 def params_titles(params, track: str, names: Sequence[str] = ()) -> dict[str, str]:
-    """``{variant: row label}`` of a track from loaded params (``None``: no params), in
-    params order, from the registry.
-
-    A variant's label is its loss's :attr:`contrastlab.losses.LossSpec.title`, followed by
-    `` (<variant>)`` when the variant is not named after its loss (two variants of one loss
-    stay apart). Multi-label variants are the loss names of ``multilabel.losses``. A name
-    the registry does not know (``bce``) keeps its name. ``names`` (e.g. the metrics files
-    found) that the params do not list follow in registry order, then sorted, labelled by
-    the registry title.
-    """
+    """``{variant: row label}`` of a track from loaded params (``None``: no params), in params
+    order: its loss's registry title, then `` (<variant>)`` when the variant is not named after
+    its loss. ``names`` the params do not list follow in registry order, then sorted."""
     from ..losses.registry import LOSSES, title
 
     out: dict[str, str] = {}
@@ -89,9 +74,8 @@ def params_titles(params, track: str, names: Sequence[str] = ()) -> dict[str, st
 
 
 def short_label(track: str, name: str) -> str:
-    """Short report label of a row of ``track`` as the name table declares it: the ``short``
-    of its ``losses/variants.yaml`` entry, or of a registered loss as a variant of its own
-    name (default: the title up to `` (``); the name itself when neither knows it."""
+    """Short label of a row of ``track``: the ``short`` of its ``losses/variants.yaml`` entry
+    (or of a registered loss of that name); the name itself when neither knows it."""
     from ..errors import InputError
     from ..losses.registry import variant_spec
 
@@ -102,9 +86,7 @@ def short_label(track: str, name: str) -> str:
 
 
 def params_shorts(params, track: str) -> dict[str, str]:
-    """``{variant: short label}`` of a track's ``params.<track>.variants``: its
-    :func:`short_label`, or its loss's followed by `` (<variant>)`` when the variant is
-    neither declared in the name table nor named after its loss (the short counterpart of
+    """``{variant: short label}`` of ``params.<track>.variants`` (the short counterpart of
     :func:`params_titles`)."""
     from ..losses.registry import track_variants
 
@@ -118,10 +100,8 @@ def params_shorts(params, track: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Cell:
-    """One statistic of a report table, the same model in every track: its point estimate,
-    95 % confidence interval, marks and source. ``str(cell)`` is its Markdown text; the HTML
-    report also carries the numbers (``data-value``, ``data-ci-low``, ``data-ci-high``) and
-    the source (tooltip).
+    """One statistic of a report table: point estimate, 95 % CI, marks and source.
+    ``str(cell)`` is its Markdown text; the HTML also carries the numbers (``data-*``).
 
     Attributes:
         value: point estimate in the metric's own unit (a fraction for accuracy, Rank@k,
@@ -132,9 +112,8 @@ class Cell:
             to ``digits``).
         bold: in the 95 % model confidence set (Hansen, Lunde & Nason 2011), "tied for best".
         marks: symbols after the numbers (``↑``/``↓``: significantly better/worse than the
-            strongest baseline; ``†``: not rerun under the current protocol).
-        show_ci: print the interval after the value (``False`` when the table gives the CI a
-            column of its own).
+            strongest baseline).
+        show_ci: print the interval after the value.
         source: where the numbers come from (a file, a statistic).
 
     Raises:
@@ -162,17 +141,15 @@ class Cell:
 
     @classmethod
     def from_stats(cls, st: dict, **kw: Any) -> "Cell":
-        """A cell from a :func:`contrastlab.evaluation.stats.summarize` entry (``mean``,
-        ``ci_low``, ``ci_high``, ``in_mcs``, ``beats_baseline``, ``below_baseline``);
-        keyword arguments override the display fields."""
+        """A cell from a :func:`contrastlab.evaluation.stats.summarize` entry; keyword
+        arguments set the display fields."""
         marks = tuple(m for m, k in (("↑", "beats_baseline"), ("↓", "below_baseline"))
                       if st.get(k))
         return cls(st["mean"], st.get("ci_low"), st.get("ci_high"),
                    bold=bool(st.get("in_mcs", st.get("tied_for_best"))), marks=marks, **kw)
 
     def text(self) -> str:
-        """``mean [low, high]`` (bold when tied for best) followed by the marks; ``-`` when
-        missing."""
+        """``mean [low, high]`` (bold when tied for best), then the marks; ``-`` when missing."""
         if self.value is None or (isinstance(self.value, float) and math.isnan(self.value)):
             return "-"
         k, d = self.scale, self.digits
@@ -218,27 +195,17 @@ class Figure:
 
 @dataclass
 class Section:
-    """A track's part of the report.
-
-    A track module fills ``headline`` (its full summary paragraph), ``tables``, ``figures``,
-    ``notes`` and, to get the first figure and the two-sentence headline, ``comparison``
-    (a :class:`contrastlab.reporting.figures.Comparison` from its main table), then calls
-    :meth:`build`, the one section builder of every track. The report
-    stage (:func:`contrastlab.reporting.headline.attach`) then draws ``lead`` (the comparison
-    figure first), replaces ``headline`` by the two sentences, moves the full paragraph to
-    the notes and fills ``legend``; everything but the headline, ``lead`` and ``legend`` is
-    shown under a collapsed "Details".
-    """
+    """A track's part of the report. A track fills ``headline`` (its full paragraph),
+    ``tables``, ``figures``, ``notes`` and ``comparison`` and calls :meth:`build`; the report
+    stage (:func:`contrastlab.reporting.headline.attach`) then fills ``lead`` and ``legend``
+    and replaces ``headline`` by the two sentences."""
 
     track: str
     title: str
-    #: Inline Markdown generated from the numbers: the two-sentence answer once the report
-    #: stage has read ``comparison`` (before that, the track's full summary paragraph).
     headline: str = ""
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    #: The track's headline comparison (``figures.Comparison``), or ``None``.
     comparison: Any = None
     #: Figures shown first, above the details (the comparison figure, then its companions).
     lead: list[Figure] = field(default_factory=list)
@@ -246,9 +213,8 @@ class Section:
     legend: dict[str, str] = field(default_factory=dict)
 
     def build(self, figures_dir: Path) -> "Section":
-        """Draw each :class:`Plot` of ``figures`` into ``figures_dir`` (a :class:`Figure`
-        already drawn is kept) and leave out the ``None`` entries of ``notes``, ``tables`` and
-        ``figures`` (what does not apply to this run); returns the section."""
+        """Draw each :class:`Plot` of ``figures`` into ``figures_dir`` and drop the ``None``
+        entries of ``notes``, ``tables`` and ``figures``; returns the section."""
         figures_dir = Path(figures_dir)
         figures_dir.mkdir(parents=True, exist_ok=True)
         figs = []
@@ -275,8 +241,7 @@ class Plot:
 
 
 def markdown_table(table: Table) -> str:
-    """Render a :class:`Table` as a GitHub-flavoured Markdown table (with its title and note),
-    as ``comparison.md`` shows it."""
+    """A :class:`Table` as ``comparison.md`` shows it (Markdown, with its title and note)."""
     from .render import render_template
 
     s = Section("t", "t", tables=[table])
@@ -285,8 +250,7 @@ def markdown_table(table: Table) -> str:
 
 
 def headline_section(sections: Sequence[Section]) -> list[Section]:
-    """``[Section("headlines", ...)]`` gathering every track's headline (one paragraph each,
-    named after the track), or ``[]`` when no track has one."""
+    """``[Section("headlines", ...)]`` with every track's headline, or ``[]`` when none has one."""
     notes = [f"**{s.title}.** {s.headline}" for s in sections if s.headline]
     if not notes:
         return []
@@ -294,8 +258,7 @@ def headline_section(sections: Sequence[Section]) -> list[Section]:
 
 
 def render_markdown(sections: Sequence[Section], header: str = "") -> str:
-    """The whole ``comparison.md`` (``templates/report.md.j2``): header, then each section's
-    headline, notes, tables and figures."""
+    """The whole ``comparison.md`` (``templates/report.md.j2``)."""
     from .render import render_template
 
     return render_template("report.md.j2", sections=list(sections), header=header)

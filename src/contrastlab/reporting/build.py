@@ -24,9 +24,8 @@ def numeric(d: dict) -> dict:
 
 
 def write_summary(path: Path, summary: dict) -> None:
-    """``summary.json`` atomically: :data:`ANSWER` first (what ``dvc exp show`` and ``dvc
-    metrics show`` list first), then the tracks; keys sorted below the top level, so equal
-    inputs give equal bytes."""
+    """``summary.json`` atomically: :data:`ANSWER` first, then the tracks; keys sorted below
+    the top level (equal inputs, equal bytes)."""
     import json
 
     from ..io import write_text
@@ -39,31 +38,18 @@ def write_summary(path: Path, summary: dict) -> None:
 
 
 def track_run(track: str, *, stage: str):
-    """The MLflow run standing for this pipeline invocation in ``track``'s experiment, where
-    the report stage logs the track's :data:`ANSWER` numbers.
-
-    Inside ``dvc exp run`` it is the parent of the track's variant runs (one per experiment,
-    tag ``contrastlab.role = invocation``, :mod:`contrastlab.tracking`); otherwise the
-    invocation run of the same ``run_key`` (the git commit), created once, named after it.
-
-    The run is opened by :func:`contrastlab.tracking.invocation_run` (the same opening as
-    every stage's run, :func:`contrastlab.tracking.open_run`).
-
-    Yields:
-        A :class:`contrastlab.tracking.Tracker` (a no-op one when tracking is off or after an
-        MLflow error, which is a warning); the run ends FINISHED, or FAILED on an exception.
-    """
+    """The MLflow run of this pipeline invocation in ``track``'s experiment (the parent of the
+    track's variant runs, :func:`contrastlab.tracking.invocation_run`), where the report logs
+    the track's :data:`ANSWER` numbers; yields a :class:`contrastlab.tracking.Tracker`."""
     from ..tracking import invocation_run
 
     return invocation_run(track, stage=stage)
 
 
 def collect_sections(root: Inputs | Path, figures_dir: Path, tracks: Sequence[str] = TRACKS) -> list[Section]:
-    """Build every available track's section from ``root`` (the report's
-    :class:`~contrastlab.reporting.Inputs`, or a repository root and its standard layout);
-    tracks whose module or metrics are missing are skipped. Every table then follows the
-    coverage rule (:func:`contrastlab.reporting.coverage_rule.apply`: an interval only where
-    its column's simulated coverage lies in [0.92, 0.98], else °)."""
+    """Every available track's section from ``root`` (:class:`~contrastlab.reporting.Inputs`
+    or a repository root); tracks whose module or metrics are missing are skipped. Every table
+    then follows the coverage rule (:func:`contrastlab.reporting.coverage_rule.apply`)."""
     from . import coverage_rule as rule
 
     cov = rule.load(Inputs.of(root).metrics)
@@ -86,20 +72,10 @@ def collect_sections(root: Inputs | Path, figures_dir: Path, tracks: Sequence[st
 def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = None, *,
                  data_dir: str | Path | None = None, plots_dir: str | Path | None = None,
                  tuned_dir: str | Path | None = None) -> dict:
-    """Render every track's comparison into ``out_dir``.
-
-    Writes ``comparison.md`` and ``index.html`` (figures under ``figures/``; the HTML is
-    rendered first, so a missing figure stops before anything is replaced), both from the same
-    sections: the headlines, one section per track whose metrics exist (its comparison
-    figure first and its two-sentence headline, :func:`contrastlab.reporting.headline.attach`),
-    the run's provenance; ``summary.json``: ``answer`` (per track: best loss, strongest
-    baseline, their values, difference and p, :func:`~contrastlab.reporting.headline.headline_metrics`)
-    first, then each track's metrics named in ``params.report.headline``; and the stage-time table (wall seconds)
-    to ``reports/timings/stage_times.md``, out of every hashed file, so a rerun on the same
-    inputs rewrites the same bytes.
-    Logs one MLflow run in ``contrastlab-report`` with the headline metrics and the report as
-    artifacts, and each track's ``answer.*`` numbers (row names as tags) to the track's
-    parent run (:func:`track_run`).
+    """Render every track's comparison into ``out_dir``: ``index.html`` and ``comparison.md``
+    (figures under ``figures/``), ``summary.json`` (:data:`ANSWER` first, then the metrics of
+    ``params.report.headline``) and the stage-time table to the timings folder. Logs one MLflow
+    run in ``contrastlab-report`` and each track's answer to its parent run (:func:`track_run`).
 
     Args:
         params: the validated :class:`contrastlab.params.Params`.
@@ -126,7 +102,7 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     figures.mkdir(parents=True, exist_ok=True)
     with variant_run("report", "report", params.report, stage="report") as tracker:
         prov = collect_provenance(params, git_commit(inputs.root))
-        style.apply()  # page-width figures, legible fonts (reporting/style.py)
+        style.apply()
         sections, heads = _sections(inputs, figures, prov)
         _write_pages(sections, params, prov, out)
         summary = _write_summary(out, heads, metrics, params)
@@ -139,34 +115,30 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
 
 
 def _sections(inputs: Inputs, figures: Path, prov) -> tuple[list[Section], dict]:
-    """Every track's section with its lead figure and two-sentence headline, stamped with the
-    provenance, and ``{track: headline numbers}``; the headlines first, provenance last."""
+    """The page's sections (headlines first, provenance last) and ``{track: headline numbers}``."""
     from . import headline_section
     from .headline import attach, headline_metrics
     from .provenance import provenance_section, stamp_sections
 
     sections = collect_sections(inputs, figures)
-    for s in sections:  # first figure, two-sentence headline, legend (headline.attach)
+    for s in sections:
         attach(s, figures)
     heads = {s.track: {**headline_metrics(s.comparison), "title": s.title}
              for s in sections if s.comparison is not None and headline_metrics(s.comparison)}
     stamp_sections(sections, prov)
-    # The answer first (one headline per track), provenance at the end; wall times go
-    # beside the timings files, never into the hashed page.
     return [*headline_section(sections), *sections, provenance_section(prov)], heads
 
 
 def _write_pages(sections: list[Section], params, prov, out: Path) -> None:
-    """``index.html`` (rendered first: a missing figure stops before anything is replaced),
-    then ``comparison.md``; bare floats with ``report.digits`` decimals, figure paths
-    relative to ``out``."""
+    """``index.html`` (first: a missing figure stops before anything is replaced), then
+    ``comparison.md``."""
     from ..io import write_text
     from . import render_markdown
     from .html import render_html
 
     digits = params.report.digits
     for s in sections:
-        for t in s.tables:  # bare floats shown with report.digits decimals in both files
+        for t in s.tables:  # bare floats with report.digits decimals
             t.rows = [[f"{v:.{digits}f}" if isinstance(v, float) else v for v in row]
                       for row in t.rows]
         for f in [*s.lead, *s.figures]:
@@ -177,7 +149,6 @@ def _write_pages(sections: list[Section], params, prov, out: Path) -> None:
 
 
 def _write_summary(out: Path, heads: dict, metrics: Path, params) -> dict:
-    """``summary.json``: the answer per track, then the headline metrics of each track."""
     from .provenance import metrics_summary
 
     summary = {ANSWER: {t: h for t, h in heads.items() if h},
@@ -189,8 +160,6 @@ def _write_summary(out: Path, heads: dict, metrics: Path, params) -> dict:
 
 
 def _log(tracker, summary: dict, out: Path) -> None:
-    """The summary's numbers to the report run, each track's answer to its parent run, the
-    pages as artifacts."""
     from ..params import flatten
 
     tracker.log_metrics(numeric(flatten(summary)))

@@ -1,21 +1,8 @@
-"""The report's first figure and two-sentence headline per track, from the track's table.
-
-A track hands its comparison table to this module as a :class:`Comparison` (one
-:class:`Panel` per data set or split, one :class:`Row` per row of the table: estimate, 95 %
-CI, kind, model-confidence-set membership, strongest-baseline flag, difference and
-Holm-corrected p against that baseline); usually with :func:`rows_from_stats` on the output
-of :func:`contrastlab.evaluation.stats.summarize`, so a row added to a track's table appears
-in its figure, headline, legend and ``summary.json`` without a change here.
-
-- :func:`forest_figure`: every row's estimate with its 95 % CI (dot-and-whisker), rows sorted,
-  the strongest baseline as a dashed reference line over its CI band, the 95 % model
-  confidence set (Hansen, Lunde & Nason 2011) as filled markers, published results as ``|``
-  ticks; one panel per data set (shared row order), readable in grey (marker shapes and
-  fills, not colour alone); written as SVG and PNG with fixed metadata (no date, fixed
-  ``svg.hashsalt``), so equal inputs give equal bytes (the report is a DVC output).
-- :mod:`contrastlab.reporting.headline`: the two-sentence headline and its numbers
-  (``reports/summary.json``, the track's MLflow parent run).
-- :func:`legend`: each short label spelled out once.
+"""The report's first figure per track, from the track's table as a :class:`Comparison` (one
+:class:`Panel` per data set or split, one :class:`Row` per table row), usually built with
+:func:`rows_from_stats` from :func:`contrastlab.evaluation.stats.summarize`;
+:func:`forest_figure` draws it (95 % model confidence set filled, Hansen, Lunde & Nason 2011),
+:mod:`contrastlab.reporting.headline` states it.
 """
 
 from __future__ import annotations
@@ -39,21 +26,10 @@ KINDS = {"loss": ("o", "tab:blue", "contrastive loss"),
 
 @dataclass
 class Row:
-    """One row of a track's comparison.
-
-    Attributes:
-        key: the row's name in the track (variant or baseline key).
-        short: short label (figure, headline, legend); ``title``: the full label.
-        kind: ``loss`` | ``baseline`` | ``hybrid`` | ``published`` (:data:`KINDS`).
-        estimate: point estimate in the metric's unit (a fraction for accuracy, Rank@k).
-        low, high: its 95 % CI (``None``: no interval, e.g. a published number).
-        in_mcs: member of the 95 % model confidence set ("tied for best").
-        strongest: the strongest baseline (chosen on validation by the track).
-        delta, p: difference to the strongest baseline and its Holm-corrected p-value.
-        beats, below: significantly better / worse than the strongest baseline.
-        delta_low, delta_high: the 95 % CI of ``delta`` (``None``: not computed).
-        p_floor: the smallest ``p`` its draws and family allow (printed as ``p ≤ floor``).
-    """
+    """One row of a track's comparison: ``kind`` of :data:`KINDS`; ``estimate``, ``low``,
+    ``high`` in the metric's unit (a fraction for accuracy, Rank@k); ``delta``, ``p`` (Holm),
+    ``beats`` / ``below``: against the ``strongest`` baseline; ``p_floor``: the smallest ``p``
+    its draws and family allow."""
 
     key: str
     short: str
@@ -96,23 +72,14 @@ class Panel:
 
 @dataclass
 class Comparison:
-    """A track's headline comparison (what its first figure, headline and summary show).
+    """A track's headline comparison (its first figure, headline and summary).
 
     Attributes:
-        metric: the metric's name in sentences and on the axis (``test accuracy``).
-        panels: one per table; several = small multiples (one per data set).
-        unit: appended to values (``%`` with ``scale=100``).
-        scale: display factor; ``digits``: decimals of values in sentences.
-        test: the test behind ``p`` (``paired bootstrap, Holm``).
         primary: index of the panel the headline and summary read; ``None``: every panel
-            (a verdict per panel, the differences combined by a Wilcoxon signed-rank test,
-            Demsar 2006, Sec. 3.1.3).
+            (the differences combined by a Wilcoxon signed-rank test, Demsar 2006, 3.1.3).
         noun: what a panel is (``data set``), for ``primary=None``.
-        lead: other figures shown with the first one, above the details (e.g. the
-            critical-difference diagram).
-        title: the figure's title.
-        secondary: with ``primary`` set, another panel whose best loss the take-away also
-            states (e.g. the same corpus trained on a GPU), ``None`` for none.
+        lead: other figures shown with the first one.
+        secondary: with ``primary`` set, another panel whose best loss the take-away states.
     """
 
     metric: str
@@ -130,9 +97,12 @@ class Comparison:
     def fmt(self, v: float | None) -> str:
         return "-" if v is None else f"{self.scale * v:.{self.digits}f}"
 
+    def fmt_unit(self, v: float | None) -> str:
+        return self.fmt(v) + (f" {self.unit}" if self.unit else "")
+
     def fmt_ci(self, r: Row) -> str:
         ci = f" [{self.fmt(r.low)}, {self.fmt(r.high)}]" if r.low is not None else ""
-        return f"{self.fmt(r.estimate)}{' ' + self.unit if self.unit else ''}{ci}"
+        return f"{self.fmt_unit(r.estimate)}{ci}"
 
     def labels(self) -> dict[str, str]:
         """``{short: title}`` of every row of every panel (first title wins)."""
@@ -149,18 +119,10 @@ def rows_from_stats(stats: Mapping[str, Mapping[str, Any]], names: Sequence[str]
                     title: Mapping[str, str] | Callable[[str], str],
                     baseline: str | None,
                     published: Sequence[tuple[str, float]] = ()) -> list[Row]:
-    """Rows from a :func:`contrastlab.evaluation.stats.summarize` output.
-
-    Args:
-        stats: row name -> ``{"mean", "ci_low", "ci_high", "in_mcs", "delta_vs_baseline",
-            "p_vs_baseline_holm", "beats_baseline", "below_baseline"}`` (missing keys: no
-            interval, not in the set, no test).
-        names: the rows to take, in any order (names missing from ``stats`` are skipped).
-        kind, short, title: per row name (mapping or function): ``loss`` | ``baseline`` |
-            ``hybrid``, the short and the full label (a name a mapping lacks labels itself).
-        baseline: the strongest baseline's name (``None``: no baseline ran).
-        published: ``(label, value)`` reference numbers (published results, no CI).
-    """
+    """Rows from a :func:`contrastlab.evaluation.stats.summarize` output (``names`` missing
+    from ``stats`` are skipped); ``kind``, ``short``, ``title``: per row name (mapping or
+    function); ``baseline``: the strongest baseline's name; ``published``: ``(label, value)``
+    reference numbers without CI."""
     def get(f, n, default):
         return f(n) if callable(f) else f.get(n, default)
 
@@ -190,7 +152,6 @@ def legend(comparisons: Sequence[Comparison]) -> dict[str, str]:
     return dict(sorted(out.items(), key=lambda kv: kv[0].lower()))
 
 
-# --------------------------------------------------------------------------- figure
 def _order(c: Comparison) -> list[str]:
     """Row order shared by every panel: mean rank of the estimate across panels (best first),
     published rows last."""
@@ -269,15 +230,8 @@ def _legend(fig, c: Comparison, single: bool) -> None:
 
 @style.styled
 def forest_figure(c: Comparison, stem: Path) -> tuple[Path, Path]:
-    """Draw ``c`` to ``<stem>.svg`` and ``<stem>.png`` (deterministic bytes).
-
-    One panel per :class:`Panel` (at most three per row, rows in one shared order, best on
-    top); each row: estimate with its 95 % CI, marker by kind (:data:`KINDS`), filled when in
-    the model confidence set; the strongest baseline: dashed line over its CI band; a
-    single panel also prints each row's value and CI at the right.
-
-    Returns:
-        ``(svg, png)`` paths.
+    """Draw ``c`` to ``<stem>.svg`` and ``<stem>.png`` (deterministic bytes), one panel per
+    :class:`Panel`, rows in one shared order; returns ``(svg, png)``.
 
     Raises:
         ValueError: no panel has a row.
@@ -315,8 +269,7 @@ def forest_figure(c: Comparison, stem: Path) -> tuple[Path, Path]:
 
 def shorten_labels(tables, labels: Mapping[str, str]) -> None:
     """Replace every full label of ``labels`` (``{short: full}``) in the first column of
-    ``tables`` by its short label (longest labels first, one pass), so rows stay one line
-    tall; the legend spells them out."""
+    ``tables`` by its short label (longest first, one pass)."""
     import re
 
     full = {t: s for s, t in labels.items() if t and t != s}

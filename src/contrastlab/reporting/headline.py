@@ -1,17 +1,8 @@
-"""A track's two-sentence headline and its numbers, from its
-:class:`~contrastlab.reporting.figures.Comparison`.
-
-- :func:`headline`: at most :data:`MAX_HEADLINE_WORDS` words: what won, by how much, with
-  its interval and test; then what a reader should take from it (the rows tied for best:
-  the 95 % model confidence set, Hansen, Lunde & Nason 2011).
-- :func:`headline_metrics`: the same numbers for ``reports/summary.json`` and the track's
-  MLflow parent run: best loss, strongest baseline, their values, difference, p.
-- :func:`attach`: gives a track's section its comparison figure, headline and legend (here,
-  not in :mod:`~contrastlab.reporting.figures`, which this module imports).
-
-With several panels and ``primary=None`` (one table per data set) the verdicts are counted
-per panel and the per-panel differences combined by the Wilcoxon signed-rank test over data
-sets (Demsar 2006, Sec. 3.1.3).
+"""A track's two-sentence headline (:func:`headline`), its numbers for ``summary.json``
+(:func:`headline_metrics`) and :func:`attach`, from its
+:class:`~contrastlab.reporting.figures.Comparison`; the rows tied for best are the 95 % model
+confidence set (Hansen, Lunde & Nason 2011); across panels the differences are combined by the
+Wilcoxon signed-rank test (Demsar 2006, Sec. 3.1.3).
 """
 
 from __future__ import annotations
@@ -47,7 +38,7 @@ def _lead_words(c: Comparison, best: Row, base: Row | None, compact: bool = Fals
     if base is None or best is base:
         return ""
     d = f", {c.scale * (best.estimate - base.estimate):+.{c.digits}f} points vs "
-    unit = f"{c.fmt(base.estimate)}{' ' + c.unit if c.unit else ''}"
+    unit = c.fmt_unit(base.estimate)
     if compact:
         return f"{d}{base.short} ({unit}; {p_text(best.p, best.p_floor)})"
     return (f"{d}the strongest baseline {base.short} ({unit}; {c.test}, "
@@ -70,7 +61,7 @@ def _panel_verdict(c: Comparison, p: Panel, n_named: int = 3, compact: bool = Fa
         first = f"{on}**{best.short}** scores highest, {c.metric} {c.fmt_ci(best)}{d}."
     else:
         first = (f"{on}**{top.short}** scores highest, {c.metric} {c.fmt_ci(top)}; the best loss, "
-                 f"{best.short}, reaches {c.fmt(best.estimate)}{' ' + c.unit if c.unit else ''}{d}.")
+                 f"{best.short}, reaches {c.fmt_unit(best.estimate)}{d}.")
     tied = (f"tied for best (95 % MCS): {_names(mcs, n_named)}." if mcs and n_named else
             f"{len(mcs)} rows are tied for best (95 % MCS)." if mcs else "")
     if base is None:
@@ -87,9 +78,8 @@ def _panel_verdict(c: Comparison, p: Panel, n_named: int = 3, compact: bool = Fa
 
 
 def _secondary(c: Comparison) -> str:
-    """``on <panel title>, <best loss> reaches <value>, significantly above <baseline> (<diff>,
-    <p>)`` (or ``significantly below`` / ``level with``); empty when ``c.secondary`` is unset or
-    its panel has no loss."""
+    """``on <panel>, <best loss> reaches <value>, significantly above <baseline> (<diff>, <p>)``;
+    empty without a secondary panel with a loss."""
     if c.secondary is None or c.primary is None:
         return ""
     p = c.panels[c.secondary]
@@ -98,8 +88,7 @@ def _secondary(c: Comparison) -> str:
         return ""
     verdict = ("significantly above" if best.beats else "significantly below" if best.below
                else "level with")
-    return (f"on {p.title}, {best.short} reaches {c.fmt(best.estimate)}"
-            f"{' ' + c.unit if c.unit else ''}"
+    return (f"on {p.title}, {best.short} reaches {c.fmt_unit(best.estimate)}"
             + (f", {verdict} {base.short} ({c.scale * (best.estimate - base.estimate):+.{c.digits}f}, "
                f"{p_text(best.p, best.p_floor)})" if base is not None and base is not best else ""))
 
@@ -177,12 +166,8 @@ def _wilcoxon(deltas: Sequence[float]) -> float | None:
 
 def headline(c: Comparison) -> str:
     """Two sentences (Markdown, the winner in bold), at most :data:`MAX_HEADLINE_WORDS`
-    words: what won, by how much, with its interval and test; and the take-away. The list
-    of rows tied for best is shortened, then dropped, when the limit would be passed. With
-    ``c.secondary`` set, the first sentence is compact (no tied list, short test name) and the
-    take-away also names the secondary panel's best loss, its value, and its difference to that
-    panel's strongest baseline with p (the verdict, then the difference, dropped in that order
-    when the limit would be passed)."""
+    words: what won, by how much, with its interval and test; and the take-away (with
+    ``c.secondary``, also that panel's best loss). Details are dropped to fit the limit."""
     if c.primary is None:
         first, second, _ = _across(c)
         text = f"{first} {second}".strip()
@@ -212,15 +197,10 @@ def headline(c: Comparison) -> str:
 
 
 def headline_metrics(c: Comparison) -> dict[str, Any]:
-    """The headline's numbers: ``best_loss`` (key), ``best_loss_value``,
-    ``strongest_baseline`` (key), ``baseline_value``, ``delta`` (best loss - baseline,
-    metric units) with its 95 % CI ``delta_low``, ``delta_high``, ``p`` (Holm-corrected
-    paired test) and ``verdict`` (``above`` / ``below`` significantly, or ``level``); across
-    panels the mean difference, its range ``delta_min``, ``delta_max``, the Wilcoxon
-    signed-rank p, ``n_panels``, ``n_above``, ``n_below``; with a secondary panel the same
-    numbers of it under ``secondary``; and ``metric``, ``scale``, ``unit`` (how to show the
-    values). ``{}`` without a loss or a baseline. Values rounded to 6 decimals (byte-stable
-    JSON)."""
+    """The headline's numbers: ``best_loss``, ``strongest_baseline``, their values,
+    ``delta`` (metric units) with its 95 % CI ``delta_low`` / ``delta_high``, ``p`` (Holm) and
+    ``verdict``; across panels the mean difference, its range and the Wilcoxon p; a secondary
+    panel's under ``secondary``. ``{}`` without a loss or a baseline; floats to 6 decimals."""
     def rnd(d: dict) -> dict:
         return {k: round(v, 6) if isinstance(v, float) else v for k, v in d.items()
                 if v is not None}
@@ -256,15 +236,9 @@ def headline_metrics(c: Comparison) -> dict[str, Any]:
 
 
 def attach(section, figures_dir: Path) -> None:
-    """Give a track's :class:`~contrastlab.reporting.Section` its first figure, its
-    two-sentence headline and its legend, from ``section.comparison`` (nothing when it is
-    ``None``).
-
-    Draws ``<figures_dir>/<track>_comparison.svg`` / ``.png`` (:func:`forest_figure`) and puts
-    it first in ``section.lead``, followed by the comparison's ``lead`` figures (taken out
-    of ``section.figures``); the track's full paragraph moves to the front of the notes
-    (shown under "Details") and ``section.headline`` becomes :func:`headline`.
-    """
+    """Give a track's :class:`~contrastlab.reporting.Section` its first figure
+    (``<figures_dir>/<track>_comparison.svg``), two-sentence headline (its full paragraph moves
+    to the notes) and legend, from ``section.comparison`` (nothing when it is ``None``)."""
     from . import Figure
 
     c = section.comparison

@@ -1,22 +1,7 @@
 """Render report :class:`~contrastlab.reporting.Section` s to one self-contained HTML page
-(``templates/report.html.j2``, Jinja2; inline Markdown by markdown-it-py).
-
-The page (``reports/index.html``) opens from disk with no network: figures are embedded as
-base64 ``data:`` URIs, the CSS and the few lines of JavaScript (:data:`_JS`: sort a table by
-a click on a column heading, filter its rows with the box above it; no library) are inline,
-there is no web font, and no ``src``/``href`` points outside the page (Markdown links in
-notes are shown as text with the address beside them). A track's section shows its
-headline, its lead figure(s) and the legend of its short row labels; the rest sits in a
-collapsed ``<details>``, and a table longer than :data:`LONG_ROWS` rows is collapsed too.
-The same sections render to ``comparison.md`` with
-:func:`contrastlab.reporting.render_markdown`.
-
-Example::
-
-    from contrastlab.reporting import Section, Table, Figure
-    from contrastlab.reporting.html import render_html
-    page = render_html([Section("graph", "Graph", tables=[Table("t", ["a"], [[1]])])],
-                       title="demo")
+(``templates/report.html.j2``): figures embedded as base64 ``data:`` URIs, CSS and the
+sort/filter JavaScript (:data:`_JS`) inline, no ``src``/``href`` outside the page; a table
+longer than :data:`LONG_ROWS` rows is collapsed.
 """
 
 from __future__ import annotations
@@ -28,7 +13,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import Figure, Section
-
 from .render import inline_markdown
 
 __all__ = ["render_html", "inline_markdown", "data_uri", "png_size", "cell_view"]
@@ -89,10 +73,8 @@ th[aria-sort="ascending"]::after { content: " \\25B2"; }
 th[aria-sort="descending"]::after { content: " \\25BC"; }
 """
 
-#: Sorting and filtering of every ``table.sortable`` (own code, no library): a click on a
-#: heading sorts by that column (numbers by the cell's ``data-value`` or leading number,
-#: then text; a second click reverses), the search box above a table keeps the rows that
-#: contain its text.
+#: Sorting (a click on a heading; numbers by ``data-value`` or leading number, then text) and
+#: filtering (the box above) of every ``table.sortable``, no library.
 _JS = r"""
 (function () {
   function key(td) {
@@ -150,7 +132,7 @@ def data_uri(path: Path) -> str:
     """``data:<mime>;base64,...`` of an image file.
 
     Raises:
-        FileNotFoundError: the file does not exist (the message names it).
+        FileNotFoundError: the file does not exist.
     """
     path = Path(path)
     if not path.is_file():
@@ -166,11 +148,9 @@ def _slug(text: str) -> str:
 
 
 def cell_view(v: Any, column: str) -> dict[str, Any]:
-    """One table cell for the template: ``text`` (inline Markdown; a float with 4 significant
-    digits, ``-`` for None), CSS ``classes`` (``num`` for a number, right-aligned, and in a
-    difference column (``Δ``, diff, delta) ``pos`` / ``neg`` for its sign) and, for a
-    :class:`~contrastlab.reporting.Cell`, its numbers as ``data`` attributes and its source as
-    ``title``."""
+    """One table cell for the template: ``text``, CSS ``classes`` (``num``; ``pos`` / ``neg``
+    by sign in a difference column) and, for a :class:`~contrastlab.reporting.Cell`, its
+    numbers as ``data`` and its source as ``title``."""
     from . import Cell
 
     extra: dict[str, Any] = {}
@@ -211,7 +191,6 @@ def _figure_view(f: Figure, base_dir: Path | None) -> dict[str, Any]:
     if not p.is_absolute() and base_dir is not None:
         p = Path(base_dir) / p
     size = png_size(p) if p.is_file() else None
-    # Wide panels (several subplots side by side) take the whole row of the grid.
     return {"uri": data_uri(p),  # raises FileNotFoundError naming the file first
             "title": f.title, "caption": f.caption,
             "wide": bool(size and size[0] > 2 * size[1])}
@@ -219,19 +198,8 @@ def _figure_view(f: Figure, base_dir: Path | None) -> dict[str, Any]:
 
 def render_html(sections: Sequence[Section], *, title: str = "contrastlab: loss comparison",
                 header: str = "", base_dir: Path | None = None) -> str:
-    """The whole self-contained ``index.html``.
-
-    Args:
-        sections: rendered in order; each becomes ``<section id="<track>">`` with its notes,
-            tables (``<table>`` with the title as ``<caption>``, the note below) and figures
-            (``<figure>`` with an embedded ``<img>`` and the caption); with ``lead`` figures
-            those come first, with the legend, and the rest is collapsed under "Details".
-        title: page title and heading.
-        header: one line of inline Markdown under the heading (e.g. git commit).
-        base_dir: directory that relative figure paths are relative to (``reports/``).
-
-    Returns:
-        The HTML document as a string (UTF-8, no external resources).
+    """The whole self-contained ``index.html``; ``header``: a line of inline Markdown under
+    the heading; ``base_dir``: what relative figure paths are relative to.
 
     Raises:
         FileNotFoundError: a figure's file is missing.

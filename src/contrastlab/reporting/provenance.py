@@ -1,14 +1,6 @@
-"""Provenance for the comparison report: which params and commit produced each table, and
-how long each stage took.
-
-- :func:`collect_provenance` records the git commit, the params hash of every ``params.yaml``
-  section and, inside ``dvc exp run``, the DVC experiment name.
-- :func:`stamp_sections` appends that provenance to every table's note (and one line per
-  section), so the Markdown and HTML renderers need no special case.
-- :func:`stage_timings` reads ``time_s`` (wall seconds, written by the stages with
-  :func:`contrastlab.timings.write_timing`) from ``reports/timings/<track>/**/*.json``, and
-  :func:`write_stage_times` writes that table to ``reports/timings/stage_times.md``, beside
-  them and out of every hashed output (the report page only points to it).
+"""Provenance for the comparison report: which params and commit produced each table
+(:func:`collect_provenance`, :func:`stamp_sections`), and how long each stage took
+(:func:`stage_timings`, written beside the timings, out of every hashed output).
 """
 
 from __future__ import annotations
@@ -57,12 +49,8 @@ class Provenance:
 
 
 def collect_provenance(params: Params, commit: str) -> Provenance:
-    """Provenance of a report built from ``params`` at git ``commit``.
-
-    The params hash of a section is :func:`contrastlab.params.params_hash` of that section
-    alone (equal to the ``params_hash`` tag of MLflow runs whose stage logs that whole
-    section). The experiment's name comes from :func:`contrastlab.invocation.current`.
-    """
+    """Provenance of a report built from ``params`` at git ``commit``: the
+    :func:`contrastlab.params.params_hash` of each section, the DVC experiment's name."""
     hashes = {name: params_hash(getattr(params, name)) for name in type(params).model_fields}
     return Provenance(git_commit=commit, params_hashes=hashes,
                       dvc_exp_name=current().experiment)
@@ -102,22 +90,12 @@ def _read_time(path: Path) -> float | None:
 def metrics_summary(metrics_dir: Path, headline: Mapping[str, Sequence[str]] | None = None
                     ) -> dict[str, dict[str, dict[str, float]]]:
     """The headline metrics of ``metrics_dir/<track>/**/<variant>.json`` as
-    ``{track: {variant: {metric: value}}}``.
+    ``{track: {variant: {metric: value}}}`` (``summary.json``, the only declared DVC metrics).
 
-    Written by the report stage to ``reports/summary.json``, the pipeline's only declared DVC
-    metrics file: DVC flattens it to short column names such as ``graph.ntxent.logreg_acc_mean``
-    in ``dvc exp show`` (the per-variant JSONs are plain outputs, so each metric is one column).
-
-    Args:
-        metrics_dir: ``reports/metrics``.
-        headline: per track, the metric names to keep (``report.headline``); a track not
-            named is left out. ``None`` keeps every numeric metric except wall times (names
-            containing ``time_s``), which never belong in declared metrics.
-
-    Unreadable files, non-numeric and missing values are skipped; the variant is the path
-    below the track folder. Multi-label files (``<dataset>_<variant>.json``) are averaged over
-    the data sets into one value per variant (the per-data-set values stay in
-    ``reports/metrics/multilabel/``), so ``dvc exp show`` stays narrow.
+    ``headline``: per track, the metric names to keep (a track not named is left out);
+    ``None`` keeps every numeric metric but wall times (``time_s``). Unreadable files and
+    non-numeric values are skipped; multi-label files (``<dataset>_<variant>.json``) are
+    averaged over the data sets.
     """
     out: dict[str, dict[str, dict[str, float]]] = {}
     metrics_dir = Path(metrics_dir)
@@ -147,17 +125,9 @@ def metrics_summary(metrics_dir: Path, headline: Mapping[str, Sequence[str]] | N
 
 
 def stage_timings(metrics_dir: Path, tracks: Sequence[str] | None = None) -> Table | None:
-    """Wall time of every stage that wrote ``time_s`` into ``metrics_dir/<track>/**/*.json``.
-
-    Args:
-        metrics_dir: ``reports/timings`` (see :mod:`contrastlab.timings`).
-        tracks: restrict to these track folders (default: every sub-folder, sorted).
-
-    Returns:
-        A :class:`Table` with columns track, variant (the metrics file's path below the track
-        folder, without ``.json``), wall time [s] and a per-track total row; ``None`` when no
-        file has a numeric ``time_s``. Unreadable JSON files are skipped.
-    """
+    """Wall time [s] of every stage that wrote ``time_s`` into
+    ``metrics_dir/<track>/**/*.json`` (``tracks``: these folders only), a total row per track;
+    ``None`` when no file has a numeric ``time_s``."""
     metrics_dir = Path(metrics_dir)
     if not metrics_dir.is_dir():
         return None
@@ -193,10 +163,8 @@ def stage_timings(metrics_dir: Path, tracks: Sequence[str] | None = None) -> Tab
 
 
 def provenance_section(prov: Provenance) -> Section:
-    """The last section, ``Run: provenance``: the params hash of every ``params.yaml``
-    section (the header line with the git commit goes above the page). Wall times are not
-    in it: they change on every run, so they go to :func:`write_stage_times`' file, which
-    no DVC stage hashes."""
+    """The last section, ``Run: provenance``: the params hash of every ``params.yaml`` section
+    (wall times change on every run: they go to :func:`write_stage_times`' file)."""
     notes = ["Params hashes (`contrastlab.params.params_hash` of each `params.yaml` section): "
              + ", ".join(f"`{k}` `{v}`" for k, v in prov.params_hashes.items()) + ".",
              f"Stage wall times: `{TIMINGS_DIR}/{STAGE_TIMES}` (written with this page, "
@@ -205,9 +173,8 @@ def provenance_section(prov: Provenance) -> Section:
 
 
 def write_stage_times(timings: Path, header: str = "") -> Path | None:
-    """Write the stage-time table of :func:`stage_timings` (``timings``: the timings folder,
-    :func:`contrastlab.timings.timings_dir`) as Markdown to ``<timings>/stage_times.md``,
-    atomically; ``None`` (nothing written) when no stage has written ``time_s``."""
+    """Write :func:`stage_timings` of the timings folder as Markdown to
+    ``<timings>/stage_times.md``; ``None`` (nothing written) without any ``time_s``."""
     from ..io import write_text
     from . import markdown_table
 
