@@ -359,7 +359,6 @@ class Rows(NamedTuple):
     self_index: Tensor  # [n] column of each anchor's own row in ``contrast``
     anchor_sample: Tensor  # [n] local sample index of each anchor row
     n_views: int
-    anchor_views: int  # views per sample used as anchors (V for "all", 1 for "one")
 
 
 def flatten_views(features: Tensor, contrast_features: Tensor | None, anchor_offset: int,
@@ -392,15 +391,13 @@ def flatten_views(features: Tensor, contrast_features: Tensor | None, anchor_off
         anchor_sample = torch.arange(n, device=dev)
         if v > 1:
             anchor_sample = anchor_sample.repeat_interleave(v)
-        av = v
     elif contrast_mode == "one":
         anchors = features[:, 0]
         self_index = (torch.arange(n, device=dev) + anchor_offset) * v
         anchor_sample = torch.arange(n, device=dev)
-        av = 1
     else:
         raise ValueError(f"contrast_mode must be 'all' or 'one', got {contrast_mode!r}")
-    return Rows(anchors, contrast, self_index, anchor_sample, v, av)
+    return Rows(anchors, contrast, self_index, anchor_sample, v)
 
 
 def scale_factor(temperature: float, base_temperature: float | None) -> float:

@@ -50,11 +50,8 @@ PLUMBING = frozenset({"reduction", "return_stats", "contrast_features", "contras
 
 #: Which ``needs`` each track can train with (the params validators and the training code
 #: accept exactly these; ``scripts/stage_deps.py`` reads the same from ``LOSS_NEEDS``).
-TRACK_NEEDS: dict[str, tuple[str, ...]] = {
-    "graph": ("views",),
-    "code": ("targets", "regression"),
-    "multilabel": ("multilabels",),
-}
+TRACK_NEEDS: dict[str, tuple[str, ...]] = {"graph": ("views",), "code": ("targets", "regression"),
+                                            "multilabel": ("multilabels",)}
 
 
 @dataclass(frozen=True)
@@ -105,11 +102,9 @@ class LossSpec:
         sig = inspect.signature(self.function())
         out = {}
         for name, p in sig.parameters.items():
-            if p.kind not in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) or p.default is p.empty:
-                continue
-            if name in PLUMBING or name in self.defaults:
-                continue
-            out[name] = p.default
+            if (p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is not p.empty
+                    and name not in PLUMBING and name not in self.defaults):
+                out[name] = p.default
         return out
 
 
