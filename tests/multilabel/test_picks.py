@@ -128,3 +128,37 @@ def test_every_pick_of_a_run_records_its_margin():
         summary = pick_summary(runs)
         assert set(summary) == expected
         assert all(len(v["margin_seed"]) == 2 and v["fragile_seeds"] <= 2 for v in summary.values())
+
+
+def test_picks_table_counts_runs_margins_and_fragile_ones():
+    from contrastlab.reporting.multilabel_picks import missing_picks, picks_table
+
+    rec = {"criterion": "validation mAP", "n_val": 200, "margin_seed": [1, 4, 10], "fragile_seeds": 1}
+    thr = {"criterion": "F1", "n_val": 200, "margin_seed": [3, 3, 3], "fragile_seeds": 0}
+    runs = {"yeast": {"bce": {"best_step": 50.0, "picks": {"early_stopping": rec, "threshold": thr}},
+                      "logreg": {"C": 1.0, "picks": {"threshold": thr}}}}
+    t = picks_table(runs)
+    by_pick = {r[1]: r for r in t.rows}
+    assert by_pick["F1 threshold"][2:] == ["6", "200", "3 (1.5 %)", "3 (1.5 %)", "0 (0 %)"]
+    assert by_pick["early-stopping step"][2:] == ["3", "200", "4 (2.0 %)", "1 (0.5 %)", "1 (33 %)"]
+    assert missing_picks(runs["yeast"]["bce"]) == []
+    assert missing_picks(runs["yeast"]["logreg"]) == ["C"]  # chose C, recorded no margin
+    assert missing_picks({"best_step": 3.0}) == ["threshold", "early_stopping"]
+    assert picks_table({"yeast": {"knn": {}}}) is None
+
+
+def test_committed_multilabel_runs_record_every_pick_margin():
+    """Every final, hybrid and default run of the multi-label stages records the margin of each
+    validation pick it made (a rerun after a change to the pick rules writes them)."""
+    import json
+    from pathlib import Path
+
+    from contrastlab.reporting.multilabel_picks import missing_picks
+
+    mdir = Path(__file__).resolve().parents[2] / "reports" / "metrics" / "multilabel"
+    files = sorted(mdir.glob("*.json")) + sorted(mdir.glob("default/*/*.json"))
+    files = [f for f in files if not f.name.endswith("_dataset.json")]
+    assert len(files) > 80
+    missing = {f.relative_to(mdir).as_posix(): m for f in files
+               if (m := missing_picks(json.loads(f.read_text())))}
+    assert not missing, f"{len(missing)} run(s) without a recorded pick margin, e.g. {list(missing.items())[:3]}"

@@ -310,6 +310,7 @@ def _load(inp: Inputs) -> dict | None:
 def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
     """The multi-label section, or None when no multi-label metrics exist. ``root``: the
     report's :class:`~contrastlab.reporting.Inputs` or a repository root."""
+    from .multilabel_picks import picks_table
     from .multilabel_presets import preset_tables  # bibtex, tmc2007-500 on all rows: own tables
 
     inp = Inputs.of(root)
@@ -329,5 +330,5 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
         comparison=_comparison(g["stats"], g["uncovered"], cd_map, g["rowset"]),
         notes=[_protocol_note(g), NO_CI_NOTE, _SIMDIS_NOTE, *notes],
         tables=[_datasets_table(g), *tables, *tabs, _ablation_table(g), _tuned_table(g),
-                dvt, *preset_tables(inp.metrics, inp.root), *_paper_tables()],
+                dvt, picks_table(g["runs"]), *preset_tables(inp.metrics, inp.root), *_paper_tables()],
         figures=[*plots, *figs]).build(figures_dir)
