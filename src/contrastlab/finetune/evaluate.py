@@ -15,10 +15,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 from ..errors import InputError
-from .metrics import (BASELINES, average_precision_rows, item_metrics, knn_purity,  # noqa: F401
-                      metric_names)
+from .metrics import BASELINES, average_precision_rows, item_metrics, knn_purity  # noqa: F401
 
-__all__ = ["item_metrics", "average_precision_rows", "table", "BASELINES", "metric_names",
+__all__ = ["item_metrics", "average_precision_rows", "table", "BASELINES",
            "summarize_variants", "purity_ceiling", "tier_tables", "row_embeddings", "one_token_pairs"]
 
 

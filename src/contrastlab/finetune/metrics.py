@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from ..errors import InputError
 from ..params.finetune import REFERENCE_ROWS
 
-__all__ = ["item_metrics", "average_precision_rows", "knn_purity", "BASELINES", "metric_names"]
+__all__ = ["item_metrics", "average_precision_rows", "knn_purity", "BASELINES"]
 
 
 #: Reference rows of the comparison (no fine-tuning or no neural encoder): the fine-tuning
@@ -51,15 +51,6 @@ def average_precision_rows(sim: torch.Tensor, relevant: np.ndarray, ks: Sequence
     ap = np.where(n_rel > 0, (rel * hits / ranks).sum(1) / np.maximum(n_rel, 1), np.nan)
     out = {k: np.where(n_rel > 0, rel[:, :k].any(1).astype(np.float64), np.nan) for k in ks}
     return ap.astype(np.float64), out
-
-
-def metric_names(knn_k: Sequence[int], rank_k: Sequence[int], split: str) -> list[str]:
-    names = [f"knn{k}_{w}" for k in knn_k for w in ("problem", "tier", "pxt")]  # not a row name (metric)
-    if split != "val":
-        names += ["ap", *[f"rank{k}" for k in rank_k]]
-    if split == "b":
-        names.append("probe_tier")
-    return names
 
 
 def _split_metrics(emb_c, emb_q, prob_c, prob_q, tier_c, tier_q, knn_k, rank_k, loo: bool) -> dict:

@@ -20,12 +20,11 @@ from ..params.presets import load_with_overrides  # noqa: F401 (re-exported for 
 from .data import label_matrix, label_names
 from .encoder import FinetuneEncoder
 from .metrics import BASELINES, item_metrics
-from .tfidf import TOKEN_PATTERN, tfidf_embeddings  # noqa: F401 (TOKEN_PATTERN re-exported)
+from .tfidf import tfidf_embeddings
 from .train import Inputs, embed_inputs, train_encoder
 
-__all__ = ["build_cache", "load_cache", "run_variant", "train_seed",
-           "write_variant_outputs",
-           "load_with_overrides", "ALL_VARIANTS", "TOKEN_PATTERN"]
+__all__ = ["build_cache", "load_cache", "run_variant", "train_seed", "write_variant_outputs",
+           "load_with_overrides", "ALL_VARIANTS"]
 
 ALL_VARIANTS = (*FINETUNE_VARIANTS, *BASELINES)
 
