@@ -1,28 +1,16 @@
 """How many validation items a validation pick rests on (its margin), for the multi-label track.
 
-A choice made on validation (the F1 threshold, the logistic-regression C, the early-stopping
-step) is the argmax of a criterion over candidates. Its *margin* is the fewest validation rows
-whose removal would let another candidate reach the pick's criterion value: a pick with a
-margin of 1 is decided by one row, and a different draw of the validation split would likely
-flip it. The code track records the same quantity for its fusion weights and learning rates
-(there the items are queries and the criterion a count, so the margin is exact).
-
-Here the criteria (mAP, F1) are not sums over rows, so the margin is computed from each row's
-jackknife pseudo-value (Quenouille 1956; Efron & Tibshirani 1993, Sec. 11.5): with ``theta`` the
-criterion on all ``n`` rows and ``theta_(i)`` without row ``i``, row ``i`` contributes
-``n theta - (n - 1) theta_(i)``, and for a mean over rows that is exactly the row's own value.
-The gap between the pick and a candidate, ``n (theta_pick - theta_cand)``, is a sum of such
-contributions; the rows contributing most are removed until the removed ones account for the
-whole gap. The margin is the smallest count over all candidates (0 on a tie; ``n`` when no
-removal closes it). For a criterion that is a count of items (hits at 10) this is exactly the
-difference of the counts. A pick whose margin is under 1 % of the validation rows is *fragile*
-(:func:`is_fragile`) and is flagged where it is reported.
-
-Leave-one-out values: :func:`loo_mean_average_precision` (macro average precision over the
-labels with a positive, no score ties: Manning, Raghavan & Schuetze 2008, Eq. 8.2's
-precision-at-each-relevant-rank form, which equals scikit-learn's ``average_precision_score``
-when scores are distinct) and :func:`loo_f1_criterion` (the threshold rule's criterion, the
-mean of micro- and macro-F1).
+A pick (the F1 threshold, the logistic-regression C, the early-stopping step) is the argmax of
+a criterion over candidates; its *margin* is the fewest validation rows whose removal would let
+another candidate reach the pick's value. The criteria (mAP, F1) are not sums over rows, so a
+row's contribution is its jackknife pseudo-value ``n theta - (n - 1) theta_(i)`` (Quenouille
+1956; Efron & Tibshirani 1993, Sec. 11.5), exactly the row's own value for a mean. The rows
+contributing most to the gap ``n (theta_pick - theta_cand)`` are removed until they account for
+it; the margin is the smallest count over candidates (0 on a tie, ``n`` when none closes it;
+for a count criterion, the difference of the counts). A margin under 1 % of the rows is
+*fragile* (:func:`is_fragile`). Leave-one-out values: :func:`loo_mean_average_precision`
+(Manning, Raghavan & Schuetze 2008, Eq. 8.2; scikit-learn's ``average_precision_score`` for
+distinct scores) and :func:`loo_f1_criterion` (mean of micro- and macro-F1).
 """
 
 from __future__ import annotations
