@@ -159,12 +159,7 @@ def _scan_repository(root: Path, opts: dict[str, Any]) -> list[tuple]:
     """Read and parse one repository's files (no cross-repository state): one event per file,
     in sorted path order: ``("skip", reason, rel)`` or ``("file", rel, records)`` where each
     record carries its length-filter ``reason`` (``None``: a candidate, with ``body_hash``).
-
-    Raises:
-        FileNotFoundError: ``root`` is not a folder.
-    """
-    if not root.is_dir():
-        raise FileNotFoundError(f"{root}: repository folder missing (run fetch_repos)")
+    :func:`extract_repositories` has checked that ``root`` is a folder."""
     events: list[tuple] = []
     for f in sorted(root.rglob("*.py")):
         rel = f.relative_to(root).as_posix()
