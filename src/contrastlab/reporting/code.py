@@ -1,17 +1,7 @@
-"""Code retrieval track section of the comparison report.
-
-Reads, per table (the default corpus ``reports/metrics/code`` and, when present, the
-seed-corpus preset's ``code_seed_corpus`` and the GPU bi-encoder's :data:`GPU_TABLE`), the
-metrics and the per-query test ranks under ``reports/data/<dir>/``, and fills the section:
-one table per corpus (untrained baselines, trained variants and BM25 hybrids with Rank@k and
-MRR and their 95 % CIs, each row tested against the strongest baseline; the retrieval notes'
-reference rows only in the seed-corpus table, the one whose corpus has their size), default
-vs tuned, the headline (with the GPU table, a second comparison panel whose best loss the
-take-away names), and :data:`FIGURES`. Each caption says how its numbers were made.
-
-Modules: :mod:`.code_rows` (the rows, their titles, short labels and order, from the
-variant table), :mod:`.code_stats` (tables read back, statistics, default vs tuned),
-:mod:`.code_headline`, :mod:`.code_figures`; this module assembles the section and its tables.
+"""Code retrieval track section of the comparison report: one table per corpus (the default
+``code``, the seed-corpus preset's and the GPU bi-encoder's :data:`GPU_TABLE`, when present),
+default vs tuned, the compute curve and :data:`FIGURES`. The rows live in :mod:`.code_rows`,
+the statistics in :mod:`.code_stats`; this module assembles the section and its tables.
 """
 
 from __future__ import annotations
@@ -22,9 +12,8 @@ from ..evaluation.stats import baseline_p
 from . import Inputs, Plot, Section, Table, load_params_of
 from .code_figures import _rank_curve_figure, _training_figure
 from .code_headline import _ci, _headline
-from .code_rows import (REFERENCES, TITLES, _contrastive, _is_baseline, _is_hybrid, _order, _short,
-                        _title)
-from .code_rows import CONTROL_HYBRID
+from .code_rows import (CONTROL_HYBRID, REFERENCES, TITLES, _contrastive, _is_baseline, _is_hybrid,
+                        _order, _short, _title)
 from .code_stats import (_load_table, _resolution, control_at_same_weight, default_vs_tuned,
                          strongest_baseline, table_stats)
 from .code_stats import only_in_top10  # noqa: F401 (re-exported)
@@ -210,7 +199,7 @@ def _gpu_name(device: str) -> str:
 
 
 def _gpu_table(inp: Inputs, digits: int):
-    """``(table, headline, device)`` of the GPU bi-encoder folder, or ``None`` when absent."""
+    """``(table, headline, device)`` of the GPU bi-encoder folder, or ``None``."""
     loaded = _load_table(inp, GPU_TABLE)
     if loaded is None:
         return None
@@ -232,8 +221,7 @@ def _gpu_table(inp: Inputs, digits: int):
 
 
 def _seed_table(inp: Inputs, digits: int) -> tuple[Table, str] | None:
-    """The seed-corpus preset's table (with the retrieval notes' reference rows) and its
-    headline, or ``None`` when that folder is absent."""
+    """The seed-corpus preset's table (with the reference rows) and headline, or ``None``."""
     seed = _load_table(inp, "code_seed_corpus")
     if seed is None:
         return None
@@ -244,8 +232,7 @@ def _seed_table(inp: Inputs, digits: int) -> tuple[Table, str] | None:
 
 
 def _with_gpu_panel(c, gpu: tuple | None):
-    """The comparison, with the GPU table's as a second panel (the take-away names its best
-    loss) when there is one."""
+    """The comparison, with the GPU table's as a second panel when there is one."""
     if gpu is None:
         return c
     from .figures import Comparison
@@ -278,8 +265,7 @@ def _training_plot(inp: Inputs, loaded: dict) -> Plot:
                 lambda p: _training_figure(inp.plots / "code", names, p, titles))
 
 
-#: The code section's figures after the tables, in order: each ``(inputs, the default corpus's
-#: loaded table) -> Plot | None`` (a new figure is one more entry).
+#: The figures after the tables: each ``(inputs, the default corpus's table) -> Plot | None``.
 FIGURES = [_rank_curve_plot, _training_plot]
 
 
@@ -304,9 +290,8 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
 
 
 def _compute_curve(inp: Inputs, bm25) -> tuple | None:
-    """``(Plot, Table, finding)`` of the bi-encoder's compute curve
-    (``reports/metrics/code_compute_curve/curve.json``, :mod:`contrastlab.reporting.
-    compute_curve`) against the strongest baseline's test Rank@10 and CI, or ``None``."""
+    """``(Plot, Table, finding)`` of the bi-encoder's compute curve (:mod:`.compute_curve`)
+    against the strongest baseline's test Rank@10 and CI, or ``None``."""
     import json
 
     from .compute_curve import curve_finding, curve_plot, curve_table, gpu_points

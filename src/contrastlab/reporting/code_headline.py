@@ -1,8 +1,4 @@
-"""The headline of the code section (:mod:`contrastlab.reporting.code`): the best row and the
-model confidence set, the best trained predictor against BM25, the sentence embedding and the
-strongest baseline, the BM25 hybrids against BM25 and the control, and the queries only one of
-the best predictor and BM25 finds; :func:`_ci`, the table cell of a statistic.
-"""
+"""The headline paragraph of the code section, and :func:`_ci`, a statistic's table cell."""
 
 from __future__ import annotations
 

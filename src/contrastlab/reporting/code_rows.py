@@ -1,7 +1,5 @@
-"""Rows of the code section (:mod:`contrastlab.reporting.code`): the baselines of the variant
-table (titles, short labels, the reference baseline of the Rank@k figure, BM25 and the
-sentence embedding), the BM25 hybrids and their control, the retrieval notes' reference rows,
-row titles and short labels and the row order of the tables.
+"""Rows of the code section: the variant table's baselines, the BM25 hybrids and their
+control, the retrieval notes' reference rows, row titles, short labels and order.
 """
 
 from __future__ import annotations
@@ -49,7 +47,6 @@ REFERENCES = [
     ("Retrieval notes Exp 1.3 SmoothL1 (test, Qwen2.5-Coder-3B L18, reported)", "0.03", "0.24", 49631, -4.76),
     ("Retrieval notes Exp 1.4 target (test; a target, not a result)", "> 1", "> 5", 49631, None),
 ]
-TARGET_R10 = 0.05
 
 
 def _title(name: str, m: dict | None) -> str:
@@ -80,9 +77,8 @@ def _title(name: str, m: dict | None) -> str:
 
 
 def _short(name: str, m: dict | None) -> str:
-    """Short row label (figure, headline): a baseline's :data:`SHORT`; a trained row's loss
-    short label (:func:`contrastlab.reporting.short_label`) with ``(zs)`` (from the zero-shot map) or ``(scratch)``; a hybrid
-    ``BM25 ⊕ <row>`` (score fusion) or ``RRF(BM25, <row>)``."""
+    """Short row label: a baseline's :data:`SHORT`; a trained row's loss short label with
+    ``(zs)`` or ``(scratch)``; a hybrid ``BM25 ⊕ <row>`` or ``RRF(BM25, <row>)``."""
     m = m or {}
     if name in SHORT:
         return SHORT[name]

@@ -1,7 +1,5 @@
-"""Statistics of the code section (:mod:`contrastlab.reporting.code`): the metrics and
-per-query test ranks of one table read back, the strongest baseline, the bootstrap CIs,
-P(best), model confidence set and paired tests of a table (:func:`table_stats`), and the
-default-vs-tuned table.
+"""Statistics of the code section: one table's metrics and per-query test ranks read back,
+the strongest baseline, :func:`table_stats` and the default-vs-tuned table.
 """
 
 from __future__ import annotations
@@ -62,9 +60,7 @@ def _load_variants(t: dict, mdir: Path, ddir: Path) -> None:
 
 
 def _load_hybrids(t: dict, mdir: Path, ddir: Path) -> None:
-    """hybrids.json (hybrid_code) and hybrids_<x>.json (e.g. hybrid_biencoder), with the
-    control at every grid weight; the seed corpus's hybrid ranks are kept gzipped (6.7 MB as
-    plain CSV)."""
+    """``hybrids*.json`` with the control at every grid weight (ranks may be gzipped)."""
     import pandas as pd
 
     for hfile in sorted(mdir.glob("hybrids*.json")):
@@ -113,11 +109,9 @@ def control_at_same_weight(metrics: dict, controls: dict) -> dict:
 
 
 def _same_weight_family(mats: dict, same_w: dict, f, draws, s: int) -> dict:
-    """Each trained fusion against the control at the fusion's own weight: the paired
-    per-item difference (the control's one run repeated over the fusion's seeds) against
-    zero, on the table's draws; Holm over the fusions (:func:`summarize` with a zero
-    baseline: ``delta_vs_baseline``, its BC interval, ``p_vs_baseline_holm``, ``beats_`` /
-    ``below_baseline``) and ``control_mean``, the control's point estimate at that weight."""
+    """Each trained fusion against the control at the fusion's own weight: the paired per-item
+    difference against a zero baseline on the table's draws (Holm over the fusions), and
+    ``control_mean``, the control's estimate at that weight."""
     import numpy as np
 
     from ..evaluation.stats import bootstrap_per_item, summarize
@@ -145,10 +139,8 @@ def strongest_baseline(metrics: dict) -> str | None:
 
 
 def only_in_top10(ranks: dict, a: str, b: str, k: int = 10) -> float:
-    """Mean over seeds of #test queries whose true body ``a`` ranks in its top ``k`` and
-    ``b`` does not (seeds matched by position; a one-seed row, a baseline, is repeated).
-
-    ``ranks``: name -> int ``[S, I]``. Returns a float (a count averaged over seeds)."""
+    """Mean over seeds of #test queries whose true body ``a`` ranks in its top ``k`` and ``b``
+    does not (``ranks``: name -> int ``[S, I]``; a one-seed row is repeated)."""
     import numpy as np
 
     ra, rb = ranks[a], ranks[b]
@@ -162,25 +154,16 @@ def table_stats(ranks: dict, repo, n_resamples: int | None = None, seed: int = 0
     """CIs, best-row statistics and paired tests for Rank@1/5/10 and MRR from per-query ranks.
 
     Args:
-        ranks: row name -> int ``[S_row, I]`` ranks (one-seed rows, the baselines, are
-            repeated over the seeds; multi-seed rows are cut to the smallest seed count).
+        ranks: row name -> int ``[S_row, I]`` ranks (one-seed rows are repeated over the
+            seeds; multi-seed rows are cut to the smallest seed count).
         repo: ``[I]`` bootstrap clusters (repository groups of the test queries).
-        baseline: the strongest baseline (chosen on validation by the caller); every row is
-            tested against it.
-        same_w: trained fusion -> the control's ranks at that fusion's weight
-            (:func:`control_at_same_weight`): adds ``"control_same_w"``, each trained fusion
-            against the control at its own weight (Holm over the fusions).
-        n_resamples: bootstrap draws; default :func:`contrastlab.evaluation.stats.draws_for`
-            of the largest family (every row but one against the strongest baseline), so the
-            smallest attainable Holm p is at most alpha / 10; a family with a Holm decision
-            within Monte-Carlo error of alpha is redrawn with more (``summarize(redraw=)``).
+        baseline: the strongest baseline; every row is tested against it.
+        same_w: :func:`control_at_same_weight`; adds ``"control_same_w"``.
+        n_resamples: bootstrap draws (default ``draws_for`` of the largest family).
 
     Returns:
-        metric -> ``{"best": summarize(...), "baseline": ..., "bm25": ...}``
-        (:func:`contrastlab.evaluation.stats.summarize` with ``candidates`` = every row,
-        baselines included: ``p_best``, ``in_mcs`` (95 % Model Confidence Set, Hansen, Lunde
-        & Nason 2011), ``beats_baseline`` / ``below_baseline`` (Holm); ``"bm25"``: each BM25
-        hybrid against the BM25 row, Holm over the hybrids only).
+        metric -> ``{"best": summarize(...) over every row (95 % Model Confidence Set,
+        Hansen, Lunde & Nason 2011), "baseline", <BM25>: the hybrids against BM25, ...}``.
     """
     import numpy as np
 
@@ -207,8 +190,7 @@ _PER_METRIC = {"rank_at_1": lambda r: (r <= 1), "rank_at_5": lambda r: (r <= 5),
 
 def _metric_stats(mats: dict, f, draws, names: list[str], repo, seed: int, baseline: str | None,
                   same_w: dict | None, s: int) -> dict:
-    """One metric's families (:func:`table_stats`): every row, BM25's hybrids, the trained
-    fusions against the control (at its pick and at their own weight)."""
+    """One metric's families (:func:`table_stats`)."""
     from ..evaluation.stats import bootstrap_per_item, summarize
 
     per = {k: f(v) for k, v in mats.items()}
@@ -245,10 +227,9 @@ def _resolution(stats: dict) -> str:
 
 
 def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None = None) -> Table | None:
-    """Each tuned loss's declared configuration (``default_code@<v>``: trial 0 of its study,
-    run on the final seeds) against its tuned choice (``train_code@<v>``): validation and test
-    Rank@10 side by side, test CIs and the paired difference from one bootstrap over seeds and
-    repository-clustered queries, Holm over the losses. ``None`` before ``default_code`` ran."""
+    """Each tuned loss's declared configuration (trial 0, on the final seeds) against its tuned
+    choice: Rank@10, test CIs and the paired difference (Holm over the losses); ``None``
+    before ``default_code`` ran."""
     import numpy as np
     import pandas as pd
 

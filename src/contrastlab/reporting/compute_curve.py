@@ -1,14 +1,6 @@
 """The code track's compute curve: the bi-encoder's test Rank@10 against its training compute
 (``reports/metrics/code_compute_curve/curve.json``, written by ``scripts/compute_curve.py``),
-with the strongest baseline's test Rank@10 and 95 % CI (BM25 today) as a band and the GPU rows
-(every layer trained) beside.
-
-- :func:`curve_points`: the CPU points as rows (budget, choice, numbers), cheapest first;
-- :func:`curve_plot`: the figure (:class:`contrastlab.reporting.Plot`), one panel for CPU
-  minutes and one for GPU minutes;
-- :func:`curve_table`: the table behind the figure;
-- :func:`curve_finding`: one sentence, generated from the points: the least compute at which
-  a CPU point reaches the baseline, or that none does and how far the best one stays below.
+with the strongest baseline's test Rank@10 and 95 % CI as a band and the GPU rows beside.
 """
 
 from __future__ import annotations
@@ -77,14 +69,9 @@ def _caption(curve: Mapping[str, Any], name: str, gpu: Sequence[dict]) -> str:
 
 
 def curve_plot(curve: Mapping[str, Any], bm25: Mapping[str, float], gpu: Sequence[dict]):
-    """A :class:`contrastlab.reporting.Plot` of the curve (nothing drawn without points).
-
-    Args:
-        curve: ``curve.json``.
-        bm25: ``{"value", "low", "high", "label"}``: the strongest baseline's test Rank@10 and
-            its 95 % CI (fractions) and its label.
-        gpu: :func:`gpu_points`.
-    """
+    """A :class:`contrastlab.reporting.Plot` of the curve (nothing drawn without points);
+    ``bm25``: ``{"value", "low", "high", "label"}``, the strongest baseline's test Rank@10
+    and 95 % CI (fractions); ``gpu``: :func:`gpu_points`."""
     from . import Plot
     from .style import save, styled
 

@@ -1,16 +1,7 @@
-"""Graph self-supervised track section of the comparison report (Cora, public split).
-
-Reads what the graph stages write (metrics, per-node test predictions, tuned choices, curves)
-and fills the section: the headline (the best contrastive variant against the strongest
-baseline and the 95% Model Confidence Set), the main table (every tuned variant, baseline and
-supervised reference as rows, published public-split results in italics), the supervised
-references, default vs tuned, the loss-batch ablation, the tuning budget, and the figures.
-Each caption says how its numbers were made.
-
-Modules: :mod:`.graph_stats` (the paired statistics; the feature baselines, rows of the variant
-table), :mod:`.graph_text` (headline and the smaller tables), :mod:`.graph_figures`; this
-module assembles the section and its main table. Row labels come from the params and the name
-table per call (no module-level state).
+"""Graph self-supervised track section of the comparison report (Cora, public split): the
+main table (tuned variants, baselines, supervised references, published results in italics),
+the supervised references, default vs tuned, the loss-batch ablation, the tuning budget and the
+figures. Statistics in :mod:`.graph_stats`, text and smaller tables in :mod:`.graph_text`.
 """
 
 from __future__ import annotations
@@ -188,8 +179,7 @@ def _plots(inp: Inputs, g: dict) -> list[Plot]:
 
 
 def _load(inp: Inputs, params) -> dict | None:
-    """The graph track's data: params, statistics, rows (best first), tuned choices, metrics,
-    the supervised references and fine-tuning rows; ``None`` when it has not run."""
+    """The graph track's data (rows best first); ``None`` when it has not run."""
     mdir = inp.metrics / "graph"
     variants = [v for v in params.graph.variants if (mdir / f"{v}.json").exists()]
     if not variants:
@@ -208,16 +198,8 @@ def _load(inp: Inputs, params) -> dict | None:
 
 
 def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3, params=None) -> Section | None:
-    """The graph track's report section, or ``None`` when no graph metrics exist yet.
-
-    Args:
-        root: the report's :class:`~contrastlab.reporting.Inputs` (reads the ``graph``
-            folder of each) or a repository root (its ``reports/{metrics,data,plots,tuned}``).
-        figures_dir: where the PNG figures are written.
-        digits: decimals in the tables.
-        params: the loaded :class:`~contrastlab.params.Params` (default: ``root/params.yaml``,
-            else the schema defaults); selects and orders the variants.
-    """
+    """The graph track's report section, or ``None`` when no graph metrics exist yet;
+    ``params`` (default: ``root/params.yaml``) selects and orders the variants."""
     inp = Inputs.of(root)
     g = _load(inp, params if params is not None else load_params_of(inp.root))
     if g is None:

@@ -1,10 +1,6 @@
-"""Statistics of the graph section (:mod:`contrastlab.reporting.graph`): the paired tests on
-the per-node predictions ``reports/data/graph/<variant>_test_pred.csv`` (paired on test nodes
-and seeds) of the variants, the feature baselines and the supervised references.
-
-The feature baselines are the graph rows of the variant table (``contrastlab/losses/
-variants.yaml``) of kind ``baseline`` other than the supervised references (``method:
-supervised``); their titles and short labels are the table's.
+"""Statistics of the graph section: paired tests on the per-node predictions
+``reports/data/graph/<variant>_test_pred.csv`` of the variants, the feature baselines (the
+variant table's graph baselines but the supervised references) and the supervised references.
 """
 
 from __future__ import annotations
@@ -47,12 +43,9 @@ def _correct(csv: Path, prefix: str = "seed_") -> tuple[np.ndarray, list[str]] |
 
 def _paired_tests(pairs: dict, n_resamples: int | None = None) -> dict[str, dict]:
     """Paired bootstrap test of ``a - b`` for each ``key: (a, b)`` (``[S, I]`` 0/1 arrays on
-    the same seeds and test nodes): seeds (n-1 of n) and nodes resampled together, two-sided
-    tail p (:func:`contrastlab.evaluation.stats.paired_pvalue`), Holm-corrected over the pairs;
-    ``n_resamples`` draws (default ``draws_for`` of the family), doubled while a Holm decision
-    is within Monte-Carlo error of alpha (:func:`~contrastlab.evaluation.stats.settle_draws`).
-    Returns ``key -> {"a", "b", "delta", "p", "p_holm", "n_seeds", "n_resamples",
-    "family_size"}`` (accuracies as fractions)."""
+    the same seeds and test nodes), Holm-corrected over the pairs, draws settled by
+    :func:`~contrastlab.evaluation.stats.settle_draws`. Returns ``key -> {"a", "b", "delta",
+    "p", "p_holm", "n_seeds", "n_resamples", "family_size"}`` (accuracies as fractions)."""
     from ..evaluation.stats import bootstrap_per_item, holm, paired_pvalue, settle_draws
 
     def run(r: int):
@@ -92,18 +85,14 @@ def default_vs_tuned(root: Inputs | Path, names: list[str]) -> dict[str, dict]:
 
 
 def _entry_method(n: str) -> str:
-    """What the name table says a row of ``graph.supervised`` / ``graph.finetune`` is
-    (``supervised``: a reference; ``finetune``: contrastive pre-training, then fine-tuning); a
-    row missing from the table is a reference."""
+    """The name table's ``method`` of a supervised / fine-tuning row (default ``supervised``)."""
     v = track_variants("graph").get(n)
     return v.method if v is not None and v.method else "supervised"
 
 
 def supervised_rows(root: Inputs | Path, params, method: str = "supervised") -> dict[str, dict]:
-    """``{name: metrics}`` of the rows of ``graph.supervised`` and ``graph.finetune`` whose
-    table ``method`` is ``method`` (``supervised``: the references; ``finetune``: the
-    fine-tuning rows) and whose final runs exist
-    (``reports/metrics/graph/supervised/<name>.json``), in params order."""
+    """``{name: metrics}`` of the rows of ``graph.supervised`` and ``graph.finetune`` of that
+    ``method`` whose final runs exist, in params order."""
     mdir = Inputs.of(root).metrics / "graph" / "supervised"
     return {n: m for n in [*params.graph.supervised, *params.graph.finetune]
             if _entry_method(n) == method and (m := _read_json(mdir / f"{n}.json")) is not None}
@@ -111,10 +100,8 @@ def supervised_rows(root: Inputs | Path, params, method: str = "supervised") -> 
 
 def loss_vs_supervised(root: Inputs | Path, names: list[str], refs: list[str],
                        sub: str = "") -> dict:
-    """Each loss minus each supervised reference, paired on their common seeds and the test
-    nodes (``(loss, ref) -> test``; Holm over all ``len(names) x len(refs)`` pairs). The
-    rows' predictions are ``reports/data/graph/<sub>/<name>_test_pred.csv`` (``sub``:
-    ``supervised`` for the fine-tuning rows)."""
+    """Each loss minus each supervised reference on their common seeds (``(loss, ref) ->
+    test``; Holm over all pairs); ``sub``: the losses' predictions folder."""
     data = Inputs.of(root).data / "graph"
     pairs = {}
     for r in refs:
@@ -129,18 +116,12 @@ def loss_vs_supervised(root: Inputs | Path, names: list[str], refs: list[str],
 
 
 def graph_statistics(root: Inputs | Path, variants: list[str]) -> dict | None:
-    """Paired statistics of the tuned variants and the baselines on the same test nodes.
+    """Paired statistics of the tuned variants and the baselines on the same test nodes, every
+    row a candidate for best; the strongest baseline has the highest validation accuracy (the
+    test estimate when none is recorded); deterministic baselines are repeated across seeds.
 
-    Every variant and every baseline is a candidate for "best" (``summarize(candidates=)``);
-    the strongest baseline (``baseline=``) is the baseline with the highest *validation*
-    accuracy (``val_acc`` in ``reports/metrics/graph/baselines.json``; the test point
-    estimate only when no validation accuracy is recorded).
-
-    Returns ``{"stats": summarize(...) output, "baseline": name of the strongest baseline,
-    "baseline_by": "validation" | "test", "n_seeds": S, "n_test": I, "candidates": [...]}``
-    or ``None`` when no variant has predictions. Deterministic baselines (raw features, SGC)
-    are repeated across seeds; the untrained GCN uses the same seed list as the variants
-    (seed k paired with seed k).
+    Returns ``{"stats": summarize(...), "baseline", "baseline_by": "validation" | "test",
+    "n_seeds": S, "n_test": I, "candidates", ...}`` or ``None`` without predictions.
     """
     from ..evaluation.stats import bootstrap_per_item, draws_for, summarize
 

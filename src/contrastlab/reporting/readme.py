@@ -1,15 +1,9 @@
 """The README's answer table, generated from ``reports/summary.json``:
 ``python -m contrastlab.reporting.readme [--check]``.
 
-One row per track (and per secondary panel, e.g. the GPU bi-encoder): the strongest
-baseline, the best contrastive row, the difference with its 95 % CI and the verdict of the
-Holm-corrected paired test, all read from the ``answer`` entries that the report stage
-writes (:func:`contrastlab.reporting.headline.headline_metrics`). A difference's interval is
-printed only when its simulated coverage (``reports/metrics/coverage.json``, ``delta``:
-``bench/bench_coverage.py --only delta``) lies in the report's target; otherwise the
-difference is shown alone with ° (the report's rule, :mod:`contrastlab.reporting.coverage_rule`). The README holds the table
-between :data:`BEGIN` and :data:`END`; ``--check`` exits 1 when they differ (the test suite
-runs the same comparison), no argument rewrites the block atomically.
+One row per track (and secondary panel) from the ``answer`` entries; a difference's interval
+only where its simulated coverage is in the target (else °, :mod:`.coverage_rule`). The table
+sits between :data:`BEGIN` and :data:`END`; ``--check`` exits 1 when it is not current.
 """
 
 from __future__ import annotations
@@ -60,10 +54,8 @@ def _row(title: str, a: dict, coverage: float | None = None) -> str:
 
 
 def answer_table(summary: dict, coverage: dict | None = None) -> str:
-    """The Markdown table of ``summary["answer"]`` (tracks in the report's order; a track's
-    secondary panel in the row after it). Values in the metric's display unit (points for a
-    percentage). ``coverage``: ``{"<track>" or "<track>_secondary": simulated coverage of the
-    difference's interval}``; an interval without one in the target is left out (°).
+    """The Markdown table of ``summary["answer"]`` (a track's secondary panel in the row after
+    it); ``coverage``: ``{"<track>" or "<track>_secondary": simulated coverage}``.
 
     Raises:
         KeyError: ``summary`` has no ``answer`` or an entry lacks a field the table needs.
@@ -101,8 +93,7 @@ def first_figure(comparison_md: str) -> str | None:
 
 
 def render_block(reports: Path) -> str:
-    """The README's generated block from ``<reports>/summary.json`` and
-    ``<reports>/comparison.md``."""
+    """The README's generated block from ``<reports>``."""
     summary = json.loads((reports / "summary.json").read_text(encoding="utf-8"))
     fig = first_figure((reports / "comparison.md").read_text(encoding="utf-8"))
     cov_file = reports / "metrics" / "coverage.json"
@@ -115,10 +106,7 @@ def render_block(reports: Path) -> str:
 
 def update_readme(readme: Path, reports: Path, check: bool = False) -> bool:
     """Replace the block between :data:`BEGIN` and :data:`END` of ``readme`` by
-    :func:`render_block`; with ``check``, only say whether it is current.
-
-    Returns:
-        True when the README already held the current block.
+    :func:`render_block` (with ``check``, only compare); True when it was current.
 
     Raises:
         ValueError: the README has no such block.

@@ -1,22 +1,7 @@
-"""One look for every report figure: page-width figures, legible text, meaningful axes.
-
-Call :func:`apply` once before a track's figures are drawn (it sets matplotlib's rcParams),
-create figures with ``plt.subplots(figsize=figsize(height))`` (or no ``figsize`` at all),
-and leave font sizes to the rcParams (no ``fontsize=7``). Helpers:
-
-- :func:`score_axis`: y-limits around the plotted scores (not from 0, not clipped), padded,
-  on round tick values, within the metric's range (e.g. ``[0, 1]``).
-- :func:`reference_lines`: horizontal reference values (published results, targets) with
-  their labels in the right margin, moved apart so that they never overlap.
-- :func:`styled`: decorator drawing a figure function under the report style
-  (``rc_context``: no global change, so a test or a caller outside the report stage gets
-  the same figure); :func:`panels`: ``n`` small panels at page width, at most ``max_cols``
-  per row (never wider than the page, so fonts are not shrunk by the browser);
-  :func:`save`: PNG / SVG, atomically, at :data:`DPI`, with fixed metadata (equal bytes for
-  equal figures).
-
-The page (``reports/index.html``) shows one figure per row at up to its natural width:
-``FIG_WIDTH`` in x ``DPI`` = 1050 px.
+"""One look for every report figure: page-width figures (``FIG_WIDTH`` in x ``DPI`` = 1050
+px), legible text (font sizes from :data:`RC`, never per call), meaningful axes
+(:func:`score_axis`, :func:`reference_lines`); draw under :func:`styled`, write with
+:func:`save` (equal bytes for equal figures).
 """
 
 from __future__ import annotations
@@ -78,9 +63,8 @@ def styled(fn):
 
 
 def panels(n: int, height: float = 3.4, max_cols: int = 3, **kwargs):
-    """``(fig, axes)``: ``n`` panels (list of Axes, row-major) in rows of at most
-    ``max_cols``, the figure :data:`FIG_WIDTH` wide and ``height`` inches per row; unused
-    grid cells are hidden. ``kwargs`` go to ``plt.subplots`` (``sharey=True``...).
+    """``(fig, axes)``: ``n`` panels (row-major) in rows of at most ``max_cols``,
+    :data:`FIG_WIDTH` wide and ``height`` inches per row; ``kwargs`` go to ``plt.subplots``.
 
     Raises:
         ValueError: ``n < 1`` or ``max_cols < 1``.
@@ -104,13 +88,9 @@ SVG_SALT = "contrastlab-report"
 
 
 def save(fig, path, *more) -> None:
-    """Write ``fig`` to ``path`` (and each of ``more``) atomically, in the format of the
-    suffix (``.png`` or ``.svg``; :data:`DPI`, tight bounding box), then close it.
-
-    The bytes depend on the figure only: no creation date, no software version
-    (``metadata``), SVG ids from the fixed :data:`SVG_SALT` (``svg.hashsalt``) and text as
-    paths (no font needed to view it), so a rerun on the same inputs rewrites the same file
-    (the report is a DVC output)."""
+    """Write ``fig`` to ``path`` (and each of ``more``) atomically in the suffix's format, then
+    close it; the bytes depend on the figure only (no date or version, SVG ids from
+    :data:`SVG_SALT`, text as paths)."""
     import matplotlib
     import matplotlib.pyplot as plt
 
@@ -202,16 +182,10 @@ def score_axis(ax, values: Sequence[float], *, lower: float | None = 0.0,
 
 def reference_lines(ax, refs: Mapping[str, float], *, color: str = "0.45",
                     min_gap: float | None = None) -> list:
-    """Draw each reference value as a dashed line with its label in the right margin.
-
-    Labels are placed at their value and pushed apart (at least ``min_gap`` of the axes
-    height between two labels; default: 1.4 lines of text), so close values stay readable; a thin leader connects a
-    moved label to its line. Call after the y-limits are final (e.g. after
-    :func:`score_axis` with ``include=refs.values()``).
-
-    Returns:
-        The label ``Text`` artists, bottom to top.
-    """
+    """Draw each reference value as a dashed line, its label in the right margin pushed apart
+    from the others (``min_gap`` of the axes height, default 1.4 lines of text; a leader
+    joins a moved label to its line). Call once the y-limits are final; returns the labels,
+    bottom to top."""
     if not refs:
         return []
     if min_gap is None:

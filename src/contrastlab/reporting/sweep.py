@@ -1,21 +1,6 @@
-"""Sweep table: the ``dvc exp`` experiments side by side, in ``reports/sweep.md``.
-
-After a queue (``dvc exp run --queue -S 'graph.tune.trials=8,16,32'`` then
-``dvc exp run --run-all -j 1``), each experiment has its own ``params.yaml`` and its own
-``reports/summary.json`` (the report stage's headline metrics, the pipeline's only declared
-DVC metrics). ``python scripts/sweep.py`` runs ``dvc exp show --json`` and this module turns
-its output into one Markdown page with one column per experiment (the baseline commit first):
-
-- ``Settings``: each experiment's short rev and state (``done``, ``queued``, ``running``,
-  ``failed``) and only the params whose value differs between the listed experiments
-  (dotted names as ``dvc exp show`` prints them; ``-`` where an experiment lacks the key);
-- one table per track of ``reports/summary.json`` (graph, code, multilabel): a row per
-  ``<variant>`` (and metric, when a track has more than one), ``-`` where an experiment has
-  no value (queued, failed, or the track not run).
-
-The page is written atomically and is not a DVC output (experiments are not tracked inputs
-of any stage); when there are no experiments it says so and how to make some. Numbers are
-printed with ``report.digits`` of the baseline's params (default 4).
+"""Sweep table: the ``dvc exp`` experiments side by side, in ``reports/sweep.md``
+(``python scripts/sweep.py``): one column per experiment, a ``Settings`` table (rev, state,
+the params that differ) and one table per track of ``reports/summary.json``.
 
 Shape read (DVC 3.x, checked with 3.67): a list of baseline entries
 ``{"rev", "name", "data": {"rev", "timestamp", "params": {file: {"data": {...}}},
@@ -40,20 +25,10 @@ MISSING = "-"
 
 @dataclass
 class ExpRow:
-    """One column of the sweep table.
-
-    Attributes:
-        name: the experiment's name (``t03``), the baseline's branch (``main``) or its short
-            rev, or ``workspace``.
-        rev: the commit (40 hex) or ``workspace``.
-        kind: ``baseline`` | ``experiment`` | ``workspace``.
-        state: ``done`` | ``queued`` | ``running`` | ``failed`` (DVC's executor state, else
-            ``failed`` when DVC reports an error, else ``done``).
-        params: flat ``{dotted.name: value}`` of every params file (keys of files other than
-            ``params.yaml`` prefixed ``<file>:``).
-        metrics: ``{track: {variant: {metric: value}}}`` of the metrics file (empty when
-            absent or unreadable).
-    """
+    """One column of the sweep table: ``kind`` ``baseline`` | ``experiment`` | ``workspace``;
+    ``state`` ``done`` | ``queued`` | ``running`` | ``failed``; ``params`` flat
+    ``{dotted.name: value}`` (other files' keys prefixed ``<file>:``); ``metrics``
+    ``{track: {variant: {metric: value}}}``."""
 
     name: str
     rev: str
@@ -63,7 +38,6 @@ class ExpRow:
     metrics: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
 
-# ------------------------------------------------------------------ reading DVC's output
 def _flat(obj: Any, prefix: str = "") -> dict[str, Any]:
     """Nested dicts to ``{"a.b.c": value}`` (lists stay values, as DVC shows them)."""
     if not isinstance(obj, dict):
@@ -132,13 +106,8 @@ def _check_shape(data: Any) -> None:
 
 def experiment_rows(exp_show: Any, metrics_file: str = METRICS_FILE,
                     include_workspace: bool = False) -> list[ExpRow]:
-    """The sweep's columns from parsed ``dvc exp show --json`` output, in DVC's order: each
-    baseline commit followed by its experiments (the workspace first, when asked for).
-
-    Args:
-        exp_show: the parsed JSON (see the module docstring for the shape).
-        metrics_file: the declared metrics file whose values are read.
-        include_workspace: keep the ``workspace`` entry.
+    """The sweep's columns from parsed ``dvc exp show --json`` output (the module docstring's
+    shape), in DVC's order: each baseline commit followed by its experiments.
 
     Raises:
         InputError: ``exp_show`` is not a list of entries with a ``rev``, or an experiment
@@ -168,7 +137,6 @@ def experiment_rows(exp_show: Any, metrics_file: str = METRICS_FILE,
     return rows
 
 
-# ------------------------------------------------------------------ the table
 def differing_params(rows: Sequence[ExpRow]) -> list[str]:
     """Param names whose value is not the same in every row (a missing key counts as a
     value), in first-seen order."""
@@ -201,12 +169,8 @@ def _digits(rows: Sequence[ExpRow], default: int = 4) -> int:
 
 
 def sweep_tables(rows: Sequence[ExpRow], digits: int | None = None) -> list[Table]:
-    """``Settings`` (rev, state, differing params) and one metrics table per track; every
-    table has a first column naming the row and one column per experiment.
-
-    Args:
-        rows: from :func:`experiment_rows` (at least one).
-        digits: decimals of floats (default: the baseline's ``report.digits``, else 4).
+    """``Settings`` (rev, state, differing params) and one metrics table per track, one column
+    per experiment; ``digits``: decimals (default: the baseline's ``report.digits``, else 4).
 
     Raises:
         InputError: ``rows`` is empty.
