@@ -232,19 +232,14 @@ class VariantParams(Strict):
     """One trained variant. ``lr`` / ``temperature`` override ``code.train`` (the tuned
     values of ``reports/tuned/code/<variant>.json`` override both when present);
     ``residual`` starts the predictor at the zero-shot map (pooled centred signature
-    states) and learns an additive correction whose output layer starts at zero.
-    ``loss`` defaults to the variant table's (the variant's name; a ``loss`` in both files is
-    an error); ``search`` is merged per key over ``code.tune.search`` (``key: null`` drops a
-    dimension; ``search: null``: not tuned, scored once at the declared values). Both are
-    resolved on load (:class:`CodeParams`)."""
+    states) and learns an additive correction whose output layer starts at zero. ``loss``
+    and ``search`` (over ``code.tune.search``) are resolved on load (:mod:`contrastlab.params`)."""
 
     loss: str | None = None
     residual: bool = False
     lr: float | None = Field(None, gt=0)
     temperature: float | None = Field(None, gt=0)
-    search: dict[str, SearchDim | None] | None = Field(
-        default_factory=dict, description="tune_code search space (lr, temperature), merged per "
-        "key over code.tune.search")
+    search: dict[str, SearchDim | None] | None = {}  # tune_code's space (lr, temperature)
 
     @field_validator("loss")
     @classmethod

@@ -7,14 +7,8 @@ checked against the function's signature by the ``validate_params`` stage). A va
 loss keyword of the variant and the shared training knobs ``lr``, ``weight_decay``,
 ``feature_mask.0``/``.1``, ``edge_drop.0``/``.1``. A variant may override ``lr`` or
 ``weight_decay`` for itself only. Unknown keys are rejected everywhere else
-(``extra="forbid"``); ranges are checked.
-
-``params.yaml`` is the one place a variant is written: the schema validates ``variants`` and
-has no per-variant defaults (a params file without ``graph.variants`` has no variants). A
-variant writes only what differs: its ``loss`` defaults to the one the variant table gives it
-(the variant's name; a ``loss`` in both files is an error), and its ``search`` is merged per
-key over ``graph.tune.search``, the space every variant shares (a key it sets replaces that
-dimension, a new key is added, ``key: null`` drops it; ``search: null``: nothing searched).
+(``extra="forbid"``); ranges are checked. What a variant inherits (its ``loss``, its
+``search`` over ``graph.tune.search``) is resolved on load (:mod:`contrastlab.params`).
 """
 
 from __future__ import annotations
@@ -30,8 +24,6 @@ from ..tuning import SearchDim, SeedTrialTune, Strict, distinct_seeds
 Rate = Annotated[float, Field(ge=0.0, lt=1.0)]
 #: Nodes of each public Planetoid graph (``contrastlab.data.planetoid.PUBLIC_STATS``).
 NUM_NODES = {"Cora": 2708, "CiteSeer": 3327, "PubMed": 19717}
-
-
 Seed = Annotated[int, Field(ge=0, lt=2**63)]
 
 
@@ -165,8 +157,7 @@ class GraphSupervised(Strict):
         if bad:
             raise ValueError(f"search: {', '.join(bad)} cannot be tuned here "
                              f"(tunable: {', '.join(SUPERVISED_TUNABLE)})")
-        if self.arch == "gcn" and (  # not a row name
-            {"heads", "out_heads"} & set(self.search)):
+        if self.arch == "gcn" and {"heads", "out_heads"} & set(self.search):  # not a row name
             raise ValueError("search: a GCN has no attention heads")
         if (self.arch == "pretrained") != (self.pretrain is not None):
             raise ValueError("pretrain names the pre-training variant of arch pretrained, and only of it")
@@ -177,13 +168,9 @@ class GraphSupervised(Strict):
 
 #: What a supervised reference's ``search`` may tune.
 SUPERVISED_TUNABLE = ("hidden", "heads", "dropout", "lr", "weight_decay")
-
-
 #: Shared training knobs a variant's ``search`` may tune besides its loss keywords.
 TRAIN_TUNABLE = ("lr", "weight_decay", "feature_mask.0", "feature_mask.1", "edge_drop.0",
                  "edge_drop.1")
-
-
 #: Largest absolute value of a loss keyword given in params.yaml.
 _KNOB_ABS_MAX = 1e9
 
@@ -203,9 +190,8 @@ class GraphVariant(BaseModel):
     temperature: float = Field(0.4, gt=0.0, le=10.0)
     lr: Optional[float] = Field(None, gt=0.0, le=1.0, description="Overrides train.lr.")
     weight_decay: Optional[float] = Field(None, ge=0.0, le=1.0)
-    search: Optional[dict[str, Optional[SearchDim]]] = Field(
-        default_factory=dict, description="What tune_graph@<variant> searches, merged per key "
-        "over graph.tune.search on load (key: null drops a dimension; null: nothing searched).")
+    # what tune_graph@<variant> searches, merged per key over graph.tune.search on load
+    search: Optional[dict[str, Optional[SearchDim]]] = {}
 
     @field_validator("loss")
     @classmethod
