@@ -18,12 +18,11 @@ log = logging.getLogger(__name__)
 
 
 class ArtifactLogging:
-    """Mixin of :class:`Tracker`: needs ``self._run_id``, ``self._client`` and ``self._safe``."""
+    """Mixin of :class:`Tracker`: needs ``self._run_id``, ``self._client`` and ``self._safe``
+    (which does nothing when the run is inactive)."""
 
     def log_artifact(self, path: str | os.PathLike, artifact_path: str | None = None) -> None:
         """Copy a file or a folder into the run's artifacts (under ``artifact_path``)."""
-        if self._run_id is None:
-            return
         p = Path(path)
         if p.is_dir():
             self._safe("log_artifacts", lambda: self._client.log_artifacts(
@@ -34,8 +33,6 @@ class ArtifactLogging:
 
     def log_figure(self, figure: Any, name: str) -> None:
         """A matplotlib figure (or an image file's path) as artifact ``figures/<name>``."""
-        if self._run_id is None:
-            return
         if isinstance(figure, (str, os.PathLike)):
             self.log_artifact(figure, "figures")
         else:
@@ -84,8 +81,6 @@ class ArtifactLogging:
                     context: str = "training") -> None:
         """``mlflow.log_input`` of a metadata-only dataset: ``name``, ``digest`` (a content
         hash, e.g. DVC's md5 or a SHA-256 prefix), ``source`` (a path or URL)."""
-        if self._run_id is None:
-            return
 
         def _log() -> None:
             from mlflow.data.dataset_source_registry import resolve_dataset_source

@@ -105,10 +105,7 @@ class Tracker(ArtifactLogging):
     def seed_run(self, seed: int, params: Mapping[str, Any] | None = None) -> Iterator[Tracker]:
         """A nested child run for one seed (found again when a later stage asks for the same
         seed under the same parent). Yields a :class:`Tracker` (no-op when this one is)."""
-        if self._run_id is None:
-            yield Tracker(None)
-            return
-        child = self._safe("seed_run", lambda: _child_run(self, seed))
+        child = self._safe("seed_run", lambda: _child_run(self, seed))  # None when inactive
         if child is None:
             yield Tracker(None)
             return
