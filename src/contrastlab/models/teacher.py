@@ -266,13 +266,9 @@ class TeacherEncoder:
                          max_sig_tokens: int = 64) -> tuple[list[torch.Tensor], torch.Tensor]:
         """Per function: signature token states and the body's mean embedding at ``layer``.
 
-        A bidirectional teacher encodes the signature alone and the body alone (in one pass
-        the signature's states would see the body), so the body embedding does not depend
-        on the signature. A causal teacher encodes the function as written
-        (:func:`causal_join`: signature, newline, body indented) in one pass: the
-        signature's states cannot see the body, while the body's states (pooled over the
-        body's tokens only, :func:`causal_token_spans`) condition on the signature, as a
-        decoder reads source code.
+        Bidirectional teacher: signature and body encoded apart. Causal teacher: the function
+        as written (:func:`causal_join`) in one pass, the body pooled over its own tokens
+        (:func:`causal_token_spans`); docs/code.md explains why.
 
         Args:
             signatures, bodies: ``N`` strings each.

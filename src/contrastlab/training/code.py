@@ -338,12 +338,9 @@ def train_seeds(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     """:func:`train_code` for every seed of ``seeds``; checkpoints at
     :func:`checkpoint_path` ``(out_dir, seed)``.
 
-    With ``workers > 1`` and a single CPU process (no process group, device ``cpu``), the
-    seeds train in ``min(workers, len(seeds))`` forked worker processes, each with
-    ``train_p.threads`` threads. Every seed's run is seeded on its own
-    (:func:`contrastlab.utils.seed_everything`), so summaries and checkpoint bytes do not
-    depend on ``workers``. Under ``torchrun`` with more than one process or on a GPU the seeds
-    run one after another (forking a CUDA or process-group state is unsafe).
+    With ``workers > 1`` in one CPU process, ``min(workers, len(seeds))`` forked workers of
+    ``train_p.threads`` threads; each seed is seeded on its own, so the results do not depend
+    on ``workers``. Under ``torchrun`` or on a GPU the seeds run one after another.
 
     Args:
         on_epoch: ``on_epoch(seed, row)`` for every epoch's history row; with workers it is
