@@ -1,10 +1,5 @@
-"""Report section: fine-tuning the code encoder with multi-label contrastive losses.
-
-Reads ``reports/metrics/finetune/summary.json`` (stage ``finetune_evaluate``) and
-``reports/data/finetune/humaneval_dataset.json``; ``None`` when the track has not run.
-The headline's first sentence answers the question of the track -- does fine-tuning make
-the embeddings tier-aware, and by how much over the frozen encoder -- with the kNN@5
-problem x tier purity and its 95 % CI on both splits.
+"""Report section: fine-tuning the code encoder with multi-label contrastive losses, from
+``reports/metrics/finetune/summary.json`` (stage ``finetune_evaluate``).
 """
 
 from __future__ import annotations
@@ -14,8 +9,8 @@ from pathlib import Path
 
 from ..losses.registry import method_row, track_variants
 from ..params.finetune import REFERENCE_ROWS as BASELINE_ROWS
-from . import Cell, Inputs, Plot, Section, Table, style
 from ..evaluation.stats import baseline_p
+from . import Cell, Inputs, Plot, Section, Table, style
 
 #: The frozen encoder's row (the reference rows are the variant table's, BASELINE_ROWS).
 FROZEN = method_row("finetune", "frozen_encoder")
@@ -40,6 +35,14 @@ def _cell(st: dict) -> Cell:
     return Cell(st["mean"], st["ci_low"], st["ci_high"], scale=100, digits=1,
                 bold=bool(st.get("in_mcs")), marks=marks,
                 source="mean over seeds, bootstrap CI over items and seeds")
+
+
+def _vs(st: dict) -> tuple[str, str]:
+    """``(significantly above | significantly below | not significantly different from,
+    " (Holm p)")`` of a row against the strongest baseline."""
+    word = ("significantly above" if st.get("beats_baseline") else "significantly below"
+            if st.get("below_baseline") else "not significantly different from")
+    return word, (f" (Holm {baseline_p(st)})" if "p_vs_baseline_holm" in st else "")
 
 
 def _best(d: dict, rows: list[str], metric: str) -> str:
@@ -93,22 +96,17 @@ def best_tier_row(tier: dict) -> str:
 
 
 def tier_headline(tier: dict) -> str:
-    """The within-problem tier answer (``summary["tier"]``, :func:`contrastlab.finetune.
-    evaluate.tier_tables`): the best trained row's same-tier AUC with CIs on both splits
-    against the strongest baseline (paired, Holm) and the tier-blind reference, then the
-    nearest-neighbour tier accuracy and the one-token mutants, each with reference and
-    ceiling."""
+    """The within-problem tier answer (``summary["tier"]``): the best trained row's same-tier
+    AUC on both splits against the strongest baseline and the tier-blind reference, then the
+    nearest-neighbour tier accuracy and the one-token mutants."""
     best, base = best_tier_row(tier), tier["baseline"]
     chance, ceiling = tier["chance"], tier["ceiling"]
     t = {s: tier["tables"][s] for s in ("a", "b")}
     auc = t["a"]["wp_auc"]
 
-    def vs(split: str, metric: str = "wp_auc") -> str:
-        st = t[split][metric][best]
-        word = ("significantly above" if st.get("beats_baseline") else "significantly below"
-                if st.get("below_baseline") else "not significantly different from")
-        return f"{word} the strongest baseline" + (f" (Holm {baseline_p(st)})"
-                                                   if "p_vs_baseline_holm" in st else "")
+    def vs(split: str) -> str:
+        word, holm = _vs(t[split]["wp_auc"][best])
+        return f"{word} the strongest baseline{holm}"
 
     verdict = "Yes" if auc[best].get("beats_baseline") else "No"
     s = (f"Does fine-tuning rank a query's same-tier variants of its own problem above the other-tier "
@@ -147,9 +145,8 @@ def _tier_table(summary: dict, split: str, title: str) -> Table:
 
 
 def headline(summary: dict, layers) -> str:
-    """The answer from ``summary.json``: the within-problem tier metrics first (when the
-    summary has them), then the kNN@5 problem x tier purity with CIs on both splits, its
-    ceiling, retrieval mAP and the tier probe."""
+    """The answer from ``summary.json``: the within-problem tier metrics first (when there),
+    then the kNN@5 problem x tier purity, its ceiling, retrieval mAP and the tier probe."""
     if "tier" in summary:
         return (tier_headline(summary["tier"]) + " Secondary metric, kNN@5 problem x tier purity "
                 "(it mostly measures problem clustering) -- " + _purity_headline(summary, layers))
@@ -197,9 +194,8 @@ def _purity_headline(summary: dict, layers) -> str:
 
 @style.styled
 def _purity_figure(summary: dict, path: Path) -> None:
-    """kNN@5 problem x tier purity (mean and 95 % CI) per variant on both splits, trained
-    losses blue and baselines gray, with the ceiling set by the (problem, tier) cell sizes as
-    a dashed line per split."""
+    """kNN@5 problem x tier purity (mean, 95 % CI) per variant on both splits, with the
+    ceiling set by the cell sizes dashed."""
     import matplotlib.pyplot as plt
 
     names = list(summary["variants"])
@@ -232,9 +228,8 @@ def _purity_figure(summary: dict, path: Path) -> None:
 
 def _comparison(summary: dict):
     """The report's first figure and headline (:mod:`.figures`): the within-problem same-tier
-    AUC on both splits when ``summary["tier"]`` has it (the headline reads split a; the
-    tier-blind reference is the chance row, the ceiling a published-style reference), else
-    kNN@5 problem x tier purity."""
+    AUC on both splits when ``summary["tier"]`` has it (the ceiling as a published-style
+    reference), else kNN@5 problem x tier purity."""
     from .figures import Comparison, Panel, rows_from_stats
 
     tier = summary.get("tier")
@@ -263,29 +258,24 @@ def _comparison(summary: dict):
 
 
 def gpu_note(g: dict) -> str:
-    """One paragraph on the GPU run (``reports/metrics/finetune_gpu/summary.json``, written by
-    ``scripts/gpu_finetune.sh`` and ``finetune_evaluate``): the row with the best validation
-    purity against the strongest baseline on split a, with its Holm-corrected p-value."""
+    """One paragraph on the GPU run (``reports/metrics/finetune_gpu/summary.json``): the best
+    row on validation against the strongest baseline on split a."""
     ta = g["tables"]["a"]["knn5_pxt"]
     best = best_trained(g)
     base = g["baseline"]
     ap = g["tables"]["a"]["ap"]
-    verdict = ("significantly above" if ta[best].get("beats_baseline") else
-               "significantly below" if ta[best].get("below_baseline") else "not significantly different from")
+    verdict, holm = _vs(ta[best])
     return (f"GPU run ({g.get('device', 'CUDA')}; every layer trained, not part of `dvc repro`, "
             f"docs/finetune.md): {TITLES.get(best, best)} reaches kNN@5 problem x tier "
             f"{_pct(ta[best])} on split a, {verdict} the strongest baseline "
-            f"{TITLES.get(base, base)} {_pct(ta[base])}"
-            + (f" (Holm {baseline_p(ta[best])})" if "p_vs_baseline_holm" in ta[best] else "")
-            + f"; mAP {_pct(ap[best])} vs {_pct(ap[base])}; split b "
+            f"{TITLES.get(base, base)} {_pct(ta[base])}{holm}; mAP {_pct(ap[best])} vs {_pct(ap[base])}; split b "
             f"{_pct(g['tables']['b']['knn5_pxt'][best])} vs {_pct(g['tables']['b']['knn5_pxt'][base])}.")
 
 
 def tuning_table(root: Inputs | Path) -> Table | None:
-    """Each tuned row's study (``reports/tuned/finetune/<row>.json`` and its trial history
-    ``reports/plots/tune/finetune/<row>.csv``): the declared configuration (trial 0) against
-    the choice on validation mAP, the trials by state and the chosen values. ``None`` before
-    ``tune_finetune`` ran."""
+    """Each tuned row's study (``reports/tuned/finetune/<row>.json`` and its trial history):
+    the declared configuration (trial 0) against the choice on validation mAP; ``None``
+    before ``tune_finetune`` ran."""
     import pandas as pd
 
     rows = []
@@ -371,8 +361,7 @@ _SPLITS = (("a", "Split (a): unseen submissions of seen problems"), ("b", "Split
 
 
 def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
-    """The fine-tuning section, or ``None`` when ``summary.json`` is missing. ``root``: the
-    report's :class:`~contrastlab.reporting.Inputs` or a repository root."""
+    """The fine-tuning section, or ``None`` when ``summary.json`` is missing."""
     inp = Inputs.of(root)
     f = inp.metrics / "finetune" / "summary.json"
     if not f.exists():

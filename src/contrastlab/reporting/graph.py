@@ -14,8 +14,8 @@ from .graph_figures import _bar_figure, _curve_figure, _pca_figure, _tuning_figu
 from .graph_stats import (_ALPHA, _DETERMINISTIC, BASELINES, SHORT_BASELINES, _read_json, _resolution,
                           default_vs_tuned, graph_statistics, loss_vs_supervised, supervised_rows)
 from .graph_stats import _paired_tests  # noqa: F401 (re-exported)
-from .graph_text import (REFERENCES, RERUNS, _ablation_table, _cite, _default_table, _headline, _hp,
-                         _sup_paper, _sup_title, _supervised_table)
+from .graph_text import (REFERENCES, RERUNS, _ablation_table, _ci, _cite, _default_table, _headline,
+                         _hp, _sup_paper, _sup_title, _supervised_table)
 from .graph_text import _tuning_sentence  # noqa: F401 (re-exported)
 
 __all__ = ["build_section", "REFERENCES", "RERUNS", "BASELINES", "graph_statistics",
@@ -43,10 +43,6 @@ def _comparison(st: dict, names: list[str], params, dataset: str, titles: dict[s
                       title=f"{dataset}: linear-probe test accuracy, 95 % CI")
 
 
-def _span(f: str, lo: float, hi: float) -> str:
-    return f"{f.format(lo)}-{f.format(hi)}"
-
-
 def _stat_cells(st: dict, n: str, digits: int) -> list:
     """The statistic cells of a competing row: accuracy, CI, P(best), MCS, Δ and mark."""
     r, base = st["stats"][n], st["baseline"]
@@ -59,7 +55,7 @@ def _stat_cells(st: dict, n: str, digits: int) -> list:
     else:
         delta, mark = "-", "-"
     mean = Cell(r["mean"], r["ci_low"], r["ci_high"], digits=digits, show_ci=False, source=_SOURCE)
-    return [mean, _span(f"{{:.{digits}f}}", r["ci_low"], r["ci_high"]),
+    return [mean, _ci(r, digits, ""),
             f"{r['p_best']:.2f}", "yes" if r.get("in_mcs") else "no", delta, mark]
 
 
@@ -88,7 +84,7 @@ def _reference_rows(refs: dict, fts: dict, digits: int, dataset: str) -> list[li
                     digits=digits, show_ci=False, source=_SOURCE)
         kind = "reference" if r in refs else "fine-tuning"
         rows.append([f"{kind}: {_sup_title(r)}", mean,
-                     _span(f"{{:.{digits}f}}", m["logreg_acc_ci_low"], m["logreg_acc_ci_high"]),
+                     _ci(m, digits),
                      "-", "-", "-", f"{kind} (not a candidate: labels end to end)",
                      m.get("n_seeds", "-"), _hp(m.get("tuned")),
                      "; ".join(x for x in (_cite(r, ""), _sup_paper(r)) if x)])

@@ -1,6 +1,5 @@
-"""Text of the graph section (:mod:`contrastlab.reporting.graph`): the headline, its
-sentences and the tables beside the main one (default vs tuned, the supervised references, the
-loss-batch ablation). ``titles``: ``{variant: row label}`` (:func:`contrastlab.reporting.params_titles`).
+"""Text of the graph section: the headline and the tables beside the main one (default vs
+tuned, the supervised references, the loss-batch ablation). ``titles``: ``{variant: label}``.
 """
 
 from __future__ import annotations
@@ -9,12 +8,22 @@ from pathlib import Path
 
 from ..evaluation.stats import format_p, resolution_note
 from . import Inputs, Table
-from .graph_stats import _ALPHA, BASELINES, _correct, _read_json
+from .graph_stats import _ALPHA, BASELINES, _common_seeds, _correct, _read_json
 
 
 def _p(t: dict) -> str:
     """``p = 0.012`` / ``p ≤ 0.0014`` of a Holm-corrected paired test (``_paired_tests``)."""
     return format_p(t["p_holm"], t.get("n_resamples"), t.get("family_size", 1))
+
+
+def _ci(m: dict, digits: int, pre: str = "logreg_acc_") -> str:
+    """``low-high`` of the 95 % CI ``<pre>ci_low``, ``<pre>ci_high`` of ``m``."""
+    return f"{m[pre + 'ci_low']:.{digits}f}-{m[pre + 'ci_high']:.{digits}f}"
+
+
+def _acc(m: dict, digits: int, pre: str = "logreg_acc_") -> str:
+    """``0.812 (95% CI 0.801-0.823)`` of ``m``'s ``<pre>mean`` and CI."""
+    return f"{m[pre + 'mean']:.{digits}f} (95% CI {_ci(m, digits, pre)})"
 
 
 def _draws(tests: dict) -> str:
@@ -107,7 +116,6 @@ def _supervised_sentence(best: str, refs: dict, tests: dict, digits: int,
                          titles: dict[str, str] | None = None) -> str:
     """The best contrastive loss against each supervised reference (issue 37's aim)."""
     titles = titles or {}
-    f = f"{{:.{digits}f}}"
     parts = []
     for r, m in refs.items():
         t = tests.get((best, r))
@@ -119,10 +127,8 @@ def _supervised_sentence(best: str, refs: dict, tests: dict, digits: int,
             verdict = ("not significantly different" +
                        ("; at or above it on the point estimate" if t["delta"] >= 0 else
                         "; below it on the point estimate"))
-        parts.append(f"{_sup_title(r)} {f.format(m['logreg_acc_mean'])} (95% CI "
-                     f"{f.format(m['logreg_acc_ci_low'])}-{f.format(m['logreg_acc_ci_high'])}): "
-                     f"{_title(best, titles)} is {t['delta']:+.{digits}f} (paired {_p(t)} "
-                     f"after Holm), {verdict}")
+        parts.append(f"{_sup_title(r)} {_acc(m, digits)}: {_title(best, titles)} is "
+                     f"{t['delta']:+.{digits}f} (paired {_p(t)} after Holm), {verdict}")
     if not parts:
         return ""
     return ("Against the supervised references trained end to end on the same 140 labels "
@@ -132,7 +138,6 @@ def _supervised_sentence(best: str, refs: dict, tests: dict, digits: int,
 def _finetune_sentence(fts: dict, refs: dict, tests: dict, digits: int) -> str:
     """Each fine-tuning row (contrastive pre-training, then the 140 labels) against each
     supervised reference (its own Holm family): the label-using form of issue 37's aim."""
-    f = f"{{:.{digits}f}}"
     out = []
     for n, m in fts.items():
         parts = []
@@ -145,9 +150,7 @@ def _finetune_sentence(fts: dict, refs: dict, tests: dict, digits: int) -> str:
             parts.append(f"{t['delta']:+.{digits}f} against the {_sup_title(r).split(',')[0]} "
                          f"({_p(t)}, {verdict})")
         if parts:
-            out.append(f"{_sup_title(n)}: {f.format(m['logreg_acc_mean'])} (95% CI "
-                       f"{f.format(m['logreg_acc_ci_low'])}-{f.format(m['logreg_acc_ci_high'])}), "
-                       + ", ".join(parts))
+            out.append(f"{_sup_title(n)}: {_acc(m, digits)}, " + ", ".join(parts))
     if not out:
         return ""
     return ("Contrastive pre-training followed by fine-tuning on the same labels (tuned with "
@@ -166,18 +169,15 @@ def _headline(st: dict, names: list[str], base: str | None, refs_best: float, di
     s = st["stats"]
     best = max(names, key=lambda n: s[n]["mean"])
     b = s[best]
-    f = f"{{:.{digits}f}}"
     txt = (f"On {dataset} (public split, {n_test} test nodes, {n_seeds} seeds per variant, every "
            f"loss tuned with the same budget on the validation nodes), the best contrastive "
-           f"loss is **{_title(best, titles)}**: {f.format(b['mean'])} "
-           f"(95% CI {f.format(b['ci_low'])}-{f.format(b['ci_high'])}). ")
+           f"loss is **{_title(best, titles)}**: {_acc(b, digits, '')}. ")
     if base is not None:
         bs = s[base]
         d, p = b["delta_vs_baseline"], b["p_vs_baseline"]
         ph = b["p_vs_baseline_holm"]
         cmp = (f"The strongest baseline (highest {st.get('baseline_by', 'validation')} "
-               f"accuracy), **{BASELINES[base]}**, reaches {f.format(bs['mean'])} "
-               f"(95% CI {f.format(bs['ci_low'])}-{f.format(bs['ci_high'])}); "
+               f"accuracy), **{BASELINES[base]}**, reaches {_acc(bs, digits, '')}; "
                f"the best loss is {d:+.{digits}f} against it (paired bootstrap "
                f"{format_p(p, b['n_resamples'])}, "
                f"{format_p(ph, b['n_resamples'], b['family_size'])} after Holm). ")
@@ -227,12 +227,10 @@ def _default_table(root: Inputs | Path, names: list[str], tuned: dict, metrics: 
         se = t.get("best_se")
         rows.append([
             _title(n, titles),
-            f.format(d["logreg_val_acc_mean"]), f.format(d["logreg_acc_mean"]),
-            f"{f.format(d['logreg_acc_ci_low'])}-{f.format(d['logreg_acc_ci_high'])}",
+            f.format(d["logreg_val_acc_mean"]), f.format(d["logreg_acc_mean"]), _ci(d, digits),
             (f.format(t["best_value"]) + (f" ± {se:.3f}" if se is not None else "")
              if "best_value" in t else "-"),
-            f.format(m["logreg_val_acc_mean"]), f.format(m["logreg_acc_mean"]),
-            f"{f.format(m['logreg_acc_ci_low'])}-{f.format(m['logreg_acc_ci_high'])}",
+            f.format(m["logreg_val_acc_mean"]), f.format(m["logreg_acc_mean"]), _ci(m, digits),
             f"{m['logreg_acc_mean'] - d['logreg_acc_mean']:+.{digits}f}",
             *_test_cells(tests.get(n), digits),
             f"{d.get('n_seeds', '-')} / {m.get('n_seeds', '-')}",
@@ -281,25 +279,23 @@ def _supervised_table(refs: dict, names: list[str], tests: dict, digits: int,
     rows = []
 
     def own(label: str, m: dict, paper: str) -> list:
-        return [label, f.format(m["logreg_acc_mean"]),
-                f"{f.format(m['logreg_acc_ci_low'])}-{f.format(m['logreg_acc_ci_high'])}",
+        return [label, f.format(m["logreg_acc_mean"]), _ci(m, digits),
                 f.format(m["logreg_val_acc_mean"]), m.get("n_seeds", "-"),
                 _hp(m.get("tuned")), "-", "-", paper or "-"]
+
+    def vs(label: str, t: dict | None) -> None:
+        if t is not None:
+            rows.append([label, f.format(t["a"]), "-", "-", t["n_seeds"], "-",
+                         *_test_cells(t, digits, "above", "below"), "-"])
 
     for r, m in refs.items():
         rows.append(own(f"reference: {_sup_title(r)}", m, _sup_paper(r)))
         for n in names:
-            t = tests.get((n, r))
-            if t is not None:
-                rows.append([f"{_title(n, titles)} vs {_sup_title(r)}", f.format(t["a"]), "-", "-",
-                             t["n_seeds"], "-", *_test_cells(t, digits, "above", "below"), "-"])
+            vs(f"{_title(n, titles)} vs {_sup_title(r)}", tests.get((n, r)))
     for n, m in (fts or {}).items():
         rows.append(own(f"fine-tuning: {_sup_title(n)}", m, ""))
         for r in refs:
-            t = (ft_tests or {}).get((n, r))
-            if t is not None:
-                rows.append([f"{_sup_title(n)} vs {_sup_title(r)}", f.format(t["a"]), "-", "-",
-                             t["n_seeds"], "-", *_test_cells(t, digits, "above", "below"), "-"])
+            vs(f"{_sup_title(n)} vs {_sup_title(r)}", (ft_tests or {}).get((n, r)))
     return Table(
         "Supervised references trained on the same 140 labels, and each loss against them",
         ["row", "test acc", "95% CI", "val acc", "seeds", "chosen hyperparameters (on "
@@ -321,13 +317,13 @@ def _supervised_table(refs: dict, names: list[str], tests: dict, digits: int,
               "family."))
 
 
-def _ablation_table(root: Inputs | Path, names: list[str], digits: int, titles: dict[str, str] | None = None) -> Table | None:
-    titles = titles or {}
+def _ablation_table(root: Inputs | Path, names: list[str], digits: int,
+                    titles: dict[str, str] | None = None) -> Table | None:
     from ..evaluation.stats import bootstrap_per_item, holm, paired_pvalue, settle_draws
 
-    data = Inputs.of(root).data / "graph"
+    titles = titles or {}
+    data, mdir = Inputs.of(root).data / "graph", Inputs.of(root).metrics / "graph"
     rows, pairs = [], []
-    mdir = Inputs.of(root).metrics / "graph"
     for n in names:
         ab = _correct(data / "ablation" / f"{n}_test_pred.csv")
         main = _correct(data / f"{n}_test_pred.csv")
@@ -337,12 +333,9 @@ def _ablation_table(root: Inputs | Path, names: list[str], digits: int, titles: 
         if am is not None and mm is not None and (
                 am.get("tuned") != mm.get("tuned") or am.get("epochs") != mm.get("epochs")):
             continue  # an ablation of another configuration (not rerun since a retune)
-        seeds = [c for c in ab[1] if c in main[1]]
-        if not seeds:
-            continue
-        a = ab[0][[ab[1].index(c) for c in seeds]]
-        m = main[0][[main[1].index(c) for c in seeds]]
-        pairs.append((n, {"all_nodes": a, "batch": m}, len(seeds)))
+        a, m = _common_seeds(ab, main)
+        if len(a):
+            pairs.append((n, {"all_nodes": a, "batch": m}, len(a)))
     if not pairs:
         return None
 
