@@ -109,3 +109,35 @@ def test_check_mode_fails_on_a_stale_readme(tmp_path):
     assert re.search(r"## The tracks\n$", text)
     md.write_text("# no block\n")
     assert readme.main(["--readme", str(md), "--reports", str(reports)]) == 2
+
+
+@committed
+def test_committed_multilabel_doc_block_is_generated_from_the_committed_runs():
+    """docs/multilabel.md's results tables and headline are the committed runs' (rewritten by
+    the same command as the README's answer)."""
+    from contrastlab.reporting import multilabel_doc
+
+    text = (ROOT / "docs" / "multilabel.md").read_text(encoding="utf-8")
+    block = multilabel_doc.render_block(ROOT)
+    assert block in text, "docs/multilabel.md's results block is stale: run `python -m contrastlab.reporting.readme`"
+    assert block.count("\n| ") >= 2 * 10  # both tables with their rows
+    assert "**Multi-label" in block  # the report's headline
+
+
+def test_multilabel_doc_block_marks_each_sets_best_and_escapes_bars(tmp_path):
+    import json
+
+    from contrastlab.reporting import multilabel_doc
+
+    mdir = tmp_path / "reports" / "metrics" / "multilabel"
+    mdir.mkdir(parents=True)
+    vals = {"simdis": (0.5, 0.4), "extratrees": (0.6, 0.3)}
+    for v, (m, f) in vals.items():
+        (mdir / f"yeast_{v}.json").write_text(json.dumps({"map": m, "macro_f1_val_t": f}))
+    block = multilabel_doc.render_block(tmp_path)
+    rows = [line for line in block.splitlines() if line.startswith("| ") and "yeast" not in line]
+    simdis = [r for r in rows if "\\|P\\|" in r]
+    assert len(simdis) == 2 and "| 50.00 |" in simdis[0] and "| **40.00** |" in simdis[1]
+    et = [r for r in rows if r.startswith("| ExtraTrees (baseline)")]
+    assert "| **60.00** |" in et[0] and "| 30.00 |" in et[1]
+    assert block.startswith(multilabel_doc.BEGIN) and block.endswith(multilabel_doc.END)
