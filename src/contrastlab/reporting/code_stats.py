@@ -95,9 +95,8 @@ def _load_table(root: Inputs | Path, name: str) -> dict | None:
     t = {"metrics": {}, "ranks": {}, "controls": {}, "order": None, "repo": None}
     for load in (_load_baselines, _load_variants, _load_hybrids):
         load(t, mdir, ddir)
-    if not t["metrics"]:
-        return None
-    return {"metrics": t["metrics"], "ranks": t["ranks"], "repo": t["repo"], "controls": t["controls"]}
+    del t["order"]
+    return t if t["metrics"] else None
 
 
 def control_at_same_weight(metrics: dict, controls: dict) -> dict:
@@ -243,8 +242,7 @@ def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None 
         m, v = json.loads(f.read_text()), f.stem
         if not m.get("searched") or v not in loaded["ranks"] or not (ddir / f"{v}_ranks.csv").exists():
             continue
-        r = pd.read_csv(ddir / f"{v}_ranks.csv").sort_values(["seed", "id"])
-        mat = np.stack([r[r["seed"] == s]["rank"].to_numpy() for s in sorted(r["seed"].unique())])
+        mat = _seed_matrix(pd.read_csv(ddir / f"{v}_ranks.csv").sort_values(["seed", "id"]))[0]
         if mat.shape[1] != loaded["ranks"][v].shape[1]:
             continue  # evaluated on another split
         mats[f"{v}|default"], mats[f"{v}|tuned"] = mat, loaded["ranks"][v]

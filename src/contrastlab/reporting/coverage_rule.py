@@ -1,11 +1,7 @@
 """The report's coverage rule (°): a 95 % interval is printed only where the coverage
-simulation (``bench/bench_coverage.py`` -> ``reports/metrics/coverage.json``) found its
-procedure covering the population value in [0.92, 0.98] at that column's operating point;
-elsewhere the estimate alone, marked ° (docs/statistics.md, "Coverage").
-
-:func:`coverage_key` maps every interval column of the report's tables to its coverage.json
-key (``"<group>.<metric>"``); the table builders ask :func:`covers`, and
-``tests/protocol/test_coverage_rule.py`` checks every printed interval against the same map.
+simulation (``bench/bench_coverage.py`` -> ``reports/metrics/coverage.json``) found it
+covering in [0.92, 0.98] at that column's operating point (:func:`coverage_key`); elsewhere
+the estimate alone, marked ° (docs/statistics.md, "Coverage").
 """
 
 from __future__ import annotations
@@ -24,9 +20,8 @@ NOTE = ("°: no interval shown: the coverage simulation at this column's operati
 
 
 def load(metrics_dir: Path) -> dict:
-    """``<metrics_dir>/coverage.json``, or ``{}`` when absent; a preset folder's own file
-    (``<metrics_dir>/multilabel_<preset>/coverage.json``, its set simulated at its shape) adds
-    its sets as ``"multilabel_<preset>/<set>"``."""
+    """``<metrics_dir>/coverage.json`` (``{}`` when absent), with each preset folder's sets as
+    ``"multilabel_<preset>/<set>"``."""
     f = Path(metrics_dir) / "coverage.json"
     cov = json.loads(f.read_text()) if f.exists() else {}
     for p in sorted(Path(metrics_dir).glob("multilabel_*/coverage.json")):
@@ -67,9 +62,8 @@ _CODE = {"R@1 % [CI]": "rank_at_1", "R@5 % [CI]": "rank_at_5", "R@10 % [CI]": "r
 
 
 def coverage_key(section: str, title: str, column: str, row: list) -> str | None:
-    """The coverage.json key of an interval column (``section``: the track; ``title``,
-    ``column``: the table's; ``row``: the row, for tables with a data-set column); None when
-    the column was never simulated (its intervals are not to be printed)."""
+    """The coverage.json key of an interval column (``row``: for tables with a data-set
+    column); None when the column was never simulated."""
     if section == "multilabel":
         m = re.match(r"(\S+), preset multilabel-(\S+) \(", title)  # reporting/multilabel_presets.py
         if m:  # simulated in the preset's own folder (no file: its intervals are not printed)

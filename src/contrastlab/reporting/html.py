@@ -52,9 +52,7 @@ figure img { display: block; max-width: 100%; height: auto; margin: 0 auto; }
 figcaption { font-size: .88rem; color: var(--muted); margin-top: .4rem; }
 figcaption b { color: var(--fg); }
 .ref { color: var(--muted); font-size: .85em; }
-"""
 
-_CSS += """
 .lead { display: grid; grid-template-columns: minmax(0, 1000px); gap: .8rem; margin-top: .6rem; }
 .lead figure { border: none; padding: 0; }
 dl.legend { columns: 3 22rem; column-gap: 2rem; font-size: .84rem; margin: .6rem 0 .4rem;

@@ -1,8 +1,5 @@
-"""Jinja2 rendering of report sections (``templates/report.md.j2``, ``report.html.j2``).
-
-Notes, titles and cells are inline Markdown; the HTML page renders them with markdown-it-py
-(CommonMark: code spans, emphasis, links), keeping links to ``#anchors`` and showing any
-other link as its text with the address beside it, so the page never points outside itself.
+"""Jinja2 rendering of report sections (``templates/report.md.j2``, ``report.html.j2``);
+notes, titles and cells are inline Markdown (markdown-it-py on the HTML page).
 """
 
 from __future__ import annotations
@@ -14,8 +11,7 @@ from typing import Any
 
 __all__ = ["environment", "inline_markdown", "md_cell", "render_template"]
 
-#: Files this module reads, relative to its folder (``scripts/stage_deps.py`` makes them DVC
-#: deps of every stage that imports it).
+#: Files this module reads, relative to its folder (DVC deps, ``scripts/stage_deps.py``).
 DATA_DEPS = ("templates",)
 
 

@@ -12,6 +12,7 @@ the first entry is the workspace (``"rev": "workspace"``), left out unless asked
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -50,12 +51,9 @@ def _flat(obj: Any, prefix: str = "") -> dict[str, Any]:
 
 def _file_data(section: Any, file: str) -> dict[str, Any] | None:
     """``section[file]["data"]`` when present and a dict, else None (missing or DVC error)."""
-    if not isinstance(section, dict):
-        return None
-    entry = section.get(file)
-    if not isinstance(entry, dict) or not isinstance(entry.get("data"), dict):
-        return None
-    return entry["data"]
+    entry = section.get(file) if isinstance(section, dict) else None
+    data = entry.get("data") if isinstance(entry, dict) else None
+    return data if isinstance(data, dict) else None
 
 
 def _metrics(data: dict[str, Any], metrics_file: str) -> dict[str, dict[str, dict[str, float]]]:
@@ -128,10 +126,8 @@ def experiment_rows(exp_show: Any, metrics_file: str = METRICS_FILE,
             rows.append(_entry_row(revs[0], "experiment", metrics_file,
                                    name=exp.get("name") or revs[0].get("name"),
                                    executor=exp.get("executor")))
-    seen: dict[str, int] = {}
+    seen = Counter(r.name for r in rows)
     for r in rows:  # one column per experiment: a repeated name gets its short rev
-        seen[r.name] = seen.get(r.name, 0) + 1
-    for r in rows:
         if seen[r.name] > 1 and r.kind != "workspace":
             r.name = f"{r.name} ({r.rev[:7]})"
     return rows
