@@ -109,7 +109,7 @@ class FinetuneParams(Strict):
     strip_docstrings: bool = Field(True, description=(
         "Drop docstrings before tokenising: the mutation sits in the body, which a long "
         "docstring would push past max_length."))
-    layers: Annotated[int, Field(ge=0)] | Literal["all"] = Field(1, description=(  # not a loss
+    layers: Annotated[int, Field(ge=0)] | Literal["all"] = Field(1, description=(  # not a loss name
         "Transformer layers trained: 0 = frozen states + head; k = top k (the states below "
         "are computed once and cached); 'all'."))
     pooling: Literal["mean", "cls"] = "mean"
