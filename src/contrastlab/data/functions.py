@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
+from ..forking import fork_map
 from ..progress import tqdm
 
 __all__ = ["normalise_ws", "body_hash", "extract_file", "extract_repositories", "read_source"]
@@ -194,14 +195,6 @@ def _scan_repository(root: Path, opts: dict[str, Any]) -> list[tuple]:
     return events
 
 
-#: ``(repos_dir, opts)`` of :func:`extract_repositories`' forked workers (set before the fork).
-_SCAN_JOB: dict[str, Any] = {}
-
-
-def _scan_in_worker(name: str) -> list[tuple]:
-    return _scan_repository(_SCAN_JOB["repos_dir"] / name, _SCAN_JOB["opts"])
-
-
 def extract_repositories(repos_dir: Path, names: list[str], *, include_docstring: bool = False,
                          min_body_lines: int = 3, max_body_lines: int = 40,
                          max_body_chars: int = 2500, skip_tests: bool = True,
@@ -246,23 +239,11 @@ def extract_repositories(repos_dir: Path, names: list[str], *, include_docstring
     per_repo: dict[str, Counter] = defaultdict(Counter)
     seen: dict[str, str] = {}
 
-    def scans() -> Iterator[list[tuple]]:
-        if workers <= 1 or len(names) <= 1:
-            for name in names:
-                yield _scan_repository(repos_dir / name, opts)
-            return
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+    def scan(name: str) -> list[tuple]:
+        return _scan_repository(repos_dir / name, opts)
 
-        _SCAN_JOB.update(repos_dir=Path(repos_dir), opts=opts)
-        try:
-            with ProcessPoolExecutor(min(workers, len(names)),
-                                     mp_context=mp.get_context("fork")) as pool:
-                yield from pool.map(_scan_in_worker, names)  # in ``names`` order
-        finally:
-            _SCAN_JOB.clear()
-
-    for name, events in zip(names, tqdm(scans(), total=len(names), desc="extract functions",
+    scans = map(scan, names) if workers <= 1 or len(names) <= 1 else fork_map(scan, names, workers)
+    for name, events in zip(names, tqdm(scans, total=len(names), desc="extract functions",
                                         unit="repo")):
         kept: list[dict[str, Any]] = []
         for ev in events:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from ..forking import fork_map
 from ..io import save_safetensors, sha256_file, write_json
 
 _SHARD = re.compile(r"shard_\d{5}\.safetensors")
@@ -84,14 +85,6 @@ def _write_shard(job: dict[str, Any], path: Path, sid: list[int], ssig: list[str
     job["log"](f"teacher_states: wrote {path.name} ({len(sid)} functions)")
 
 
-#: The encoder and settings of the forked shard workers (set before the fork).
-_SHARD_JOB: dict[str, Any] = {}
-
-
-def _write_shard_in_worker(task: tuple) -> None:
-    _write_shard(_SHARD_JOB, *task)
-
-
 def write_teacher_states(out_dir: Path, ids: Sequence[int], signatures: Sequence[str],
                          bodies: Sequence[str], encode: Callable[[list[str], list[str]],
                                                                  tuple[list[torch.Tensor], torch.Tensor]],
@@ -148,17 +141,8 @@ def write_teacher_states(out_dir: Path, ids: Sequence[int], signatures: Sequence
     if workers <= 1 or len(todo) <= 1:
         for t in todo:
             _write_shard(job, *t)
-    else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
-        _SHARD_JOB.update(job)  # inherited by the forked workers (the model is not pickled)
-        try:
-            with ProcessPoolExecutor(min(workers, len(todo)),
-                                     mp_context=mp.get_context("fork")) as pool:
-                list(pool.map(_write_shard_in_worker, todo))
-        finally:
-            _SHARD_JOB.clear()
+    else:  # the encoder is inherited by the forked workers, not pickled
+        list(fork_map(lambda t: _write_shard(job, *t), todo, workers))
     # drop shards of an older, longer run
     keep = {sh["file"] for sh in shards}
     for old in out_dir.glob("shard_*.safetensors"):

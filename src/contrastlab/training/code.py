@@ -316,19 +316,6 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
             "time_s": time.time() - t0, "world_size": world, "steps": step, "seed": seed}
 
 
-#: Work of the forked seed workers of :func:`train_seeds` (set before the fork, read by the
-#: children: the teacher states are shared copy-on-write, not pickled).
-_SEED_JOB: dict[str, Any] = {}
-
-
-def _train_seed_in_worker(seed: int) -> dict[str, Any]:
-    j = _SEED_JOB
-    return train_code(j["data"], j["hidden_size"], j["loss"], j["model_p"], j["train_p"],
-                      checkpoint_path(j["out_dir"], seed), targets=j["targets"], seed=seed,
-                      lr=j["lr"], temperature=j["temperature"], residual=j["residual"],
-                      log=j["log"], progress=False)
-
-
 def train_seeds(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
                 out_dir: str | Path, *, targets: Targets, seeds: list[int],
                 lr: float | None = None, temperature: float | None = None,
@@ -352,7 +339,8 @@ def train_seeds(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     Raises:
         Whatever :func:`train_code` raises for a seed (re-raised in the parent).
     """
-    from ..utils import pick_device
+    from ..forking import fork_map
+    from ..utils import pick_device, set_cpu_threads
 
     seeds = [int(s) for s in seeds]
     parallel = (workers > 1 and len(seeds) > 1 and D.world_size() == 1
@@ -366,21 +354,12 @@ def train_seeds(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
                                   on_epoch=None if on_epoch is None
                                   else (lambda r, s=s: on_epoch(s, r))))
         return out
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
-    from ..utils import set_cpu_threads
-
     set_cpu_threads(train_p.threads)  # no multi-thread OpenMP pool is inherited by the fork
-    _SEED_JOB.update(data=data, hidden_size=hidden_size, loss=loss, model_p=model_p,
-                     train_p=train_p, out_dir=Path(out_dir), targets=targets, lr=lr,
-                     temperature=temperature, residual=residual, log=log)
-    try:
-        with ProcessPoolExecutor(max_workers=min(workers, len(seeds)),
-                                 mp_context=mp.get_context("fork")) as pool:
-            out = list(pool.map(_train_seed_in_worker, seeds))
-    finally:
-        _SEED_JOB.clear()
+    out = list(fork_map(lambda s: train_code(data, hidden_size, loss, model_p, train_p,
+                                             checkpoint_path(out_dir, s), targets=targets,
+                                             seed=s, lr=lr, temperature=temperature,
+                                             residual=residual, log=log, progress=False),
+                        seeds, workers))
     if on_epoch is not None:
         for s, summary in zip(seeds, out):
             for row in summary["history"]:
