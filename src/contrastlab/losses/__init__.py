@@ -22,7 +22,7 @@ Conventions shared by every loss here
   differentiable operations under ``create_graph=True``.
 - No Python loop over anchors, labels or views: masks and matrix products only.
 - Look losses up by name with :func:`get_loss`; the table is in :mod:`.registry`.
-  Adding a loss = one file here + one line in ``registry.LOSSES`` (docs/losses.md).
+  Adding a loss = one file here + one entry in ``registry.yaml`` (docs/losses.md).
 """
 
 from .registry import LOSSES, LossSpec, get_loss, get_spec

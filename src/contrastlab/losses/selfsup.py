@@ -43,11 +43,6 @@ def _check_temperature(temperature: float) -> None:
         raise ValueError(f"temperature must be > 0, got {temperature}")
 
 
-def _seed_from(generator: torch.Generator | None) -> int:
-    """A 63-bit integer drawn from ``generator`` (or the global torch RNG)."""
-    return int(torch.randint(0, 2**62, (1,), generator=generator).item())
-
-
 def _ntxent_plain(zs: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     """:class:`_NTXentFromScaled`'s value with ordinary differentiable operations."""
     eye = torch.eye(zs.shape[0], dtype=torch.bool, device=zs.device)
@@ -136,7 +131,7 @@ def sample_mixco_mixing(n: int, alpha: float, generator: torch.Generator | None 
     if not alpha > 0:
         raise ValueError(f"alpha must be > 0, got {alpha}")
     partner = torch.stack([torch.randperm(n, generator=generator) for _ in range(2)])
-    rng = np.random.default_rng(_seed_from(generator))
+    rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,), generator=generator).item()))
     lam = torch.from_numpy(rng.beta(alpha, alpha, size=(2, n))).float()
     return MixcoMixing(partner.to(device), lam.to(device))
 
