@@ -63,9 +63,12 @@ def _paired_tests(pairs: dict, n_resamples: int | None = None) -> dict[str, dict
     return out
 
 
-def _common_seeds(x: tuple[np.ndarray, list[str]], y: tuple[np.ndarray, list[str]]):
-    """The rows of two ``_correct`` results on the seed columns both have (same order)."""
-    seeds = [c for c in x[1] if c in y[1]]
+def _common_seeds(x: tuple[np.ndarray, list[str]] | None, y: tuple[np.ndarray, list[str]] | None):
+    """The rows of two ``_correct`` results on the seed columns both have (same order); None
+    when either is missing or they share no seed."""
+    seeds = [c for c in x[1] if c in y[1]] if x is not None and y is not None else []
+    if not seeds:
+        return None
     return (x[0][[x[1].index(c) for c in seeds]], y[0][[y[1].index(c) for c in seeds]])
 
 
@@ -74,14 +77,9 @@ def default_vs_tuned(root: Inputs | Path, names: list[str]) -> dict[str, dict]:
     test nodes (:func:`_paired_tests`, Holm over the losses; ``a`` = tuned, ``b`` = default).
     Losses without both prediction files are left out."""
     data = Inputs.of(root).data / "graph"
-    pairs = {}
-    for n in names:
-        t, d = _correct(data / f"{n}_test_pred.csv"), _correct(data / "default" / f"{n}_test_pred.csv")
-        if t is not None and d is not None:
-            a, b = _common_seeds(t, d)
-            if len(a):
-                pairs[n] = (a, b)
-    return _paired_tests(pairs)
+    pairs = {n: _common_seeds(_correct(data / f"{n}_test_pred.csv"),
+                              _correct(data / "default" / f"{n}_test_pred.csv")) for n in names}
+    return _paired_tests({n: p for n, p in pairs.items() if p is not None})
 
 
 def _entry_method(n: str) -> str:
@@ -103,16 +101,10 @@ def loss_vs_supervised(root: Inputs | Path, names: list[str], refs: list[str],
     """Each loss minus each supervised reference on their common seeds (``(loss, ref) ->
     test``; Holm over all pairs); ``sub``: the losses' predictions folder."""
     data = Inputs.of(root).data / "graph"
-    pairs = {}
-    for r in refs:
-        rc = _correct(data / "supervised" / f"{r}_test_pred.csv")
-        for n in names:
-            c = _correct(data / sub / f"{n}_test_pred.csv")
-            if rc is not None and c is not None:
-                a, b = _common_seeds(c, rc)
-                if len(a):
-                    pairs[(n, r)] = (a, b)
-    return _paired_tests(pairs)
+    pairs = {(n, r): _common_seeds(_correct(data / sub / f"{n}_test_pred.csv"),
+                                   _correct(data / "supervised" / f"{r}_test_pred.csv"))
+             for r in refs for n in names}
+    return _paired_tests({k: p for k, p in pairs.items() if p is not None})
 
 
 def graph_statistics(root: Inputs | Path, variants: list[str]) -> dict | None:

@@ -333,9 +333,9 @@ def _ablation_table(root: Inputs | Path, names: list[str], digits: int,
         if am is not None and mm is not None and (
                 am.get("tuned") != mm.get("tuned") or am.get("epochs") != mm.get("epochs")):
             continue  # an ablation of another configuration (not rerun since a retune)
-        a, m = _common_seeds(ab, main)
-        if len(a):
-            pairs.append((n, {"all_nodes": a, "batch": m}, len(a)))
+        p = _common_seeds(ab, main)
+        if p is not None:
+            pairs.append((n, {"all_nodes": p[0], "batch": p[1]}, len(p[0])))
     if not pairs:
         return None
 
