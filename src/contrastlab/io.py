@@ -146,6 +146,38 @@ def verify_sha256sums(folder: str | os.PathLike, sums_file: str | os.PathLike) -
             raise InputError(f"{f}: SHA-256 mismatch (expected {digest}, got {got})")
 
 
+def unit_rows(emb, rows: list) -> Any:
+    """``emb`` ``[N, D]`` L2-normalised (float32 numpy). Raises InputError: ``len(rows) != N``."""
+    import torch
+
+    x = torch.nn.functional.normalize(torch.as_tensor(emb).float(), dim=1).numpy()
+    if len(rows) != len(x):
+        raise InputError(f"{len(rows)} metadata rows for {len(x)} embeddings")
+    return x
+
+
+def write_flat_index(folder: Path, x, meta: dict) -> None:
+    """``folder/index.faiss`` (FAISS ``IndexFlatIP``: exact inner product over ``x`` ``[N, D]``)
+    and ``folder/meta.json`` (``dim`` plus ``meta``, sorted keys)."""
+    import faiss
+    import numpy as np
+
+    index = faiss.IndexFlatIP(x.shape[1])
+    index.add(np.ascontiguousarray(x, dtype=np.float32))
+    faiss.write_index(index, str(folder / "index.faiss"))
+    (folder / "meta.json").write_text(json.dumps({"dim": int(x.shape[1]), **meta}, indent=1,
+                                                 sort_keys=True))
+
+
+def require_layout(folder: str | os.PathLike, writer: str) -> Path:
+    """``folder`` as a Path. Raises FileNotFoundError: no ``index.faiss``/``meta.json``/``model``."""
+    folder = Path(folder)
+    for f in ("index.faiss", "meta.json", "model"):
+        if not (folder / f).exists():
+            raise FileNotFoundError(f"{folder}: no {f} (not an index folder written by {writer})")
+    return folder
+
+
 def _json_default(o: Any) -> Any:
     import numpy as np
 

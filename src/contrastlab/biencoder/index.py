@@ -38,8 +38,7 @@ def write_code_index(folder: str | Path, body_emb: torch.Tensor, rows: list[dict
     Raises:
         InputError: ``len(rows) != N`` or a row without ``id``/``signature``.
     """
-    from ..finetune.index import unit_rows, write_flat_index
-    from ..io import atomic_dir
+    from ..io import atomic_dir, unit_rows, write_flat_index
 
     x = unit_rows(body_emb, rows)
     if any(not {"id", "signature"} <= set(r) for r in rows):
@@ -70,7 +69,7 @@ def search_signatures(folder: str | Path, signatures: Sequence[str], k: int = 5)
     import faiss
 
     from ..finetune.encoder import FinetuneEncoder
-    from ..finetune.index import require_layout
+    from ..io import require_layout
 
     if k < 1 or not signatures:
         raise InputError("need k >= 1 and at least one signature")

@@ -30,34 +30,6 @@ __all__ = ["EmbeddingModel", "write_index", "write_variant_index", "load_index",
            "log_to_mlflow"]
 
 
-def unit_rows(emb: torch.Tensor, rows: list[dict]) -> np.ndarray:
-    """``emb`` ``[N, D]`` L2-normalised (float32 numpy). Raises InputError: ``len(rows) != N``."""
-    x = torch.nn.functional.normalize(torch.as_tensor(emb).float(), dim=1).numpy()
-    if len(rows) != len(x):
-        raise InputError(f"{len(rows)} metadata rows for {len(x)} embeddings")
-    return x
-
-
-def write_flat_index(folder: Path, x: np.ndarray, meta: dict) -> None:
-    """``folder/index.faiss`` (exact inner product over ``x`` ``[N, D]``) and ``meta.json``."""
-    import faiss
-
-    index = faiss.IndexFlatIP(x.shape[1])
-    index.add(np.ascontiguousarray(x, dtype=np.float32))
-    faiss.write_index(index, str(folder / "index.faiss"))
-    (folder / "meta.json").write_text(json.dumps({"dim": int(x.shape[1]), **meta}, indent=1,
-                                                 sort_keys=True))
-
-
-def require_layout(folder: str | Path, writer: str) -> Path:
-    """``folder`` as a Path. Raises FileNotFoundError: no ``index.faiss``/``meta.json``/``model``."""
-    folder = Path(folder)
-    for f in ("index.faiss", "meta.json", "model"):
-        if not (folder / f).exists():
-            raise FileNotFoundError(f"{folder}: no {f} (not an index folder written by {writer})")
-    return folder
-
-
 def prepare_code(source: str, strip: bool) -> str:
     """The text the encoder reads: ``source`` without docstrings when ``strip`` (sources that
     do not parse -- a student's broken submission -- are kept as written)."""
@@ -99,7 +71,7 @@ def write_index(folder: str | Path, emb: torch.Tensor, rows: list[dict], encoder
     Raises:
         InputError: ``len(rows) != N`` or a row without ``id``/``problem``/``tier``.
     """
-    from ..io import atomic_dir
+    from ..io import atomic_dir, unit_rows, write_flat_index
 
     x = unit_rows(emb, rows)
     for r in rows:
@@ -120,6 +92,8 @@ def load_index(folder: str | Path):
         FileNotFoundError: a file of the layout is missing.
     """
     import faiss
+
+    from ..io import require_layout
 
     folder = require_layout(folder, "write_index")
     meta = json.loads((folder / "meta.json").read_text())
