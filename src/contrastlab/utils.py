@@ -1,4 +1,4 @@
-"""Small shared helpers: repository root, seeding, CPU threads, git commit."""
+"""Small shared helpers: repository root, seeding, CPU threads, git commit, forked workers."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import os
 import random
 import subprocess
 from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -74,3 +75,28 @@ def pick_device(requested: str = "auto") -> torch.device:
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(requested)
+
+
+#: The function of the running :func:`fork_map` (set before the fork, read by the children).
+_FORK_JOB: dict[str, Callable[[Any], Any]] = {}
+
+
+def _fork_call(item: Any) -> Any:
+    return _FORK_JOB["fn"](item)
+
+
+def fork_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int) -> Iterator[Any]:
+    """``fn(item)`` for every item in ``min(workers, len(items))`` forked processes, yielded in
+    ``items`` order; ``fn`` and what it refers to (models, tensors) are inherited by the fork,
+    only the items and results are pickled. An exception in a worker is re-raised here."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    items = list(items)
+    _FORK_JOB["fn"] = fn
+    try:
+        with ProcessPoolExecutor(min(workers, len(items)),
+                                 mp_context=mp.get_context("fork")) as pool:
+            yield from pool.map(_fork_call, items)
+    finally:
+        _FORK_JOB.clear()

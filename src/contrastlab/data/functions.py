@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
-from ..forking import fork_map
 from ..progress import tqdm
 
 __all__ = ["normalise_ws", "body_hash", "extract_file", "extract_repositories", "read_source"]
@@ -242,7 +241,12 @@ def extract_repositories(repos_dir: Path, names: list[str], *, include_docstring
     def scan(name: str) -> list[tuple]:
         return _scan_repository(repos_dir / name, opts)
 
-    scans = map(scan, names) if workers <= 1 or len(names) <= 1 else fork_map(scan, names, workers)
+    if workers <= 1 or len(names) <= 1:
+        scans = map(scan, names)
+    else:  # imported here: torch (via utils) only when workers fork
+        from ..utils import fork_map
+
+        scans = fork_map(scan, names, workers)
     for name, events in zip(names, tqdm(scans, total=len(names), desc="extract functions",
                                         unit="repo")):
         kept: list[dict[str, Any]] = []

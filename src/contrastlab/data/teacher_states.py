@@ -23,8 +23,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ..forking import fork_map
 from ..io import save_safetensors, sha256_file, write_json
+from ..utils import fork_map
 
 _SHARD = re.compile(r"shard_\d{5}\.safetensors")
 

@@ -339,8 +339,7 @@ def train_seeds(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     Raises:
         Whatever :func:`train_code` raises for a seed (re-raised in the parent).
     """
-    from ..forking import fork_map
-    from ..utils import pick_device, set_cpu_threads
+    from ..utils import fork_map, pick_device, set_cpu_threads
 
     seeds = [int(s) for s in seeds]
     parallel = (workers > 1 and len(seeds) > 1 and D.world_size() == 1
