@@ -105,20 +105,13 @@ class Cell:
 
     Attributes:
         value: point estimate in the metric's own unit (a fraction for accuracy, Rank@k,
-            mAP, F1); ``None`` = missing (shown ``-``).
-        low, high: the 95 % CI bounds (same unit), or ``None`` without an interval.
+            mAP, F1); ``None`` = missing (shown ``-``); ``low``, ``high``: its 95 % CI.
         scale: display factor (``100`` shows percent points).
-        digits, ci_digits: decimals of the value and of the bounds (``ci_digits`` defaults
-            to ``digits``).
-        bold: in the 95 % model confidence set (Hansen, Lunde & Nason 2011), "tied for best".
-        marks: symbols after the numbers (``↑``/``↓``: significantly better/worse than the
-            strongest baseline).
-        show_ci: print the interval after the value.
-        source: where the numbers come from (a file, a statistic).
+        digits, ci_digits: decimals of the value and of the bounds (default ``digits``).
+        bold: in the 95 % model confidence set (Hansen, Lunde & Nason 2011).
 
     Raises:
-        ValueError: the estimate lies outside its CI, or ``low > high`` (every interval of
-            the report must contain its estimate).
+        ValueError: the estimate lies outside its CI, or ``low > high``.
     """
 
     value: float | None

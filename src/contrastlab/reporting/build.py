@@ -77,15 +77,8 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     ``params.report.headline``) and the stage-time table to the timings folder. Logs one MLflow
     run in ``contrastlab-report`` and each track's answer to its parent run (:func:`track_run`).
 
-    Args:
-        params: the validated :class:`contrastlab.params.Params`.
-        out_dir: where the report is written.
-        metrics_dir, data_dir, plots_dir, tuned_dir: the folders the sections read (the
-            ``report`` stage passes each on its command line; default ``<out_dir>/metrics``,
-            ``/data``, ``/plots``, ``/tuned``).
-
-    Returns:
-        The summary written to ``summary.json``.
+    ``metrics_dir``, ``data_dir``, ``plots_dir``, ``tuned_dir``: the folders the sections read
+    (default ``<out_dir>/metrics``, ...). Returns the summary written to ``summary.json``.
     """
     from ..timings import timings_dir
     from ..tracking import variant_run

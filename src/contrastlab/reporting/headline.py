@@ -184,16 +184,11 @@ def headline(c: Comparison) -> str:
                 break
         return text.strip()
     first, second = _panel_verdict(c, c.panels[c.primary])
-    text = f"{first} {second}".strip()
-    if words(text) > MAX_HEADLINE_WORDS and c.primary is not None:
-        for n in (2, 1, 0):  # fewer rows named, then none
-            second = _panel_verdict(c, c.panels[c.primary], n)[1]
-            text = f"{first} {second}".strip()
-            if words(text) <= MAX_HEADLINE_WORDS:
-                break
-        else:  # the verdict alone
-            text = f"{first} {second.split(';')[0]}.".strip()
-    return text
+    for n in (3, 2, 1, 0):  # fewer rows named, then none, then the verdict alone
+        text = f"{first} {_panel_verdict(c, c.panels[c.primary], n)[1]}".strip()
+        if words(text) <= MAX_HEADLINE_WORDS:
+            return text
+    return f"{first} {second.split(';')[0]}.".strip()
 
 
 def headline_metrics(c: Comparison) -> dict[str, Any]:

@@ -138,19 +138,9 @@ def _nice_step(span: float, n: int = 5) -> float:
 def score_axis(ax, values: Sequence[float], *, lower: float | None = 0.0,
                upper: float | None = 1.0, pad: float = 0.15, include: Sequence[float] = (),
                axis: str = "y") -> tuple[float, float]:
-    """Set ``ax``'s y-limits (``axis="x"``: x-limits) to the scores' range, padded and
-    snapped to round ticks.
-
-    Args:
-        ax: a matplotlib Axes.
-        values: the plotted values (error-bar ends included by the caller when wanted);
-            NaNs are ignored.
-        lower / upper: the metric's bounds (``None``: unbounded); limits never cross them.
-        pad: fraction of the data span added above and below.
-        include: other values that must stay visible (reference lines, chance level).
-
-    Returns:
-        The ``(low, high)`` limits set.
+    """Set ``ax``'s y-limits (``axis="x"``: x-limits) to the scores' range (NaNs ignored, and
+    the ``include`` values), padded by ``pad`` of the span, snapped to round ticks, within the
+    metric's bounds ``lower`` / ``upper`` (``None``: unbounded); returns ``(low, high)``.
 
     Raises:
         ValueError: no finite value in ``values`` and ``include``; ``axis`` not x / y.
