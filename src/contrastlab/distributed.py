@@ -149,3 +149,14 @@ def all_reduce_sum(x: torch.Tensor) -> torch.Tensor:
     if _active():
         dist.all_reduce(y, op=dist.ReduceOp.SUM)
     return y
+
+
+def average_gradients(params) -> None:
+    """Average ``params``' gradients over ranks (all-reduce sum, then divide by W); a no-op in
+    one process. For trainers without DDP whose ranks backpropagate W times their loss share."""
+    w = world_size()
+    if w > 1:
+        for p in params:
+            if p.grad is not None:
+                dist.all_reduce(p.grad)
+                p.grad /= w

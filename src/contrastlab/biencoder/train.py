@@ -190,7 +190,7 @@ def train_biencoder(model: BiEncoder, sig_inp, body_inp, train_idx, dup, *, be, 
         FloatingPointError: a non-finite loss (names the step).
         InputError: cached states at another level than the towers freeze.
     """
-    from ..distributed import all_reduce_sum, ddp_loss_scale, rank, world_size
+    from ..distributed import all_reduce_sum, average_gradients, ddp_loss_scale, rank, world_size
     from ..finetune.train import _forward_rows, embed_inputs, use_bf16
     from ..losses import distributed_infonce_loss
     from ..training.multilabel import warmup_cosine
@@ -241,11 +241,7 @@ def train_biencoder(model: BiEncoder, sig_inp, body_inp, train_idx, dup, *, be, 
         if not torch.isfinite(val):
             raise FloatingPointError(f"loss {row.loss!r} is {val.item()} at step {step}")
         (val * ddp_loss_scale()).backward()
-        if w > 1:  # average over ranks (each backpropagated W times its share)
-            for prm in trainable:
-                if prm.grad is not None:
-                    torch.distributed.all_reduce(prm.grad)
-                    prm.grad /= w
+        average_gradients(trainable)
         if be.grad_clip:
             torch.nn.utils.clip_grad_norm_(enc_params, be.grad_clip)
         opt.step()

@@ -166,7 +166,7 @@ def train_encoder(enc: FinetuneEncoder, inp: Inputs, y: torch.Tensor, groups, tr
         InputError: cached states at a level other than the encoder's frozen depth.
     """
     from ..losses import distributed_loss
-    from ..distributed import ddp_loss_scale, world_size
+    from ..distributed import average_gradients, ddp_loss_scale
     from ..training.multilabel import resolve_loss, warmup_cosine
 
     if inp.states is not None and inp.level != enc.n_frozen:
@@ -216,11 +216,7 @@ def train_encoder(enc: FinetuneEncoder, inp: Inputs, y: torch.Tensor, groups, tr
             acc += float(val.detach()) / cfg.grad_accum
             res.tokens += int(sum(len(inp.states[i]) if inp.states is not None else len(inp.ids[i])
                                   for i in rows))
-        if world_size() > 1:  # average over ranks (each backpropagated W * its loss share)
-            for prm in trainable:
-                if prm.grad is not None:
-                    torch.distributed.all_reduce(prm.grad)
-                    prm.grad /= world_size()
+        average_gradients(trainable)
         torch.nn.utils.clip_grad_norm_(trainable, 10.0)
         opt.step()
         sched.step()
