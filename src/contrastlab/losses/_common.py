@@ -63,10 +63,7 @@ def reduce_terms(per: Tensor, valid: Tensor | None, reduction: str, return_stats
     """Reduce per-anchor losses ``per`` (0 on invalid rows) to the requested reduction."""
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
-    if valid is None:
-        n_anchors = torch.tensor(per.shape[0], device=per.device)
-    else:
-        n_anchors = valid.sum()
+    n_anchors = torch.tensor(per.shape[0], device=per.device) if valid is None else valid.sum()
     if n_terms is None:
         n_terms = n_anchors
     if reduction == "mean":
