@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from ..errors import InputError, UnknownNameError
 from .variant_table import (SHARED_FIELDS, VARIANT_TABLE, VARIANT_TRACKS, VariantSpec,
-                            inherit_search, parse_variant)
+                            inherit_search, parse_variant, read_yaml)
 from .variant_table import load_variant_table as _load_variants
 
 #: The table (YAML, one mapping per loss name).
@@ -121,13 +121,7 @@ def load_table(path: str | Path = TABLE) -> dict[str, LossSpec]:
             lacks ``target``/``needs``/``family``/``title`` or has an unknown key, or a
             ``target`` is not ``"module:function"``.
     """
-    import yaml
-
-    path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise InputError(f"{path}: cannot read the loss registry ({e})") from e
+    path, doc = read_yaml(path, "the loss registry")
     if not isinstance(doc, dict):
         raise InputError(f"{path}: expected a mapping of loss name -> entry")
     out: dict[str, LossSpec] = {}

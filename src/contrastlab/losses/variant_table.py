@@ -128,6 +128,21 @@ def parse_variant(track: str, name: str, e: dict, where: str, losses: Mapping) -
                        tuned=bool(e.get("tuned", True)))
 
 
+def read_yaml(path: str | Path, what: str) -> tuple[Path, Any]:
+    """``(Path(path), its parsed YAML)`` (an empty file: ``{}``).
+
+    Raises:
+        contrastlab.errors.InputError: unreadable or not YAML (naming ``what`` the file is).
+    """
+    import yaml
+
+    path = Path(path)
+    try:
+        return path, yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise InputError(f"{path}: cannot read {what} ({e})") from e
+
+
 def load_variant_table(path: str | Path, losses: Mapping) -> dict[str, dict[str, Any]]:
     """``{track: {"roles": {role: variant}, "variants": {name: VariantSpec}, "written": {name:
     the keys its entry sets itself}}}`` of ``path`` (file order), its losses checked against
@@ -138,13 +153,7 @@ def load_variant_table(path: str | Path, losses: Mapping) -> dict[str, dict[str,
             has an unknown key or kind, names a loss ``losses`` lacks, an ``alias_of`` that is
             not a non-alias row of its track or a ``model_of`` that is not a baseline.
     """
-    import yaml
-
-    path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise InputError(f"{path}: cannot read the variant table ({e})") from e
+    path, doc = read_yaml(path, "the variant table")
     out: dict[str, dict[str, Any]] = {}
     for track, sec in doc.items():
         if track not in VARIANT_TRACKS or not isinstance(sec, dict):

@@ -160,10 +160,8 @@ class VariantParams(Strict):
     @field_validator("model")
     @classmethod
     def _model_keys(cls, v: dict) -> dict:
-        known = {k for keys in MODEL_KEYS.values() for k in keys}
-        bad = [k for k in v if k not in known]
-        if bad:
-            raise ValueError(f"unknown baseline hyperparameter(s) {bad}; known: {sorted(known)}")
+        known = sorted({k for keys in MODEL_KEYS.values() for k in keys})
+        known_names(list(v), known, "baseline hyperparameter(s)")
         return v
 
 
