@@ -13,9 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 TRACKS: list[str] = ["graph", "code", "multilabel", "finetune"]
-#: The name tables the reports take their labels, citations and reference numbers from
-#: (``scripts/stage_deps.py`` makes them DVC deps of every stage that imports this package;
-#: the training stages depend only on their own loss's entry, via ``data/loss_code.yaml``).
+#: The name tables of the labels, citations and reference numbers (DVC deps, stage_deps.py).
 DATA_DEPS = ("../losses/registry.yaml", "../losses/variants.yaml")
 
 

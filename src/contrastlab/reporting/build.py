@@ -13,8 +13,7 @@ from . import TRACKS, Inputs, Section
 __all__ = ["build_report", "collect_sections", "track_run", "write_summary", "ANSWER"]
 
 
-#: The top-level key of each track's headline numbers in ``summary.json``: first in file
-#: order (``dvc exp show``) and in name order (``dvc metrics show`` sorts the names).
+#: The top-level key of each track's headline numbers in ``summary.json`` (sorts first).
 ANSWER = "answer"
 
 

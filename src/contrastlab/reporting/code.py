@@ -185,8 +185,7 @@ def _preset_provenance(root: Path, name: str) -> str:
             f"(params `code` hash `{h}`), not by params.yaml's `code` section.")
 
 
-#: The folder (under the metrics and data folders) of the bi-encoder trained with every layer
-#: on a GPU (``scripts/gpu_biencoder.py``, collected by ``scripts/collect_gpu_biencoder.py``).
+#: The folder of the bi-encoder trained with every layer on a GPU (scripts/gpu_biencoder.py).
 GPU_TABLE = "code_biencoder_gpu"
 
 

@@ -7,11 +7,9 @@ from __future__ import annotations
 from ..errors import UnknownNameError
 from ..losses.registry import method_row, role, track_variants
 
-#: The untrained baselines: the code rows of the variant table of kind ``baseline``.
 _ROWS = {n: v for n, v in track_variants("code").items() if v.kind == "baseline"}
 TITLES = {n: v.title for n, v in _ROWS.items()}
 BASELINES = list(_ROWS)
-#: Short labels of the baselines (figure, headline; the report's legend spells them out).
 SHORT = {n: v.short for n, v in _ROWS.items()}
 REFERENCE_BASELINE = role("code", "reference_baseline")  # the dashed line of the Rank@k figure
 #: The lexical baseline (BM25) the hybrids fuse with, and the untrained sentence embedding.
@@ -41,8 +39,7 @@ def _trained_fusions(names) -> list[str]:
     """The score fusions of ``names`` other than the control (tested against it)."""
     return [n for n in names if n.startswith("fusion_") and n != CONTROL_HYBRID]
 
-#: The retrieval notes' rows.
-REFERENCES = [
+REFERENCES = [  # the retrieval notes' rows
     # (name, Rank@1 %, Rank@10 %, corpus, Rank@10 - 5 % target in points)
     ("Retrieval notes Exp 1.3 SmoothL1 (test, Qwen2.5-Coder-3B L18, reported)", "0.03", "0.24", 49631, -4.76),
     ("Retrieval notes Exp 1.4 target (test; a target, not a result)", "> 1", "> 5", 49631, None),

@@ -15,7 +15,6 @@ from . import Cell, Inputs, Plot, Section, Table, style
 #: The frozen encoder's row (the reference rows are the variant table's, BASELINE_ROWS).
 FROZEN = method_row("finetune", "frozen_encoder")
 
-#: Row labels and short labels, from the variant table (``contrastlab/losses/variants.yaml``).
 TITLES = {n: v.title for n, v in track_variants("finetune").items()}
 SHORT = {n: v.short for n, v in track_variants("finetune").items()}
 COLUMNS = {"a": ["knn5_pxt", "knn5_tier", "knn5_problem", "ap", "rank1", "rank5"],
@@ -89,17 +88,12 @@ def _tier_title(name: str, tier: dict) -> str:
     return tier.get("reference_titles", {}).get(name) or TITLES.get(name, name)
 
 
-def best_tier_row(tier: dict) -> str:
-    """The trained row the tier headline reports: the best validation within-problem
-    same-tier AUC."""
-    return _best(tier, [r for r in tier["rows"] if r not in tier["references"]], "wp_auc")
-
-
 def tier_headline(tier: dict) -> str:
-    """The within-problem tier answer (``summary["tier"]``): the best trained row's same-tier
-    AUC on both splits against the strongest baseline and the tier-blind reference, then the
+    """The within-problem tier answer (``summary["tier"]``): the same-tier AUC of the trained
+    row with the best validation AUC on both splits against the strongest baseline and the tier-blind reference, then the
     nearest-neighbour tier accuracy and the one-token mutants."""
-    best, base = best_tier_row(tier), tier["baseline"]
+    best = _best(tier, [r for r in tier["rows"] if r not in tier["references"]], "wp_auc")
+    base = tier["baseline"]
     chance, ceiling = tier["chance"], tier["ceiling"]
     t = {s: tier["tables"][s] for s in ("a", "b")}
     auc = t["a"]["wp_auc"]

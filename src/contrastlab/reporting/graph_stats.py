@@ -16,7 +16,6 @@ from . import Inputs
 _ROWS = {n: v for n, v in track_variants("graph").items() if v.kind == "baseline" and v.method != "supervised"}
 #: ``{baseline: row label}`` of the feature baselines (raw features, SGC, untrained GCN).
 BASELINES = {n: v.title for n, v in _ROWS.items()}
-#: Short labels of the baselines (figure, headline; the report's legend spells them out).
 SHORT_BASELINES = {n: v.short for n, v in _ROWS.items()}
 #: Deterministic baselines (one probe run, repeated across seeds for the paired tests).
 _DETERMINISTIC = tuple(n for n, v in _ROWS.items() if v.deterministic)
