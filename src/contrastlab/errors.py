@@ -31,7 +31,7 @@ class UnknownNameError(InputError, KeyError):
 
 
 def parse_python(source: str, what: str = "source", error: type = ValueError) -> ast.Module:
-    """``ast.parse(source)``; a ``SyntaxError`` is raised as ``error("<what> does not parse: ...")``."""
+    """``ast.parse(source)``; a ``SyntaxError`` becomes ``error("<what> does not parse: ...")``."""
     try:
         return ast.parse(source)
     except SyntaxError as e:

@@ -170,7 +170,8 @@ def write_flat_index(folder: Path, x, meta: dict) -> None:
 
 
 def require_layout(folder: str | os.PathLike, writer: str) -> Path:
-    """``folder`` as a Path. Raises FileNotFoundError: no ``index.faiss``/``meta.json``/``model``."""
+    """``folder`` as a Path. Raises FileNotFoundError: ``index.faiss``, ``meta.json`` or ``model``
+    is missing."""
     folder = Path(folder)
     for f in ("index.faiss", "meta.json", "model"):
         if not (folder / f).exists():

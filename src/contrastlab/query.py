@@ -12,7 +12,8 @@ optionally ``id``) or a ``.json`` list of such objects; files may start with a U
 submission's ``k`` nearest indexed submissions are printed with problem, tier and cosine
 similarity (``--json``: as JSON). Each submission is parsed and stripped of its docstrings in
 a forked child under limits (:data:`PARSE_SECONDS`, :data:`PARSE_MEMORY`, :data:`PARSE_FRAMES`).
-The index folder is written by ``finetune_evaluate`` (:func:`contrastlab.finetune.index.write_index`).
+The index folder is written by ``finetune_evaluate``
+(:func:`contrastlab.finetune.index.write_index`).
 
 ``--signature`` (repeatable) searches a code-retrieval index (``train_biencoder@<row>``,
 :func:`contrastlab.biencoder.index.write_code_index`): the ``k`` nearest bodies with repository,

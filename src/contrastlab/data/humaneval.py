@@ -1,4 +1,4 @@
-"""HumanEval problem x correctness-tier data (HumanEval, Chen et al. 2021), with sandboxed execution.
+"""HumanEval problem x correctness-tier data (HumanEval, Chen et al. 2021), sandboxed execution.
 
 For each of the 164 problems: the canonical solution and AST mutants (:data:`MUTATORS`:
 comparison flips, off-by-one constants, swapped boolean / arithmetic operators, dropped
