@@ -1,40 +1,22 @@
 """Coverage of the project's bootstrap intervals, checked by simulation at each data set's shape.
 
-A 95% interval procedure is only as good as its coverage: over repeated samples from a
-population whose value is known, the interval should contain that value about 95% of the
-time. Each simulator below draws one synthetic test set shaped like a real one (its size,
-its clusters, its label prevalences, its seeds), runs the interval procedure the report uses
-for it (the bootstrap of :mod:`contrastlab.evaluation.stats` and the BC percentile interval,
-:func:`contrastlab.evaluation.stats.bias_corrected_interval`), and says whether the interval
-covered the population value. :func:`coverage` repeats it.
+Each simulator draws one synthetic test set shaped like a real one (size, clusters, label
+prevalences, seeds) from a population whose value is known, runs the interval procedure the
+report uses for it (the bootstrap of :mod:`contrastlab.evaluation.stats`, BC percentile
+interval) and says whether the interval covered the value; :func:`coverage` repeats it.
 
-- :func:`sim_accuracy`: graph node classification. Per-node difficulty ``p_i ~ Beta(a, b)``
-  (node noise) and a per-seed logit shift ``delta_s ~ N(0, tau^2)`` (training-seed noise);
-  population value ``E[sigmoid(logit p + delta)]``; two-level bootstrap over seeds and nodes.
-- :func:`sim_clustered`: a mean of per-query values with queries clustered (code retrieval:
-  repository groups; fine-tuning: HumanEval problems), given the real cluster sizes. Query
-  ``i`` of cluster ``g`` under seed ``s`` has ``eta = link + u_g + delta_s + e_i`` (normal
-  cluster, seed and query effects); the value is Bernoulli(sigmoid(eta)) for a hit rate
-  (Rank@k) or sigmoid(eta) for a graded one (reciprocal rank, purity, AP); the population
-  value is ``E[sigmoid(link + N(0, sigma^2 + tau^2 + sd_item^2))]`` (Gauss-Hermite).
-  Procedure: cluster bootstrap (n-1 of n clusters and seeds).
-- :func:`sim_multilabel`: per label, scores ``N(mu_s, 1)`` for positives and ``N(0, 1)`` for
-  negatives at the real prevalences (independent labels), ``mu_s ~ N(mu, tau^2)`` per seed,
-  the unit noise split into a row effect shared by the seeds (share ``rho``) and a seed x row
-  part;
-  population AP and F1 by numerical integration (AP = integral of precision over recall,
-  Davis & Goadrich, ICML 2006). Procedure: the stratified bootstrap of
-  :func:`contrastlab.evaluation.multilabel.stratified_metric_reps` (same law, written for
-  speed in :func:`stratified_reps_fast`; ``tests/protocol/test_coverage.py`` compares the two),
-  for mAP over all labels with a test positive and over labels with at least ``k``.
+- :func:`sim_accuracy`: graph node classification; node difficulty ``p_i ~ Beta(a, b)``, seed
+  logit shift ``delta_s ~ N(0, tau^2)``; two-level bootstrap over seeds and nodes.
+- :func:`sim_clustered`: a mean of per-query values with queries clustered (repository groups,
+  HumanEval problems): ``eta = link + u_g + delta_s + e_i``; cluster bootstrap.
+- :func:`sim_multilabel`: binormal scores per label at the real prevalences; population AP
+  and F1 by numerical integration (Davis & Goadrich, ICML 2006); the stratified bootstrap of
+  :func:`contrastlab.evaluation.multilabel.stratified_metric_reps` (fast form:
+  :func:`stratified_reps_fast`, compared in ``tests/protocol/test_coverage.py``).
 
-The multi-label and fine-tuning tables use the crossed-effects replicates of
-:mod:`contrastlab.evaluation.stats_crossed` (the seed x item interaction counted once), and so
-do their simulations (``crossed=True``); the graph and code tables keep the plain two-level
-bootstrap.
-
-Sources: Efron & Tibshirani, "An Introduction to the Bootstrap" (1993), Ch. 12-14 on coverage
-of bootstrap intervals; Field & Welsh, JRSS-B 2007, on bootstrapping clustered data.
+The multi-label and fine-tuning simulations use the crossed-effects replicates of
+:mod:`contrastlab.evaluation.stats_crossed` (``crossed=True``), as their tables do. Sources:
+Efron & Tibshirani (1993), Ch. 12-14; Field & Welsh, JRSS-B 2007 (clustered data).
 """
 
 from __future__ import annotations
@@ -90,8 +72,9 @@ def sim_clustered(rng: np.random.Generator, *, sizes: Sequence[int], n_seeds: in
                   link: float = 0.0, sigma: float = 0.8, tau: float = 0.1, sd_item: float = 0.0,
                   binary: bool = True, n_resamples: int = 1000, crossed: bool = False) -> Result:
     """One replication of a clustered per-query mean (Rank@k, MRR, purity) at given cluster
-    sizes: ``(truth, estimate, low, high)``. Clusters are drawn anew (their effects
-    ``u_g ~ N(0, sigma^2)``), sizes fixed; see the module docstring for the model.
+    sizes: ``(truth, estimate, low, high)``. Clusters are drawn anew (``u_g ~ N(0, sigma^2)``),
+    sizes fixed; the value is Bernoulli(sigmoid(eta)) (``binary``) or sigmoid(eta), the truth
+    ``E[sigmoid(link + N(0, sigma^2 + tau^2 + sd_item^2))]`` (Gauss-Hermite).
     ``crossed``: the replicates of
     :func:`~contrastlab.evaluation.stats_crossed.bootstrap_per_item_crossed` (the fine-tuning
     tables) instead of the plain two-level bootstrap (the code tables)."""
