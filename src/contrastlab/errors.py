@@ -1,15 +1,9 @@
 """contrastlab's error types for bad input.
 
 A stage that fails because of what the user gave it (a params value, a missing or malformed
-data file, an unknown name) raises :class:`InputError`; ``contrastlab.cli.run_stage``
-reports it as one line, ``error: <message>``, with exit status 2. Every other exception is
-a bug or an environment failure and keeps its traceback.
-
-- :class:`InputError` (a ``ValueError``): bad input, with a message that says what to fix.
-- :class:`UnknownNameError` (an ``InputError`` and a ``KeyError``): a name that is not in a
-  table (a loss, a data set, a variant); ``except KeyError`` still catches it, and its
-  message prints without the quotes ``KeyError`` adds.
-- ``contrastlab.params.ParamsError`` (an ``InputError``): a params file that fails validation.
+data file, an unknown name) raises :class:`InputError` (or ``UnknownNameError``, also a
+``KeyError``; ``contrastlab.params.ParamsError``); ``contrastlab.cli.run_stage`` reports it
+as one line, ``error: <message>``, exit status 2. Other exceptions keep their traceback.
 """
 
 from __future__ import annotations

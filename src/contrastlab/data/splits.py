@@ -1,11 +1,9 @@
-"""Train / val / test split by repository (repository-stratified as in the retrieval experiment notes; RNG seed 42).
+"""Train / val / test split by repository (as in the retrieval experiment notes; RNG seed 42).
 
-Whole repository groups go to one split, so a test signature's repository never appeared
-in training: distributions that ship the same top-level package or share a name family
-are one group (:func:`repository_groups`), and near-duplicate bodies found by MinHash LSH
-(:func:`near_duplicate_groups`) never sit on both sides of the split (:func:`assign_splits`). Repositories are visited in a seeded random order and each goes to the split
-whose share of functions is furthest below its target fraction; with at least three
-repositories every split gets one.
+Whole repository groups go to one split (:func:`repository_groups`: a shared top-level
+package or name family), and near-duplicate bodies (MinHash LSH, :func:`near_duplicate_groups`)
+never sit on both sides (:func:`assign_splits`). Repositories are visited in a seeded order,
+each to the split furthest below its target share; with three or more, every split gets one.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""The code track's student and what it needs besides training: the rows it reads
-(:class:`CodeData`), the target space fitted on the training rows (:class:`Targets`,
-:func:`prepare_targets`), the model (:class:`CodeStudent`), inference (:func:`predict`) and
-its byte-reproducible checkpoints (:func:`save_student`, :func:`load_student`).
-
-The training loop (:mod:`contrastlab.training.code`) and the evaluation of trained students
-(:mod:`contrastlab.evaluation.code_eval`, ``code_hybrids``) both import it from here, so
-evaluation does not import training (tests/foundation/test_imports.py).
+"""The code track's student and what it needs besides training: rows (:class:`CodeData`), the
+training-fitted target space (:class:`Targets`, :func:`prepare_targets`), the model
+(:class:`CodeStudent`), inference (:func:`predict`) and byte-reproducible checkpoints
+(:func:`save_student`, :func:`load_student`). Here, not in training, so that evaluation does
+not import training (tests/foundation/test_imports.py).
 """
 
 from __future__ import annotations
