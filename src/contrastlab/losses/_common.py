@@ -58,6 +58,12 @@ def check_2d(name: str, x: Tensor) -> None:
         raise ValueError(f"{name} must be a floating-point tensor, got {x.dtype}")
 
 
+def check_temperature(temperature: float) -> None:
+    """``ValueError`` unless ``temperature > 0``."""
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+
+
 def reduce_terms(per: Tensor, valid: Tensor | None, reduction: str, return_stats: bool,
                  n_terms: Tensor | None = None):
     """Reduce per-anchor losses ``per`` (0 on invalid rows) to the requested reduction."""
@@ -304,8 +310,7 @@ def dense_weighted_log_softmax(anchors: Tensor, contrast: Tensor, coef: Tensor, 
     Raises:
         ValueError: ``temperature <= 0``.
     """
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+    check_temperature(temperature)
     dt = anchors.dtype
     return DenseWeightedLogSoftmax.apply(anchors, contrast, coef.to(dt), self_index, 1.0 / float(temperature),
                                          None if w is None else w.to(dt))
@@ -323,8 +328,7 @@ def weighted_log_softmax(anchors: Tensor, contrast: Tensor, coef: Tensor, self_i
     Raises:
         ValueError: ``temperature <= 0``.
     """
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+    check_temperature(temperature)
     inv_tau = 1.0 / float(temperature)
     if self_index is not None and use_dense(anchors.shape[0], contrast.shape[0]):
         # n * M < FUSED_MIN_ELEMENTS <= BLOCK_ELEMENTS: W is a single block
@@ -398,8 +402,7 @@ def flatten_views(features: Tensor, contrast_features: Tensor | None, anchor_off
 
 
 def scale_factor(temperature: float, base_temperature: float | None) -> float:
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+    check_temperature(temperature)
     if base_temperature is None:
         return 1.0
     if not base_temperature > 0:

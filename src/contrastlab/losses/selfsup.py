@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ._common import recompute_grads
+from ._common import check_temperature, recompute_grads
 
 __all__ = [
     "ntxent_loss", "mixco_loss", "mochi_loss",
@@ -36,11 +36,6 @@ def _check_views(z1: torch.Tensor, z2: torch.Tensor) -> None:
                          f"{tuple(z1.shape)} and {tuple(z2.shape)}")
     if z1.shape[0] < 2:
         raise ValueError(f"need at least 2 samples (N >= 2), got N={z1.shape[0]}")
-
-
-def _check_temperature(temperature: float) -> None:
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
 
 
 def _ntxent_plain(zs: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
@@ -101,7 +96,7 @@ def ntxent_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.5)
         ValueError: mismatched shapes, N < 2, or temperature <= 0.
     """
     _check_views(z1, z2)
-    _check_temperature(temperature)
+    check_temperature(temperature)
     n = z1.shape[0]
     z = F.normalize(torch.cat([z1, z2], dim=0), dim=1)
     pos = torch.arange(2 * n, device=z.device).roll(n)  # a -> (a + N) mod 2N
@@ -167,7 +162,7 @@ def mixco_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.5,
         ValueError: bad shapes, temperature <= 0, alpha <= 0, weight < 0.
     """
     _check_views(z1, z2)
-    _check_temperature(temperature)
+    check_temperature(temperature)
     if weight < 0:
         raise ValueError(f"weight must be >= 0, got {weight}")
     base = ntxent_loss(z1, z2, temperature=temperature)
@@ -268,7 +263,7 @@ def mochi_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.5,
         ValueError: bad shapes, temperature <= 0, n_hard out of range, s or s' < 0.
     """
     _check_views(z1, z2)
-    _check_temperature(temperature)
+    check_temperature(temperature)
     n = z1.shape[0]
     a_count = 2 * n
     if not 1 <= n_hard <= a_count - 2:
