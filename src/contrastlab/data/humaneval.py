@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass
 
 from contrastlab.errors import parse_python
-from contrastlab.sandbox import (TIERS, RunResult, SandboxUnavailable, run_sandboxed,
+from contrastlab.sandbox import (TIERS, RunResult, SandboxUnavailable, _mentions, run_sandboxed,
                                  sandbox_mode, tier_of)
 
 __all__ = ["Problem", "RunResult", "load_problems", "split_assertions",
@@ -55,10 +55,6 @@ def load_problems(max_problems: int = 0) -> list[Problem]:
 
 
 # ------------------------------------------------------------------ assertions
-def _mentions(node: ast.AST, name: str) -> bool:
-    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
-
-
 def split_assertions(test_src: str) -> list[str]:
     """Split a HumanEval ``check(candidate)`` into one program per assertion.
 
