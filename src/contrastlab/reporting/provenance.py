@@ -34,8 +34,8 @@ class Provenance:
     def table_note(self, track: str) -> str:
         """One sentence for a table's note: ``Params `graph` hash `…`, git commit `…`.``"""
         h = self.params_hashes.get(track)
-        parts = [f"params `{track}` hash `{h}`" if h else "params: none"]
-        parts.append(f"git commit `{self.git_commit}`")
+        parts = [f"params `{track}` hash `{h}`" if h else "params: none",
+                 f"git commit `{self.git_commit}`"]
         if self.dvc_exp_name:
             parts.append(f"DVC experiment `{self.dvc_exp_name}`")
         return "Produced by " + ", ".join(parts) + "."
@@ -52,8 +52,7 @@ def collect_provenance(params: Params, commit: str) -> Provenance:
     """Provenance of a report built from ``params`` at git ``commit``: the
     :func:`contrastlab.params.params_hash` of each section, the DVC experiment's name."""
     hashes = {name: params_hash(getattr(params, name)) for name in type(params).model_fields}
-    return Provenance(git_commit=commit, params_hashes=hashes,
-                      dvc_exp_name=current().experiment)
+    return Provenance(commit, hashes, current().experiment)
 
 
 def stamp_sections(sections: Sequence[Section], prov: Provenance) -> None:
@@ -63,11 +62,9 @@ def stamp_sections(sections: Sequence[Section], prov: Provenance) -> None:
         line = f"Params hash of `{s.track}`: `{prov.params_hashes.get(s.track, 'none')}`."
         if line not in s.notes:
             s.notes.insert(0, line)
-        for t in s.tables:
-            if "Produced by " in (t.note or ""):
-                continue  # the table states its own provenance (e.g. a preset's table)
-            if note not in t.note:
-                t.note = f"{t.note} {note}".strip() if t.note else note
+        for t in s.tables:  # unless the table states its own (e.g. a preset's table)
+            if "Produced by " not in (t.note or ""):
+                t.note = f"{t.note or ''} {note}".strip()
 
 
 def _is_num(v: Any) -> bool:
