@@ -96,12 +96,6 @@ def _entry_row(entry: dict[str, Any], kind: str, metrics_file: str, name: str | 
     return ExpRow(label, rev, kind, state, _params(data), _metrics(data, metrics_file))
 
 
-def _check_shape(data: Any) -> None:
-    if not isinstance(data, list) or not all(isinstance(e, dict) and "rev" in e for e in data):
-        raise InputError("not the shape `dvc exp show --json` prints (DVC 3.x): expected a "
-                         "list of {rev, name, data, error, experiments} objects")
-
-
 def experiment_rows(exp_show: Any, metrics_file: str = METRICS_FILE,
                     include_workspace: bool = False) -> list[ExpRow]:
     """The sweep's columns from parsed ``dvc exp show --json`` output (the module docstring's
@@ -111,7 +105,10 @@ def experiment_rows(exp_show: Any, metrics_file: str = METRICS_FILE,
         InputError: ``exp_show`` is not a list of entries with a ``rev``, or an experiment
             has no ``revs`` list.
     """
-    _check_shape(exp_show)
+    if not isinstance(exp_show, list) or not all(isinstance(e, dict) and "rev" in e
+                                                 for e in exp_show):
+        raise InputError("not the shape `dvc exp show --json` prints (DVC 3.x): expected a "
+                         "list of {rev, name, data, error, experiments} objects")
     rows: list[ExpRow] = []
     for base in exp_show:
         if base["rev"] == "workspace":
@@ -157,13 +154,6 @@ def _fmt(v: Any, digits: int | None = None) -> str:
     return str(v)
 
 
-def _digits(rows: Sequence[ExpRow], default: int = 4) -> int:
-    for r in rows:
-        if r.kind == "baseline" and isinstance(r.params.get("report.digits"), int):
-            return r.params["report.digits"]
-    return default
-
-
 def sweep_tables(rows: Sequence[ExpRow], digits: int | None = None) -> list[Table]:
     """``Settings`` (rev, state, differing params) and one metrics table per track, one column
     per experiment; ``digits``: decimals (default: the baseline's ``report.digits``, else 4).
@@ -173,7 +163,9 @@ def sweep_tables(rows: Sequence[ExpRow], digits: int | None = None) -> list[Tabl
     """
     if not rows:
         raise InputError("no experiments and no baseline to tabulate")
-    digits = _digits(rows) if digits is None else digits
+    if digits is None:
+        digits = next((r.params["report.digits"] for r in rows if r.kind == "baseline"
+                       and isinstance(r.params.get("report.digits"), int)), 4)
     cols = [r.name for r in rows]
     settings = [["rev", *[r.rev if r.rev == "workspace" else r.rev[:7] for r in rows]],
                 ["state", *[r.state for r in rows]]]
