@@ -90,8 +90,8 @@ def _tier_title(name: str, tier: dict) -> str:
 
 def tier_headline(tier: dict) -> str:
     """The within-problem tier answer (``summary["tier"]``): the same-tier AUC of the trained
-    row with the best validation AUC on both splits against the strongest baseline and the tier-blind reference, then the
-    nearest-neighbour tier accuracy and the one-token mutants."""
+    row with the best validation AUC on both splits against the strongest baseline and the
+    tier-blind reference, then the nearest-neighbour tier accuracy and the one-token mutants."""
     best = _best(tier, [r for r in tier["rows"] if r not in tier["references"]], "wp_auc")
     base = tier["baseline"]
     chance, ceiling = tier["chance"], tier["ceiling"]
@@ -262,7 +262,8 @@ def gpu_note(g: dict) -> str:
     return (f"GPU run ({g.get('device', 'CUDA')}; every layer trained, not part of `dvc repro`, "
             f"docs/finetune.md): {TITLES.get(best, best)} reaches kNN@5 problem x tier "
             f"{_pct(ta[best])} on split a, {verdict} the strongest baseline "
-            f"{TITLES.get(base, base)} {_pct(ta[base])}{holm}; mAP {_pct(ap[best])} vs {_pct(ap[base])}; split b "
+            f"{TITLES.get(base, base)} {_pct(ta[base])}{holm}; mAP {_pct(ap[best])} vs "
+            f"{_pct(ap[base])}; split b "
             f"{_pct(g['tables']['b']['knn5_pxt'][best])} vs {_pct(g['tables']['b']['knn5_pxt'][base])}.")
 
 
