@@ -151,28 +151,19 @@ def cell_view(v: Any, column: str) -> dict[str, Any]:
     numbers as ``data`` and its source as ``title``."""
     from . import Cell
 
-    extra: dict[str, Any] = {}
-    if isinstance(v, Cell):
-        extra = {"data": v.data(), "title": v.source}
-    if isinstance(v, float):
-        txt = f"{v:.4g}"
-    elif v is None:
-        txt = "-"
-    else:
-        txt = str(v)
-    cls = []
+    cell = isinstance(v, Cell)
+    txt = f"{v:.4g}" if isinstance(v, float) else "-" if v is None else str(v)
     plain = re.sub(r"[*_\u2020\u2021]", "", txt).strip()  # **bold**, daggers
-    if isinstance(v, (int, float)) and not isinstance(v, bool) or _NUM.match(plain):
-        cls.append("num")
-        col = column.lower()
-        if "\u0394" in column or "diff" in col or "delta" in col:
-            if plain.startswith("+") and plain.strip("+0.% ") != "":
-                cls.append("pos")
-            elif plain[:1] in "-\u2212" and plain.strip("-\u22120.% ") != "":
-                cls.append("neg")
-    if extra and "num" not in cls:
-        cls.append("num")  # a statistic: right-aligned like every number
-    return {"text": txt, "classes": cls, "data": extra.get("data", {}), "title": extra.get("title", "")}
+    num = isinstance(v, (int, float)) and not isinstance(v, bool) or _NUM.match(plain)
+    cls = ["num"] if num or cell else []  # a statistic: right-aligned like every number
+    col = column.lower()
+    if num and ("\u0394" in column or "diff" in col or "delta" in col):
+        if plain.startswith("+") and plain.strip("+0.% ") != "":
+            cls.append("pos")
+        elif plain[:1] in "-\u2212" and plain.strip("-\u22120.% ") != "":
+            cls.append("neg")
+    return {"text": txt, "classes": cls, "data": v.data() if cell else {},
+            "title": v.source if cell else ""}
 
 
 def png_size(path: Path) -> tuple[int, int] | None:
