@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -236,28 +235,21 @@ def forest_figure(c: Comparison, stem: Path) -> tuple[Path, Path]:
     Raises:
         ValueError: no panel has a row.
     """
-    import matplotlib.pyplot as plt
-
     order = _order(c)
     if not order:
         raise ValueError(f"forest_figure: no rows to draw for {stem.name}")
-    n, cols = len(c.panels), min(len(c.panels), 3)
-    nrows = math.ceil(n / cols)
+    n = len(c.panels)
     single = n == 1
     # rows get thinner past about 22 so a long table's figure still fits above the fold
     h_row = min(0.21 if single else 0.17, 4.6 / max(1, len(order)))
-    height = nrows * (0.55 + h_row * len(order)) + 0.9
-    fig, grid = plt.subplots(nrows, cols, figsize=style.figsize(height, 10.5 if n > 1 else 9.0),
-                             squeeze=False, sharey=True)
-    axes = [a for row in grid for a in row]
-    for a in axes[n:]:
-        a.set_visible(False)
+    fig, axes = style.panels(n, 0.55 + h_row * len(order), 3, width=10.5 if n > 1 else 9.0,
+                             pad=0.9, sharey=True)
     y = {k: i for i, k in enumerate(order)}
     for ax, p in zip(axes, c.panels):
         _draw_panel(ax, c, p, y, single)
     axes[0].set_ylim(len(order) - 0.5, -0.5)
     axes[0].set_yticks(range(len(order)), order)
-    for a in axes[:n]:
+    for a in axes:
         a.tick_params(axis="y", length=0)
     _legend(fig, c, single)
     if c.title:

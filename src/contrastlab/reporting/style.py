@@ -62,9 +62,10 @@ def styled(fn):
     return wrapper
 
 
-def panels(n: int, height: float = 3.4, max_cols: int = 3, **kwargs):
-    """``(fig, axes)``: ``n`` panels (row-major) in rows of at most ``max_cols``,
-    :data:`FIG_WIDTH` wide and ``height`` inches per row; ``kwargs`` go to ``plt.subplots``.
+def panels(n: int, height: float = 3.4, max_cols: int = 3, width: float = FIG_WIDTH,
+           pad: float = 0.0, **kwargs):
+    """``(fig, axes)``: ``n`` panels (row-major) in rows of at most ``max_cols``, ``width``
+    wide, ``height`` inches per row plus ``pad``; ``kwargs`` go to ``plt.subplots``.
 
     Raises:
         ValueError: ``n < 1`` or ``max_cols < 1``.
@@ -75,8 +76,8 @@ def panels(n: int, height: float = 3.4, max_cols: int = 3, **kwargs):
         raise ValueError(f"panels: need n >= 1 and max_cols >= 1 (got {n}, {max_cols})")
     cols = min(n, max_cols)
     rows = math.ceil(n / cols)
-    fig, grid = plt.subplots(rows, cols, figsize=figsize(height * rows), squeeze=False,
-                             **kwargs)
+    fig, grid = plt.subplots(rows, cols, figsize=figsize(height * rows + pad, width),
+                             squeeze=False, **kwargs)
     axes = [ax for row in grid for ax in row]
     for ax in axes[n:]:
         ax.set_visible(False)
