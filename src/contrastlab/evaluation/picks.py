@@ -15,16 +15,12 @@ distinct scores) and :func:`loo_f1_criterion` (mean of micro- and macro-F1).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+
+from ..models.grid_picks import FRAGILE_SHARE  # the code track's fragile share: one rule
 
 __all__ = ["loo_mean_average_precision", "loo_f1_criterion", "removal_margin", "pick_record",
            "is_fragile", "FRAGILE_SHARE"]
-
-#: A pick whose margin is under this share of the validation rows is fragile.
-FRAGILE_SHARE = 0.01
-
 
 def loo_mean_average_precision(y_true: np.ndarray, scores: np.ndarray) -> tuple[float, np.ndarray]:
     """Macro mAP of ``scores`` and its value with each row left out.
@@ -155,8 +151,9 @@ def removal_margin(full: np.ndarray, loo: np.ndarray, pick: int) -> tuple[int, i
 
 
 def is_fragile(margin: int, n_val: int) -> bool:
-    """A pick decided by fewer than ``ceil(FRAGILE_SHARE * n_val)`` validation rows."""
-    return margin < math.ceil(FRAGILE_SHARE * n_val)
+    """A pick decided by fewer than ``FRAGILE_SHARE * n_val`` validation rows (the code
+    track's rule, :data:`contrastlab.models.grid_picks.FRAGILE_SHARE`)."""
+    return margin < FRAGILE_SHARE * n_val
 
 
 def pick_record(criterion: str, candidates: list[float], full: np.ndarray, loo: np.ndarray,
