@@ -157,11 +157,9 @@ class Cell:
 
     def data(self) -> dict[str, str]:
         """The numbers as HTML ``data-*`` attributes (display scale applied)."""
-        out = {}
-        for key, v in (("value", self.value), ("ci-low", self.low), ("ci-high", self.high)):
-            if v is not None:
-                out[key] = f"{self.scale * v:.6g}"
-        return out
+        return {key: f"{self.scale * v:.6g}" for key, v in
+                (("value", self.value), ("ci-low", self.low), ("ci-high", self.high))
+                if v is not None}
 
 
 @dataclass
@@ -198,9 +196,7 @@ class Section:
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     comparison: Any = None
-    #: Figures shown first, above the details (the comparison figure, then its companions).
-    lead: list[Figure] = field(default_factory=list)
-    #: ``{short label: full label}`` of the rows shown, each once.
+    lead: list[Figure] = field(default_factory=list)  # shown first, above the details
     legend: dict[str, str] = field(default_factory=dict)
 
     def build(self, figures_dir: Path) -> "Section":
