@@ -28,9 +28,7 @@ def _bar_figure(st: dict, names: list[str], path: Path, dataset: str = "Cora",
     s = st["stats"]
     rows = names + [b for b in BASELINES if b in s]
     labels = [textwrap.fill(titles.get(n, BASELINES.get(n, n)), 18) for n in rows]
-    means = np.array([s[n]["mean"] for n in rows])
-    lows = np.array([s[n]["ci_low"] for n in rows])
-    highs = np.array([s[n]["ci_high"] for n in rows])
+    means, lows, highs = (np.array([s[n][k] for n in rows]) for k in ("mean", "ci_low", "ci_high"))
     fig, ax = plt.subplots(figsize=style.figsize(4.6))
     x = np.arange(len(rows))
     for xi, n, m, lo, hi in zip(x, rows, means, lows, highs):
