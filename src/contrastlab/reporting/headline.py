@@ -10,21 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..evaluation.stats import format_p
 from .figures import Comparison, Panel, Row, forest_figure, legend, shorten_labels
 
-__all__ = ["attach", "headline", "headline_metrics", "words", "p_text", "MAX_HEADLINE_WORDS"]
+__all__ = ["attach", "headline", "headline_metrics", "words", "MAX_HEADLINE_WORDS"]
 
 #: The headline's length limit (words, numbers counted as words).
 MAX_HEADLINE_WORDS = 60
-
-
-def p_text(p: float | None, floor: float | None = None) -> str:
-    """:func:`contrastlab.evaluation.stats.format_p` of a figure row's p and its floor:
-    ``p ≤ 0.0048`` at the floor, ``p = 0.012``, ``p = 0.43``; ``p < 0.001`` for a p without
-    draws (Wilcoxon); ``p n/a`` for None / NaN."""
-    from ..evaluation.stats import format_p
-
-    return format_p(p, floor=floor)
 
 
 def _names(rows: Sequence[Row], n: int = 3) -> str:
@@ -40,9 +32,9 @@ def _lead_words(c: Comparison, best: Row, base: Row | None, compact: bool = Fals
     d = f", {c.scale * (best.estimate - base.estimate):+.{c.digits}f} points vs "
     unit = c.fmt_unit(base.estimate)
     if compact:
-        return f"{d}{base.short} ({unit}; {p_text(best.p, best.p_floor)})"
+        return f"{d}{base.short} ({unit}; {format_p(best.p, floor=best.p_floor)})"
     return (f"{d}the strongest baseline {base.short} ({unit}; {c.test}, "
-            f"{p_text(best.p, best.p_floor)})")
+            f"{format_p(best.p, floor=best.p_floor)})")
 
 
 def words(text: str) -> int:
@@ -88,9 +80,11 @@ def _secondary(c: Comparison) -> str:
         return ""
     verdict = ("significantly above" if best.beats else "significantly below" if best.below
                else "level with")
-    return (f"on {p.title}, {best.short} reaches {c.fmt_unit(best.estimate)}"
-            + (f", {verdict} {base.short} ({c.scale * (best.estimate - base.estimate):+.{c.digits}f}, "
-               f"{p_text(best.p, best.p_floor)})" if base is not None and base is not best else ""))
+    head = f"on {p.title}, {best.short} reaches {c.fmt_unit(best.estimate)}"
+    if base is None or base is best:
+        return head
+    d = f"{c.scale * (best.estimate - base.estimate):+.{c.digits}f}"
+    return f"{head}, {verdict} {base.short} ({d}, {format_p(best.p, floor=best.p_floor)})"
 
 
 def _across(c: Comparison) -> tuple[str, str, dict]:
@@ -117,7 +111,7 @@ def _across(c: Comparison) -> tuple[str, str, dict]:
     first = (f"**{win}** is tied for best (95 % MCS) on {k} of {n} {c.noun}s; the best loss is "
              f"{c.scale * lo:+.{c.digits}f} to {c.scale * hi:+.{c.digits}f} points from the "
              f"strongest baseline ({c.metric}), significantly below on {below}, above on "
-             f"{above} ({c.test}; Wilcoxon {p_text(p_w)}).")
+             f"{above} ({c.test}; Wilcoxon {format_p(p_w)}).")
     if above == 0 and below == 0:
         second = (f"Take-away: no loss differs significantly from the strongest baseline on "
                   f"any {c.noun}.")
