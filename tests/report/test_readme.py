@@ -121,7 +121,9 @@ def test_committed_multilabel_doc_block_is_generated_from_the_committed_runs():
     block = multilabel_doc.render_block(ROOT)
     assert block in text, "docs/multilabel.md's results block is stale: run `python -m contrastlab.reporting.readme`"
     assert block.count("\n| ") >= 2 * 10  # both tables with their rows
-    assert "**Multi-label" in block  # the report's headline
+    assert "> **Headline.**" in block and "> **In full.**" in block  # the report's prose
+    # and every generated block of the docs (docs/statistics.md's F1 operating point too)
+    assert readme.update_docs(ROOT, check=True) == []
 
 
 def test_multilabel_doc_block_marks_each_sets_best_and_escapes_bars(tmp_path):
@@ -141,3 +143,23 @@ def test_multilabel_doc_block_marks_each_sets_best_and_escapes_bars(tmp_path):
     et = [r for r in rows if r.startswith("| ExtraTrees (baseline)")]
     assert "| **60.00** |" in et[0] and "| 30.00 |" in et[1]
     assert block.startswith(multilabel_doc.BEGIN) and block.endswith(multilabel_doc.END)
+
+
+def test_operating_point_table_flags_columns_off_the_operating_point(tmp_path):
+    import json
+
+    from contrastlab.reporting import multilabel_doc
+
+    keys = ("micro_f1", "macro_f1", "micro_f1_val_t", "macro_f1_val_t")
+    real = {"micro_f1": 0.6, "macro_f1": 0.4, "micro_f1_val_t": 0.62, "macro_f1_val_t": 0.5, "threshold_val": 0.25}
+    sim = {"micro_f1": 0.61, "macro_f1": 0.5, "micro_f1_val_t": 0.62, "macro_f1_val_t": 0.49}
+    cov = {"_operating_point": {"yeast": {"real_median_row": real, "simulated_mean": sim,
+                                          "simulated_threshold_val": 0.3,
+                                          "coverage_whole_rows": dict.fromkeys(keys, 0.93)}},
+           "yeast": {"micro_f1": 0.95, "micro_f1_val_t": 0.91, "macro_f1_val_t": 0.94}}
+    (tmp_path / "reports" / "metrics").mkdir(parents=True)
+    (tmp_path / "reports" / "metrics" / "coverage.json").write_text(json.dumps(cov))
+    row = [r for r in multilabel_doc.render_operating_point(tmp_path).splitlines() if r.startswith("| yeast")][0]
+    # macro-F1 @0.5 simulated 0.10 from the real value: not at the operating point (*), no coverage kept
+    assert "| 0.950 / -* / 0.910 / 0.940 |" in row and "| 0.25 / 0.30 |" in row
+    assert row.endswith("| 0.930 / 0.930 / 0.930 / 0.930 |")
