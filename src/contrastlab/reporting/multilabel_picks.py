@@ -56,6 +56,7 @@ def picks_table(runs: dict[str, dict[str, dict]]) -> Table | None:
                       "validation rows that decide it: the fewest rows whose removal lets another "
                       "candidate reach the pick's criterion (exact for a count; for mAP and F1 "
                       "from each row's jackknife pseudo-value). Fragile: a margin under 1 % of "
-                      "the validation rows. The threshold maximises validation (micro-F1 + "
-                      "macro-F1) / 2 averaged with its two grid neighbours; early stopping and C "
-                      "maximise validation mAP.")
+                      "the validation rows (on a validation split under 100 rows only a tie is "
+                      "fragile: read the margin itself). The threshold maximises validation "
+                      "(micro-F1 + macro-F1) / 2 averaged with its two grid neighbours; early "
+                      "stopping and C maximise validation mAP.")
