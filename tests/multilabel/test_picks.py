@@ -128,6 +128,11 @@ def test_every_pick_of_a_run_records_its_margin():
         summary = pick_summary(runs)
         assert set(summary) == expected
         assert all(len(v["margin_seed"]) == 2 and v["fragile_seeds"] <= 2 for v in summary.values())
+        bare = run_seed(data, cfg, 0, margins=False)  # the tuning objective's run: same fit, no margins
+        assert bare.picks == {} and bare.metrics == r.metrics and bare.chosen == r.chosen
+        if "early_stopping" in r.picks:  # the kept check is the curve's first maximum
+            i = r.curve["step"].index(r.picks["early_stopping"]["chosen"])
+            assert r.curve["val_map"][i] == max(r.curve["val_map"])
 
 
 def test_picks_table_counts_runs_margins_and_fragile_ones():

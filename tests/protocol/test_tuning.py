@@ -338,3 +338,56 @@ def test_multilabel_study_name_ignores_the_thread_count():
     assert more.train.threads_per_worker == 2 and name(more, ds) == name(ml, ds)
     other = ml.model_copy(update={"tune": ml.tune.model_copy(update={"folds": ml.tune.folds + 1})})
     assert name(other, ds) != name(ml, ds)
+
+
+LOG_SPACE = {"lr": SearchDim(type="float", low=1e-5, high=1e-3, log=True),
+             "drop": SearchDim(type="float", low=0.0, high=0.5)}
+
+
+def _peak_beyond_high(c):
+    """Best at lr = 1e-2, beyond the declared high 1e-3; ``drop`` best at its edge 0.5."""
+    import math
+    return -(math.log10(c["lr"]) + 2.0) ** 2 - (c["drop"] - 0.6) ** 2
+
+
+def test_widen_space_moves_only_log_bounds_at_the_edge():
+    from contrastlab.tuning.study import widen_space
+
+    wide, moved = widen_space(LOG_SPACE, {"lr": 9e-4, "drop": 0.5})
+    assert set(moved) == {"lr"}  # the linear dimension's bound is a natural limit: kept
+    assert wide["lr"].low == 1e-5 and wide["lr"].high == pytest.approx(1e-2)  # + half the log range
+    assert wide["drop"] == LOG_SPACE["drop"]
+    wide, moved = widen_space(LOG_SPACE, {"lr": 1.2e-5, "drop": 0.1})
+    assert wide["lr"].low == pytest.approx(1e-6) and wide["lr"].high == 1e-3
+    assert widen_space(LOG_SPACE, {"lr": 1e-4, "drop": 0.1})[1] == {}  # the middle: nothing moves
+    ints = {"n": SearchDim(type="int", low=2, high=8, log=True)}
+    wide, _ = widen_space(ints, {"n": 2})
+    assert wide["n"].low == 1 and wide["n"].high == 8  # rounded outwards, kept >= 1
+
+
+def test_widening_follows_a_pick_on_the_edge_and_resumes_the_same(tmp_path):
+    common = dict(track="t", variant="v", space=LOG_SPACE, objective=_peak_beyond_high, seed=0,
+                  startup_trials=3, progress=False, n_trials=6, default={"lr": 5e-4, "drop": 0.4})
+    plain = run_study(out_dir=tmp_path / "plain", **common)
+    assert plain.best_params["lr"] <= 1e-3 and plain.widened is None
+    res = run_study(out_dir=tmp_path / "wide", widen=2, widen_trials=3, **common)
+    assert res.widened and res.widened[0]["moved"]["lr"][:2] == [1e-5, 1e-3]
+    assert res.best_params["lr"] > 1e-3  # found beyond the declared space
+    assert res.best_value > plain.best_value
+    n = res.n_complete + res.n_failed + res.n_pruned
+    assert n == 6 + 3 * len(res.widened)
+    again = run_study(out_dir=tmp_path / "wide", widen=2, widen_trials=3, **common)  # resumed: no new trial
+    assert (again.best_trial, again.best_params, again.widened) == (res.best_trial, res.best_params,
+                                                                     res.widened)
+    write_tuned(tmp_path / "t.json", res, track="t", variant="v", objective="f", space=LOG_SPACE,
+                n_trials=6)
+    assert json.loads((tmp_path / "t.json").read_text())["widened"] == res.widened
+
+
+def test_widening_leaves_a_pick_in_the_middle_alone(tmp_path):
+    import math
+
+    res = run_study(track="t", variant="m", space=LOG_SPACE, seed=0, startup_trials=3, progress=False,
+                    n_trials=6, out_dir=tmp_path, widen=2, default={"lr": 1e-4, "drop": 0.2},
+                    objective=lambda c: -(math.log10(c["lr"]) + 4.0) ** 2)
+    assert res.widened is None and res.n_complete == 6

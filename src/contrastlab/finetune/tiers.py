@@ -1,4 +1,4 @@
-"""Within-problem tier metrics: does an embedding rank a query's same-tier variants of its own
+r"""Within-problem tier metrics: does an embedding rank a query's same-tier variants of its own
 problem above the other-tier ones? (kNN purity mostly measures problem clustering;
 docs/finetune.md.)
 

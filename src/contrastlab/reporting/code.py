@@ -169,8 +169,8 @@ def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -
     return table, _headline(stats, metrics, names, *size, ranks, baseline)
 
 
-def _preset_provenance(root: Path, name: str) -> str:
-    """Provenance sentence of a table produced from ``presets/code-<name>.yaml``."""
+def _preset_provenance(root: Path, name: str, script: str) -> str:
+    """Provenance sentence of a table produced by ``script`` from ``presets/code-<name>.yaml``."""
     from ..params import params_hash
     from ..params.code import CodeParams
 
@@ -181,7 +181,7 @@ def _preset_provenance(root: Path, name: str) -> str:
         h = params_hash(CodeParams(**yaml.safe_load(path.read_text(encoding="utf-8"))["code"]))
     except Exception:  # noqa: BLE001 - a missing or edited preset: say so, do not fail
         h = "unavailable"
-    return (f"Produced by `bash scripts/seed_corpus.sh` with `presets/code-{name}.yaml` "
+    return (f"Produced by `bash {script}` with `presets/code-{name}.yaml` "
             f"(params `code` hash `{h}`), not by params.yaml's `code` section.")
 
 
@@ -219,14 +219,25 @@ def _gpu_table(inp: Inputs, digits: int):
     return t, h, dev
 
 
-def _seed_table(inp: Inputs, digits: int) -> tuple[Table, str] | None:
-    """The seed-corpus preset's table (with the reference rows) and headline, or ``None``."""
-    seed = _load_table(inp, "code_seed_corpus")
-    if seed is None:
+#: Tables of the code track's presets, after the default one: (folder, preset, script,
+#: title, reference rows of the retrieval notes).
+PRESET_TABLES = (
+    ("code_seed_corpus", "seed-corpus", "scripts/seed_corpus.sh",
+     "Seed-corpus preset", True),
+    ("code_biencoder_cpu", "biencoder-cpu", "scripts/biencoder_cpu.sh",
+     "Bi-encoder at the compute curve's best CPU budget", False),
+)
+
+
+def _preset_table(inp: Inputs, spec: tuple, digits: int) -> tuple[Table, str] | None:
+    """A preset's table (``PRESET_TABLES`` entry) and headline, or ``None`` without results."""
+    folder, preset, script, title, references = spec
+    loaded = _load_table(inp, folder)
+    if loaded is None:
         return None
-    t, h = _table("code_seed_corpus", seed, "Seed-corpus preset (bash scripts/"
-                  "seed_corpus.sh; presets/code-seed-corpus.yaml)", digits, True)
-    t.note += " " + _preset_provenance(inp.root, "seed-corpus")
+    t, h = _table(folder, loaded, f"{title} (bash {script}; presets/code-{preset}.yaml)", digits,
+                  references)
+    t.note += " " + _preset_provenance(inp.root, preset, script)
     return t, h
 
 
@@ -277,13 +288,16 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
     layer = load_params_of(inp.root).code.teacher.layer
     table, headline = _table("code", loaded, "Signature -> body retrieval, default corpus "
                              f"(installed distributions, MiniLM layer {layer})", digits, False)
-    seed, gpu = _seed_table(inp, digits), _gpu_table(inp, digits)
+    presets = [(spec[3], _preset_table(inp, spec, digits)) for spec in PRESET_TABLES]
+    presets = [(title, t) for title, t in presets if t is not None]
+    gpu = _gpu_table(inp, digits)
     curve = _compute_curve(inp, table.comparison.panels[0].baseline())
     return Section(
         "code", "Code retrieval: signature -> body embedding", headline=headline,
         comparison=_with_gpu_panel(table.comparison, gpu),
-        tables=[table, default_vs_tuned(inp, loaded), seed and seed[0], gpu and gpu[0], curve and curve[1]],
-        notes=[seed and "Seed-corpus table: " + seed[1], gpu and "GPU bi-encoder table: " + gpu[1],
+        tables=[table, default_vs_tuned(inp, loaded), *(t[0] for _, t in presets), gpu and gpu[0],
+                curve and curve[1]],
+        notes=[*(f"{title}: {t[1]}" for title, t in presets), gpu and "GPU bi-encoder table: " + gpu[1],
                curve and "Compute curve: " + curve[2]],
         figures=[*(f(inp, loaded) for f in FIGURES), curve and curve[0]]).build(figures_dir)
 

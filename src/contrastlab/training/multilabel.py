@@ -150,7 +150,7 @@ def _baseline_method(cfg: TrainConfig) -> str | None:
     return spec.method
 
 
-def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedResult:
+def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int, margins: bool = True) -> SeedResult:
     """Train one seed of one variant; choose thresholds on validation; score the test split.
 
     Args:
@@ -159,6 +159,8 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
             group ids for the kNN purity (HumanEval).
         cfg: the variant's :class:`TrainConfig`.
         seed: seeds torch/numpy/python for this run.
+        margins: record each validation pick's margin (``SeedResult.picks``); False skips
+            the leave-one-out work (the tuning objective reads only ``val_map``).
 
     Returns:
         :class:`SeedResult`; metrics: ``micro_f1``/``macro_f1`` at 0.5, ``*_val_t`` at the
@@ -176,7 +178,7 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
     xte = torch.as_tensor(data["x_test"], dtype=torch.float32)
     yva = np.asarray(data["y_val"])
     chosen: dict[str, float] = {}
-    picks: dict[str, dict] = {}  # validation picks' records (evaluation.picks.pick_record)
+    picks: dict | None = {} if margins else None  # the picks' records (evaluation.picks.pick_record)
     enc = None
     method = _baseline_method(cfg)
     if method is not None:
@@ -190,7 +192,8 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
             if curve.get("step"):
                 chosen["pretrain_best_step"] = float(curve["step"][int(np.argmax(curve["val_map"]))])
             ft = dataclasses.replace(cfg, lr=cfg.finetune_lr, mask_rate=cfg.finetune_mask_rate)
-            picks["early_stopping_pretrain"] = picks.pop("early_stopping", None)
+            if picks is not None:
+                picks["early_stopping_pretrain"] = picks.pop("early_stopping", None)
             pred, curve = train_bce(xtr, ytr, xva, yva, ft, gen, encoder=enc, picks=picks)
             enc = pred.model[0]
             s_val, s_te = pred(xva).numpy(), pred(xte).numpy()
@@ -212,7 +215,9 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
     if "step" in curve and curve["step"]:
         chosen["best_step"] = float(curve["step"][int(np.argmax(curve["val_map"]))])
         chosen["steps_run"] = float(curve["step"][-1])
-    t_glob, picks["threshold"] = threshold_pick(yva, s_val)
+    t_glob, t_rec = threshold_pick(yva, s_val, margin=margins)
+    if picks is not None:
+        picks["threshold"] = t_rec
     t_lab = label_thresholds(yva, s_val) if cfg.per_label_thresholds else None
     y_te = data["y_test"]
     metrics = multilabel_metrics(y_te, s_te, cfg.threshold, cfg.precision_at)
@@ -232,7 +237,7 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int) -> SeedRe
     return SeedResult(seed, metrics, {k: list(map(float, v)) for k, v in curve.items()},
                       np.asarray(s_te, dtype=np.float32),
                       {"global": t_glob, "per_label": None if t_lab is None else t_lab.tolist()},
-                      chosen, time.perf_counter() - t0, {k: v for k, v in picks.items() if v})
+                      chosen, time.perf_counter() - t0, {k: v for k, v in (picks or {}).items() if v})
 
 
 
@@ -281,7 +286,7 @@ def cv_objective(x: np.ndarray, y: np.ndarray, folds: list[tuple[np.ndarray, np.
     for f, (tr, va) in enumerate(folds):
         d = {"x_train": x[tr], "y_train": y[tr], "x_val": x[va], "y_val": y[va],
              "x_test": x[va], "y_test": y[va]}
-        vals.append(run_seed(d, cfg, int(run_seeds[f % len(run_seeds)])).metrics["val_map"])
+        vals.append(run_seed(d, cfg, int(run_seeds[f % len(run_seeds)]), margins=False).metrics["val_map"])
         if report is not None and f + 1 < len(folds):
             report(f + 1, float(np.mean(vals)))
     v = np.asarray(vals)

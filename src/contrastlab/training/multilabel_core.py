@@ -205,8 +205,9 @@ def _schedule(opt: torch.optim.Optimizer, cfg: TrainConfig):
 
 def _loop(step_loss: Callable[[torch.Tensor], torch.Tensor], opt, n: int, cfg: TrainConfig,
           gen: torch.Generator, val_map: Callable[[], float], snapshot: Callable[[], Any],
-          name: str) -> tuple[Any, dict[str, list[float]]]:
-    """Shared step loop with early stopping; returns (best snapshot, curve).
+          name: str) -> tuple[Any, dict[str, list[float]], int]:
+    """Shared step loop with early stopping; returns (best snapshot, curve, index of the kept
+    check in the curve; -1 when none was kept).
 
     Raises:
         FloatingPointError: a non-finite loss (naming ``name`` and the step).
@@ -214,7 +215,7 @@ def _loop(step_loss: Callable[[torch.Tensor], torch.Tensor], opt, n: int, cfg: T
     sched = _schedule(opt, cfg)
     bs = min(cfg.batch_size, n)
     curve: dict[str, list[float]] = {"step": [], "loss": [], "val_map": []}
-    best, best_state, bad, step = -1.0, None, 0, 0
+    best, best_state, bad, step, kept = -1.0, None, 0, 0, -1
     acc, cnt = 0.0, 0
     while step < cfg.max_steps:
         perm = torch.randperm(n, generator=gen)
@@ -238,14 +239,14 @@ def _loop(step_loss: Callable[[torch.Tensor], torch.Tensor], opt, n: int, cfg: T
                 curve["val_map"].append(m)
                 acc, cnt = 0.0, 0
                 if m > best + 1e-6:
-                    best, best_state, bad = m, snapshot(), 0
+                    best, best_state, bad, kept = m, snapshot(), 0, len(curve["step"]) - 1
                 else:
                     bad += 1
                 if bad >= cfg.patience:
-                    return best_state, curve
+                    return best_state, curve, kept
             if step >= cfg.max_steps:
                 break
-    return best_state, curve
+    return best_state, curve, kept
 
 
 def _fit_best(module: torch.nn.Module, step_loss: Callable[[torch.Tensor], torch.Tensor], opt,
@@ -270,16 +271,12 @@ def _fit_best(module: torch.nn.Module, step_loss: Callable[[torch.Tensor], torch
             loos.append(loo_mean_average_precision(yva, s))
         return mean_average_precision(yva, s)
 
-    best, curve = _loop(step_loss, opt, n, cfg, gen, val_map,
-                        lambda: copy.deepcopy(module.state_dict()), cfg.variant)
+    best, curve, kept = _loop(step_loss, opt, n, cfg, gen, val_map,
+                              lambda: copy.deepcopy(module.state_dict()), cfg.variant)
     if best is not None:
         module.load_state_dict(best)
     module.eval()
     if picks is not None and loos:
-        kept, top = 0, -1.0
-        for i, m in enumerate(curve["val_map"]):  # the snapshot _loop kept
-            if m > top + 1e-6:
-                kept, top = i, m
         picks["early_stopping"] = pick_record("validation mAP", curve["step"],
                                               np.array([f for f, _ in loos]),
                                               np.stack([l for _, l in loos]), kept)

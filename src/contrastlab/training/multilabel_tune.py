@@ -167,7 +167,8 @@ def run_tuning(ml, variant: str, only: str | None, data_dir: str, tuned_dir: str
             kw = {"default": default} if "default" in run_kw else {}
             if "pruner" in run_kw:
                 kw.update(pruner=tune.pruner, min_resource=tune.min_resource,
-                          max_resource=tune.folds, reduction_factor=tune.reduction_factor)
+                          max_resource=tune.folds, reduction_factor=tune.reduction_factor,
+                          widen=tune.widen, widen_trials=tune.widen_trials)
             if study_seed_key(tune, variant, ds):
                 kw["seed_key"] = study_seed_key(tune, variant, ds)
             if ds not in todo:

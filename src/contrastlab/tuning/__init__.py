@@ -60,6 +60,11 @@ Search space entries (:class:`SearchDim`)::
 
 A dotted name (``feature_mask.0``) sets an element of a list-valued hyperparameter; the
 objective receives the flat dict and applies it (:func:`apply_choices`).
+
+A pick on the edge of a log-scale range can widen the space (``tune.widen`` rounds,
+``tune.widen_trials`` trials each; :func:`widen_space`): the bound moves out by half the log
+range, a probe in the new strip runs first, and the study keeps its name (the declared space);
+each round is stored as a study attribute, so a resumed study widens the same way.
 """
 
 from __future__ import annotations
@@ -73,10 +78,10 @@ from .space import (PROTOCOL, PrunerName, SearchDim, SeedTrialTune, Strict, Tune
                     space_digest, study_name, suggest, tune_kwargs)
 from .storage import GRACE_S, HEARTBEAT_S, MAX_RETRY, rdb_url
 from .storage import _open, _storage  # noqa: F401 - for tests that open a study directly
-from .study import run_study
+from .study import run_study, widen_space
 
 __all__ = ["SearchDim", "TuneParams", "TuneResult", "PROTOCOL", "suggest", "study_name",
            "sampler_seed", "make_pruner", "tune_kwargs", "run_study", "study_history",
            "write_tuned", "read_tuned", "apply_choices", "rdb_url", "space_digest",
            "PrunerName", "HEARTBEAT_S", "GRACE_S", "MAX_RETRY", "SeedTrialTune",
-           "distinct_seeds", "Strict"]
+           "distinct_seeds", "Strict", "widen_space"]

@@ -69,6 +69,8 @@ def write_tuned(path: str | Path, result: TuneResult, *, track: str, variant: st
     }
     if result.sampler_seed is not None:
         out["sampler_seed"] = result.sampler_seed
+    if result.widened:  # the space as it was after widening, and each round
+        out["widened"] = result.widened
     write_json(path, out)
 
 

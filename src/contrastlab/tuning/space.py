@@ -97,6 +97,10 @@ class StudyParams(Strict):
         "the largest step of the first complete trial).")
     reduction_factor: int = Field(3, ge=2, description="Hyperband / successive halving eta: "
                                   "1/eta of the trials of a rung are promoted.")
+    widen: int = Field(0, ge=0, le=10, description="Rounds of widening after the budget: a "
+                       "log-scale bound the best trial lands near moves out by half the log "
+                       "range and widen_trials more trials run (0: the declared space only).")
+    widen_trials: int = Field(4, ge=1, le=10_000, description="Trials added per round of widening.")
 
     @model_validator(mode="after")
     def _check_resource(self) -> "StudyParams":
@@ -161,6 +165,7 @@ class TuneResult:
     n_pruned: int = 0
     best_se: Optional[float] = None
     sampler_seed: Optional[int] = None
+    widened: Optional[list] = None  # rounds of widening (run_study's ``widen``), else None
 
 def space_digest(space: Mapping[str, SearchDim], fixed: Mapping[str, Any] | None = None) -> str:
     """A short hash of the search space, the fixed configuration and :data:`PROTOCOL`: a
@@ -225,9 +230,10 @@ def tune_kwargs(tune: Any) -> dict[str, Any]:
     """:func:`run_study` keyword arguments from a track's ``tune`` params (a
     :class:`TuneParams` or any object with ``trials``, ``seed``, ``storage`` and optionally
     ``startup_trials``, ``pruner``, ``min_resource``, ``max_resource``,
-    ``reduction_factor``): ``run_study(..., **tune_kwargs(p.graph.tune))``."""
+    ``reduction_factor``, ``widen``, ``widen_trials``): ``run_study(..., **tune_kwargs(p.graph.tune))``."""
     out = {"n_trials": tune.trials, "seed": tune.seed, "storage": tune.storage}
-    for k in ("startup_trials", "pruner", "min_resource", "max_resource", "reduction_factor"):
+    for k in ("startup_trials", "pruner", "min_resource", "max_resource", "reduction_factor",
+              "widen", "widen_trials"):
         if getattr(tune, k, None) is not None:
             out[k] = getattr(tune, k)
     return out

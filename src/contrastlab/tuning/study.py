@@ -16,7 +16,7 @@ from .space import (SearchDim, TuneResult, _check_default, make_pruner, sampler_
 from .storage import (_PROTOCOL_ATTRS, GRACE_S, HEARTBEAT_S, MAX_RETRY, _budget_trials,
                       _fail_stale, _heartbeat_of, _open, _retried, _set_up, _wait_for_set_up)
 
-__all__ = ["run_study"]
+__all__ = ["run_study", "widen_space", "EDGE_SHARE"]
 
 
 def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
@@ -28,7 +28,8 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
               pruner: Any = "none", min_resource: int = 1,
               max_resource: int | str = "auto", reduction_factor: int = 3,
               seed_key: str | None = None,
-              heartbeat: tuple[int, int] | None = None) -> TuneResult:
+              heartbeat: tuple[int, int] | None = None, widen: int = 0,
+              widen_trials: int = 4) -> TuneResult:
     """Run (or continue) one variant's study until it holds ``n_trials`` finished trials.
 
     Args:
@@ -62,6 +63,13 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
             that must draw the same configurations share it).
         heartbeat: ``(interval s, grace period s)`` of an RDB study's trial heartbeat
             (default ``(HEARTBEAT_S, GRACE_S)``; module docstring, "Workers can die").
+        widen, widen_trials: at most ``widen`` rounds of widening (0: none). After the
+            budget, when the best trial's value of a log-scale dimension lies in the outer
+            :data:`EDGE_SHARE` of its log range, that bound moves out by half the log range
+            (:func:`widen_space`), a probe (the best configuration with the moved value in
+            the middle of the new strip) is enqueued and ``widen_trials`` more trials run on
+            the wider space; again while the best lands on an edge. The study keeps its name
+            (the declared space); each round is stored as study attribute ``widen_<r>``.
 
     Returns:
         :class:`TuneResult` of the COMPLETE trial with the best objective.
@@ -96,17 +104,93 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
     bar = tqdm(total=n_trials, initial=min(done, n_trials), desc=f"tune {variant}",
                disable=not progress, leave=False)
     beat = (heartbeat or (HEARTBEAT_S, GRACE_S))[0]
-    while _next_slot(study, n_trials, storage, beat):
-        trial = study.ask()
-        if storage is not None and _surplus(study, trial, n_trials):
-            continue  # wait until the trials ahead have finished or gone stale
-        choices = suggest(trial, space)
-        state, value, se = _run_trial(study, trial, objective, choices, with_report=with_report,
-                                      storage=storage, variant=variant, progress=progress)
-        _log_trial(tracker, f"{variant} · trial {trial.number}", choices, value, state, se)
-        bar.update(1)
+    budget, current, rounds = n_trials, dict(space), []
+    for r in range(widen + 1):
+        if r:
+            wider = _widen_round(study, r, current, budget, direction)
+            if wider is None:
+                break
+            current, record = wider
+            budget += widen_trials
+            rounds.append({**record, "trials": widen_trials})
+            bar.total = budget
+        while _next_slot(study, budget, storage, beat):
+            trial = study.ask()
+            if storage is not None and _surplus(study, trial, budget):
+                continue  # wait until the trials ahead have finished or gone stale
+            choices = suggest(trial, current)
+            state, value, se = _run_trial(study, trial, objective, choices, with_report=with_report,
+                                          storage=storage, variant=variant, progress=progress)
+            _log_trial(tracker, f"{variant} · trial {trial.number}", choices, value, state, se)
+            bar.update(1)
     bar.close()
-    return _result(study, name, direction, s_seed)
+    res = _result(study, name, direction, s_seed)
+    res.widened = rounds or None
+    return res
+
+
+#: Share of a log-scale dimension's log range, at either end, where a pick counts as on the edge.
+EDGE_SHARE = 0.1
+
+
+def widen_space(space: Mapping[str, SearchDim], best: Mapping[str, Any],
+                edge_share: float = EDGE_SHARE) -> tuple[dict[str, SearchDim], dict[str, list]]:
+    """``(space, moved)``: ``space`` with every log-scale dimension whose ``best`` value
+    lies within ``edge_share`` of its log range from a bound moved out by half the log range
+    (``high -> high * (high / low) ** 0.5``; an int dimension's new bound rounded outwards, a
+    low bound of an int kept >= 1), and ``moved``: name -> ``[old low, old high, new low, new
+    high]``. Linear and categorical dimensions never move (their bounds are often natural
+    limits: a probability, a count, a list of options)."""
+    out, moved = dict(space), {}
+    for k, d in space.items():
+        if d.type == "categorical" or not d.log or k not in best:
+            continue
+        lo, hi = math.log(d.low), math.log(d.high)
+        frac = (math.log(best[k]) - lo) / (hi - lo)
+        half = (hi - lo) / 2
+        low, high = d.low, d.high
+        if frac <= edge_share:
+            low = math.exp(lo - half)
+        elif frac >= 1 - edge_share:
+            high = math.exp(hi + half)
+        else:
+            continue
+        if d.type == "int":
+            low, high = max(1, math.floor(low)), math.ceil(high)
+        out[k] = d.model_copy(update={"low": float(low), "high": float(high)})
+        moved[k] = [d.low, d.high, out[k].low, out[k].high]
+    return out, moved
+
+
+def _widen_round(study, r: int, space: dict, budget: int, direction: str):
+    """Round ``r`` of widening: ``(wider space, record)``, or ``None`` when the best of the
+    first ``budget`` finished trials is on no edge. The round is decided from those trials
+    only and stored (study attribute ``widen_<r>``) with its probe enqueued once, so a resumed
+    or shared study widens the same way."""
+    from optuna.trial import TrialState
+
+    key = f"widen_{r}"
+    if key in study.user_attrs:
+        rec = study.user_attrs[key]
+        return {k: SearchDim(**v) for k, v in rec["space"].items()}, {"moved": rec["moved"]}
+    first = sorted(_budget_trials(study), key=lambda t: t.number)[:budget]
+    complete = [t for t in first if t.state == TrialState.COMPLETE]
+    if not complete:
+        return None
+    sign = 1.0 if direction == "maximize" else -1.0
+    best = min(complete, key=lambda t: (-sign * t.value, t.number))
+    wider, moved = widen_space(space, best.params)
+    if not moved:
+        return None
+    probe = dict(best.params)
+    for k, (lo, hi, nlo, nhi) in moved.items():
+        a, b = (nlo, lo) if nlo < lo else (hi, nhi)
+        v = math.sqrt(a * b)
+        probe[k] = round(v) if wider[k].type == "int" else v
+    study.set_user_attr(key, {"space": {k: v.model_dump() for k, v in wider.items()},
+                              "moved": moved, "probe": probe})
+    study.enqueue_trial(probe)
+    return wider, {"moved": moved}
 
 
 # ------------------------------------------------------------------ the steps of run_study
