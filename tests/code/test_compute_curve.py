@@ -132,3 +132,27 @@ def test_docs_state_the_committed_finding():
     assert any(f"{100 * p['test']['rank_at_10']:.1f} % in {p['total_cpu_min']:.0f} CPU-minutes" in finding
                for p in pts)
     assert finding in " ".join((ROOT / "docs/code.md").read_text().split())
+
+
+def test_cpu_preset_is_the_curves_best_validation_budget_under_an_hour():
+    """presets/code-biencoder-cpu.yaml trains the budget of the committed curve with the best
+    validation Rank@10 among those under 60 CPU-minutes (the aim of issue 56), with that budget's
+    validation-picked learning rate; applied to params.yaml it validates and keeps one row."""
+    from contrastlab.params import load_params
+    from contrastlab.params.presets import apply_to_text, read_override
+
+    curve = json.loads((ROOT / "reports/metrics/code_compute_curve/curve.json").read_text())
+    ok = [p for p in curve["points"] if p["total_cpu_min"] <= 60]
+    best = max(ok, key=lambda p: (p["val"]["rank_at_10"], -p["total_cpu_min"]))
+    text = apply_to_text((ROOT / "params.yaml").read_text(),
+                         *read_override(ROOT / "presets/code-biencoder-cpu.yaml"))
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "params.yaml").write_text(text)
+        be = load_params(Path(d) / "params.yaml").code.biencoder
+    assert (str(be.layers), be.steps, be.max_length) == (best["layers"], best["steps"], best["max_length"])
+    (row,) = be.rows.values()
+    assert row.lr == pytest.approx(best["lr"]) and row.loss == curve["config"]["loss"]
+    assert row.temperature == pytest.approx(curve["config"]["temperature"])
+    assert be.batch_size == curve["config"]["batch_size"]

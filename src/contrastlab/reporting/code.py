@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..evaluation.stats import baseline_p
+from ..models.grid_picks import FRAGILE_SHARE, PLATEAU_SHARE
 from . import Inputs, Plot, Section, Table, load_params_of
 from .code_figures import _rank_curve_figure, _training_figure
 from .code_headline import _ci, _headline
@@ -36,10 +37,12 @@ def _comparison(stats: dict, metrics: dict, names: list[str], baseline: str | No
 
 #: The column of each score fusion beside the control at the same weight.
 SAME_W_COLUMN = "Δ R@10 vs control at the same w (pp, Holm p)"
+
 _PICK_NOTE = ("Fusion weights: the centre of the plateau of weights whose validation MRR is within "
-              "1 % of the validation queries of the best (the same rule for the control and every "
-              "trained fusion); margin: the fewest validation items (criterion x queries) whose "
-              "change would move the pick; ‡ a pick decided by under 1 % of the validation items; "
+              f"{100 * PLATEAU_SHARE:g} % of the validation queries of the best (the same rule for the "
+              "control and every trained fusion); margin: the fewest validation items (criterion x "
+              "queries) whose change would move the pick; ‡ a pick decided by under "
+              f"{100 * FRAGILE_SHARE:g} % of the validation items; "
               "† the committed weight was picked by the former rule (validation Rank@10) and the "
               "new rule picks another, not rerun (its pick is in the metrics file). ")
 _SAME_W_NOTE = ("'vs control at the same w': each trained fusion against BM25 + the untrained "

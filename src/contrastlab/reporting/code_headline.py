@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..models.grid_picks import FRAGILE_SHARE
+
 from ..evaluation.stats import baseline_p
 from . import Cell
 from .code_rows import (BM25, CONTROL_HYBRID, SENTENCE, _is_baseline, _is_hybrid, _title,
@@ -29,7 +31,7 @@ def _same_weight_sentence(T: dict, r10: dict, metrics: dict, ctl_w: dict) -> str
             f"{_ci(r10[CONTROL_HYBRID], True, 1)} % at its validation pick "
             f"w={metrics[CONTROL_HYBRID].get('weight', float('nan')):g}"
             + (f" (margin {margin:.1f} validation items"
-               + (", under 1 % of them" if pick.get("fragile") else "") + ")"
+               + (f", under {100 * FRAGILE_SHARE:g} % of them" if pick.get("fragile") else "") + ")"
                if margin is not None else "")
             + f". Against the control at the same weight, the largest gain of a trained fusion "
             f"is {T[tbest]}'s {100 * e['delta_vs_baseline']:+.1f} "

@@ -5,6 +5,8 @@ with the strongest baseline's test Rank@10 and 95 % CI as a band and the GPU row
 
 from __future__ import annotations
 
+from ..models.grid_picks import FRAGILE_SHARE
+
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -141,7 +143,8 @@ def curve_table(curve: Mapping[str, Any]):
                        f"{', '.join(f'{x:g}' for x in cfg.get('lrs', []))} by validation MRR "
                        f"(seed {cfg.get('val_seed')}); the margin is the Rank@10 hits of the "
                        f"pick minus the runner-up's on {cfg.get('n_val')} validation queries "
-                       "(fragile: under 1 % of them; a negative margin: the runner-up had more "
+                       f"(fragile: under {100 * FRAGILE_SHARE:g} % of them; a negative margin: "
+                       "the runner-up had more "
                        "hits but a lower MRR); "
                        f"total = cache + training + the other learning rates' runs; "
                        f"{cfg.get('threads')} threads. scripts/compute_curve.py."))

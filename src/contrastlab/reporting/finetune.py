@@ -24,6 +24,11 @@ HEADS = {"knn5_pxt": "kNN@5 problem x tier", "knn5_tier": "kNN@5 tier",
          "rank5": "Rank@5", "probe_tier": "tier probe acc."}
 
 
+#: The aim for the best loss's kNN@5 problem x tier purity on split a (the fine-tuning
+#: track's issue; the headline says whether it is met and whether the cells' ceiling allows it).
+PURITY_AIM = 0.75
+
+
 def _pct(st: dict) -> str:
     return f"{100 * st['mean']:.1f}% [{100 * st['ci_low']:.1f}, {100 * st['ci_high']:.1f}]"
 
@@ -169,11 +174,12 @@ def _purity_headline(summary: dict, layers) -> str:
     ceil = summary.get("ceiling", {}).get("knn5_pxt", {})
     if "a" in ceil:
         s += (f"; small (problem, tier) cells cap this metric at {100 * ceil['a']:.1f}% on split a "
-              f"and {100 * ceil['b']:.1f}% on split b, so the 75 % aim on split a "
-              + ("is met." if ta[best]["mean"] >= 0.75 else
-                 "is not met (and cannot be)." if ceil["a"] < 0.75 else "is not met."))
+              f"and {100 * ceil['b']:.1f}% on split b, so the {100 * PURITY_AIM:g} % aim on split a "
+              + ("is met." if ta[best]["mean"] >= PURITY_AIM else
+                 "is not met (and cannot be)." if ceil["a"] < PURITY_AIM else "is not met."))
     else:
-        s += "; the 75 % aim on split a is " + ("met." if ta[best]["mean"] >= 0.75 else "not met.")
+        s += (f"; the {100 * PURITY_AIM:g} % aim on split a is "
+              + ("met." if ta[best]["mean"] >= PURITY_AIM else "not met."))
     ap = summary["tables"]["a"].get("ap")
     if ap:
         apb = summary["tables"]["b"]["ap"]
