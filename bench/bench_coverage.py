@@ -182,9 +182,10 @@ def sim_empirical_delta(rng: np.random.Generator, *, diff: np.ndarray, clusters:
 
 def answer_deltas(root: Path) -> dict[str, dict]:
     """The README answer's paired differences with per-item data (``reports/summary.json``
-    ``answer``): ``{"code": ..., "code_secondary": ..., "graph": ...}``, each ``{"diff": [S, I]
-    best row - strongest baseline, "clusters": [I], "rows": (best, baseline)}``. Code: Rank@10
-    hits per test signature, clustered by repository (reports/data/<code, code_biencoder_gpu>/);
+    ``answer``): ``{"code": ..., "code_secondary": ..., "code_more1": ..., "graph": ...}``, each
+    ``{"diff": [S, I] best row - strongest baseline, "clusters": [I], "rows": (best, baseline)}``.
+    Code: Rank@10 hits per test signature, clustered by repository (reports/data/<code,
+    code_biencoder_gpu, code_biencoder_cpu (the CPU-budget preset: ``more``)>/);
     graph: correct test nodes (reports/data/graph/), no clusters (``None``); fine-tuning (with
     ``data/finetune/humaneval/variants.parquet``, stage ``finetune_data``): the tier metric's
     per-query values less the fixed tier-blind value, clustered by problem, crossed replicates."""
@@ -192,8 +193,10 @@ def answer_deltas(root: Path) -> dict[str, dict]:
 
     ans = json.loads((root / "reports" / "summary.json").read_text()).get("answer", {})
     out = {}
-    for key, entry, folder in (("code", ans.get("code"), "code"),
-                               ("code_secondary", (ans.get("code") or {}).get("secondary"), "code_biencoder_gpu")):
+    code = ans.get("code") or {}
+    more = [(f"code_more{k}", e, "code_biencoder_cpu") for k, e in enumerate(code.get("more", []), start=1)]
+    for key, entry, folder in [("code", ans.get("code"), "code"),
+                               ("code_secondary", code.get("secondary"), "code_biencoder_gpu"), *more]:
         if not entry:
             continue
         d = root / "reports" / "data" / folder

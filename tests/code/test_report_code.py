@@ -211,3 +211,35 @@ def test_a_folder_without_a_device_row_adds_no_gpu_table(tmp_path):
     _write_gpu(tmp_path, device=None)
     s = build_section(tmp_path, tmp_path / "fig")
     assert len(s.comparison.panels) == 1 and not any("every layer trained" in t.title for t in s.tables)
+
+
+def test_cpu_budget_preset_is_its_own_table_and_a_panel_the_summary_states(tmp_path):
+    """reports/metrics/code_biencoder_cpu (scripts/biencoder_cpu.sh): its own table with the
+    preset named, a panel between the default CPU one and the GPU one, and in the summary's
+    ``more`` (the README's rows), not in the headline."""
+    import shutil
+
+    from contrastlab.reporting.headline import headline_metrics
+
+    _write(tmp_path, with_hybrids=True)
+    _write_gpu(tmp_path)
+    m = tmp_path / "reports" / "metrics" / "code_biencoder_cpu"
+    d = tmp_path / "reports" / "data" / "code_biencoder_cpu"
+    shutil.copytree(tmp_path / "reports" / "metrics" / "code_biencoder_gpu", m)
+    shutil.copytree(tmp_path / "reports" / "data" / "code_biencoder_gpu", d)
+    meta = json.loads((m / "biencoder_infonce.json").read_text())
+    meta.pop("device")
+    (m / "biencoder_infonce.json").write_text(json.dumps({**meta, "layers": "3", "steps": 384}))
+    s = build_section(tmp_path, tmp_path / "fig")
+    titles = [t.title for t in s.tables]
+    cpu = next(t for t in s.tables if "compute curve's best CPU budget" in t.title)
+    assert "presets/code-biencoder-cpu.yaml" in cpu.title and "scripts/biencoder_cpu.sh" in cpu.note
+    assert titles.index(cpu.title) < next(i for i, t in enumerate(titles) if "every layer trained" in t)
+    assert [p.title for p in s.comparison.panels] == [
+        "2 CPU cores", "2 CPU cores, CPU-budget preset", "one H100, every layer trained"]
+    assert s.comparison.secondary == 2 and s.comparison.more == (1,)
+    nums = headline_metrics(s.comparison)
+    assert nums["secondary"]["panel"] == "one H100, every layer trained"
+    (more,) = nums["more"]
+    assert more["panel"] == "2 CPU cores, CPU-budget preset"
+    assert more["strongest_baseline"] == nums["strongest_baseline"]  # the same corpus, the same BM25

@@ -41,10 +41,11 @@ def test_every_answer_entry_has_a_row_with_its_numbers():
     summary = json.loads((ROOT / "reports" / "summary.json").read_text())
     table = readme.answer_table(summary)
     rows = table.splitlines()[2:]
-    n_secondary = sum("secondary" in a for a in summary["answer"].values())
-    assert len(rows) == len(summary["answer"]) + n_secondary
+    n_extra = sum(("secondary" in a) + len(a.get("more", [])) for a in summary["answer"].values())
+    assert len(rows) == len(summary["answer"]) + n_extra
     for a in summary["answer"].values():
-        for p in [a] + ([{**a, **a["secondary"]}] if "secondary" in a else []):
+        for p in ([a] + ([{**a, **a["secondary"]}] if "secondary" in a else [])
+                  + [{**a, **m} for m in a.get("more", [])]):
             cell = f"{p['best_loss_label']} {100 * p['best_loss_value']:.1f} %"
             assert any(cell in r for r in rows), cell
             if "n_panels" not in p:  # the CI contains its difference
@@ -77,6 +78,19 @@ def test_a_secondary_panel_has_its_own_coverage():
     assert "[-1.7, +2.5]" in rows[0] and "| +9.0° |" in rows[1]
 
 
+def test_further_panels_follow_with_their_own_coverage_keys():
+    a = _answer(secondary={"best_loss_label": "GPU row", "delta": 0.09, "delta_low": 0.05,
+                           "delta_high": 0.12, "panel": "one GPU"},
+                more=[{"best_loss_label": "CPU preset", "delta": 0.04, "delta_low": 0.01,
+                       "delta_high": 0.07, "panel": "CPU budget"}])
+    rows = readme.answer_table({"answer": {"graph": a}},
+                               {"graph": 0.95, "graph_secondary": 0.95, "graph_more1": 0.99}).splitlines()[2:]
+    assert len(rows) == 3 and "CPU budget" in rows[2] and "| +4.0° |" in rows[2]
+    ok = readme.answer_table({"answer": {"graph": a}}, {"graph_more1": 0.95}).splitlines()[4]
+    assert "| +4.0 [+1.0, +7.0] |" in ok
+    assert "graph (third row) 0.950" in readme.coverage_note({"graph_more1": 0.95})
+
+
 @committed
 def test_every_interval_the_readme_prints_has_simulated_coverage_in_the_target():
     from contrastlab.reporting.coverage_rule import HI, LO
@@ -85,7 +99,7 @@ def test_every_interval_the_readme_prints_has_simulated_coverage_in_the_target()
     cov = json.loads((ROOT / "reports" / "metrics" / "coverage.json").read_text()).get("delta", {})
     block = readme.render_block(ROOT / "reports")
     pairs = [(k, row) for t, a in summary["answer"].items()
-             for k, row in zip([t, f"{t}_secondary"],
+             for k, row in zip([key for key, _ in readme._rows_of(t, a)],
                                readme.answer_table({"answer": {t: a}}, cov).splitlines()[2:])]
     assert len(pairs) == len(readme.answer_table(summary, cov).splitlines()[2:])
     for key, row in pairs:

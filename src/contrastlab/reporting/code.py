@@ -223,18 +223,19 @@ def _gpu_table(inp: Inputs, digits: int):
 
 
 #: Tables of the code track's presets, after the default one: (folder, preset, script,
-#: title, reference rows of the retrieval notes).
+#: title, reference rows of the retrieval notes, panel title in the first figure or None: a
+#: panel only for a preset on the default corpus and split, whose BM25 is the default's).
 PRESET_TABLES = (
     ("code_seed_corpus", "seed-corpus", "scripts/seed_corpus.sh",
-     "Seed-corpus preset", True),
+     "Seed-corpus preset", True, None),
     ("code_biencoder_cpu", "biencoder-cpu", "scripts/biencoder_cpu.sh",
-     "Bi-encoder at the compute curve's best CPU budget", False),
+     "Bi-encoder at the compute curve's best CPU budget", False, "2 CPU cores, CPU-budget preset"),
 )
 
 
 def _preset_table(inp: Inputs, spec: tuple, digits: int) -> tuple[Table, str] | None:
     """A preset's table (``PRESET_TABLES`` entry) and headline, or ``None`` without results."""
-    folder, preset, script, title, references = spec
+    folder, preset, script, title, references, _ = spec
     loaded = _load_table(inp, folder)
     if loaded is None:
         return None
@@ -244,16 +245,30 @@ def _preset_table(inp: Inputs, spec: tuple, digits: int) -> tuple[Table, str] | 
     return t, h
 
 
-def _with_gpu_panel(c, gpu: tuple | None):
-    """The comparison, with the GPU table's as a second panel when there is one."""
-    if gpu is None:
-        return c
+def _with_panels(c, presets: list, gpu: tuple | None):
+    """The comparison with the preset tables' panels (``PRESET_TABLES``' panel title) and the
+    GPU table's: the GPU panel is the secondary (the headline states it), the presets' follow
+    in the summary and the README (``more``)."""
     from .figures import Comparison
 
-    cpu_p, gpu_p = c.panels[0], gpu[0].comparison.panels[0]
-    cpu_p.title, gpu_p.title = "2 CPU cores", f"one {_gpu_name(gpu[2])}, every layer trained"
-    return Comparison(c.metric, [cpu_p, gpu_p], unit=c.unit, scale=c.scale, digits=c.digits,
-                      test=c.test, primary=0, secondary=1, title=c.title)
+    cpu_p = c.panels[0]
+    extra = [(t[0].comparison.panels[0], spec[5]) for spec, t in presets if spec[5]]
+    if gpu is None and not extra:
+        return c
+    cpu_p.title = "2 CPU cores"
+    panels = [cpu_p]
+    for p, title in extra:
+        p.title = title
+        panels.append(p)
+    secondary = None
+    if gpu is not None:
+        gpu_p = gpu[0].comparison.panels[0]
+        gpu_p.title = f"one {_gpu_name(gpu[2])}, every layer trained"
+        panels.append(gpu_p)
+        secondary = len(panels) - 1
+    return Comparison(c.metric, panels, unit=c.unit, scale=c.scale, digits=c.digits,
+                      test=c.test, primary=0, secondary=secondary,
+                      more=tuple(range(1, 1 + len(extra))), title=c.title)
 
 
 def _trained(loaded: dict) -> tuple[list[str], dict[str, str]]:
@@ -291,16 +306,16 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
     layer = load_params_of(inp.root).code.teacher.layer
     table, headline = _table("code", loaded, "Signature -> body retrieval, default corpus "
                              f"(installed distributions, MiniLM layer {layer})", digits, False)
-    presets = [(spec[3], _preset_table(inp, spec, digits)) for spec in PRESET_TABLES]
-    presets = [(title, t) for title, t in presets if t is not None]
+    presets = [(spec, _preset_table(inp, spec, digits)) for spec in PRESET_TABLES]
+    presets = [(spec, t) for spec, t in presets if t is not None]
     gpu = _gpu_table(inp, digits)
     curve = _compute_curve(inp, table.comparison.panels[0].baseline())
     return Section(
         "code", "Code retrieval: signature -> body embedding", headline=headline,
-        comparison=_with_gpu_panel(table.comparison, gpu),
+        comparison=_with_panels(table.comparison, presets, gpu),
         tables=[table, default_vs_tuned(inp, loaded), *(t[0] for _, t in presets), gpu and gpu[0],
                 curve and curve[1]],
-        notes=[*(f"{title}: {t[1]}" for title, t in presets), gpu and "GPU bi-encoder table: " + gpu[1],
+        notes=[*(f"{spec[3]}: {t[1]}" for spec, t in presets), gpu and "GPU bi-encoder table: " + gpu[1],
                curve and "Compute curve: " + curve[2]],
         figures=[*(f(inp, loaded) for f in FIGURES), curve and curve[0]]).build(figures_dir)
 

@@ -79,6 +79,8 @@ class Comparison:
         noun: what a panel is (``data set``), for ``primary=None``.
         lead: other figures shown with the first one.
         secondary: with ``primary`` set, another panel whose best loss the take-away states.
+        more: further panels whose best loss the summary (``answer.<track>.more``) and the
+            README's table state after the secondary's, not the headline.
     """
 
     metric: str
@@ -92,6 +94,7 @@ class Comparison:
     lead: list = field(default_factory=list)
     title: str = ""
     secondary: int | None = None
+    more: tuple[int, ...] = ()
 
     def fmt(self, v: float | None) -> str:
         return "-" if v is None else f"{self.scale * v:.{self.digits}f}"

@@ -189,7 +189,7 @@ def headline_metrics(c: Comparison) -> dict[str, Any]:
     """The headline's numbers: ``best_loss``, ``strongest_baseline``, their values,
     ``delta`` (metric units) with its 95 % CI ``delta_low`` / ``delta_high``, ``p`` (Holm) and
     ``verdict``; across panels the mean difference, its range and the Wilcoxon p; a secondary
-    panel's under ``secondary``. ``{}`` without a loss or a baseline; floats to 6 decimals."""
+    panel's under ``secondary``, further panels' (``c.more``) in the list ``more``. ``{}`` without a loss or a baseline; floats to 6 decimals."""
     def rnd(d: dict) -> dict:
         return {k: round(v, 6) if isinstance(v, float) else v for k, v in d.items()
                 if v is not None}
@@ -219,6 +219,8 @@ def headline_metrics(c: Comparison) -> dict[str, Any]:
             return {}
         if c.secondary is not None and panel(c.secondary):
             nums["secondary"] = rnd(panel(c.secondary))
+        if any(panel(i) for i in c.more):
+            nums["more"] = [rnd(panel(i)) for i in c.more if panel(i)]
     if nums:
         nums.update(metric=c.metric, scale=c.scale, unit=c.unit)
     return rnd(nums)

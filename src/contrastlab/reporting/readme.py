@@ -56,9 +56,27 @@ def _row(title: str, a: dict, coverage: float | None = None) -> str:
     return f"| {title} | {base} | {best} | {diff} | {verdict} |"
 
 
+def _rows_of(track: str, a: dict) -> list[tuple[str, dict]]:
+    """``(coverage key, entry)`` of each README row of one track's answer: the primary panel,
+    then its ``secondary`` (key ``<track>_secondary``), then each of ``more``
+    (``<track>_more<k>``, k from 1)."""
+    rows = [(track, a)] + ([(f"{track}_secondary", {**a, **a["secondary"]})] if "secondary" in a else [])
+    return rows + [(f"{track}_more{k}", {**a, **m}) for k, m in enumerate(a.get("more", []), start=1)]
+
+
+def _row_label(key: str) -> str:
+    """``code_secondary`` -> ``code (second row)``; ``code_more1`` -> ``code (third row)``."""
+    ordinal = ["second", "third", "fourth", "fifth", "sixth"]
+    if key.endswith("_secondary"):
+        return key.replace("_secondary", " (second row)")
+    m = re.match(r"(.+)_more(\d+)$", key)
+    return f"{m.group(1)} ({ordinal[int(m.group(2))]} row)" if m else key
+
+
 def answer_table(summary: dict, coverage: dict | None = None) -> str:
-    """The Markdown table of ``summary["answer"]`` (a track's secondary panel in the row after
-    it); ``coverage``: ``{"<track>" or "<track>_secondary": simulated coverage}``.
+    """The Markdown table of ``summary["answer"]`` (a track's secondary panel, then its further
+    panels, in the rows after it: :func:`_rows_of`); ``coverage``: ``{"<track>",
+    "<track>_secondary" or "<track>_more<k>": simulated coverage}``.
 
     Raises:
         KeyError: ``summary`` has no ``answer`` or an entry lacks a field the table needs.
@@ -70,8 +88,7 @@ def answer_table(summary: dict, coverage: dict | None = None) -> str:
     answer = summary["answer"]
     for track in sorted(answer, key=lambda t: (TRACKS.index(t) if t in TRACKS else len(TRACKS), t)):
         a = answer[track]
-        for key, p in [(track, a)] + ([(f"{track}_secondary", {**a, **a["secondary"]})]
-                                      if "secondary" in a else []):
+        for key, p in _rows_of(track, a):
             where = f", {p['panel']}" if p.get("panel") else ""
             lines.append(_row(f"{a.get('title', track)}{where} ({a['metric']})", p,
                               (coverage or {}).get(key)))
@@ -84,7 +101,7 @@ def coverage_note(coverage: dict | None) -> str:
 
     if not coverage:
         return "° no simulated coverage of the difference's interval: not shown."
-    vals = ", ".join(f"{k.replace('_secondary', ' (second row)')} {v:.3f}" for k, v in sorted(coverage.items()))
+    vals = ", ".join(f"{_row_label(k)} {v:.3f}" for k, v in sorted(coverage.items()))
     return (f"Each interval shown covers {LO:.2f}-{HI:.2f} of the time in a simulation at "
             f"its own per-item data ({vals}; docs/statistics.md); ° none in that range: not shown.")
 
