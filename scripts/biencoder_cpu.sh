@@ -11,8 +11,10 @@
 # reports/metrics/code_biencoder_cpu/ and reports/data/code_biencoder_cpu/, with the default
 # table's BM25 (reports/metrics/code/baselines.json, the same corpus and split) beside them,
 # where the report's code section reads them (`dvc repro report`). It needs
-# data/code/functions.parquet and splits.parquet (`dvc repro split_by_repo`). CPU seconds of
-# every step (all threads) go to reports/timings/code_biencoder_cpu.json (not a DVC output).
+# data/code/functions.parquet and splits.parquet (`dvc repro split_by_repo`). CPU and wall
+# seconds of every step (all threads, /usr/bin/time) go to
+# reports/metrics/code_biencoder_cpu/logs/timings.json (not a DVC output; the report and
+# docs/code.md read the CPU minutes a seed from it).
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 work=${1:-"$root/../contrastlab-biencoder-cpu"}
@@ -34,9 +36,9 @@ print(f"biencoder_cpu: layers {be.layers}, {be.steps} steps, {be.max_length} tok
 PY
 metrics="$root/reports/metrics/code_biencoder_cpu"
 data="$root/reports/data/code_biencoder_cpu"
-mkdir -p "$metrics" "$data" "$root/reports/timings"
+mkdir -p "$metrics/logs" "$data"
 io=(--params "$work/params.yaml" --functions data/code/functions.parquet --splits data/code/splits.parquet)
-timings="$root/reports/timings/code_biencoder_cpu.json"
+timings="$metrics/logs/timings.json"
 step() {  # step NAME CMD...: run it; its CPU seconds (user + system, children included) to $timings
   local name=$1
   shift

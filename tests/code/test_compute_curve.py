@@ -156,3 +156,30 @@ def test_cpu_preset_is_the_curves_best_validation_budget_under_an_hour():
     assert row.lr == pytest.approx(best["lr"]) and row.loss == curve["config"]["loss"]
     assert row.temperature == pytest.approx(curve["config"]["temperature"])
     assert be.batch_size == curve["config"]["batch_size"]
+
+
+def test_cpu_preset_paragraph_states_the_committed_numbers(tmp_path):
+    """docs/code.md's generated paragraph reads the summary's ``more`` entry, the row's metrics,
+    the timings and the fusion; without results it says how to get them; its interval appears
+    only with a simulated coverage in the target."""
+    import shutil
+
+    from contrastlab.reporting.compute_curve import render_cpu_preset
+
+    assert "No results of the CPU-budget preset yet" in render_cpu_preset(tmp_path)
+    for rel in ("reports/metrics/code_biencoder_cpu", ):
+        shutil.copytree(ROOT / rel, tmp_path / rel)
+    (tmp_path / "reports/metrics/code_biencoder_cpu/logs").mkdir(exist_ok=True)
+    (tmp_path / "reports/metrics/code_biencoder_cpu/logs/timings.json").write_text(json.dumps(
+        {"cache": {"cpu_s": 120.0}, "train_biencoder_infonce": {"cpu_s": 3 * 600.0}}))
+    a = {"best_loss_value": 0.7775, "baseline_label": "BM25", "baseline_value": 0.7346, "delta": 0.0429,
+         "delta_low": 0.0128, "delta_high": 0.0721, "p": 0.0107, "p_floor": 0.0047, "verdict": "above"}
+    (tmp_path / "reports/summary.json").write_text(json.dumps({"answer": {"code": {"more": [a]}}}))
+    for cov, ci in ((0.96, "+4.3 [+1.3, +7.2] points"), (0.90, "+4.3° points")):
+        (tmp_path / "reports/metrics/coverage.json").write_text(json.dumps({"delta": {"code_more1": cov}}))
+        text = render_cpu_preset(tmp_path)
+        assert ci in text and "77.8 % test Rank@10 over 3 seeds" in text and "significantly above" in text
+        assert "A seed costs 10 CPU-minutes" in text and "2 more), within the 60-minute aim" in text
+    h = json.loads((ROOT / "reports/metrics/code_biencoder_cpu/hybrids_biencoder.json").read_text())
+    f = h["hybrids"]["fusion_biencoder_infonce"]
+    assert f"reaches {100 * f['rank_at_10']:.1f} %" in text

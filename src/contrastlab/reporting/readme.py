@@ -157,10 +157,11 @@ def update_docs(root: Path, check: bool = False) -> list[Path]:
     """Rewrite the docs' generated blocks under ``root``
     (:data:`contrastlab.reporting.multilabel_doc.DOC_BLOCKS`; a missing file is skipped);
     returns the files that were not current."""
+    from .compute_curve import PRESET_BEGIN, PRESET_END, render_cpu_preset
     from .multilabel_doc import DOC_BLOCKS
 
     stale = []
-    for rel, begin, end, render in DOC_BLOCKS:
+    for rel, begin, end, render in (*DOC_BLOCKS, ("docs/code.md", PRESET_BEGIN, PRESET_END, render_cpu_preset)):
         path = root / rel
         if path.exists() and not _replace_block(path, begin, end, render(root), check):
             stale.append(path)
