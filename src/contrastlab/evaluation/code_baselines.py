@@ -3,12 +3,12 @@ trained variants (same corpus, test signatures and FAISS ranking as ``evaluate_c
 :func:`run_all` returns the metrics JSON and the per-query test ranks.
 
 Rows (:mod:`contrastlab.models.code_baselines`): ``zeroshot_raw``, ``zeroshot_centred``
-(``whiten`` with ``code.target.centre: whiten``), ``ridge`` (lambda picked on validation,
-Rank@10 then MRR), ``zeroshot_centred_l<L>`` per ``code.baselines.zeroshot_layers`` entry (the
+(``whiten`` with ``code.target.centre: whiten``), ``ridge`` (lambda picked on validation
+MRR by the plateau-centre rule, :func:`contrastlab.models.grid_picks.pick_on_grid`), ``zeroshot_centred_l<L>`` per ``code.baselines.zeroshot_layers`` entry (the
 teacher read at layer ``L``), ``sentence`` (the teacher's own sentence embedding, all layers,
 masked mean, L2-normalised, up to ``code.baselines.sentence_max_tokens``; Reimers & Gurevych
-2019) and ``bm25`` (``(k1, b)`` from the ``bm25_k1 x bm25_b`` grid picked on validation; ties
-broken against the true body; Robertson & Zaragoza 2009, Eq. 3.15, Lucene variant via
+2019) and ``bm25`` (``(k1, b)`` from the ``bm25_k1 x bm25_b`` grid picked on validation MRR by the
+same rule, the grid's neighbours one step on one axis; ties broken against the true body; Robertson & Zaragoza 2009, Eq. 3.15, Lucene variant via
 ``bm25s``). Row names follow :func:`contrastlab.losses.registry.method_row`.
 """
 
@@ -50,8 +50,8 @@ def run_baselines(data, targets, lambdas, k_max: int = 100, device: str = "cpu")
         r = true_ranks(ridge_predict(pooled[va], w, mx, my), targets.corpus, va, 10, index=idx_c)
         grid.append({"lambda": lam, "val_rank_at_10": float((r <= 10).mean()),
                      "val_mrr": float((1.0 / r).mean())})
-    pick = argmax_pick([g["lambda"] for g in grid], [g["val_rank_at_10"] for g in grid], len(va),
-                       ties=[g["val_mrr"] for g in grid])
+    lams = [g["lambda"] for g in grid]
+    pick = pick_on_grid(lams, [g["val_mrr"] for g in grid], len(va))
     best = next(g for g in grid if g["lambda"] == pick["choice"])
     w, mx, my = fit_ridge(pooled[tr], targets.body[tr], best["lambda"])
     queries[ridge] = (ridge_predict(pooled, w, mx, my), targets.corpus, idx_c)
@@ -69,18 +69,18 @@ def run_baselines(data, targets, lambdas, k_max: int = 100, device: str = "cpu")
     metrics[ridge]["lambda"] = best["lambda"]
     metrics[ridge]["lambda_grid"] = grid
     metrics[ridge]["pick"] = pick
-    # what the smooth rule (validation MRR, plateau centre) would pick, for the report
-    metrics[ridge]["smooth_pick"] = pick_on_grid([g["lambda"] for g in grid],
-                                                 [g["val_mrr"] for g in grid], len(va))
+    # the former rule's record (validation Rank@10 argmax, ties MRR), for comparison
+    metrics[ridge]["rank10_pick"] = argmax_pick(lams, [g["val_rank_at_10"] for g in grid], len(va),
+                                                ties=[g["val_mrr"] for g in grid])
     return metrics, pd.concat(frames)
 
 
 def bm25_grid(signatures, bodies, val, k1s, bs) -> tuple[dict, list[dict], dict]:
-    """``(k1, b)`` with the best validation Rank@10 (ties: MRR, then grid order), the grid and
-    the pick record with its margin (:func:`contrastlab.models.grid_picks.argmax_pick`).
-
-    The pick stays the Rank@10 argmax: BM25's ``(k1, b)`` enters every hybrid, so a change
-    of rule reruns every trained fusion (see docs/code.md, "Picks on validation grids")."""
+    """``(k1, b)`` picked on validation MRR by the plateau-centre rule over the 2-D grid
+    (:func:`contrastlab.models.grid_picks.pick_on_grid`, neighbours one step on one axis), the
+    grid and the pick record with its margin; the record's ``rank10_pick`` is the former rule's
+    (validation Rank@10 argmax, ties MRR), for comparison (docs/code.md, "Picks on validation
+    grids")."""
     toks = [identifier_tokens(b) for b in bodies]
     qs = [signatures[i] for i in val]
     grid = []
@@ -89,14 +89,13 @@ def bm25_grid(signatures, bodies, val, k1s, bs) -> tuple[dict, list[dict], dict]
             r = ranks_from_scores(BM25Scorer(bodies, k1, b, tokenized=toks).scores(qs), val)
             grid.append({"k1": float(k1), "b": float(b), "val_rank_at_10": float((r <= 10).mean()),
                          "val_mrr": float((1.0 / r).mean())})
-    pick = argmax_pick([{"k1": g["k1"], "b": g["b"]} for g in grid],
-                       [g["val_rank_at_10"] for g in grid], len(qs),
-                       ties=[g["val_mrr"] for g in grid])
-    best = next(g for g in grid if {"k1": g["k1"], "b": g["b"]} == pick["choice"])
+    pts = [{"k1": g["k1"], "b": g["b"]} for g in grid]
     k1s, bs = sorted({g["k1"] for g in grid}), sorted({g["b"] for g in grid})
-    pick["smooth_pick"] = pick_on_grid(  # what the smooth rule would pick (not applied)
-        [{"k1": g["k1"], "b": g["b"]} for g in grid], [g["val_mrr"] for g in grid], len(qs),
-        coords=[(k1s.index(g["k1"]), bs.index(g["b"])) for g in grid])
+    pick = pick_on_grid(pts, [g["val_mrr"] for g in grid], len(qs),
+                        coords=[(k1s.index(g["k1"]), bs.index(g["b"])) for g in grid])
+    best = next(g for g in grid if {"k1": g["k1"], "b": g["b"]} == pick["choice"])
+    pick["rank10_pick"] = argmax_pick(pts, [g["val_rank_at_10"] for g in grid], len(qs),
+                                      ties=[g["val_mrr"] for g in grid])
     return best, grid, pick
 
 
@@ -193,7 +192,7 @@ def run_text_baselines(code, signatures: list[str], bodies: list[str], data) -> 
     r = ranks_from_scores(bm.scores([signatures[i] for i in te]), te)
     rows[method_row("code", "lexical")] = (r, best["val_rank_at_10"],
                                            {"k1": best["k1"], "b": best["b"], "bm25_grid": grid,
-                                            "pick": pick, "smooth_pick": pick.pop("smooth_pick")})
+                                            "pick": pick, "rank10_pick": pick.pop("rank10_pick")})
 
     def dense(q: torch.Tensor, c: torch.Tensor) -> tuple[np.ndarray, float]:
         q, c = F.normalize(q.float(), dim=-1), F.normalize(c.float(), dim=-1)
