@@ -199,3 +199,28 @@ def test_report_shows_each_fusion_beside_the_control_at_the_same_weight(tmp_path
     assert "Against the control at the same weight" in s.headline
     assert "margin 0.4 validation items, under 1 % of them" in s.headline
     assert "significantly above the control at their weight: 1 of 1" in s.headline
+
+
+def test_default_table_picks_follow_the_smooth_rule_and_docs_state_the_report():
+    """The default table's BM25 and ridge picks are the plateau-centre rule's (the former
+    argmax kept as rank10_pick), no default-table fusion is flagged not rerun, and the "now"
+    cells of docs/code.md's picks table are the report's generated numbers."""
+    import re
+
+    b = json.loads((ROOT / "reports/metrics/code/baselines.json").read_text())["baselines"]
+    for row in ("bm25", "ridge"):
+        assert b[row]["pick"]["rule"] == "plateau_centre" and "rank10_pick" in b[row], row
+    for f in ("hybrids.json", "hybrids_biencoder.json"):
+        h = json.loads((ROOT / "reports/metrics/code" / f).read_text())["hybrids"]
+        assert not [k for k, v in h.items() if v.get("pick_rule_not_rerun")], f
+    doc = (ROOT / "docs/code.md").read_text()
+    report = (ROOT / "reports/comparison.md").read_text()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| ([^|]+?) \| [^|]+ \| ([^|]+) \|$", doc, re.M)}
+    ctl = rows["control's weight, test Rank@10"]
+    gain = rows["best trained fusion vs the control"]
+    ci = re.search(r"(\d+\.\d \[[\d.]+, [\d.]+\] %)", ctl).group(1)
+    assert f"reaches {ci} at its validation pick" in report
+    d = re.search(r"([+-]\d+\.\d \[[+-][\d.]+, [+-][\d.]+\]) points, Holm (p = [\d.]+)", gain)
+    assert f"'s {d.group(1)} points" in report and d.group(2) in report
+    n = re.search(r"(\d+) / (\d+) of 9", rows["trained fusions significantly above / below the control"])
+    assert f"above the control at their weight: {n.group(1)} of 9, below: {n.group(2)}" in report
