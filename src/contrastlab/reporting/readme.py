@@ -101,7 +101,11 @@ def coverage_note(coverage: dict | None) -> str:
 
     if not coverage:
         return "° no simulated coverage of the difference's interval: not shown."
-    vals = ", ".join(f"{_row_label(k)} {v:.3f}" for k, v in sorted(coverage.items()))
+    def order(k: str) -> tuple:  # each track's rows in table order: itself, second, more<k>
+        m = re.match(r"(.+?)(?:_(secondary)|_more(\d+))?$", k)
+        return m.group(1), 0 if m.group(2) is None and m.group(3) is None else 1 if m.group(2) else 1 + int(m.group(3))
+
+    vals = ", ".join(f"{_row_label(k)} {v:.3f}" for k, v in sorted(coverage.items(), key=lambda kv: order(kv[0])))
     return (f"Each interval shown covers {LO:.2f}-{HI:.2f} of the time in a simulation at "
             f"its own per-item data ({vals}; docs/statistics.md); ° none in that range: not shown.")
 
