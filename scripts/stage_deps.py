@@ -43,6 +43,17 @@ multi-label stage and every other graph variant up to date, and editing
 ``params`` package reads the table to validate names; the gate does that check for every
 stage, so it is not a dependency of theirs.)
 
+Roles (``variants.yaml`` ``roles:``, e.g. ``multilabel.hybrid_base``) are written in the
+variant table only, which DVC cannot read; the gate copies them to ``roles.<track>.<role>``
+of ``data/loss_code.yaml``. A stage whose code reads a role lists that key in its
+``data/loss_code.yaml`` params entry, by hand (code shared by several stages reads a role
+for some rows only, e.g. the hybrid rows of ``training/multilabel_final.py``, so the import
+closure cannot tell which stage reads it): ``--write`` keeps these keys and the check reports
+one that names no role of the table. Where a stage's ``deps``/``params`` must name a role's
+value, ``--write`` writes it as a literal (:func:`hybrid_inputs`: the multi-label hybrid
+stage's tuned choices and variant params, of ``hybrid_base`` and of each hybrid's
+``model_of``), and the check reports a literal that differs from the table.
+
 Usage::
 
     python scripts/stage_deps.py            # check: exit 1 listing every missing dependency
@@ -56,6 +67,7 @@ output (a bad ``params.yaml`` then stops ``dvc repro`` before any stage deletes 
 ``artifacts:`` of the code models from ``params.yaml`` (:data:`PLOT_SPECS`): a variant added
 to ``params.yaml`` gets its curves in ``dvc plots show`` without editing ``dvc.yaml``; the
 check mode reports them when they are out of date. Plots with other ids are kept as written.
+It also writes the role literals of the hybrid stage (see above).
 
 ``--write`` replaces, in each stage's ``deps``, the entries that are Python code (``*.py``
 files and folders under ``src/`` or next to the stage script) with the computed closure and
@@ -96,6 +108,14 @@ VARIANT_AXES = {"${graph.variants}": "graph", "${graph.finetune}": "graph", "${c
 #: in its ``params:`` only: editing the graph schema leaves the code and multi-label stages
 #: up to date. A section module that another kept module imports is still reached that way.
 PARAMS_SECTIONS = {"code", "graph", "multilabel", "finetune", "report"}
+#: Keys of ``data/loss_code.yaml`` that copy the variant table's roles (declared by hand in a
+#: stage's ``data/loss_code.yaml`` params entry; see the module docstring).
+ROLE_PREFIX = "roles."
+#: The axis of the stage(s) training the multi-label hybrid rows: they read the tuned choices
+#: and params of :func:`hybrid_inputs`, written in their deps and params as literals.
+HYBRID_AXIS = "${multilabel.hybrids}"
+_TUNED_ML = re.compile(r"^reports/tuned/multilabel/(?!\$\{item)[^/]+\.json$")
+_ML_VARIANT = re.compile(r"^multilabel\.variants\.(?!\$\{item).+$")
 
 #: The first stage: validates params.yaml; every other stage depends on its output.
 GATE_STAGE = "validate_params"
@@ -445,7 +465,100 @@ def stale_generated(root: Path) -> list[str]:
     out += [f"artifacts: {k}" for k, v in arts.items() if have_a.get(k) != v]
     out += [f"artifacts: {k} (no such variant)" for k in have_a
             if k.startswith("code-") and k not in arts and arts]
+    for name, st in (doc.get("stages") or {}).items():
+        want = _hybrid_want(root, st)
+        have = _hybrid_have(_body(st))
+        if want is not None and have != want:
+            w, h = want["deps"] + want["params"], have["deps"] + have["params"]
+            lacks, stale = [x for x in w if x not in h], [x for x in h if x not in w]
+            out.append(f"stages: {name}: lacks {lacks}, has {stale}"
+                       + ("" if lacks or stale else " (in another order)")
+                       + f" (its rows read the tuned choices and params of {hybrid_inputs(root)}: "
+                       "the role multilabel.hybrid_base of variants.yaml, then the hybrids' "
+                       "model_of)")
     return out
+
+
+def hybrid_inputs(root: Path) -> list[str] | None:
+    """The variants whose tuned choices and params the multi-label hybrid rows read: the role
+    ``multilabel.hybrid_base`` of the variant table, then each hybrid's ``model_of`` (the
+    hybrids of ``params.yaml`` ``multilabel.hybrids``, else the table's); None when the
+    project has no such table or role."""
+    import yaml
+
+    f = Path(root) / VARIANT_TABLE
+    if not f.is_file():
+        return None
+    ml = (yaml.safe_load(f.read_text(encoding="utf-8")) or {}).get("multilabel") or {}
+    base = (ml.get("roles") or {}).get("hybrid_base")
+    if base is None:
+        return None
+    rows = ml.get("variants") or {}
+    hybrids = (_params_doc(root).get("multilabel") or {}).get("hybrids")
+    if hybrids is None:
+        hybrids = [n for n, e in rows.items() if (e or {}).get("kind") == "hybrid"]
+    mo = [(rows.get(h) or {}).get("model_of") for h in hybrids]
+    return list(dict.fromkeys([str(base), *(str(m) for m in mo if m)]))
+
+
+def _is_hybrid_stage(st: dict) -> bool:
+    return st.get("foreach") == HYBRID_AXIS or HYBRID_AXIS in (st.get("matrix") or {}).values()
+
+
+def _hybrid_want(root: Path, st: dict) -> dict | None:
+    """What a hybrid stage's literal deps and params should be (None: not such a stage)."""
+    names = hybrid_inputs(root) if _is_hybrid_stage(st) else None
+    if names is None:
+        return None
+    return {"deps": [f"reports/tuned/multilabel/{v}.json" for v in names],
+            "params": [f"multilabel.variants.{v}" for v in names]}
+
+
+def _is_hybrid_param(p) -> bool:
+    # a variant's params, or a role written as a params.yaml key (no longer one)
+    return isinstance(p, str) and (bool(_ML_VARIANT.match(p)) or p == "multilabel.hybrid_base")
+
+
+def _hybrid_have(body: dict) -> dict:
+    return {"deps": [d for d in _dep_paths(body) if _TUNED_ML.match(d)],
+            "params": [p for p in body.get("params") or [] if _is_hybrid_param(p)]}
+
+
+def _replace_run(seq, match, new: list[str]) -> bool:
+    """Replace the entries of the ruamel ``seq`` that ``match`` by ``new``, at the place of the
+    first (appended when none); True when something changed."""
+    idx = [i for i, x in enumerate(seq) if match(x)]
+    if [seq[i] for i in idx] == new:
+        return False
+    pos = idx[0] if idx else len(seq)
+    for i in reversed(idx):
+        del seq[i]
+    for j, x in enumerate(new):
+        seq.insert(pos + j, x)
+    return True
+
+
+def _write_hybrid_inputs(doc, root: Path) -> list[str]:
+    """Write :func:`hybrid_inputs` into the hybrid stages of the ruamel ``doc``; the names of
+    the stages that changed."""
+    from ruamel.yaml.comments import CommentedSeq
+
+    changed = []
+    for name, st in (doc.get("stages") or {}).items():
+        want = _hybrid_want(root, st)
+        if want is None:
+            continue
+        body = _body(st)
+        if body.get("deps") is None:
+            body["deps"] = CommentedSeq()
+        if body.get("params") is None:
+            body["params"] = CommentedSeq()
+        a = _replace_run(body["deps"], lambda d: isinstance(d, str) and bool(_TUNED_ML.match(d)),
+                         want["deps"])
+        b = _replace_run(body["params"], _is_hybrid_param, want["params"])
+        if a or b:
+            changed.append(name)
+    return changed
 
 
 def _write_generated(doc, root: Path) -> bool:
@@ -621,6 +734,28 @@ def _loss_param(body: dict):
     return False
 
 
+def _split_roles(v):
+    """``(the computed part, the role keys)`` of a :func:`_loss_param` value: role keys
+    (``roles.<track>.<role>``) are declared by hand; the rest is :func:`analyse`'s."""
+    if not v:
+        return v, []
+    roles = [k for k in v if str(k).startswith(ROLE_PREFIX)]
+    rest = [k for k in v if not str(k).startswith(ROLE_PREFIX)]
+    return (rest if rest else False), roles
+
+
+def known_roles(root: Path) -> set[str] | None:
+    """``roles.<track>.<role>`` for every role of the variant table (None: no table)."""
+    import yaml
+
+    f = Path(root) / VARIANT_TABLE
+    if not f.is_file():
+        return None
+    doc = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+    return {f"{ROLE_PREFIX}{t}.{r}" for t, sec in doc.items() if isinstance(sec, dict)
+            for r in (sec.get("roles") or {})}
+
+
 def gate(stages: dict) -> str | None:
     """The output of the ``validate_params`` stage (every other stage depends on it, so a bad
     params.yaml stops ``dvc repro`` before any stage removes its outputs), or None."""
@@ -638,6 +773,7 @@ def missing(root: Path) -> dict[str, list[str]]:
     stages = load_stages(root)
     info = analyse(root, stages)
     g = gate(stages)
+    known = known_roles(root)
     gaps = {}
     for name, st in stages.items():
         files, keys = info.get(name, ([], False))
@@ -646,8 +782,11 @@ def missing(root: Path) -> dict[str, list[str]]:
             need.append(g)
         deps = _dep_paths(_body(st))
         lack = [f for f in need if not covered(f, deps)]
-        if name in info and _loss_param(_body(st)) != keys:
+        declared, roles = _split_roles(_loss_param(_body(st)))
+        if name in info and declared != keys:
             lack.append(f"params {LOSS_CODE}: {'all' if keys is None else keys or 'none'}")
+        lack += [f"params {LOSS_CODE}: {r} (no such role in {VARIANT_TABLE})" for r in roles
+                 if known is not None and r not in known]
         if lack:
             gaps[name] = lack
     gen = stale_generated(root)
@@ -698,8 +837,9 @@ def write(root: Path) -> list[str]:
         keep_idx = [i for i, d in enumerate(old) if not _is_code_dep(d, script_dirs, g)]
         new_list = files + [old[i] for i in keep_idx]
         keys = info[name][1] if name in info else False
-        if _loss_param(body) != keys:
-            _set_loss_param(body, keys)
+        declared, roles = _split_roles(_loss_param(body))
+        if declared != keys:
+            _set_loss_param(body, keys, roles)
             changed.append(name)
         if new_list == old:
             continue
@@ -709,6 +849,7 @@ def write(root: Path) -> list[str]:
         deps.extend(kept)
         if name not in changed:
             changed.append(name)
+    changed += [n for n in _write_hybrid_inputs(doc, root) if n not in changed]
     if _write_generated(doc, root):
         changed.append("plots/artifacts")
     if changed:
@@ -722,9 +863,10 @@ def write(root: Path) -> list[str]:
     return changed
 
 
-def _set_loss_param(body, keys) -> None:
+def _set_loss_param(body, keys, roles=()) -> None:
     """Replace the stage's ``data/loss_code.yaml`` params entry by ``keys`` (see
-    :func:`analyse`), keeping its other params entries."""
+    :func:`analyse`) and the declared role keys ``roles`` (dropped when ``keys`` is the whole
+    file), keeping its other params entries."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     params = body.get("params")
@@ -733,6 +875,8 @@ def _set_loss_param(body, keys) -> None:
             p = params[i]
             if p == LOSS_CODE or (isinstance(p, dict) and LOSS_CODE in p):
                 del params[i]
+    if keys is False and roles:
+        keys = []
     if keys is False:
         if params is not None and not len(params):
             del body["params"]
@@ -743,7 +887,7 @@ def _set_loss_param(body, keys) -> None:
     if keys is None:
         entry[LOSS_CODE] = None
     else:
-        seq = CommentedSeq(keys)
+        seq = CommentedSeq([*keys, *roles])
         entry[LOSS_CODE] = seq
     params.append(entry)
 

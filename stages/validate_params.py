@@ -12,7 +12,8 @@ not by itself invalidate the stages downstream (each stage still depends on its 
 ``data/loss_code.yaml`` holds, per registered loss and per variant, a digest of the loss's
 registry entry and source files (:func:`contrastlab.params.losses.loss_code`); stages that
 train a loss depend on their own keys of it, so DVC reruns exactly the variants whose loss
-changed.
+changed. Its ``roles`` section copies the variant table's roles (``variants.yaml`` ``roles:``,
+where DVC cannot read them): a stage whose code reads a role depends on its key.
 """
 
 from pathlib import Path
@@ -33,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     p = load_params(args.params)
     check_loss_keywords(p, args.params)
     write_text(args.loss_code, "# written by stages/validate_params.py (do not edit): per loss "
-               "and per variant, the digest of the loss's registry entry and source files\n"
+               "and per variant, the digest of the loss's registry entry and source files; "
+               "per track, its roles (variants.yaml)\n"
                + yaml.safe_dump(loss_code(p, yaml.safe_load(Path(args.params).read_text(encoding="utf-8"))),
                                 sort_keys=True))
     write_json(args.out, {"params": "valid"})

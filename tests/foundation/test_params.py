@@ -346,3 +346,63 @@ def test_a_variants_loss_defaults_to_the_variant_tables(tmp_path):
     f = _shipped_with(tmp_path, lambda r: r["graph"]["variants"].update(
         ntxent_t2={"loss": "ntxent", "temperature": 0.2}))
     assert load_params(f).graph.variants["ntxent_t2"].loss == "ntxent"
+
+
+# ------------------------------------------------ roles: written once, in variants.yaml roles:
+@pytest.mark.parametrize("track,key", [("multilabel", "hybrid_base"), ("finetune", "index_variant")])
+def test_a_role_is_set_in_the_variant_table_not_in_params_yaml(tmp_path, track, key):
+    """A track's role (``variants.yaml`` ``roles:``) is written once: the schema reads it from
+    the variant table (and keeps it in ``model_dump``, so the params hashes hold it), and a
+    params file that sets it, even to the same value, fails naming the dotted key and where
+    the role is set."""
+    import yaml
+
+    from contrastlab.losses.registry import role
+
+    assert key not in yaml.safe_load((ROOT / "params.yaml").read_text())[track]
+    p = load_params(ROOT / "params.yaml")
+    assert getattr(getattr(p, track), key) == role(track, key)
+    assert flatten(p)[f"{track}.{key}"] == role(track, key)
+    f = _shipped_with(tmp_path, lambda r: r[track].update({key: role(track, key)}))
+    with pytest.raises(ParamsError) as e:
+        load_params(f)
+    msg = str(e.value)
+    assert str(f) in msg
+    assert (f"{track}.{key}: a role, set in src/contrastlab/losses/variants.yaml (roles: "
+            f"{track}.roles.{key} = {role(track, key)!r}), not in params.yaml") in msg
+
+
+def test_the_roles_are_still_validated(tmp_path, monkeypatch):
+    """hybrid_base must be a contrastive multi-label variant and index_variant one of
+    finetune.variants: the schemas check the roles the variant table sets."""
+    from contrastlab.losses import registry
+
+    f = _shipped_with(tmp_path, lambda r: r["finetune"].update(variants=["all", "bce"]))
+    with pytest.raises(ParamsError, match=r"index_variant 'mulsupcon' \(the role of "
+                                          r"src/contrastlab/losses/variants\.yaml, roles:\) is not in"):
+        load_params(f)
+    monkeypatch.setitem(registry.VARIANTS["multilabel"]["roles"], "hybrid_base", "logreg")
+    with pytest.raises(ParamsError, match=r"hybrid_base 'logreg' .*must be a contrastive variant"):
+        load_params(ROOT / "params.yaml")
+
+
+def test_the_params_gate_writes_the_roles_to_loss_code(tmp_path):
+    """DVC reads params files only: the validate_params stage copies the variant table's roles
+    to ``data/loss_code.yaml`` (``roles.<track>.<role>``), the keys that the stages reading a
+    role depend on."""
+    import importlib.util
+
+    import yaml
+
+    from contrastlab.losses.registry import VARIANTS, role
+
+    spec = importlib.util.spec_from_file_location("validate_params", ROOT / "stages" / "validate_params.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "loss_code.yaml"
+    assert mod.main(["--out", str(tmp_path / "ok.json"), "--loss-code", str(out)]) == 0
+    roles = yaml.safe_load(out.read_text())["roles"]
+    assert roles["multilabel"] == {"hybrid_base": role("multilabel", "hybrid_base")}
+    assert roles["finetune"] == {"index_variant": role("finetune", "index_variant"),
+                                 "head_loss": role("finetune", "head_loss")}
+    assert roles == {t: sec["roles"] for t, sec in VARIANTS.items() if sec["roles"]}

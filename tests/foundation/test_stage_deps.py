@@ -253,3 +253,70 @@ def test_data_a_module_reads_is_a_dependency(tmp_path):
     with pytest.raises(sd.DepsError, match="gone"):
         sd.Analyzer(r).closure([r / "stages/s.py"])
     assert "src/contrastlab/reporting/templates" in sd.required(ROOT)["report"]
+
+
+def test_the_hybrid_stage_names_the_role_hybrid_base_as_a_literal(tmp_path):
+    """DVC reads params.yaml only, so the hybrid stage's deps and params name the role
+    ``multilabel.hybrid_base`` of the variant table (then the hybrids' ``model_of``) as
+    literals, written by --write: the check reports a literal that differs from the table
+    (the table's role changed, or dvc.yaml edited by hand), and --write restores it."""
+    root = _copy_project(tmp_path)
+    shutil.copy2(ROOT / "params.yaml", root / "params.yaml")
+    st = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["train_multilabel_hybrid"]
+    base = sd.hybrid_inputs(ROOT)[0]
+    assert f"reports/tuned/multilabel/{base}.json" in st["deps"]
+    assert f"multilabel.variants.{base}" in st["params"]
+    assert {sd.LOSS_CODE: ["variants.multilabel.${item.loss}", "roles.multilabel.hybrid_base"]} \
+        in st["params"]
+    assert not [x for x in st["deps"] + st["params"] if "hybrid_base}" in str(x)]
+    # the role changes in the variant table: dvc.yaml is stale until --write
+    table = root / sd.VARIANT_TABLE
+    text = table.read_text()
+    assert text.count(f"    hybrid_base: {base} ") == 1
+    table.write_text(text.replace(f"    hybrid_base: {base} ", "    hybrid_base: simdis "))
+    stale = [s for s in sd.stale_generated(root) if s.startswith("stages: train_multilabel_hybrid")]
+    assert len(stale) == 1 and "reports/tuned/multilabel/simdis.json" in stale[0], stale
+    sd.write(root)
+    assert sd.stale_generated(root) == []
+    st = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["train_multilabel_hybrid"]
+    assert [d for d in st["deps"] if d.startswith("reports/tuned/")] == [
+        "reports/tuned/multilabel/simdis.json", "reports/tuned/multilabel/extratrees.json",
+        "reports/tuned/multilabel/bce.json"]
+    assert "multilabel.variants.simdis" in st["params"] and f"multilabel.variants.{base}" not in st["params"]
+    # --write kept the hand-declared role key
+    assert {sd.LOSS_CODE: ["variants.multilabel.${item.loss}", "roles.multilabel.hybrid_base"]} \
+        in st["params"]
+    # a hand edit of the literal is reported too
+    doc = yaml.safe_load((root / "dvc.yaml").read_text())
+    deps = doc["stages"]["train_multilabel_hybrid"]["deps"]
+    deps[deps.index("reports/tuned/multilabel/simdis.json")] = "reports/tuned/multilabel/any.json"
+    (root / "dvc.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    stale = sd.stale_generated(root)
+    assert len(stale) == 1 and "lacks ['reports/tuned/multilabel/simdis.json']" in stale[0] \
+        and "has ['reports/tuned/multilabel/any.json']" in stale[0], stale
+
+
+def test_role_keys_of_loss_code_are_kept_and_checked(tmp_path):
+    """A stage that reads a role depends on its ``roles.<track>.<role>`` key of
+    data/loss_code.yaml (declared by hand): --write keeps it, and the check reports a key that
+    names no role of the variant table."""
+    stages = sd.load_stages(ROOT)
+
+    def role_keys(name):
+        return sd._split_roles(sd._loss_param(sd._body(stages[name])))[1]
+    assert role_keys("train_multilabel_hybrid") == ["roles.multilabel.hybrid_base"]
+    assert role_keys("finetune_encoder") == role_keys("finetune_evaluate") == [
+        "roles.finetune.index_variant"]
+    assert role_keys("finetune_baseline") == role_keys("tune_finetune_baseline") == [
+        "roles.finetune.head_loss"]
+    assert role_keys("train_multilabel") == []  # its rows read no role
+    assert set(role_keys("finetune_encoder")) <= sd.known_roles(ROOT)
+    root = _copy_project(tmp_path)
+    shutil.copy2(ROOT / "params.yaml", root / "params.yaml")
+    doc = yaml.safe_load((root / "dvc.yaml").read_text())
+    entry = next(p for p in doc["stages"]["finetune_evaluate"]["params"]
+                 if isinstance(p, dict) and sd.LOSS_CODE in p)
+    entry[sd.LOSS_CODE] = ["roles.finetune.index_varaint"]
+    (root / "dvc.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert sd.missing(root) == {"finetune_evaluate": [
+        f"params {sd.LOSS_CODE}: roles.finetune.index_varaint (no such role in {sd.VARIANT_TABLE})"]}

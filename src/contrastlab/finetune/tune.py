@@ -70,7 +70,9 @@ def apply_tuned(ft, choices: dict[str, Any]):
     bad = sorted(set(choices) - set(TUNABLE))
     if bad:
         raise ValueError(f"tuned choices {bad} are not tunable fine-tuning params ({', '.join(TUNABLE)})")
-    return FinetuneParams(**{**ft.model_dump(), **choices})
+    # the fields only: a role (index_variant, a computed field) is not a params key
+    return FinetuneParams(**{**ft.model_dump(exclude=set(FinetuneParams.model_computed_fields)),
+                             **choices})
 
 
 def load_tuned(ft, path: str | Path | None):

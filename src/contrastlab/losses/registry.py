@@ -360,3 +360,18 @@ def role(track: str, key: str) -> str:
     """
     return VARIANTS[track]["roles"][key]
 
+
+def role_conflict(track: str, written) -> str | None:
+    """The error line for a role of ``track`` (``variants.yaml`` ``roles``) that the track's
+    ``params.yaml`` section sets (``written``: the keys the section sets), e.g.
+    ``"multilabel.hybrid_base: a role, set in src/contrastlab/losses/variants.yaml (roles:),
+    not in params.yaml ..."``; ``None`` when it sets none. A role is written once, in the
+    variant table (the schemas read it as a property): params.yaml never silently wins."""
+    roles = VARIANTS.get(track, {}).get("roles", {})
+    hit = [k for k in written if k in roles]
+    if not hit:
+        return None
+    k = hit[0]
+    return (f"{track}.{k}: a role, set in src/contrastlab/losses/variants.yaml (roles: "
+            f"{track}.roles.{k} = {roles[k]!r}), not in params.yaml; remove it from params.yaml")
+

@@ -16,7 +16,20 @@ bi-encoder rows; a key set to null drops a dimension, ``search: null`` searches 
 ``loss`` defaults to the table's (the variant's name unless the table says otherwise) and its
 ``kwargs`` are the table's. A ``loss`` or ``kwargs`` set in both ``params.yaml`` and
 ``losses/variants.yaml`` is an error naming the key's path
-(:func:`contrastlab.losses.registry.table_conflict`): neither file silently wins. Every other leaf has a schema default equal to the shipped ``params.yaml``
+(:func:`contrastlab.losses.registry.table_conflict`): neither file silently wins.
+
+A track's roles (the variants with a special job: ``multilabel.hybrid_base``, the contrastive
+variant whose encoder the hybrids use; ``finetune.index_variant``, the variant of the FAISS
+index; ``finetune.head_loss``; ``code.reference_baseline``) are written once, in
+``losses/variants.yaml`` (``roles:``), not in ``params.yaml``: the schemas read them as
+read-only properties (``MultilabelParams.hybrid_base``, ``FinetuneParams.index_variant``;
+computed fields, so ``model_dump`` and the params hashes still hold them), and a params file
+that sets one is an error naming its dotted key
+(:func:`contrastlab.losses.registry.role_conflict`). DVC, which reads ``params.yaml`` only,
+sees them as ``roles.<track>.<role>`` of ``data/loss_code.yaml`` (the ``validate_params``
+stage writes it).
+
+Every other leaf has a schema default equal to the shipped ``params.yaml``
 (``tests/foundation/test_params.py`` checks it), so a section or key left out of a params
 file means the same as the shipped value. Change such a default in both places, or the test
 names the leaf that differs.

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, computed_field, field_validator, model_validator
 
-from ..losses.registry import role, track_variants
+from ..losses.registry import role, role_conflict, track_variants
 from ..tuning.space import SearchDim, SeedTrialTune, Strict, distinct_seeds, known_names
 
 _ROWS = track_variants("finetune")  # the variant table's fine-tuning rows, in file order
@@ -137,11 +137,27 @@ class FinetuneParams(Strict):
         "Rows per padded forward pass (rows sorted by length; small on a CPU, large on a GPU)."))
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
     variants: list[str] = Field(default_factory=lambda: list(FINETUNE_VARIANTS))
-    index_variant: str = Field(role("finetune", "index_variant"), description=(
-        "Variant whose first seed's encoder and embeddings make the FAISS index."))
     data: FinetuneData = FinetuneData()
     eval: FinetuneEval = FinetuneEval()
     tune: FinetuneTune = FinetuneTune()
+
+    # in model_dump (params_hash, MLflow params) as when it was a params.yaml key
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def index_variant(self) -> str:
+        """The variant whose first seed's encoder and embeddings make the FAISS index: the
+        role ``index_variant`` of the variant table (``src/contrastlab/losses/variants.yaml``,
+        ``roles:``), written there only; a params file that sets ``finetune.index_variant``
+        is an error."""
+        return role("finetune", "index_variant")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _roles_not_here(cls, data):
+        err = role_conflict("finetune", data) if isinstance(data, dict) else None
+        if err:
+            raise ValueError(err)
+        return data
 
     @field_validator("variants")
     @classmethod
@@ -157,5 +173,6 @@ class FinetuneParams(Strict):
         if set(self.seeds) & set(self.tune.seeds):
             raise ValueError(f"tune.seeds {self.tune.seeds} overlap the final seeds {self.seeds}")
         if self.index_variant not in self.variants:
-            raise ValueError(f"index_variant {self.index_variant!r} is not in variants {self.variants}")
+            raise ValueError(f"index_variant {self.index_variant!r} (the role of src/contrastlab/"
+                             f"losses/variants.yaml, roles:) is not in variants {self.variants}")
         return self

@@ -79,11 +79,14 @@ def loss_code(p: Params, raw: dict) -> dict:
     defaults, ``model_of``, ``deterministic``, ``tuned``) and its configuration, the ``<track>.variants.<name>`` block of ``raw`` as
     written (null where the file has none); a per-variant stage depends on exactly this key, so adding a loss, or editing a file that
     only other losses use, leaves it up to date (docs/usage.md).
+    ``roles.<track>.<role>``: the variant with that job (``variants.yaml`` ``roles:``, the only
+    place a role is written; DVC cannot read it there), e.g. ``roles.multilabel.hybrid_base``;
+    a stage whose code reads a role depends on its key, so changing the role reruns it.
     """
     import hashlib
     import json
 
-    from ..losses.registry import LOSSES, code_digest, track_variants
+    from ..losses.registry import LOSSES, VARIANTS, code_digest, track_variants
     from .finetune import FINETUNE_VARIANTS
     from .multilabel import variant_loss
 
@@ -130,4 +133,5 @@ def loss_code(p: Params, raw: dict) -> dict:
         "finetune": {v: of(FINETUNE_VARIANTS.get(v, (v, {}))[0], "finetune", v)
                      for v in p.finetune.variants},
     }
-    return {"needs": needs, "variants": variants}
+    roles = {t: dict(sec["roles"]) for t, sec in VARIANTS.items() if sec.get("roles")}
+    return {"needs": needs, "roles": roles, "variants": variants}

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, computed_field, field_validator, model_validator
 
-from ..losses.registry import role, track_variants
+from ..losses.registry import role, role_conflict, track_variants
 from ..tuning.space import Strict, StudyParams, distinct_seeds, known_names
 
 #: Every data set name the track can build (MULAN sets + Reuters + HumanEval).
@@ -275,10 +275,25 @@ class MultilabelParams(Strict):
         default_factory=lambda: list(HYBRIDS),
         description="Exploratory rows on hybrid_base's encoder (variants.yaml methods; stage "
         "train_multilabel_hybrid, not tuned: hybrid_base's and its model_of baseline's choices).")
-    hybrid_base: str = Field(role("multilabel", "hybrid_base"),
-                             description="Contrastive variant whose encoder the hybrids use.")
     reuters: ReutersParams = ReutersParams()
     humaneval: HumanEvalParams = HumanEvalParams()
+
+    # in model_dump (params_hash, MLflow params) as when it was a params.yaml key
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def hybrid_base(self) -> str:
+        """The contrastive variant whose encoder the hybrids use: the role ``hybrid_base`` of
+        the variant table (``src/contrastlab/losses/variants.yaml``, ``roles:``), written
+        there only; a params file that sets ``multilabel.hybrid_base`` is an error."""
+        return role("multilabel", "hybrid_base")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _roles_not_here(cls, data):
+        err = role_conflict("multilabel", data) if isinstance(data, dict) else None
+        if err:
+            raise ValueError(err)
+        return data
 
     @field_validator("losses")
     @classmethod
@@ -340,7 +355,8 @@ class MultilabelParams(Strict):
             if bad:
                 raise ValueError(f"variants.{x}.model: {bad} not among {list(MODEL_KEYS[x])}")
         if self.hybrid_base in BASELINES or self.hybrid_base not in self.variants:
-            raise ValueError(f"hybrid_base {self.hybrid_base!r} must be a contrastive variant")
+            raise ValueError(f"hybrid_base {self.hybrid_base!r} (the role of src/contrastlab/losses/"
+                             "variants.yaml, roles:) must be a contrastive variant")
         clash = sorted(set(self.seeds) & set(self.tune.run_seeds))
         if clash:
             raise ValueError(f"tune.run_seeds {clash} are also final seeds (multilabel.seeds): the "
