@@ -66,8 +66,21 @@ def repo(tmp_path_factory):
     return repo, env
 
 
+_SHOWN: dict = {}
+
+
 def _columns(repo_env, args: list[str]) -> tuple[list[str], list[list[str]]]:
+    """The CSV header and rows ``dvc exp show`` prints with ``args`` in the copy; each command
+    runs once per copy (the copy does not change after the fixture: three tests read the plain
+    view, and each call parses the whole of dvc.lock)."""
     repo, env = repo_env
+    key = (str(repo), tuple(args))
+    if key not in _SHOWN:
+        _SHOWN[key] = _exp_show(repo, env, args)
+    return _SHOWN[key]
+
+
+def _exp_show(repo, env, args: list[str]) -> tuple[list[str], list[list[str]]]:
     p = subprocess.run([_dvc(), *args[1:], "--csv"], cwd=repo, env=env, capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 0, f"{args}: {p.stderr}"
