@@ -52,6 +52,11 @@ def log_span(values: Sequence[float]) -> str:
     return "..".join(f"1e{round(math.log10(v))}" for v in (min(values), max(values)))
 
 
+def key_values(items) -> str:
+    """``k=v, ...`` of ``(key, value)`` pairs, floats with 3 significant digits."""
+    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in items)
+
+
 def params_titles(params, track: str, names: Sequence[str] = ()) -> dict[str, str]:
     """``{variant: row label}`` of a track from loaded params (``None``: no params), in params
     order: its loss's registry title, then `` (<variant>)`` when the variant is not named after

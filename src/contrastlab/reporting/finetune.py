@@ -35,10 +35,8 @@ def _pct(st: dict) -> str:
 
 def _cell(st: dict) -> Cell:
     """mean [95 % CI] in % (bold = in the MCS; ↑/↓ vs the strongest baseline)."""
-    marks = ("↑",) if st.get("beats_baseline") else ("↓",) if st.get("below_baseline") else ()
-    return Cell(st["mean"], st["ci_low"], st["ci_high"], scale=100, digits=1,
-                bold=bool(st.get("in_mcs")), marks=marks,
-                source="mean over seeds, bootstrap CI over items and seeds")
+    return Cell.from_stats(st, scale=100, digits=1,
+                           source="mean over seeds, bootstrap CI over items and seeds")
 
 
 def _vs(st: dict) -> tuple[str, str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..evaluation.stats import baseline_p
-from . import Cell, Inputs, Plot, Section, Table, load_params_of, log_span, params_titles
+from . import Cell, Inputs, Plot, Section, Table, key_values, load_params_of, log_span, params_titles
 from .graph_figures import _bar_figure, _curve_figure, _pca_figure, _tuning_figure
 from .graph_stats import (_ALPHA, _DETERMINISTIC, BASELINES, SHORT_BASELINES, _read_json, _resolution,
                           default_vs_tuned, graph_statistics, loss_vs_supervised, supervised_rows)
@@ -68,8 +68,7 @@ def _baseline_rows(inp: Inputs, st: dict, digits: int) -> list[list]:
     rows = []
     for b in [b for b in BASELINES if b in st["stats"]]:
         info = bjson.get(b, {})
-        hp = ", ".join(f"{k}={info[k]:.3g}" if isinstance(info[k], float) else
-                       f"{k}={info[k]}" for k in ("K", "C", "normalize") if k in info)
+        hp = key_values((k, info[k]) for k in ("K", "C", "normalize") if k in info)
         rows.append([f"baseline: {BASELINES[b]}", *_stat_cells(st, b, digits),
                      1 if b in _DETERMINISTIC else st["n_seeds"], hp or "-", "same probe"])
     return rows
@@ -204,11 +203,9 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3, param
     tuning = default_vs_tuned(inp, names)
     ref_tests = loss_vs_supervised(inp, names, list(refs))
     ft_tests = loss_vs_supervised(inp, list(fts), list(refs), sub="supervised")
-    headline = _headline(st, names, st["baseline"], 0.842, digits, st["n_seeds"], st["n_test"],
-                         g["ds"], tuning=tuning, refs=refs, ref_tests=ref_tests,
-                         titles=titles, fts=fts, ft_tests=ft_tests)
     return Section(
-        "graph", f"Graph self-supervised learning on {g['ds']}", headline=headline,
+        "graph", f"Graph self-supervised learning on {g['ds']}",
+        headline=_headline(g, digits, tuning, ref_tests, ft_tests),
         comparison=_comparison(st, names, g["params"], g["ds"], titles),
         tables=[_main_table(inp, g, digits),
                 _supervised_table(refs, names, ref_tests, digits, titles, fts, ft_tests),

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import Inputs, Plot, Section, Table, load_params_of, log_span
+from . import Inputs, Plot, Section, Table, key_values, load_params_of, log_span
 from . import coverage_rule as rule
 from .multilabel_figures import _curve_figure, _weights_figure
 from .multilabel_headline import F1_KEY, F1_LABEL, headline
@@ -60,10 +60,6 @@ def _comparison(stats: dict[str, dict], uncovered: dict[str, set[str]], lead: li
                       title="Multi-label: test mAP per data set, 95 % CI (frequent labels where "
                             "the all-label interval does not cover; a set without a covering "
                             "mAP is left out)")
-
-
-def _fmt(x) -> str:
-    return f"{x:.3g}" if isinstance(x, float) else str(x)
 
 
 def _protocol_note(g: dict) -> str:
@@ -231,7 +227,7 @@ def _tuned_rows(g: dict) -> tuple[list[list], set[str]]:
             tuned_ds.add(ds)
             se, d0 = e.get("best_value_se"), t0.get(ds)
             rows.append([g["rowset"].titles[v], ds,
-                         ", ".join(f"{k}={_fmt(x)}" for k, x in sorted(e["params"].items())),
+                         key_values(sorted(e["params"].items())),
                          "-" if d0 is None else f"{100 * d0[0]:.2f}" + (f" ± {100 * d0[1]:.2f}" if d0[1] == d0[1] else ""),
                          f"{100 * e['best_value']:.2f}" + (f" ± {100 * se:.2f}" if se is not None else ""),
                          str(e.get("best_trial", "-")), f"{e.get('n_complete', '-')}/{t.get('budget_trials', '-')}"])

@@ -10,10 +10,6 @@ from . import style
 from .multilabel_rows import BASELINES, ROWS, Rows
 
 
-def _save(fig, path: Path) -> None:
-    style.save(fig, path)
-
-
 @style.styled
 def _curve_figure(ds: str, plots_dir: Path, variants: list[str], path: Path, rows: Rows = ROWS) -> bool:
     """Training loss and validation mAP per check (mean over seeds) of every trained variant;
@@ -46,7 +42,7 @@ def _curve_figure(ds: str, plots_dir: Path, variants: list[str], path: Path, row
     if handles:
         fig.legend(handles, labels, loc="outside right center")
     if any_curve:
-        _save(fig, path)
+        style.save(fig, path)
     else:
         plt.close(fig)
     return any_curve
@@ -75,4 +71,4 @@ def _weights_figure(ds: str, csv: Path, path: Path) -> None:
         ax.set_yscale("symlog")
     axes[0].set_ylabel("pairs")
     fig.suptitle(f"{ds}: Sim-Dis weights $K^s K^d$ by relation (training labels)")
-    _save(fig, path)
+    style.save(fig, path)

@@ -81,8 +81,6 @@ def rows_for(ml=None) -> Rows:
 
 #: The variant table's own rows (the report builds its rows from params, :func:`rows_for`).
 ROWS = rows_for()
-#: The contrastive variant whose encoder the hybrids use (the table's ``hybrid_base`` role).
-CONTRASTIVE_BASE = ROWS.base
 TITLES = ROWS.titles
 SHORT = ROWS.shorts
 TABLE1_ROWS = ROWS.table1
