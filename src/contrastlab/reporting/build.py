@@ -8,7 +8,12 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from . import TRACKS, Inputs, Section
+from . import TRACKS, Inputs, Section, headline_section, render_markdown, style
+from . import coverage_rule as rule
+from .headline import attach, headline_metrics
+from .html import render_html
+from .provenance import (collect_provenance, metrics_summary, provenance_section, stamp_sections,
+                         write_stage_times)
 
 __all__ = ["build_report", "collect_sections", "track_run", "write_summary", "ANSWER"]
 
@@ -49,8 +54,6 @@ def collect_sections(root: Inputs | Path, figures_dir: Path, tracks: Sequence[st
     """Every available track's section from ``root`` (:class:`~contrastlab.reporting.Inputs`
     or a repository root); tracks whose module or metrics are missing are skipped. Every table
     then follows the coverage rule (:func:`contrastlab.reporting.coverage_rule.apply`)."""
-    from . import coverage_rule as rule
-
     cov = rule.load(Inputs.of(root).metrics)
     sections = []
     for t in tracks:
@@ -82,8 +85,6 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     from ..timings import timings_dir
     from ..tracking import variant_run
     from ..utils import git_commit, repo_root
-    from . import style
-    from .provenance import collect_provenance, write_stage_times
 
     out = Path(out_dir)
     metrics = Path(metrics_dir) if metrics_dir else out / "metrics"
@@ -108,10 +109,6 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
 
 def _sections(inputs: Inputs, figures: Path, prov) -> tuple[list[Section], dict]:
     """The page's sections (headlines first, provenance last) and ``{track: headline numbers}``."""
-    from . import headline_section
-    from .headline import attach, headline_metrics
-    from .provenance import provenance_section, stamp_sections
-
     sections = collect_sections(inputs, figures)
     for s in sections:
         attach(s, figures)
@@ -125,8 +122,6 @@ def _write_pages(sections: list[Section], params, prov, out: Path) -> None:
     """``index.html`` (first: a missing figure stops before anything is replaced), then
     ``comparison.md``."""
     from ..io import write_text
-    from . import render_markdown
-    from .html import render_html
 
     digits = params.report.digits
     for s in sections:
@@ -141,8 +136,6 @@ def _write_pages(sections: list[Section], params, prov, out: Path) -> None:
 
 
 def _write_summary(out: Path, heads: dict, metrics: Path, params) -> dict:
-    from .provenance import metrics_summary
-
     summary = {ANSWER: {t: h for t, h in heads.items() if h},
                **metrics_summary(metrics, params.report.headline)}
     if not summary[ANSWER]:

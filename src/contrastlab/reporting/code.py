@@ -6,7 +6,11 @@ the statistics in :mod:`.code_stats`; this module assembles the section and its 
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+
+import numpy as np
 
 from ..evaluation.stats import baseline_p
 from ..models.grid_picks import FRAGILE_SHARE, PLATEAU_SHARE
@@ -18,14 +22,13 @@ from .code_rows import (CONTROL_HYBRID, REFERENCES, TITLES, _contrastive, _is_ba
 from .code_stats import (_load_table, _resolution, control_at_same_weight, default_vs_tuned,
                          strongest_baseline, table_stats)
 from .code_stats import only_in_top10  # noqa: F401 (re-exported)
+from .figures import Comparison, Panel, rows_from_stats
 
 __all__ = ["build_section", "REFERENCES", "TITLES"]
 
 
 def _comparison(stats: dict, metrics: dict, names: list[str], baseline: str | None):
     """The table's Rank@10 as the report's first figure and headline (:mod:`.figures`)."""
-    from .figures import Comparison, Panel, rows_from_stats
-
     rows = rows_from_stats(
         stats["rank_at_10"]["best"], names,
         kind=lambda n: "baseline" if _is_baseline(n) else "hybrid" if _is_hybrid(n) else "loss",
@@ -152,8 +155,6 @@ _COLUMNS = ["row", "R@1 % [CI]", "R@5 % [CI]", "R@10 % [CI]", "MRR [CI]", "media
 
 def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -> tuple[Table, str]:
     """A code table (its comparison attached) and its headline paragraph."""
-    import numpy as np
-
     metrics, ranks, repo = loaded["metrics"], loaded["ranks"], loaded["repo"]
     names = _order(metrics)
     baseline = strongest_baseline(metrics)
@@ -194,8 +195,6 @@ GPU_TABLE = "code_biencoder_gpu"
 
 def _gpu_name(device: str) -> str:
     """``NVIDIA H100 80GB HBM3`` -> ``H100`` (the model number), else the name unchanged."""
-    import re
-
     m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Za-z]?)\b", device)
     return m.group(1) if m else device
 
@@ -249,8 +248,6 @@ def _with_panels(c, presets: list, gpu: tuple | None):
     """The comparison with the preset tables' panels (``PRESET_TABLES``' panel title) and the
     GPU table's: the GPU panel is the secondary (the headline states it), the presets' follow
     in the summary and the README (``more``)."""
-    from .figures import Comparison
-
     cpu_p = c.panels[0]
     extra = [(t[0].comparison.panels[0], spec[5]) for spec, t in presets if spec[5]]
     if gpu is None and not extra:
@@ -323,8 +320,6 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
 def _compute_curve(inp: Inputs, bm25) -> tuple | None:
     """``(Plot, Table, finding)`` of the bi-encoder's compute curve (:mod:`.compute_curve`)
     against the strongest baseline's test Rank@10 and CI, or ``None``."""
-    import json
-
     from .compute_curve import curve_finding, curve_plot, curve_table, gpu_points
 
     f = inp.metrics / "code_compute_curve" / "curve.json"

@@ -7,6 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
+from ..evaluation.stats import (bootstrap_per_item, draws_for, format_p, holm, paired_pvalue,
+                                resample_counts, resolution_note, settle_draws, summarize)
 from . import Cell, Inputs, Table, load_params_of
 from .code_rows import (BM25, CONTROL_HYBRID, _is_baseline, _is_hybrid, _title, _trained_fusions,
                         _untrained)
@@ -14,8 +18,6 @@ from .code_rows import (BM25, CONTROL_HYBRID, _is_baseline, _is_hybrid, _title, 
 
 def _seed_matrix(part, seeds=None):
     """``[S, I]`` ranks of a frame's rows per seed (sorted by seed and id), and seed 0's ids."""
-    import numpy as np
-
     seeds = sorted(part["seed"].unique()) if seeds is None else seeds
     return (np.stack([part[part["seed"] == s]["rank"].to_numpy() for s in seeds]),
             part[part["seed"] == seeds[0]]["id"].to_numpy())
@@ -111,10 +113,6 @@ def _same_weight_family(mats: dict, same_w: dict, f, draws, s: int) -> dict:
     """Each trained fusion against the control at the fusion's own weight: the paired per-item
     difference against a zero baseline on the table's draws (Holm over the fusions), and
     ``control_mean``, the control's estimate at that weight."""
-    import numpy as np
-
-    from ..evaluation.stats import bootstrap_per_item, summarize
-
     per, ctl = {}, {}
     for n, c in same_w.items():
         c = np.repeat(c[:1], s, 0) if c.shape[0] == 1 else c[:s]
@@ -140,8 +138,6 @@ def strongest_baseline(metrics: dict) -> str | None:
 def only_in_top10(ranks: dict, a: str, b: str, k: int = 10) -> float:
     """Mean over seeds of #test queries whose true body ``a`` ranks in its top ``k`` and ``b``
     does not (``ranks``: name -> int ``[S, I]``; a one-seed row is repeated)."""
-    import numpy as np
-
     ra, rb = ranks[a], ranks[b]
     n = max(len(ra), len(rb))
     return float(np.mean([((ra[min(i, len(ra) - 1)] <= k) & (rb[min(i, len(rb) - 1)] > k)).sum()
@@ -164,10 +160,6 @@ def table_stats(ranks: dict, repo, n_resamples: int | None = None, seed: int = 0
         metric -> ``{"best": summarize(...) over every row (95 % Model Confidence Set,
         Hansen, Lunde & Nason 2011), "baseline", <BM25>: the hybrids against BM25, ...}``.
     """
-    import numpy as np
-
-    from ..evaluation.stats import draws_for, resample_counts
-
     # untrained rows (baselines and their hybrids) have one deterministic run: repeated per seed
     multi = [k for k, v in ranks.items() if v.shape[0] > 1 or not _untrained(k)]
     s = min([ranks[k].shape[0] for k in multi], default=1)
@@ -190,8 +182,6 @@ _PER_METRIC = {"rank_at_1": lambda r: (r <= 1), "rank_at_5": lambda r: (r <= 5),
 def _metric_stats(mats: dict, f, draws, names: list[str], repo, seed: int, baseline: str | None,
                   same_w: dict | None, s: int) -> dict:
     """One metric's families (:func:`table_stats`)."""
-    from ..evaluation.stats import bootstrap_per_item, summarize
-
     per = {k: f(v) for k, v in mats.items()}
     point, reps = bootstrap_per_item(per, draws=draws)
 
@@ -215,8 +205,6 @@ def _metric_stats(mats: dict, f, draws, names: list[str], repo, seed: int, basel
 
 def _resolution(stats: dict) -> str:
     """Draws, family size and floor of a :func:`table_stats` result, for its caption."""
-    from ..evaluation.stats import resolution_note
-
     rows = stats["rank_at_10"]["best"]
     tested = [e for e in rows.values() if "test" in e]
     n_res = next(iter(rows.values()))["n_resamples"]
@@ -244,11 +232,7 @@ def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None 
     """Each tuned loss's declared configuration (trial 0, on the final seeds) against its tuned
     choice: Rank@10, test CIs and the paired difference (Holm over the losses); ``None``
     before ``default_code`` ran."""
-    import numpy as np
     import pandas as pd
-
-    from ..evaluation.stats import (bootstrap_per_item, format_p, holm, paired_pvalue,
-                                    resample_counts, resolution_note, settle_draws, summarize)
 
     inp = Inputs.of(root)
     mdir, ddir = inp.metrics / "code" / "default", inp.data / "code" / "default"

@@ -5,10 +5,13 @@ with the strongest baseline's test Rank@10 and 95 % CI as a band and the GPU row
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..models.grid_picks import FRAGILE_SHARE
+from . import Plot, Table
+from .style import save, styled
 
 __all__ = ["curve_points", "curve_plot", "curve_table", "curve_finding", "gpu_points",
            "PRESET_BEGIN", "PRESET_END", "render_cpu_preset"]
@@ -75,9 +78,6 @@ def curve_plot(curve: Mapping[str, Any], bm25: Mapping[str, float], gpu: Sequenc
     """A :class:`contrastlab.reporting.Plot` of the curve (nothing drawn without points);
     ``bm25``: ``{"value", "low", "high", "label"}``, the strongest baseline's test Rank@10
     and 95 % CI (fractions); ``gpu``: :func:`gpu_points`."""
-    from . import Plot
-    from .style import save, styled
-
     pts = curve_points(curve)
     name = bm25.get("label", "the strongest baseline")
 
@@ -122,8 +122,6 @@ def curve_plot(curve: Mapping[str, Any], bm25: Mapping[str, float], gpu: Sequenc
 
 def curve_table(curve: Mapping[str, Any]):
     """A :class:`contrastlab.reporting.Table` of the CPU points (cheapest first)."""
-    from . import Table
-
     cfg = curve.get("config", {})
 
     def margin(p: dict) -> str:
@@ -188,8 +186,6 @@ def render_cpu_preset(root: Path, aim_cpu_min: float = 60.0) -> str:
     against BM25 (the README answer's ``more`` entry of the code track: the difference, its
     interval where its simulated coverage is in the target, the verdict and Holm p), its CPU
     minutes a seed (``logs/timings.json``) against ``aim_cpu_min``, and its BM25 fusion."""
-    import json
-
     from ..evaluation.stats import format_p
     from .coverage_rule import HI, LO
 

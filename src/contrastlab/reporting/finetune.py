@@ -9,8 +9,9 @@ from pathlib import Path
 
 from ..losses.registry import method_row, track_variants
 from ..params.finetune import REFERENCE_ROWS as BASELINE_ROWS
-from ..evaluation.stats import baseline_p
+from ..evaluation.stats import baseline_p, table_resolution
 from . import Cell, Inputs, Plot, Section, Table, style
+from .figures import Comparison, Panel, rows_from_stats
 
 #: The frozen encoder's row (the reference rows are the variant table's, BASELINE_ROWS).
 FROZEN = method_row("finetune", "frozen_encoder")
@@ -76,8 +77,6 @@ def _split_table(summary: dict, split: str, title: str) -> Table:
 def _tests_note(t: dict, cols: list[str]) -> str:
     """Caption text: the draws, family and smallest attainable Holm p of each column's tests
     (columns that needed more draws near alpha name theirs)."""
-    from ..evaluation.stats import table_resolution
-
     notes = dict.fromkeys(table_resolution(t[c]) for c in cols)
     notes.pop("", None)
     return f"Paired tests against the strongest baseline: {' / '.join(notes)}." if notes else ""
@@ -228,8 +227,6 @@ def _comparison(summary: dict):
     """The report's first figure and headline (:mod:`.figures`): the within-problem same-tier
     AUC on both splits when ``summary["tier"]`` has it (the ceiling as a published-style
     reference), else kNN@5 problem x tier purity."""
-    from .figures import Comparison, Panel, rows_from_stats
-
     tier = summary.get("tier")
     if tier and "wp_auc" in tier["tables"].get("a", {}):
         refs = set(tier.get("references", []))

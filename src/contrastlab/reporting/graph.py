@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..evaluation.stats import baseline_p
-from . import Cell, Inputs, Plot, Section, Table, key_values, load_params_of, log_span, params_titles
+from . import (Cell, Inputs, Plot, Section, Table, key_values, load_params_of, log_span, params_shorts,
+               params_titles)
+from .figures import Comparison, Panel, rows_from_stats
 from .graph_figures import _bar_figure, _curve_figure, _pca_figure, _tuning_figure
 from .graph_stats import (_ALPHA, _DETERMINISTIC, BASELINES, SHORT_BASELINES, _read_json, _resolution,
                           default_vs_tuned, graph_statistics, loss_vs_supervised, supervised_rows)
@@ -29,9 +31,6 @@ def _order(variants, titles: dict[str, str]) -> list[str]:
 
 def _comparison(st: dict, names: list[str], params, dataset: str, titles: dict[str, str]):
     """The main table as the report's first figure and headline (:mod:`.figures`)."""
-    from . import params_shorts
-    from .figures import Comparison, Panel, rows_from_stats
-
     bases = [b for b in BASELINES if b in st["stats"]]
     rows = rows_from_stats(
         st["stats"], names + bases, kind=lambda n: "baseline" if n in BASELINES else "loss",

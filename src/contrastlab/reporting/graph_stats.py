@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..evaluation.stats import (bootstrap_per_item, draws_for, holm, paired_pvalue, settle_draws,
+                                summarize, table_resolution)
 from ..losses.registry import track_variants
 from . import Inputs
 
@@ -45,8 +47,6 @@ def _paired_tests(pairs: dict, n_resamples: int | None = None) -> dict[str, dict
     the same seeds and test nodes), Holm-corrected over the pairs, draws settled by
     :func:`~contrastlab.evaluation.stats.settle_draws`. Returns ``key -> {"a", "b", "delta",
     "p", "p_holm", "n_seeds", "n_resamples", "family_size"}`` (accuracies as fractions)."""
-    from ..evaluation.stats import bootstrap_per_item, holm, paired_pvalue, settle_draws
-
     def run(r: int):
         out = {}
         for k, (a, b) in pairs.items():
@@ -114,8 +114,6 @@ def graph_statistics(root: Inputs | Path, variants: list[str]) -> dict | None:
     Returns ``{"stats": summarize(...), "baseline", "baseline_by": "validation" | "test",
     "n_seeds": S, "n_test": I, "candidates", ...}`` or ``None`` without predictions.
     """
-    from ..evaluation.stats import bootstrap_per_item, draws_for, summarize
-
     data = Inputs.of(root).data / "graph"
     per_item: dict[str, np.ndarray] = {}
     vcols: list[str] = []
@@ -159,6 +157,4 @@ def graph_statistics(root: Inputs | Path, variants: list[str]) -> dict | None:
 
 def _resolution(st: dict) -> str:
     """Caption text: draws, paired test and smallest attainable Holm p of the table."""
-    from ..evaluation.stats import table_resolution
-
     return table_resolution(st["stats"]) or f"{st['n_resamples']:,} bootstrap draws"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..evaluation.stats import format_p
+from . import Figure
 from .figures import Comparison, Panel, Row, forest_figure, legend, shorten_labels
 
 __all__ = ["attach", "headline", "headline_metrics", "words", "MAX_HEADLINE_WORDS"]
@@ -230,8 +231,6 @@ def attach(section, figures_dir: Path) -> None:
     """Give a track's :class:`~contrastlab.reporting.Section` its first figure
     (``<figures_dir>/<track>_comparison.svg``), two-sentence headline (its full paragraph moves
     to the notes) and legend, from ``section.comparison`` (nothing when it is ``None``)."""
-    from . import Figure
-
     c = section.comparison
     if c is None or not any(p.rows for p in c.panels):
         return

@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import Figure, Section
-from .render import inline_markdown
+from . import Cell, Figure, Section
+from .render import inline_markdown, render_template
 
 __all__ = ["render_html", "inline_markdown", "data_uri", "png_size", "cell_view"]
 
@@ -149,8 +149,6 @@ def cell_view(v: Any, column: str) -> dict[str, Any]:
     """One table cell for the template: ``text``, CSS ``classes`` (``num``; ``pos`` / ``neg``
     by sign in a difference column) and, for a :class:`~contrastlab.reporting.Cell`, its
     numbers as ``data`` and its source as ``title``."""
-    from . import Cell
-
     cell = isinstance(v, Cell)
     txt = f"{v:.4g}" if isinstance(v, float) else "-" if v is None else str(v)
     plain = re.sub(r"[*_\u2020\u2021]", "", txt).strip()  # **bold**, daggers
@@ -193,8 +191,6 @@ def render_html(sections: Sequence[Section], *, title: str = "contrastlab: loss 
     Raises:
         FileNotFoundError: a figure's file is missing.
     """
-    from .render import render_template
-
     ids: set[str] = set()
     views = []
     for s in sections:

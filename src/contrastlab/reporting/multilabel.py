@@ -22,8 +22,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..evaluation.stats import paired_pvalue
 from . import Inputs, Plot, Section, Table, key_values, load_params_of, log_span
 from . import coverage_rule as rule
+from .figures import Comparison, Panel, rows_from_stats
 from .multilabel_figures import _curve_figure, _weights_figure
 from .multilabel_headline import F1_KEY, F1_LABEL, headline
 from .multilabel_rows import (_TABLE, ALIASES, BASELINES, CONTRASTIVE, HYBRID_ROWS, METRICS, PAPER_TABLE1,
@@ -42,8 +44,6 @@ def _comparison(stats: dict[str, dict], uncovered: dict[str, set[str]], lead: li
     (:mod:`.figures`); per set the mAP column whose interval covers (``uncovered[ds]``: the
     columns that do not, :func:`uncovered_keys`); ``lead``: the critical-difference
     diagram, shown beside it."""
-    from .figures import Comparison, Panel, rows_from_stats
-
     kind = {v: "baseline" if v in BASELINES else "hybrid" if v in HYBRID_ROWS else "loss"
             for v in rows.table1}
     panels = []
@@ -121,8 +121,6 @@ def _datasets_table(g: dict) -> Table | None:
 def _dataset_stats(g: dict, ds: str, r: dict, cov) -> dict:
     """One data set's statistics (:func:`table_stats`) with each hybrid against its reference,
     paired, on mAP and macro-F1 @val-t (``_pairs``); sets ``g["uncovered"][ds]``."""
-    from ..evaluation.stats import paired_pvalue
-
     rowset = g["rowset"]
     reps = load_reps(g["mdir"] / "reps", ds, list(r))
     if reps:

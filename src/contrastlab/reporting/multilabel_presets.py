@@ -15,6 +15,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from ..evaluation.stats import format_p
 from . import Cell, Table, short_label
 from . import coverage_rule as rule
 
@@ -42,8 +43,6 @@ def preset_tables(metrics: Path, root: Path, digits: int = 2) -> list[Table]:
     at the validation threshold, micro-/macro-F1 at 0.5 (mean over seeds [95 % CI], or ° where
     the preset's coverage simulation does not cover) and macro-F1 @val-t against the strongest
     baseline (by validation mAP) with its Holm-corrected p; ``[]`` when no preset has one."""
-    from ..evaluation.stats import format_p
-
     out, cov = [], rule.load(metrics)
     for f in sorted(Path(metrics).glob("multilabel_*/combined_table.json")):
         t = json.loads(f.read_text(encoding="utf-8"))

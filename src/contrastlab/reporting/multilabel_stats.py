@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..evaluation.stats import (bias_corrected_interval, format_p, friedman_nemenyi, holm,
+                                paired_pvalue, plot_cd, summarize, table_resolution)
 from . import Cell, Figure, Table
 from . import coverage_rule as rule
 from .multilabel_rows import _TABLE, ALIASES, ALPHA, BASELINES, METRICS, ROWS, Rows
@@ -50,8 +52,6 @@ def table_stats(runs: dict[str, dict], reps: dict[str, dict[str, np.ndarray]], r
     """Per metric: :func:`contrastlab.evaluation.stats.summarize` over the variants that have
     replicates; candidates = every row (losses, hybrids and baselines); baseline = the strongest
     baseline (:func:`strongest_baseline`, chosen on validation mAP). ``out["_baseline"]`` names it."""
-    from ..evaluation.stats import summarize
-
     out: dict = {}
     names = [v for v in rows.table1 if v in runs and v in reps]
     if len(names) < 2:
@@ -70,8 +70,6 @@ def table_stats(runs: dict[str, dict], reps: dict[str, dict[str, np.ndarray]], r
 def _resolution(st: dict) -> str:
     """Caption text: draws and smallest attainable Holm p of a :func:`table_stats` result (the
     bootstrap tail p of the stage's stored draws)."""
-    from ..evaluation.stats import table_resolution
-
     note = table_resolution(st.get("map", {}))
     return note + ". " if note else ""
 
@@ -197,7 +195,6 @@ def friedman_family(runs: dict[str, dict[str, dict]], methods: list[str], datase
     """Friedman test + Nemenyi critical difference (Demsar 2006) of ``key`` over ``methods``
     (distinct methods: no alias of :data:`ALIASES` among them) on ``datasets``: its own family,
     one test per metric. Returns ``(result or None, [Figure], [Table])``."""
-    from ..evaluation.stats import friedman_nemenyi, plot_cd
     import pandas as pd
 
     methods = [v for v in methods if v not in ALIASES]
@@ -245,8 +242,6 @@ def trial0_values(history_csv: Path) -> dict[str, tuple[float, float]]:
 def _dvt_pairs(mdir: Path, tdir: Path, v: str, rowset: Rows, cov: dict | None) -> list[tuple]:
     """Variant ``v``'s default and tuned runs per tuned data set: ``(row, tuned - default
     replicates, tuned - default, trial 0 chosen)``."""
-    from ..evaluation.stats import bias_corrected_interval
-
     f = tdir / f"{v}.json"
     if not f.exists():
         return []
@@ -283,8 +278,6 @@ def default_vs_tuned(mdir: Path, tdir: Path, rowset: Rows = ROWS, cov: dict | No
     interval whose all-label mAP coverage misses [0.92, 0.98] at the set's shape is not shown
     (°, :mod:`.coverage_rule`); None: every interval shown.
     None when no default run exists."""
-    from ..evaluation.stats import format_p, holm, paired_pvalue
-
     pairs = [p for v in rowset.table1 for p in _dvt_pairs(mdir, tdir, v, rowset, cov)]
     if not pairs:
         return None

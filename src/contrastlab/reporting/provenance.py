@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 from ..invocation import current
 from ..params import Params, params_hash
 from ..timings import TIMINGS_DIR
-from . import Section, Table
+from . import Section, Table, markdown_table
 
 __all__ = ["Provenance", "collect_provenance", "stamp_sections", "stage_timings",
            "provenance_section", "write_stage_times", "metrics_summary", "STAGE_TIMES"]
@@ -173,7 +173,6 @@ def write_stage_times(timings: Path, header: str = "") -> Path | None:
     """Write :func:`stage_timings` of the timings folder as Markdown to
     ``<timings>/stage_times.md``; ``None`` (nothing written) without any ``time_s``."""
     from ..io import write_text
-    from . import markdown_table
 
     table = stage_timings(timings)
     if table is None:
