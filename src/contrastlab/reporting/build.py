@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 from pathlib import Path
 from typing import Sequence
 
+from ..io import write_text
+from ..params import flatten
+from ..timings import timings_dir
 from . import TRACKS, Inputs, Section, headline_section, render_markdown, style
 from . import coverage_rule as rule
 from .headline import attach, headline_metrics
@@ -30,10 +34,6 @@ def numeric(d: dict) -> dict:
 def write_summary(path: Path, summary: dict) -> None:
     """``summary.json`` atomically: :data:`ANSWER` first, then the tracks; keys sorted below
     the top level (equal inputs, equal bytes)."""
-    import json
-
-    from ..io import write_text
-
     def srt(x):
         return {k: srt(x[k]) for k in sorted(x)} if isinstance(x, dict) else x
 
@@ -82,7 +82,6 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     ``metrics_dir``, ``data_dir``, ``plots_dir``, ``tuned_dir``: the folders the sections read
     (default ``<out_dir>/metrics``, ...). Returns the summary written to ``summary.json``.
     """
-    from ..timings import timings_dir
     from ..tracking import variant_run
     from ..utils import git_commit, repo_root
 
@@ -121,8 +120,6 @@ def _sections(inputs: Inputs, figures: Path, prov) -> tuple[list[Section], dict]
 def _write_pages(sections: list[Section], params, prov, out: Path) -> None:
     """``index.html`` (first: a missing figure stops before anything is replaced), then
     ``comparison.md``."""
-    from ..io import write_text
-
     digits = params.report.digits
     for s in sections:
         for t in s.tables:  # bare floats with report.digits decimals
@@ -145,8 +142,6 @@ def _write_summary(out: Path, heads: dict, metrics: Path, params) -> dict:
 
 
 def _log(tracker, summary: dict, out: Path) -> None:
-    from ..params import flatten
-
     tracker.log_metrics(numeric(flatten(summary)))
     for track, h in summary.get(ANSWER, {}).items():
         with track_run(track, stage="report") as parent:

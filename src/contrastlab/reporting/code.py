@@ -22,6 +22,7 @@ from .code_rows import (CONTROL_HYBRID, REFERENCES, TITLES, _contrastive, _is_ba
 from .code_stats import (_load_table, _resolution, control_at_same_weight, default_vs_tuned,
                          strongest_baseline, table_stats)
 from .code_stats import only_in_top10  # noqa: F401 (re-exported)
+from .compute_curve import curve_finding, curve_plot, curve_table, gpu_points
 from .figures import Comparison, Panel, rows_from_stats
 
 __all__ = ["build_section", "REFERENCES", "TITLES"]
@@ -153,7 +154,7 @@ _COLUMNS = ["row", "R@1 % [CI]", "R@5 % [CI]", "R@10 % [CI]", "MRR [CI]", "media
             "Δ R@10 vs strongest baseline (pp, Holm p)"]
 
 
-def _table(name: str, loaded: dict, title: str, digits: int, references: bool) -> tuple[Table, str]:
+def _table(loaded: dict, title: str, digits: int, references: bool) -> tuple[Table, str]:
     """A code table (its comparison attached) and its headline paragraph."""
     metrics, ranks, repo = loaded["metrics"], loaded["ranks"], loaded["repo"]
     names = _order(metrics)
@@ -208,7 +209,7 @@ def _gpu_table(inp: Inputs, digits: int):
     if not trained:
         return None
     dev = trained[0]["device"]
-    t, h = _table(GPU_TABLE, loaded, f"Bi-encoder with every layer trained, one {dev} "
+    t, h = _table(loaded, f"Bi-encoder with every layer trained, one {dev} "
                   "(scripts/gpu_biencoder.py; presets/code-biencoder-gpu.yaml)", digits, False)
     m = trained[0]
     t.note += (f" Produced on one {dev} by `scripts/gpu_biencoder.py` (presets/code-biencoder-gpu.yaml "
@@ -238,8 +239,7 @@ def _preset_table(inp: Inputs, spec: tuple, digits: int) -> tuple[Table, str] | 
     loaded = _load_table(inp, folder)
     if loaded is None:
         return None
-    t, h = _table(folder, loaded, f"{title} (bash {script}; presets/code-{preset}.yaml)", digits,
-                  references)
+    t, h = _table(loaded, f"{title} (bash {script}; presets/code-{preset}.yaml)", digits, references)
     t.note += " " + _preset_provenance(inp.root, preset, script)
     return t, h
 
@@ -301,7 +301,7 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
     if loaded is None:
         return None
     layer = load_params_of(inp.root).code.teacher.layer
-    table, headline = _table("code", loaded, "Signature -> body retrieval, default corpus "
+    table, headline = _table(loaded, "Signature -> body retrieval, default corpus "
                              f"(installed distributions, MiniLM layer {layer})", digits, False)
     presets = [(spec, _preset_table(inp, spec, digits)) for spec in PRESET_TABLES]
     presets = [(spec, t) for spec, t in presets if t is not None]
@@ -320,8 +320,6 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
 def _compute_curve(inp: Inputs, bm25) -> tuple | None:
     """``(Plot, Table, finding)`` of the bi-encoder's compute curve (:mod:`.compute_curve`)
     against the strongest baseline's test Rank@10 and CI, or ``None``."""
-    from .compute_curve import curve_finding, curve_plot, curve_table, gpu_points
-
     f = inp.metrics / "code_compute_curve" / "curve.json"
     if bm25 is None or bm25.low is None or not f.exists():
         return None

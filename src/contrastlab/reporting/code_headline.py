@@ -41,8 +41,7 @@ def _same_weight_sentence(T: dict, r10: dict, metrics: dict, ctl_w: dict) -> str
             f"control at their weight: {len(above)} of {len(ctl_w)}, below: {len(below)}.")
 
 
-def _trained_sentences(T: dict, r10: dict, metrics: dict, trained: list[str], tb: str,
-                       baseline: str | None) -> list[str]:
+def _trained_sentences(T: dict, r10: dict, trained: list[str], tb: str, baseline: str | None) -> list[str]:
     """The best trained predictor on validation against BM25 and the sentence embedding, and
     every trained row against the strongest baseline."""
     cmp = [f"{T[ref]} {_ci(r10[ref], True, 1)} % ({100 * (r10[tb]['mean'] - r10[ref]['mean']):+.1f} points)"
@@ -104,7 +103,7 @@ def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: 
         parts.append(f"A baseline wins: {T[best]}.")
     tb = max(trained, key=lambda n: metrics[n].get("val_rank_at_10", float("-inf"))) if trained else None
     if trained:
-        parts += _trained_sentences(T, r10, metrics, trained, tb, baseline)
+        parts += _trained_sentences(T, r10, trained, tb, baseline)
     if hybrids and BM25 in stats["rank_at_10"]:
         parts += _hybrid_sentences(T, r10, metrics, hybrids, stats["rank_at_10"])
     if ranks is not None and trained and BM25 in ranks:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..errors import UnknownNameError
 from ..losses.registry import method_row, role, track_variants
+from . import short_label
 
 _ROWS = {n: v for n, v in track_variants("code").items() if v.kind == "baseline"}
 TITLES = {n: v.title for n, v in _ROWS.items()}
@@ -87,8 +88,6 @@ def _short(name: str, m: dict | None) -> str:
     loss = m.get("loss")
     if not loss:
         return name
-    from . import short_label
-
     if m.get("trainer"):  # a fine-tuned bi-encoder row (contrastlab.biencoder)
         label = ("Bi-enc ST (MNRL)" if m["trainer"] == "sentence_transformers"
                  else f"Bi-enc {short_label('code', loss)}")

@@ -9,8 +9,10 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..evaluation.stats import format_p
 from ..models.grid_picks import FRAGILE_SHARE
 from . import Plot, Table
+from .coverage_rule import HI, LO
 from .style import save, styled
 
 __all__ = ["curve_points", "curve_plot", "curve_table", "curve_finding", "gpu_points",
@@ -186,9 +188,6 @@ def render_cpu_preset(root: Path, aim_cpu_min: float = 60.0) -> str:
     against BM25 (the README answer's ``more`` entry of the code track: the difference, its
     interval where its simulated coverage is in the target, the verdict and Holm p), its CPU
     minutes a seed (``logs/timings.json``) against ``aim_cpu_min``, and its BM25 fusion."""
-    from ..evaluation.stats import format_p
-    from .coverage_rule import HI, LO
-
     root = Path(root)
     mdir = root / "reports" / "metrics" / CPU_PRESET
     summary = root / "reports" / "summary.json"

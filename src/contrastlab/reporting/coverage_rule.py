@@ -11,6 +11,8 @@ import json
 import re
 from pathlib import Path
 
+from . import Cell
+
 LO, HI = 0.92, 0.98
 MARK = "°"
 NOTE = ("°: no interval shown: the coverage simulation at this column's operating point "
@@ -91,8 +93,6 @@ def coverage_key(section: str, title: str, column: str, row: list) -> str | None
 def apply(table, section: str, cov: dict):
     """Strip (°) every :class:`~contrastlab.reporting.Cell` interval of ``table`` whose column's
     coverage (:func:`coverage_key`) misses [LO, HI]; the caption gets :data:`NOTE`."""
-    from . import Cell
-
     hit = False
     for r in table.rows:
         for j, c in enumerate(r):

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -265,8 +266,6 @@ def forest_figure(c: Comparison, stem: Path) -> tuple[Path, Path]:
 def shorten_labels(tables, labels: Mapping[str, str]) -> None:
     """Replace every full label of ``labels`` (``{short: full}``) in the first column of
     ``tables`` by its short label (longest first, one pass)."""
-    import re
-
     full = {t: s for s, t in labels.items() if t and t != s}
     if not full:
         return

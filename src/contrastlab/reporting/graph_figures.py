@@ -5,6 +5,7 @@ their CIs, tuning histories, training losses and the PCA of the embeddings. ``ti
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +21,6 @@ def _bar_figure(st: dict, names: list[str], path: Path, dataset: str = "Cora",
     """Mean test accuracy with its 95% CI per variant (blue) and baseline (gray) as points
     with error bars (the axis frames the scores, so it does not start at 0), published
     references as dashed lines labelled in the right margin (labels kept apart)."""
-    import textwrap
-
     import matplotlib.pyplot as plt
 
     titles = titles or {}

@@ -28,6 +28,8 @@ from . import coverage_rule as rule
 from .figures import Comparison, Panel, rows_from_stats
 from .multilabel_figures import _curve_figure, _weights_figure
 from .multilabel_headline import F1_KEY, F1_LABEL, headline
+from .multilabel_picks import picks_table
+from .multilabel_presets import preset_tables  # bibtex, tmc2007-500 on all rows: own tables
 from .multilabel_rows import (_TABLE, ALIASES, BASELINES, CONTRASTIVE, HYBRID_ROWS, METRICS, PAPER_TABLE1,
                               PAPER_TABLE4, ROWS, TABLE1_ROWS, TITLES, Rows, _paper_name, _tuned, rows_for, short)
 from .multilabel_stats import (NO_CI_NOTE, NO_COVER_NOTE, _cell, _frequent_k, _frequent_note, _resolution,
@@ -304,9 +306,6 @@ def _load(inp: Inputs) -> dict | None:
 def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
     """The multi-label section, or None when no multi-label metrics exist. ``root``: the
     report's :class:`~contrastlab.reporting.Inputs` or a repository root."""
-    from .multilabel_picks import picks_table
-    from .multilabel_presets import preset_tables  # bibtex, tmc2007-500 on all rows: own tables
-
     inp = Inputs.of(root)
     g = _load(inp)
     if g is None:

@@ -8,7 +8,12 @@ headline and "In full" paragraphs. The intervals, tests and the rest live in the
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from . import load_params_of
+from .multilabel_rows import rows_for
+from .multilabel_stats import load_metrics
 
 __all__ = ["BEGIN", "END", "render_block", "OP_BEGIN", "OP_END", "render_operating_point", "DOC_BLOCKS"]
 
@@ -54,10 +59,6 @@ def _table(runs: dict[str, dict[str, dict]], order: list[str], titles: dict[str,
 
 def render_block(root: Path) -> str:
     """The block from ``<root>/reports`` and ``<root>/params.yaml`` (BEGIN ... END)."""
-    from . import load_params_of
-    from .multilabel_rows import rows_for
-    from .multilabel_stats import load_metrics
-
     params = load_params_of(root)
     rowset = rows_for(params.multilabel)
     runs = load_metrics(root / "reports" / "metrics" / "multilabel", rowset)
@@ -82,8 +83,6 @@ def render_operating_point(root: Path) -> str:
     the real median row's F1, the simulated population's, the validation thresholds, and the
     coverage under the per-label and whole-row laws (``*``: simulated more than 0.03 from
     the real value, so that column is not at the operating point and gets °)."""
-    import json
-
     cov = json.loads((root / "reports" / "metrics" / "coverage.json").read_text(encoding="utf-8"))
     ops = cov.get("_operating_point", {})
     lines = [OP_BEGIN, "| set | real F1 (micro / macro @0.5, @val-t) | simulated | threshold val "

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..invocation import current
+from ..io import write_text
 from ..params import Params, params_hash
 from ..timings import TIMINGS_DIR
 from . import Section, Table, markdown_table
@@ -172,8 +173,6 @@ def provenance_section(prov: Provenance) -> Section:
 def write_stage_times(timings: Path, header: str = "") -> Path | None:
     """Write :func:`stage_timings` of the timings folder as Markdown to
     ``<timings>/stage_times.md``; ``None`` (nothing written) without any ``time_s``."""
-    from ..io import write_text
-
     table = stage_timings(timings)
     if table is None:
         return None

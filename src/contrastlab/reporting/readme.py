@@ -16,6 +16,13 @@ import re
 import sys
 from pathlib import Path
 
+from ..evaluation.stats import format_p  # the one p formatter (issue 55)
+from ..io import write_text
+from . import TRACKS
+from .compute_curve import PRESET_BEGIN, PRESET_END, render_cpu_preset
+from .coverage_rule import HI, LO
+from .multilabel_doc import DOC_BLOCKS
+
 __all__ = ["answer_table", "coverage_note", "first_figure", "render_block", "update_readme",
            "update_docs", "BEGIN", "END"]
 
@@ -30,8 +37,6 @@ def _value(a: dict, v: float) -> str:
 
 
 def _p(a: dict) -> str:
-    from ..evaluation.stats import format_p  # the one p formatter (issue 55)
-
     return "" if a.get("p") is None else format_p(a["p"], floor=a.get("p_floor"))
 
 
@@ -45,8 +50,6 @@ def _row(title: str, a: dict, coverage: float | None = None) -> str:
         verdict = (f"above on {a['n_above']}, below on {a['n_below']} of {a['n_panels']} sets "
                    f"(Wilcoxon {_p(a)})")
     else:
-        from .coverage_rule import HI, LO
-
         ci = ""
         if a.get("delta_low") is not None:
             ci = (f" [{s * a['delta_low']:+.1f}, {s * a['delta_high']:+.1f}]"
@@ -64,13 +67,17 @@ def _rows_of(track: str, a: dict) -> list[tuple[str, dict]]:
     return rows + [(f"{track}_more{k}", {**a, **m}) for k, m in enumerate(a.get("more", []), start=1)]
 
 
+def _row_order(key: str) -> tuple[str, int]:
+    """``(track, row)`` of a coverage key, rows in table order: ``code`` 0, ``code_secondary``
+    1, ``code_more<k>`` 1 + k."""
+    m = re.match(r"(.+?)(?:_(secondary)|_more(\d+))?$", key)
+    return m.group(1), 1 if m.group(2) else 1 + int(m.group(3)) if m.group(3) else 0
+
+
 def _row_label(key: str) -> str:
     """``code_secondary`` -> ``code (second row)``; ``code_more1`` -> ``code (third row)``."""
-    ordinal = ["second", "third", "fourth", "fifth", "sixth"]
-    if key.endswith("_secondary"):
-        return key.replace("_secondary", " (second row)")
-    m = re.match(r"(.+)_more(\d+)$", key)
-    return f"{m.group(1)} ({ordinal[int(m.group(2))]} row)" if m else key
+    track, i = _row_order(key)
+    return f"{track} ({['second', 'third', 'fourth', 'fifth', 'sixth'][i - 1]} row)" if i else key
 
 
 def answer_table(summary: dict, coverage: dict | None = None) -> str:
@@ -83,8 +90,6 @@ def answer_table(summary: dict, coverage: dict | None = None) -> str:
     """
     lines = ["| track (metric) | strongest baseline | best contrastive row | difference [95 % CI] "
              "| verdict |", "|---|---|---|---|---|"]
-    from . import TRACKS
-
     answer = summary["answer"]
     for track in sorted(answer, key=lambda t: (TRACKS.index(t) if t in TRACKS else len(TRACKS), t)):
         a = answer[track]
@@ -97,15 +102,10 @@ def answer_table(summary: dict, coverage: dict | None = None) -> str:
 
 def coverage_note(coverage: dict | None) -> str:
     """The line under the table: the simulated coverage of each printed difference interval."""
-    from .coverage_rule import HI, LO
-
     if not coverage:
         return "° no simulated coverage of the difference's interval: not shown."
-    def order(k: str) -> tuple:  # each track's rows in table order: itself, second, more<k>
-        m = re.match(r"(.+?)(?:_(secondary)|_more(\d+))?$", k)
-        return m.group(1), 0 if m.group(2) is None and m.group(3) is None else 1 if m.group(2) else 1 + int(m.group(3))
-
-    vals = ", ".join(f"{_row_label(k)} {v:.3f}" for k, v in sorted(coverage.items(), key=lambda kv: order(kv[0])))
+    vals = ", ".join(f"{_row_label(k)} {v:.3f}"
+                     for k, v in sorted(coverage.items(), key=lambda kv: _row_order(kv[0])))
     return (f"Each interval shown covers {LO:.2f}-{HI:.2f} of the time in a simulation at "
             f"its own per-item data ({vals}; docs/statistics.md); ° none in that range: not shown.")
 
@@ -135,8 +135,6 @@ def _replace_block(path: Path, begin: str, end: str, block: str, check: bool) ->
     Raises:
         ValueError: the file has no such block.
     """
-    from ..io import write_text
-
     text = path.read_text(encoding="utf-8")
     i, j = text.find(begin), text.find(end)
     if i < 0 or j < i:
@@ -161,9 +159,6 @@ def update_docs(root: Path, check: bool = False) -> list[Path]:
     """Rewrite the docs' generated blocks under ``root``
     (:data:`contrastlab.reporting.multilabel_doc.DOC_BLOCKS`; a missing file is skipped);
     returns the files that were not current."""
-    from .compute_curve import PRESET_BEGIN, PRESET_END, render_cpu_preset
-    from .multilabel_doc import DOC_BLOCKS
-
     stale = []
     for rel, begin, end, render in (*DOC_BLOCKS, ("docs/code.md", PRESET_BEGIN, PRESET_END, render_cpu_preset)):
         path = root / rel

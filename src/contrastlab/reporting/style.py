@@ -6,8 +6,12 @@ px), legible text (font sizes from :data:`RC`, never per call), meaningful axes
 
 from __future__ import annotations
 
+import functools
 import math
+from pathlib import Path
 from typing import Mapping, Sequence
+
+from ..io import atomic_path
 
 FIG_WIDTH = 10.5  # inches: the page's figure column at DPI
 DPI = 100
@@ -49,8 +53,6 @@ def figsize(height: float = 4.2, width: float = FIG_WIDTH) -> tuple[float, float
 
 def styled(fn):
     """Decorator: run a figure-drawing function inside ``matplotlib.rc_context(RC)``."""
-    import functools
-
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         import matplotlib
@@ -95,8 +97,6 @@ def save(fig, path, *more) -> None:
     import matplotlib
     import matplotlib.pyplot as plt
 
-    from ..io import atomic_path
-
     try:
         with matplotlib.rc_context({"svg.hashsalt": SVG_SALT, "svg.fonttype": "path"}):
             for p in (path, *more):
@@ -110,8 +110,6 @@ def save(fig, path, *more) -> None:
 
 def existing(folder, names, suffix: str = ".csv") -> dict:
     """``{name: <folder>/<name><suffix>}`` of the ``names`` whose file exists, in order."""
-    from pathlib import Path
-
     return {n: f for n in names if (f := Path(folder) / f"{n}{suffix}").exists()}
 
 
