@@ -6,6 +6,7 @@ the statistics in :mod:`.code_stats`; this module assembles the section and its 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -239,7 +240,8 @@ def _preset_table(inp: Inputs, spec: tuple, digits: int) -> tuple[Table, str] | 
     loaded = _load_table(inp, folder)
     if loaded is None:
         return None
-    t, h = _table(loaded, f"{title} (bash {script}; presets/code-{preset}.yaml)", digits, references)
+    t, h = _table(loaded, f"{title} (bash {script}; presets/code-{preset}.yaml)", digits,
+                  references)
     t.note += " " + _preset_provenance(inp.root, preset, script)
     return t, h
 
@@ -253,19 +255,14 @@ def _with_panels(c, presets: list, gpu: tuple | None):
     if gpu is None and not extra:
         return c
     cpu_p.title = "2 CPU cores"
-    panels = [cpu_p]
     for p, title in extra:
         p.title = title
-        panels.append(p)
-    secondary = None
+    panels = [cpu_p, *(p for p, _ in extra)]
     if gpu is not None:
-        gpu_p = gpu[0].comparison.panels[0]
-        gpu_p.title = f"one {_gpu_name(gpu[2])}, every layer trained"
-        panels.append(gpu_p)
-        secondary = len(panels) - 1
-    return Comparison(c.metric, panels, unit=c.unit, scale=c.scale, digits=c.digits,
-                      test=c.test, primary=0, secondary=secondary,
-                      more=tuple(range(1, 1 + len(extra))), title=c.title)
+        panels.append(gpu[0].comparison.panels[0])
+        panels[-1].title = f"one {_gpu_name(gpu[2])}, every layer trained"
+    return dataclasses.replace(c, panels=panels, more=tuple(range(1, 1 + len(extra))),
+                               secondary=None if gpu is None else len(panels) - 1)
 
 
 def _trained(loaded: dict) -> tuple[list[str], dict[str, str]]:

@@ -41,7 +41,8 @@ def _same_weight_sentence(T: dict, r10: dict, metrics: dict, ctl_w: dict) -> str
             f"control at their weight: {len(above)} of {len(ctl_w)}, below: {len(below)}.")
 
 
-def _trained_sentences(T: dict, r10: dict, trained: list[str], tb: str, baseline: str | None) -> list[str]:
+def _trained_sentences(T: dict, r10: dict, trained: list[str], tb: str,
+                       baseline: str | None) -> list[str]:
     """The best trained predictor on validation against BM25 and the sentence embedding, and
     every trained row against the strongest baseline."""
     cmp = [f"{T[ref]} {_ci(r10[ref], True, 1)} % ({100 * (r10[tb]['mean'] - r10[ref]['mean']):+.1f} points)"

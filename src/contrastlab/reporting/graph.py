@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..evaluation.stats import baseline_p
-from . import (Cell, Inputs, Plot, Section, Table, key_values, load_params_of, log_span, params_shorts,
-               params_titles)
+from . import (Cell, Inputs, Plot, Section, Table, key_values, load_params_of, log_span,
+               params_shorts, params_titles)
 from .figures import Comparison, Panel, rows_from_stats
 from .graph_figures import _bar_figure, _curve_figure, _pca_figure, _tuning_figure
 from .graph_stats import (_ALPHA, _DETERMINISTIC, BASELINES, SHORT_BASELINES, _read_json, _resolution,

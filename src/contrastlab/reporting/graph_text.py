@@ -157,9 +157,9 @@ def _headline(g: dict, digits: int, tuning: dict, ref_tests: dict, ft_tests: dic
     s, base = st["stats"], st["baseline"]
     best = max(names, key=lambda n: s[n]["mean"])
     b = s[best]
-    txt = (f"On {dataset} (public split, {st['n_test']} test nodes, {st['n_seeds']} seeds per variant, every "
-           f"loss tuned with the same budget on the validation nodes), the best contrastive "
-           f"loss is **{_title(best, titles)}**: {_acc(b, digits, '')}. ")
+    txt = (f"On {dataset} (public split, {st['n_test']} test nodes, {st['n_seeds']} seeds per "
+           f"variant, every loss tuned with the same budget on the validation nodes), the best "
+           f"contrastive loss is **{_title(best, titles)}**: {_acc(b, digits, '')}. ")
     if base is not None:
         bs = s[base]
         d, p = b["delta_vs_baseline"], b["p_vs_baseline"]

@@ -82,7 +82,6 @@ def rows_for(ml=None) -> Rows:
 #: The variant table's own rows (the report builds its rows from params, :func:`rows_for`).
 ROWS = rows_for()
 TITLES = ROWS.titles
-SHORT = ROWS.shorts
 TABLE1_ROWS = ROWS.table1
 CONTRASTIVE = ROWS.contrastive
 METRICS = [("micro_f1", "micro-F1 @0.5"), ("macro_f1", "macro-F1 @0.5"),

@@ -140,11 +140,9 @@ def _cell(st: dict | None, m: dict, key: str, uncovered: bool = False) -> Cell:
     # bias-corrected interval moved past its own estimate: the resampling bias of AP over rare
     # labels exceeds the spread of the draws (NO_CI_NOTE)
     mark = NO_COVER_MARK if uncovered else NO_CI_MARK if excludes_estimate(st) else None
-    if mark is None:
-        return Cell.from_stats(st, scale=100, digits=2, ci_digits=1, source=src)
-    c = Cell.from_stats({**st, "ci_low": None, "ci_high": None}, scale=100, digits=2,
-                        ci_digits=1, source=src)
-    return dataclasses.replace(c, marks=(*c.marks, mark))
+    c = Cell.from_stats(st if mark is None else {**st, "ci_low": None, "ci_high": None},
+                        scale=100, digits=2, ci_digits=1, source=src)
+    return c if mark is None else dataclasses.replace(c, marks=(*c.marks, mark))
 
 
 #: Mark of a cell whose bias-corrected bootstrap interval excludes its own estimate.
