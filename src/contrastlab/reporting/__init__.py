@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .render import render_template
+
 TRACKS: list[str] = ["graph", "code", "multilabel", "finetune"]
 #: The name tables of the labels, citations and reference numbers (DVC deps, stage_deps.py).
 DATA_DEPS = ("../losses/registry.yaml", "../losses/variants.yaml")
@@ -234,8 +236,6 @@ class Plot:
 
 def markdown_table(table: Table) -> str:
     """A :class:`Table` as ``comparison.md`` shows it (Markdown, with its title and note)."""
-    from .render import render_template
-
     s = Section("t", "t", tables=[table])
     md = render_template("report.md.j2", sections=[s], header="")
     return md.split("## t\n\n", 1)[1].rstrip("\n")
@@ -251,6 +251,4 @@ def headline_section(sections: Sequence[Section]) -> list[Section]:
 
 def render_markdown(sections: Sequence[Section], header: str = "") -> str:
     """The whole ``comparison.md`` (``templates/report.md.j2``)."""
-    from .render import render_template
-
     return render_template("report.md.j2", sections=list(sections), header=header)

@@ -17,12 +17,11 @@ def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int
     import numpy as np
     import pandas as pd
 
-    curves = style.existing(data_dir, names, "_rank_curve.csv")
+    curves = style.frames(data_dir, names, "_rank_curve.csv")
     if not curves:
         return False
     fig, ax = plt.subplots(figsize=style.figsize(4.2))
-    for n, p in curves.items():
-        df = pd.read_csv(p)
+    for n, df in curves.items():
         ax.plot(df["k"], 100 * df["rank_at_k"], label=(titles or {}).get(n, n))
     k = np.arange(1, 101)
     base = data_dir / "baselines_ranks.csv"
@@ -42,14 +41,12 @@ def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int
 def _training_figure(plots_dir: Path, names: list[str], path: Path,
                      titles: dict | None = None) -> bool:
     import matplotlib.pyplot as plt
-    import pandas as pd
 
-    files = style.existing(plots_dir, names)
+    files = style.frames(plots_dir, names)
     if not files:
         return False
     fig, (a1, a2) = plt.subplots(1, 2, figsize=style.figsize(3.8))
-    for n, p in files.items():
-        df = pd.read_csv(p)
+    for n, df in files.items():
         if "seed" in df:
             df = df[df["seed"] == df["seed"].min()]
         lab = (titles or {}).get(n, n)

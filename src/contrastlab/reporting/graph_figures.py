@@ -51,14 +51,12 @@ def _bar_figure(st: dict, names: list[str], path: Path, dataset: str = "Cora",
 def _tuning_figure(plots_dir: Path, names: list[str], path: Path,
                    titles: dict[str, str]) -> bool:
     import matplotlib.pyplot as plt
-    import pandas as pd
 
-    have = style.existing(plots_dir, names)
+    have = style.frames(plots_dir, names)
     if not have:
         return False
     fig, ax = plt.subplots(figsize=style.figsize(3.8))
-    for n, f in have.items():
-        df = pd.read_csv(f)
+    for n, df in have.items():
         line, = ax.plot(range(1, len(df) + 1), df["best_so_far"], lw=2, label=titles.get(n, n))
         ax.scatter(range(1, len(df) + 1), df["value"], s=14, color=line.get_color(), alpha=0.6)
     return style.finish(fig, path, ax, "trial (same budget for every loss)",
@@ -70,42 +68,36 @@ def _tuning_figure(plots_dir: Path, names: list[str], path: Path,
 def _curve_figure(plots_dir: Path, names: list[str], path: Path,
                   titles: dict[str, str]) -> bool:
     import matplotlib.pyplot as plt
-    import pandas as pd
 
+    curves = style.frames(plots_dir, names)
     fig, axes = style.panels(len(names), height=3.4)
-    drawn = False
     for ax, n in zip(axes, names):
-        f = plots_dir / f"{n}.csv"
-        if not f.exists():
+        if n not in curves:
             ax.set_visible(False)
             continue
-        df = pd.read_csv(f)
+        df = curves[n]
         for c in [c for c in df.columns if c.startswith("loss_seed")]:
             ax.plot(df["epoch"], df[c], lw=0.6, alpha=0.5)
         ax.plot(df["epoch"], df["loss"], lw=1.8, color="k", label="mean over seeds")
         ax.set_title(titles.get(n, n))
         ax.set_xlabel("epoch")
-        drawn = True
     axes[0].set_ylabel("training loss (nats)")
     axes[0].legend()
-    if drawn:
+    if curves:
         style.save(fig, path)
     else:
         plt.close(fig)
-    return drawn
+    return bool(curves)
 
 
 @style.styled
 def _pca_figure(data_dir: Path, names: list[str], path: Path,
                 titles: dict[str, str], dataset: str = "Cora") -> bool:
-    import pandas as pd
-
-    have = style.existing(data_dir, names, "_pca.csv")
+    have = style.frames(data_dir, names, "_pca.csv")
     if not have:
         return False
     fig, axes = style.panels(len(have), height=3.6)
-    for ax, (n, f) in zip(axes, have.items()):
-        df = pd.read_csv(f)
+    for ax, (n, df) in zip(axes, have.items()):
         sc = ax.scatter(df["pc1"], df["pc2"], c=df["label"], cmap="tab10", s=3, vmin=0, vmax=9)
         ax.set_title(f"{titles.get(n, n)} (seed {int(df['seed'].iloc[0])})")
         ax.set_xticks([])

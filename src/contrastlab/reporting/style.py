@@ -108,9 +108,12 @@ def save(fig, path, *more) -> None:
         plt.close(fig)
 
 
-def existing(folder, names, suffix: str = ".csv") -> dict:
-    """``{name: <folder>/<name><suffix>}`` of the ``names`` whose file exists, in order."""
-    return {n: f for n in names if (f := Path(folder) / f"{n}{suffix}").exists()}
+def frames(folder, names, suffix: str = ".csv") -> dict:
+    """``{name: DataFrame}`` of the ``names`` whose CSV ``<folder>/<name><suffix>`` exists (in
+    order)."""
+    import pandas as pd
+
+    return {n: pd.read_csv(f) for n in names if (f := Path(folder) / f"{n}{suffix}").exists()}
 
 
 def finish(fig, path, ax, xlabel: str, ylabel: str, title: str | None = None) -> bool:
