@@ -29,13 +29,14 @@ def _order(variants, titles: dict[str, str]) -> list[str]:
     return known + sorted(v for v in variants if v not in titles)
 
 
-def _comparison(st: dict, names: list[str], params, dataset: str, titles: dict[str, str]):
+def _comparison(g: dict):
     """The main table as the report's first figure and headline (:mod:`.figures`)."""
+    st, dataset = g["st"], g["ds"]
     bases = [b for b in BASELINES if b in st["stats"]]
     rows = rows_from_stats(
-        st["stats"], names + bases, kind=lambda n: "baseline" if n in BASELINES else "loss",
-        short={**params_shorts(params, "graph"), **SHORT_BASELINES},
-        title={**titles, **{b: f"baseline: {BASELINES[b]}" for b in BASELINES}},
+        st["stats"], g["names"] + bases, kind=lambda n: "baseline" if n in BASELINES else "loss",
+        short={**params_shorts(g["params"], "graph"), **SHORT_BASELINES},
+        title={**g["titles"], **{b: f"baseline: {BASELINES[b]}" for b in BASELINES}},
         baseline=st["baseline"],
         published=[(n, a) for n, a, _ in (REFERENCES if dataset == "Cora" else [])])
     return Comparison("test accuracy", [Panel("", rows)],
@@ -198,16 +199,15 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3, param
     g = _load(inp, params if params is not None else load_params_of(inp.root))
     if g is None:
         return None
-    st, names, titles, refs, fts = g["st"], g["names"], g["titles"], g["refs"], g["fts"]
+    names, refs = g["names"], g["refs"]
     tuning = default_vs_tuned(inp, names)
     ref_tests = loss_vs_supervised(inp, names, list(refs))
-    ft_tests = loss_vs_supervised(inp, list(fts), list(refs), sub="supervised")
+    ft_tests = loss_vs_supervised(inp, list(g["fts"]), list(refs), sub="supervised")
     return Section(
         "graph", f"Graph self-supervised learning on {g['ds']}",
         headline=_headline(g, digits, tuning, ref_tests, ft_tests),
-        comparison=_comparison(st, names, g["params"], g["ds"], titles),
-        tables=[_main_table(inp, g, digits),
-                _supervised_table(refs, names, ref_tests, digits, titles, fts, ft_tests),
-                _default_table(inp, names, g["tuned"], g["metrics"], digits, tuning, titles),
-                _ablation_table(inp, names, digits, titles), _tuning_table(g, digits)],
+        comparison=_comparison(g),
+        tables=[_main_table(inp, g, digits), _supervised_table(g, ref_tests, digits, ft_tests),
+                _default_table(inp, g, digits, tuning), _ablation_table(inp, g, digits),
+                _tuning_table(g, digits)],
         figures=_plots(inp, g)).build(figures_dir)

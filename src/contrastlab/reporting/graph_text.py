@@ -4,8 +4,6 @@ tuned, the supervised references, the loss-batch ablation). ``titles``: ``{varia
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..evaluation.stats import format_p, resolution_note
 from ..losses.registry import LOSSES, track_variants
 from . import Inputs, Table, key_values
@@ -196,13 +194,11 @@ def _headline(g: dict, digits: int, tuning: dict, ref_tests: dict, ft_tests: dic
     return txt
 
 
-def _default_table(root: Inputs | Path, names: list[str], tuned: dict, metrics: dict,
-                   digits: int, tests: dict | None = None, titles: dict[str, str] | None = None) -> Table | None:
+def _default_table(inp: Inputs, g: dict, digits: int, tests: dict) -> Table | None:
     """Each loss's declared configuration next to its tuned choice (validation and test), with
     the paired test of tuned - default (``tests``: :func:`default_vs_tuned`)."""
-    titles = titles or {}
-    tests = tests or {}
-    mdir = Inputs.of(root).metrics / "graph"
+    names, tuned, metrics, titles = g["names"], g["tuned"], g["metrics"], g["titles"]
+    mdir = inp.metrics / "graph"
     f = f"{{:.{digits}f}}"
     rows, seeds_d = [], set()
     for n in names:
@@ -254,13 +250,11 @@ def _test_cells(t: dict | None, digits: int, up: str = "helped", down: str = "wo
             (up if t["delta"] > 0 else down) if sig else "n.s."]
 
 
-def _supervised_table(refs: dict, names: list[str], tests: dict, digits: int,
-                      titles: dict[str, str] | None = None, fts: dict | None = None,
-                      ft_tests: dict | None = None) -> Table | None:
+def _supervised_table(g: dict, tests: dict, digits: int, ft_tests: dict) -> Table | None:
     """Each supervised reference (test accuracy, CI, choice, published number) and each loss
     against it (paired Δ, Holm over every loss x reference pair); then each fine-tuning row
     and its pairs against the references (its own Holm family, ``ft_tests``)."""
-    titles = titles or {}
+    refs, names, titles, fts = g["refs"], g["names"], g["titles"], g["fts"]
     if not refs:
         return None
     f = f"{{:.{digits}f}}"
@@ -280,10 +274,10 @@ def _supervised_table(refs: dict, names: list[str], tests: dict, digits: int,
         rows.append(own(f"reference: {_sup_title(r)}", m, _sup_paper(r)))
         for n in names:
             vs(f"{_title(n, titles)} vs {_sup_title(r)}", tests.get((n, r)))
-    for n, m in (fts or {}).items():
+    for n, m in fts.items():
         rows.append(own(f"fine-tuning: {_sup_title(n)}", m, ""))
         for r in refs:
-            vs(f"{_sup_title(n)} vs {_sup_title(r)}", (ft_tests or {}).get((n, r)))
+            vs(f"{_sup_title(n)} vs {_sup_title(r)}", ft_tests.get((n, r)))
     return Table(
         "Supervised references trained on the same 140 labels, and each loss against them",
         ["row", "test acc", "95% CI", "val acc", "seeds", "chosen hyperparameters (on "
@@ -305,12 +299,11 @@ def _supervised_table(refs: dict, names: list[str], tests: dict, digits: int,
               "family."))
 
 
-def _ablation_table(root: Inputs | Path, names: list[str], digits: int,
-                    titles: dict[str, str] | None = None) -> Table | None:
-    titles = titles or {}
-    data, mdir = Inputs.of(root).data / "graph", Inputs.of(root).metrics / "graph"
+def _ablation_table(inp: Inputs, g: dict, digits: int) -> Table | None:
+    """Each tuned choice with every node in the loss batch against its tuned batch size."""
+    data, mdir, titles = inp.data / "graph", inp.metrics / "graph", g["titles"]
     pairs = {}
-    for n in names:
+    for n in g["names"]:
         am, mm = _read_json(mdir / "ablation" / f"{n}.json"), _read_json(mdir / f"{n}.json")
         if am is not None and mm is not None and (
                 am.get("tuned") != mm.get("tuned") or am.get("epochs") != mm.get("epochs")):
