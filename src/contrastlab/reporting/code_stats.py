@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from ..evaluation.stats import (bootstrap_per_item, draws_for, format_p, holm, paired_pvalue,
                                 resample_counts, resolution_note, settle_draws, summarize)
@@ -25,8 +26,6 @@ def _seed_matrix(part, seeds=None):
 
 def _load_baselines(t: dict, mdir: Path, ddir: Path) -> None:
     """The untrained baselines (one run each, ``[1, I]``); they fix the query order."""
-    import pandas as pd
-
     bfile = mdir / "baselines.json"
     if not (bfile.exists() and (ddir / "baselines_ranks.csv").exists()):
         return
@@ -46,8 +45,6 @@ def _same_order(t: dict, ids) -> bool:
 
 def _load_variants(t: dict, mdir: Path, ddir: Path) -> None:
     """Every trained variant's ranks (a stale file evaluated on another split is skipped)."""
-    import pandas as pd
-
     for f in sorted(mdir.glob("*.json")):
         if f.stem == "baselines" or f.stem.startswith("hybrids") or not (ddir / f"{f.stem}_ranks.csv").exists():
             continue
@@ -63,8 +60,6 @@ def _load_variants(t: dict, mdir: Path, ddir: Path) -> None:
 
 def _load_hybrids(t: dict, mdir: Path, ddir: Path) -> None:
     """``hybrids*.json`` with the control at every grid weight (ranks may be gzipped)."""
-    import pandas as pd
-
     for hfile in sorted(mdir.glob("hybrids*.json")):
         hranks = next((p for p in (ddir / f"{hfile.stem}_ranks.csv", ddir / f"{hfile.stem}_ranks.csv.gz")
                        if p.exists()), None)
@@ -232,8 +227,6 @@ def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None 
     """Each tuned loss's declared configuration (trial 0, on the final seeds) against its tuned
     choice: Rank@10, test CIs and the paired difference (Holm over the losses); ``None``
     before ``default_code`` ran."""
-    import pandas as pd
-
     inp = Inputs.of(root)
     mdir, ddir = inp.metrics / "code" / "default", inp.data / "code" / "default"
     mats, vals = {}, {}

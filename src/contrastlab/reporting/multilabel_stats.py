@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from ..evaluation.stats import (bias_corrected_interval, format_p, friedman_nemenyi, holm,
                                 paired_pvalue, plot_cd, summarize, table_resolution)
@@ -193,8 +194,6 @@ def friedman_family(runs: dict[str, dict[str, dict]], methods: list[str], datase
     """Friedman test + Nemenyi critical difference (Demsar 2006) of ``key`` over ``methods``
     (distinct methods: no alias of :data:`ALIASES` among them) on ``datasets``: its own family,
     one test per metric. Returns ``(result or None, [Figure], [Table])``."""
-    import pandas as pd
-
     methods = [v for v in methods if v not in ALIASES]
     if len(datasets) < 2 or len(methods) < 3:
         return None, [], []
@@ -225,8 +224,6 @@ def trial0_values(history_csv: Path) -> dict[str, tuple[float, float]]:
     """Per data set, the objective of trial 0 (the declared configuration) and its standard
     error over folds, from a study history ``reports/plots/tune/multilabel/<variant>.csv``
     (columns ``dataset``, ``trial``, ``value``, ``se``); empty when the file is missing."""
-    import pandas as pd
-
     if not Path(history_csv).exists():
         return {}
     h = pd.read_csv(history_csv)
