@@ -27,19 +27,15 @@ def _markdown():
             j -= 1
         return str(tokens[j].attrGet("href") or "")
 
-    def link_open(self, tokens, idx, options, env):
-        if _href(tokens, idx).startswith("#"):
-            return self.renderToken(tokens, idx, options, env)
-        return ""
-
-    def link_close(self, tokens, idx, options, env):
+    def link(self, tokens, idx, options, env):  # link_open and link_close
         href = _href(tokens, idx)
         if href.startswith("#"):
             return self.renderToken(tokens, idx, options, env)
-        return f' <span class="ref">({html.escape(href)})</span>'
+        closing = tokens[idx].type == "link_close"  # the address after the label
+        return f' <span class="ref">({html.escape(href)})</span>' if closing else ""
 
-    md.add_render_rule("link_open", link_open)
-    md.add_render_rule("link_close", link_close)
+    md.add_render_rule("link_open", link)
+    md.add_render_rule("link_close", link)
     return md
 
 
