@@ -80,11 +80,6 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _read_time(path: Path) -> float | None:
-    v = (_read_json(path) or {}).get("time_s")
-    return float(v) if _is_num(v) else None
-
-
 def metrics_summary(metrics_dir: Path, headline: Mapping[str, Sequence[str]] | None = None
                     ) -> dict[str, dict[str, dict[str, float]]]:
     """The headline metrics of ``metrics_dir/<track>/**/<variant>.json`` as
@@ -139,8 +134,8 @@ def stage_timings(metrics_dir: Path, tracks: Sequence[str] | None = None) -> Tab
             continue
         total, n = 0.0, 0
         for f in sorted(d.rglob("*.json")):
-            t = _read_time(f)
-            if t is None:
+            t = (_read_json(f) or {}).get("time_s")
+            if not _is_num(t):
                 continue
             rows.append([tr, f.relative_to(d).with_suffix("").as_posix(), f"{t:.1f}"])
             total += t
