@@ -3,9 +3,11 @@ and initial temperature, trial 0 of its study) trained on the final seeds and te
 report can set default against tuned on validation and on test. A variant without a search
 space (the from-scratch ablations) has nothing to compare: its final run is its default, and
 the stage writes a JSON that says so (:func:`contrastlab.training.code_final.run_default`).
-Writes the models under ``data/code/default_models/<variant>``,
-``reports/metrics/code/default/<variant>.json`` and
-``reports/data/code/default/<variant>_ranks.csv``.
+Writes ``reports/metrics/code/default/<variant>.json`` and
+``reports/data/code/default/<variant>_ranks.csv`` (both in git). The checkpoints are not
+outputs (nothing reads them; a fresh clone then need not retrain the six variants to restore
+them): they are trained in a temporary folder and deleted, unless ``--models DIR`` keeps them
+under ``DIR/<variant>``.
 """
 
 from pathlib import Path
@@ -19,8 +21,10 @@ from contrastlab.training.code_final import run_default
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = stage_parser(__doc__, "--splits", "--teacher", "--models", "--metrics", "--ranks")
+    ap = stage_parser(__doc__, "--splits", "--teacher", "--metrics", "--ranks")
     ap.add_argument("--variant", required=True)
+    ap.add_argument("--models", default=None, metavar="PATH",
+                    help="keep the checkpoints under PATH/<variant> (default: not kept)")
     args = ap.parse_args(argv)
     out, ranks = run_default(load_params(args.params).code, args.variant, args.splits,
                              args.teacher, args.models)

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -79,6 +80,9 @@ def test_code_stages_end_to_end(tmp_path):
                   "--baselines", str(tmp_path / "metrics" / "baselines.json"),
                   "--metrics", str(tmp_path / "metrics" / "hybrids.json"),
                   "--ranks", str(tmp_path / "curves" / "hybrids_ranks.csv")])
+    for v in ("infonce", "plain"):  # the declared configuration; checkpoints not kept
+        steps.append(["stages/default_code.py", *common, *io[:4], "--variant", v,
+                      "--metrics", str(tmp_path / "default"), "--ranks", str(tmp_path / "default")])
     for s in steps:
         r = _run([str(ROOT / s[0]), *s[1:]], ROOT)
         assert r.returncode == 0, f"{s[0]}: {r.stderr[-2000:]}"
@@ -136,6 +140,16 @@ def test_code_stages_end_to_end(tmp_path):
     cfg = variant_settings(load_params(params).code, "plain", tmp_path / "tuned" / "plain.json")
     assert cfg["tuned"] is False and cfg["lr"] == pytest.approx(1e-3)
     assert m["tuned"] is True and m["lr"] == pytest.approx(tuned["params"]["lr"], rel=1e-5)
+    # default_code: the declared lr (trial 0) on the final seeds, tested like evaluate_code;
+    # its checkpoints went to a temporary folder (no --models): nothing is left behind
+    dflt = json.loads((tmp_path / "default" / "infonce.json").read_text())
+    assert dflt["searched"] is True and dflt["lr"] == pytest.approx(1e-3)
+    assert dflt["n_queries"] == m["n_queries"] and 0 <= dflt["rank_at_10"] <= 1
+    assert len(pd.read_csv(tmp_path / "default" / "infonce_ranks.csv")) == m["n_queries"]
+    assert json.loads((tmp_path / "default" / "plain.json").read_text())["searched"] is False
+    assert sorted(p.name for p in (tmp_path / "default").iterdir()) == [
+        "infonce.json", "infonce_ranks.csv", "plain.json", "plain_ranks.csv"]
+    assert not list(Path(tempfile.gettempdir()).glob("default_code-*"))
     hist = pd.read_csv(tmp_path / "plots" / "infonce.csv")
     assert list(hist["epoch"]) == [1, 2]
     # DVC-hashed outputs hold no wall time (a rerun must write the same bytes)

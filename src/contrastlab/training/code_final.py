@@ -7,6 +7,7 @@ checkpoints, ``summary.json`` and the per-epoch history, and tracks the variant 
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -113,12 +114,14 @@ def run_final(code, variant: str, tuned_dir: str | None, splits: str, teacher: s
         D.cleanup()
 
 
-def run_default(code, variant: str, splits: str, teacher: str, models_dir: str) -> tuple[dict, pd.DataFrame]:
+def run_default(code, variant: str, splits: str, teacher: str,
+                models_dir: str | None = None) -> tuple[dict, pd.DataFrame]:
     """The variant's declared configuration (``params.yaml``'s lr and initial temperature,
     trial 0 of its study) trained on the final seeds and tested (stage
     ``default_code@<variant>``): the report's default-vs-tuned comparison. Trains like
     :func:`run_final` (same seeds and library; no MLflow run) into
-    ``<models_dir>/<variant>`` and evaluates like ``evaluate_code``.
+    ``<models_dir>/<variant>`` (``None``: a temporary folder, deleted afterwards) and
+    evaluates like ``evaluate_code``.
 
     Returns:
         ``(metrics, ranks)``: the metrics JSON (``searched`` False and a note, with empty
@@ -132,16 +135,18 @@ def run_default(code, variant: str, splits: str, teacher: str, models_dir: str) 
 
     if variant not in code.variants:
         raise KeyError(f"code.variants has no {variant!r} (known: {', '.join(code.variants)})")
-    v, out_dir = code.variants[variant], Path(models_dir) / variant
-    out_dir.mkdir(parents=True, exist_ok=True)
+    v = code.variants[variant]
     if not v.search:  # an ablation at its declared configuration: the final run is the default
         return ({"variant": variant, "searched": False,
                  "note": "no search space: the final run is the declared configuration"},
                 pd.DataFrame({"id": [], "repo": [], "seed": [], "rank": []}))
     cfg = variant_settings(code, variant, None)  # declared lr / temperature (trial 0)
-    summaries = _train(code, variant, cfg, splits, teacher, out_dir)
-    write_json(out_dir / "summary.json", _summary(variant, v.loss, cfg, summaries))
-    out, _, ranks, _ = evaluate_variant(code, out_dir, splits, teacher)
+    with tempfile.TemporaryDirectory(prefix="default_code-") as tmp:
+        out_dir = Path(models_dir if models_dir is not None else tmp) / variant
+        out_dir.mkdir(parents=True, exist_ok=True)
+        summaries = _train(code, variant, cfg, splits, teacher, out_dir)
+        write_json(out_dir / "summary.json", _summary(variant, v.loss, cfg, summaries))
+        out, _, ranks, _ = evaluate_variant(code, out_dir, splits, teacher)
     return {**out, "variant": variant, "searched": True}, ranks
 
 
