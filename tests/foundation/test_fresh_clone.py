@@ -1,0 +1,83 @@
+"""The README's fresh-clone run time against its measurement and the pipeline as it is.
+
+``reports/fresh_clone.json`` records one measured ``bash scripts/run.sh`` on a clean clone
+without a DVC remote (per stage: wall and CPU seconds; which stages DVC skipped). The README
+states its total, each track's share and what the same run costs now: the measured total less
+the stages that ran for want of a DVC-cached output (one not ``cache: false`` in the measured
+commit's ``dvc.yaml``) and have none now, so a fresh clone no longer reruns them."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import yaml
+
+from contrastlab.utils import repo_root
+
+ROOT = repo_root()
+#: stage-name prefixes of each track's share of the run (the rest: data builds of the others)
+CHAINS = {"code": ("fetch_repos", "extract_functions", "split_by_repo", "teacher_states",
+                   "train_code", "default_code", "evaluate_code", "baselines_code", "hybrid_code",
+                   "biencoder_cache", "train_biencoder", "hybrid_biencoder"),
+          "finetune": ("finetune_",)}
+
+
+def _measured() -> dict:
+    return json.loads((ROOT / "reports" / "fresh_clone.json").read_text(encoding="utf-8"))
+
+
+def _cached(stage: str, stages: dict) -> bool:
+    """Whether ``stage`` (``name`` or ``name@key``) has an output in the DVC cache."""
+    body = stages[stage.split("@")[0]]
+    body = body.get("do", body)
+    for out in body.get("outs") or []:
+        spec = next(iter(out.values())) if isinstance(out, dict) else None
+        if not (isinstance(spec, dict) and spec.get("cache") is False):
+            return True
+    return False
+
+
+def _minutes(seconds: float) -> int:
+    return int(round(seconds / 60))
+
+
+def test_readme_states_the_measured_fresh_clone_run():
+    m = _measured()
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    then = yaml.safe_load(subprocess.run(["git", "show", f"{m['commit']}:dvc.yaml"], cwd=ROOT,
+                                         capture_output=True, text=True, check=True).stdout)["stages"]
+    assert m["exit_status"] == 0 and m["stages"], "the measured run did not finish"
+    run = m["stages"]
+    gone = [r for r in run if _cached(r["stage"], then)
+            and r["stage"].split("@")[0] in stages and not _cached(r["stage"], stages)]
+    saved = sum(r["wall_s"] for r in gone)
+    now = m["total_wall_s"] - saved
+    chain = {k: sum(r["wall_s"] for r in run if r["stage"].startswith(p))
+             for k, p in CHAINS.items()}
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    want = (f"took {_minutes(m['total_wall_s'])} minutes wall ({_minutes(m['total_cpu_s'])} "
+            f"CPU-minutes; the environment {_minutes(m['env']['wall_s'])}, the code-retrieval "
+            f"chain {_minutes(chain['code'])}, the fine-tuning chain {_minutes(chain['finetune'])})")
+    assert want in text, f"README should say: {want}"
+    want_now = (f"{len(gone)} stages of it ({_minutes(saved)} minutes) no longer rerun on a "
+                f"fresh clone, so the same run now takes about {_minutes(now)} minutes")
+    assert want_now in text, f"README should say: {want_now}"
+    cpu_now = (m["total_cpu_s"] - sum(r["cpu_s"] for r in gone)) / 60
+    want_cpu = (f"the CPU-minutes alone, about {round(cpu_now)} now, need {round(cpu_now / 2)} "
+                f"minutes on 2 fully used cores")
+    assert want_cpu in text, f"README should say: {want_cpu}"
+    assert f"{m['env']['cpu_s'] / 60:.1f} CPU-minutes of pip" in text
+    assert m["commit"][:7] in text
+
+
+def test_a_stage_without_cached_outputs_is_counted_as_saved(tmp_path):
+    """The rule the README's 'now' figure rests on, on a hand-made dvc.yaml: only outputs
+    marked ``cache: false`` keep a stage from rerunning on a fresh clone."""
+    stages = yaml.safe_load(
+        "a: {cmd: x, outs: [data/a]}\n"
+        "b: {foreach: [1, 2], do: {cmd: y, outs: [{reports/b.json: {cache: false}}]}}\n"
+        "c: {cmd: z, outs: [{reports/c.json: {cache: false}}, data/c]}\n")
+    assert _cached("a", stages) and not _cached("b@1", stages) and _cached("c", stages)
+    assert re.fullmatch(r"[0-9a-f]{40}", _measured()["commit"])
