@@ -375,3 +375,15 @@ def role_conflict(track: str, written) -> str | None:
     return (f"{track}.{k}: a role, set in src/contrastlab/losses/variants.yaml (roles: "
             f"{track}.roles.{k} = {roles[k]!r}), not in params.yaml; remove it from params.yaml")
 
+
+def reject_roles(track: str, data):
+    """``data`` (a track's raw ``params.yaml`` section) unchanged, for a schema's before-
+    validator.
+
+    Raises:
+        ValueError: the section sets a role of the variant table (:func:`role_conflict`).
+    """
+    err = role_conflict(track, data) if isinstance(data, dict) else None
+    if err:
+        raise ValueError(err)
+    return data

@@ -16,7 +16,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, computed_field, field_validator, model_validator
 
-from ..losses.registry import role, role_conflict, track_variants
+from ..losses.registry import reject_roles, role, track_variants
 from ..tuning.space import SearchDim, SeedTrialTune, Strict, distinct_seeds, known_names
 
 _ROWS = track_variants("finetune")  # the variant table's fine-tuning rows, in file order
@@ -154,10 +154,7 @@ class FinetuneParams(Strict):
     @model_validator(mode="before")
     @classmethod
     def _roles_not_here(cls, data):
-        err = role_conflict("finetune", data) if isinstance(data, dict) else None
-        if err:
-            raise ValueError(err)
-        return data
+        return reject_roles("finetune", data)
 
     @field_validator("variants")
     @classmethod

@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, computed_field, field_validator, model_validator
 
-from ..losses.registry import role, role_conflict, track_variants
+from ..losses.registry import reject_roles, role, track_variants
 from ..tuning.space import Strict, StudyParams, distinct_seeds, known_names
 
 #: Every data set name the track can build (MULAN sets + Reuters + HumanEval).
@@ -290,10 +290,7 @@ class MultilabelParams(Strict):
     @model_validator(mode="before")
     @classmethod
     def _roles_not_here(cls, data):
-        err = role_conflict("multilabel", data) if isinstance(data, dict) else None
-        if err:
-            raise ValueError(err)
-        return data
+        return reject_roles("multilabel", data)
 
     @field_validator("losses")
     @classmethod
