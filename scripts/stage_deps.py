@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import re
 import shlex
 import sys
@@ -98,6 +99,10 @@ REGISTRY_TABLE = "src/contrastlab/losses/registry.yaml"
 #: hashes its rows (loss, kwargs and the params.yaml block of each).
 VARIANT_TABLE = "src/contrastlab/losses/variants.yaml"
 LOSS_CODE = "data/loss_code.yaml"
+#: Key prefix, in ``data/loss_code.yaml``, of each stage's code digest (its import closure).
+CODE_PREFIX = "code."
+#: The sections of ``data/loss_code.yaml`` a stage that reads the whole loss table depends on.
+TABLE_SECTIONS = ["needs", "roles", "variants"]
 #: ``foreach`` / ``matrix`` expressions that run over one track's variants -> the track.
 VARIANT_AXES = {"${graph.variants}": "graph", "${graph.finetune}": "graph", "${code.variants}": "code",
                 "${multilabel.losses}": "multilabel", "${multilabel.hybrids}": "multilabel",
@@ -694,18 +699,51 @@ def analyse(root: Path, stages: dict | None = None) -> dict[str, tuple[list[str]
         # the stage's own scripts first, then the library
         files = sorted((p.as_posix() for p in c.files),
                        key=lambda f: (f.startswith("src/"), f))
-        keys: object = False
+        keys: object = False  # the gate writes data/loss_code.yaml
         vk = variant_key(st, params)
-        if "*" in c.loss_needs:
-            keys = False  # the gate writes data/loss_code.yaml
-        elif an.table_readers(c):
-            keys = None
-        elif vk is not None and c.loss_needs:
-            keys = [vk]
-        elif c.loss_needs:
-            keys = [f"needs.{n}" for n in sorted(c.loss_needs)]
+        if name != GATE_STAGE:
+            keys = [f"{CODE_PREFIX}{name}"]
+            if "*" in c.loss_needs:
+                pass  # every loss file is in the closure, so in the digest
+            elif an.table_readers(c):
+                keys += TABLE_SECTIONS
+            elif vk is not None and c.loss_needs:
+                keys.append(vk)
+            elif c.loss_needs:
+                keys += [f"needs.{n}" for n in sorted(c.loss_needs)]
         out[name] = (files, keys)
     return out
+
+
+def code_digest(root: Path, files: list[str]) -> str:
+    """sha256 over ``files`` (repo-relative, in the given order; a folder, such as a module's
+    ``DATA_DEPS``, stands for its files but byte-code): each path, then its bytes."""
+    h = hashlib.sha256()
+    for f in files:
+        p = Path(root) / f
+        for q in sorted(x for x in p.rglob("*") if x.is_file() and x.suffix != ".pyc"
+                        and "__pycache__" not in x.parts) if p.is_dir() else [p]:
+            h.update(q.relative_to(root).as_posix().encode() + b"\0" + q.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def code_digests(root: Path, stages: dict | None = None) -> dict[str, str]:
+    """``stage -> digest of its import closure`` (:func:`code_digest`) for every stage with a
+    script but the gate: the ``code`` section the gate writes to ``data/loss_code.yaml``."""
+    root = Path(root).resolve()
+    return {name: code_digest(root, files) for name, (files, _) in analyse(root, stages).items()
+            if name != GATE_STAGE}
+
+
+def gate_code_deps(root: Path, stages: dict) -> list[str]:
+    """The gate's code deps: the library folder, each folder holding a stage script, and this
+    script (the gate imports it to compute the digests) when the project has it."""
+    root = Path(root).resolve()
+    dirs = {s.relative_to(root).parts[0] for st in stages.values()
+            for s in stage_scripts(_body(st).get("cmd", ""), root) if s.parent != root}
+    own = Path(__file__).resolve()
+    mine = [own.relative_to(root).as_posix()] if own.is_relative_to(root) else []
+    return [f"src/{PACKAGE}", *sorted(dirs), *[m for m in mine if m.split("/")[0] not in dirs]]
 
 
 def declared_sections(body: dict) -> set[str]:
@@ -774,17 +812,21 @@ def missing(root: Path) -> dict[str, list[str]]:
     info = analyse(root, stages)
     g = gate(stages)
     known = known_roles(root)
+    every = sorted({f for files, _ in info.values() for f in files})
     gaps = {}
     for name, st in stages.items():
         files, keys = info.get(name, ([], False))
-        need = list(files)
-        if g is not None and name != GATE_STAGE:
-            need.append(g)
         deps = _dep_paths(_body(st))
-        lack = [f for f in need if not covered(f, deps)]
+        if name == GATE_STAGE:  # it hashes every stage's closure: it depends on all of them
+            lack = [f for f in every if not covered(f, deps)]
+        else:
+            lack = [g] if g is not None and g not in deps else []
+            dirs = {f.rpartition("/")[0] for f in files if not f.startswith("src/")}
+            lack += [f"{d} listed (the digest {CODE_PREFIX}{name} covers the code)"
+                     for d in deps if _is_code_dep(d, dirs)]
         declared, roles = _split_roles(_loss_param(_body(st)))
         if name in info and declared != keys:
-            lack.append(f"params {LOSS_CODE}: {'all' if keys is None else keys or 'none'}")
+            lack.append(f"params {LOSS_CODE}: {keys or 'none'}")
         lack += [f"params {LOSS_CODE}: {r} (no such role in {VARIANT_TABLE})" for r in roles
                  if known is not None and r not in known]
         if lack:
@@ -818,24 +860,25 @@ def write(root: Path) -> list[str]:
     doc = y.load(path.read_text(encoding="utf-8"))
     plain = load_stages(root)
     info = analyse(root, plain)
-    req = {k: v[0] for k, v in info.items()}
     g = gate(plain)
-    if g is not None:
-        for name in plain:
-            if name != GATE_STAGE:
-                req[name] = req.get(name, []) + [g]
     changed = []
-    for name, files in req.items():
+    for name in plain:
+        files = info[name][0] if name in info else []
+        # the gate: every code folder; another stage: the gate's output (its code is a digest)
+        head = gate_code_deps(root, plain) if name == GATE_STAGE else [g] if g is not None else []
+        if name not in info and not head:
+            continue
         body = _body(doc["stages"][name])
         deps = body.get("deps")
         if deps is None:
             from ruamel.yaml.comments import CommentedSeq
 
             deps = body["deps"] = CommentedSeq()
-        script_dirs = {f.rpartition("/")[0] for f in files if not f.startswith("src/") and f != g}
+        script_dirs = {f.rpartition("/")[0] for f in files if not f.startswith("src/")}
         old = [next(iter(d)) if isinstance(d, dict) else str(d) for d in deps]
-        keep_idx = [i for i, d in enumerate(old) if not _is_code_dep(d, script_dirs, g)]
-        new_list = files + [old[i] for i in keep_idx]
+        keep_idx = [i for i, d in enumerate(old)
+                    if not _is_code_dep(d, script_dirs, g) and d not in head]
+        new_list = head + [old[i] for i in keep_idx]
         keys = info[name][1] if name in info else False
         declared, roles = _split_roles(_loss_param(body))
         if declared != keys:
@@ -845,7 +888,7 @@ def write(root: Path) -> list[str]:
             continue
         kept = [deps[i] for i in keep_idx]
         del deps[:]
-        deps.extend(files)
+        deps.extend(head)
         deps.extend(kept)
         if name not in changed:
             changed.append(name)
@@ -865,8 +908,7 @@ def write(root: Path) -> list[str]:
 
 def _set_loss_param(body, keys, roles=()) -> None:
     """Replace the stage's ``data/loss_code.yaml`` params entry by ``keys`` (see
-    :func:`analyse`) and the declared role keys ``roles`` (dropped when ``keys`` is the whole
-    file), keeping its other params entries."""
+    :func:`analyse`) and the declared role keys ``roles``, keeping its other params entries."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     params = body.get("params")
@@ -883,13 +925,7 @@ def _set_loss_param(body, keys, roles=()) -> None:
         return
     if params is None:
         params = body["params"] = CommentedSeq()
-    entry = CommentedMap()
-    if keys is None:
-        entry[LOSS_CODE] = None
-    else:
-        seq = CommentedSeq([*keys, *roles])
-        entry[LOSS_CODE] = seq
-    params.append(entry)
+    params.append(CommentedMap({LOSS_CODE: CommentedSeq([*keys, *roles])}))
 
 
 def _root(value: str) -> str:

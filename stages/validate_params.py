@@ -13,14 +13,22 @@ not by itself invalidate the stages downstream (each stage still depends on its 
 registry entry and source files (:func:`contrastlab.params.losses.loss_code`); stages that
 train a loss depend on their own keys of it, so DVC reruns exactly the variants whose loss
 changed. Its ``roles`` section copies the variant table's roles (``variants.yaml`` ``roles:``,
-where DVC cannot read them): a stage whose code reads a role depends on its key.
+where DVC cannot read them): a stage whose code reads a role depends on its key. Its
+``code`` section holds, per stage of ``dvc.yaml``, the digest of the stage script's import
+closure (``scripts/stage_deps.py``): every stage depends on its own key in place of the list
+of its code files, and this stage depends on all the code.
 """
 
+import sys
 from pathlib import Path
 
 import yaml
 
 from _dvc import run
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from stage_deps import code_digests  # noqa: E402  (the pipeline's tool, not the library)
 
 from contrastlab.cli import stage_parser
 from contrastlab.io import write_json, write_text
@@ -33,11 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     p = load_params(args.params)
     check_loss_keywords(p, args.params)
-    write_text(args.loss_code, "# written by stages/validate_params.py (do not edit): per loss "
-               "and per variant, the digest of the loss's registry entry and source files; "
-               "per track, its roles (variants.yaml)\n"
-               + yaml.safe_dump(loss_code(p, yaml.safe_load(Path(args.params).read_text(encoding="utf-8"))),
-                                sort_keys=True))
+    doc = loss_code(p, yaml.safe_load(Path(args.params).read_text(encoding="utf-8")))
+    doc["code"] = code_digests(ROOT) if (ROOT / "dvc.yaml").is_file() else {}
+    write_text(args.loss_code, "# written by stages/validate_params.py (do not edit): per stage, "
+               "the digest of its code; per loss and per variant, the digest of the loss's "
+               "registry entry and source files; per track, its roles (variants.yaml)\n"
+               + yaml.safe_dump(doc, sort_keys=True))
     write_json(args.out, {"params": "valid"})
     print(f"{args.params}: valid")
     return 0

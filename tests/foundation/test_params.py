@@ -389,7 +389,7 @@ def test_the_roles_are_still_validated(tmp_path, monkeypatch):
 def test_the_params_gate_writes_the_roles_to_loss_code(tmp_path):
     """DVC reads params files only: the validate_params stage copies the variant table's roles
     to ``data/loss_code.yaml`` (``roles.<track>.<role>``), the keys that the stages reading a
-    role depend on."""
+    role depend on, and writes each stage's code digest (``code.<stage>``)."""
     import importlib.util
 
     import yaml
@@ -406,3 +406,8 @@ def test_the_params_gate_writes_the_roles_to_loss_code(tmp_path):
     assert roles["finetune"] == {"index_variant": role("finetune", "index_variant"),
                                  "head_loss": role("finetune", "head_loss")}
     assert roles == {t: sec["roles"] for t, sec in VARIANTS.items() if sec["roles"]}
+    # and the digest of every stage's code, the key each stage depends on (the gate put
+    # scripts/ on sys.path to compute them)
+    from stage_deps import code_digests
+
+    assert yaml.safe_load(out.read_text())["code"] == code_digests(ROOT)

@@ -1,4 +1,5 @@
-"""The DVC deps of every stage cover the import closure of its script (scripts/stage_deps.py)."""
+"""Every DVC stage depends on the digest of its script's import closure, and the params gate
+(which writes the digests) on every file of every closure (scripts/stage_deps.py)."""
 
 from __future__ import annotations
 
@@ -39,41 +40,74 @@ def test_every_stage_covers_its_import_closure():
 
 
 def test_removing_a_dependency_is_detected(tmp_path):
+    """A stage without its digest key, a stage listing code files (the digest covers them) and
+    a gate that misses a folder of code are reported; --write restores all three and keeps the
+    data deps."""
     root = _copy_project(tmp_path)
     shutil.copy2(ROOT / "params.yaml", root / "params.yaml")
     doc = yaml.safe_load((root / "dvc.yaml").read_text())
     st = doc["stages"]["train_multilabel"]
-    gone = "src/contrastlab/training/multilabel.py"
-    st["deps"] = [d for d in st["deps"] if d != gone]
     st["params"] = [p for p in st["params"] if not (isinstance(p, dict) and sd.LOSS_CODE in p)]
+    st["deps"].append("src/contrastlab/training/multilabel.py")
+    gate = doc["stages"][sd.GATE_STAGE]
+    gate["deps"] = [d for d in gate["deps"] if d != "stages"]
     (root / "dvc.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     gaps = sd.missing(root)
-    assert gaps == {"train_multilabel": [
-        gone, "params data/loss_code.yaml: ['variants.multilabel.${item.loss}']"]}
+    assert gaps["train_multilabel"] == [
+        "src/contrastlab/training/multilabel.py listed (the digest code.train_multilabel covers "
+        "the code)",
+        "params data/loss_code.yaml: ['code.train_multilabel', 'variants.multilabel.${item.loss}']"]
+    assert "stages/train_multilabel.py" in gaps[sd.GATE_STAGE] and len(gaps) == 2, gaps
     assert sd.main(["--root", str(root)]) == 1
-    # --write restores both and keeps the data deps
     sd.write(root)
     assert sd.missing(root) == {}
-    st = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["train_multilabel"]
-    assert gone in st["deps"] and "data/multilabel/${item.dataset}" in st["deps"]
-    assert {sd.LOSS_CODE: ["variants.multilabel.${item.loss}"]} in st["params"]
+    doc = yaml.safe_load((root / "dvc.yaml").read_text())
+    st = doc["stages"]["train_multilabel"]
+    assert "data/multilabel/${item.dataset}" in st["deps"]
+    assert not [d for d in st["deps"] if d.startswith(("src/", "stages/"))]
+    assert {sd.LOSS_CODE: ["code.train_multilabel", "variants.multilabel.${item.loss}"]} \
+        in st["params"]
+    assert doc["stages"][sd.GATE_STAGE]["deps"][:3] == [
+        "src/contrastlab", "stages", "scripts/stage_deps.py"]
+
+
+def test_a_stage_digest_moves_with_its_closure_only(tmp_path):
+    """Editing a file changes the digest of exactly the stages whose closure holds it: the
+    GCN module moves graph stages only, a loss file no stage's digest (its variants'
+    loss_code keys follow it)."""
+    root = _copy_project(tmp_path)
+    shutil.copy2(ROOT / "params.yaml", root / "params.yaml")
+    before = sd.code_digests(root)
+    assert before == sd.code_digests(ROOT)  # a copy of the same code
+    with open(root / "src/contrastlab/models/gcn.py", "a") as f:
+        f.write("\n# an edit\n")
+    moved = {k for k, v in sd.code_digests(root).items() if v != before[k]}
+    assert moved == {k for k, (files, _) in sd.analyse(root).items()
+                     if "src/contrastlab/models/gcn.py" in files and k != sd.GATE_STAGE}
+    assert {"tune_graph", "train_graph", "baselines_graph"} <= moved
+    assert not moved & {"train_code", "train_multilabel", "finetune_encoder"}
+    before = sd.code_digests(root)
+    with open(root / "src/contrastlab/losses/selfsup.py", "a") as f:
+        f.write("\n# an edit\n")
+    assert sd.code_digests(root) == before
 
 
 def test_loss_code_reaches_stages_through_their_own_keys():
-    """Loss files are file deps of the params gate only; a per-variant stage depends on its
-    variant's digest, a stage that may load any loss of a kind on that kind's digests, the
-    report on all of them, and a stage that loads no loss on none."""
+    """Loss files are in the params gate's closure only; besides its code digest, a per-variant
+    stage depends on its variant's digest, a stage that may load any loss of a kind on that
+    kind's digests, the report on all of them, and a stage that loads no loss on none."""
     info = sd.analyse(ROOT)
     sel = "src/contrastlab/losses/selfsup.py"
     assert {s for s, (files, _) in info.items() if sel in files} == {sd.GATE_STAGE}
     assert sd.REGISTRY_TABLE in info[sd.GATE_STAGE][0] and info[sd.GATE_STAGE][1] is False
-    assert info["train_graph"][1] == ["variants.graph.${key}"]
-    assert info["tune_code"][1] == ["variants.code.${key}"]
-    assert info["tune_multilabel"][1] == ["variants.multilabel.${item}"]
-    assert info["train_multilabel"][1] == ["variants.multilabel.${item.loss}"]
-    assert info["baselines_code"][1] == ["needs.regression", "needs.targets"]
-    assert info["report"][1] is None
-    assert info["fetch_repos"][1] is False and info["build_multilabel"][1] is False
+    assert info["train_graph"][1] == ["code.train_graph", "variants.graph.${key}"]
+    assert info["tune_code"][1] == ["code.tune_code", "variants.code.${key}"]
+    assert info["tune_multilabel"][1] == ["code.tune_multilabel", "variants.multilabel.${item}"]
+    assert info["train_multilabel"][1] == ["code.train_multilabel",
+                                           "variants.multilabel.${item.loss}"]
+    assert info["baselines_code"][1] == ["code.baselines_code", "needs.regression", "needs.targets"]
+    assert info["report"][1] == ["code.report", "needs", "roles", "variants"]
+    assert info["fetch_repos"][1] == ["code.fetch_repos"]
 
 
 def test_params_schema_deps_follow_the_declared_sections():
@@ -162,9 +196,14 @@ def test_closure_rules_on_a_synthetic_project(tmp_path):
     # stages are found from their cmd, templated or not
     _write(r, "dvc.yaml", """
         stages:
+          validate_params:
+            cmd: python stages/gate.py
+            deps: [src/contrastlab]
+            outs: [data/ok.json]
           s1:
             cmd: python -m torch.distributed.run --nproc_per_node=${n} stages/one.py --v ${key}
-            deps: [stages/one.py, stages/helper.py, src/contrastlab]
+            deps: [data/ok.json, stages/one.py, stages/helper.py, src/contrastlab]
+            params: [{data/loss_code.yaml: [code.s1]}]
           s2:
             foreach: [a, b]
             do:
@@ -172,12 +211,25 @@ def test_closure_rules_on_a_synthetic_project(tmp_path):
               deps: [stages/two.py, data/x]
         """)
     gaps = sd.missing(r)
-    assert set(gaps) == {"s2"} and "src/contrastlab/train.py" in gaps["s2"]
-    assert gaps["s2"][-1] == "params data/loss_code.yaml: ['needs.labels']"
+    assert set(gaps) == {"validate_params", "s1", "s2"}
+    assert gaps["validate_params"] == ["stages/gate.py", "stages/helper.py", "stages/one.py",
+                                       "stages/two.py"]
+    assert [g.split(" ")[0] for g in gaps["s1"]] == ["stages/one.py", "stages/helper.py",
+                                                     "src/contrastlab"]
+    assert gaps["s2"] == ["data/ok.json", "stages/two.py listed (the digest code.s2 covers the code)",
+                          "params data/loss_code.yaml: ['code.s2', 'needs.labels']"]
     sd.write(r)
     assert sd.missing(r) == {}
-    s2 = yaml.safe_load((r / "dvc.yaml").read_text())["stages"]["s2"]["do"]
-    assert "data/x" in s2["deps"] and s2["params"] == [{sd.LOSS_CODE: ["needs.labels"]}]
+    doc = yaml.safe_load((r / "dvc.yaml").read_text())["stages"]
+    assert doc["s2"]["do"]["deps"] == ["data/ok.json", "data/x"]
+    assert doc["s2"]["do"]["params"] == [{sd.LOSS_CODE: ["code.s2", "needs.labels"]}]
+    assert doc["validate_params"]["deps"] == ["src/contrastlab", "stages"]
+    # the digests: one per stage but the gate; a helper module moves its importer's only
+    d = sd.code_digests(r)
+    assert set(d) == {"s1", "s2"} and d["s1"] != d["s2"]
+    _write(r, "stages/helper.py", "import contrastlab.d  # edited\n")
+    d2 = sd.code_digests(r)
+    assert d2["s1"] != d["s1"] and d2["s2"] == d["s2"]
 
 
 def test_lazy_package_attributes_count_only_when_used(tmp_path):
@@ -266,8 +318,8 @@ def test_the_hybrid_stage_names_the_role_hybrid_base_as_a_literal(tmp_path):
     base = sd.hybrid_inputs(ROOT)[0]
     assert f"reports/tuned/multilabel/{base}.json" in st["deps"]
     assert f"multilabel.variants.{base}" in st["params"]
-    assert {sd.LOSS_CODE: ["variants.multilabel.${item.loss}", "roles.multilabel.hybrid_base"]} \
-        in st["params"]
+    assert {sd.LOSS_CODE: ["code.train_multilabel_hybrid", "variants.multilabel.${item.loss}",
+                           "roles.multilabel.hybrid_base"]} in st["params"]
     assert not [x for x in st["deps"] + st["params"] if "hybrid_base}" in str(x)]
     # the role changes in the variant table: dvc.yaml is stale until --write
     table = root / sd.VARIANT_TABLE
@@ -284,8 +336,8 @@ def test_the_hybrid_stage_names_the_role_hybrid_base_as_a_literal(tmp_path):
         "reports/tuned/multilabel/bce.json"]
     assert "multilabel.variants.simdis" in st["params"] and f"multilabel.variants.{base}" not in st["params"]
     # --write kept the hand-declared role key
-    assert {sd.LOSS_CODE: ["variants.multilabel.${item.loss}", "roles.multilabel.hybrid_base"]} \
-        in st["params"]
+    assert {sd.LOSS_CODE: ["code.train_multilabel_hybrid", "variants.multilabel.${item.loss}",
+                           "roles.multilabel.hybrid_base"]} in st["params"]
     # a hand edit of the literal is reported too
     doc = yaml.safe_load((root / "dvc.yaml").read_text())
     deps = doc["stages"]["train_multilabel_hybrid"]["deps"]
@@ -316,7 +368,19 @@ def test_role_keys_of_loss_code_are_kept_and_checked(tmp_path):
     doc = yaml.safe_load((root / "dvc.yaml").read_text())
     entry = next(p for p in doc["stages"]["finetune_evaluate"]["params"]
                  if isinstance(p, dict) and sd.LOSS_CODE in p)
-    entry[sd.LOSS_CODE] = ["roles.finetune.index_varaint"]
+    entry[sd.LOSS_CODE] = ["code.finetune_evaluate", "roles.finetune.index_varaint"]
     (root / "dvc.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     assert sd.missing(root) == {"finetune_evaluate": [
         f"params {sd.LOSS_CODE}: roles.finetune.index_varaint (no such role in {sd.VARIANT_TABLE})"]}
+
+
+def test_the_lock_size_docs_usage_states():
+    """docs/usage.md states the size of ``dvc.lock`` that the per-stage digests keep it to."""
+    import re
+
+    text = " ".join((ROOT / "docs/usage.md").read_text(encoding="utf-8").split())
+    m = re.search(r"`dvc.lock` to about (\d+)k lines \(it was (\d+)k", text)
+    assert m, "docs/usage.md no longer states the size of dvc.lock"
+    lines = len((ROOT / "dvc.lock").read_text(encoding="utf-8").splitlines())
+    assert abs(lines / 1000 - int(m[1])) <= 1.5, f"dvc.lock has {lines} lines, docs say {m[1]}k"
+    assert int(m[2]) > 2 * int(m[1])

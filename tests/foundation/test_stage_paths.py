@@ -56,6 +56,8 @@ def test_every_path_in_a_cmd_is_a_declared_dep_or_out():
         for opt, val in zip(argv, argv[1:]):
             if not opt.startswith("--") or val.startswith("--") or not _looks_like_path(val):
                 continue
+            if val.startswith("stages/") and val.endswith(".py"):
+                continue  # the stage script (after a launcher option): its code digest covers it
             n_paths += 1
             v = val.rstrip("/")
             if not any(d == v or d.startswith(v + "/") or v.startswith(d.rstrip("/") + "/")
