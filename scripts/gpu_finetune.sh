@@ -8,6 +8,8 @@
 #   python stages/finetune_evaluate.py --data data/finetune/humaneval/variants.parquet \
 #       --metrics-dir reports/metrics/finetune_gpu \
 #       --runs-dir data/finetune_gpu/runs --index data/finetune_gpu/index
+#   python stages/finetune_summary.py --data data/finetune/humaneval/variants.parquet \
+#       --metrics-dir reports/metrics/finetune_gpu --preset presets/finetune-gpu.yaml
 #
 # Writes reports/metrics/finetune_gpu/ (<variant>.json, items/<variant>.npz, logs/) and
 # data/finetune_gpu/ (token-id cache, embeddings). Outside dvc.yaml on purpose: the default

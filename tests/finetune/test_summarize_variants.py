@@ -1,5 +1,5 @@
 """The fine-tuning comparison (``finetune.evaluate.summarize_variants``, stage
-``finetune_evaluate``) on tiny real embeddings: the strongest baseline is the one with the
+``finetune_summary``) on tiny real embeddings: the strongest baseline is the one with the
 best validation kNN problem x tier purity, every row gets a CI containing its mean, a row
 that separates the cells perfectly leads, and a missing row is a clear error."""
 

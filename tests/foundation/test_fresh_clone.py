@@ -81,3 +81,13 @@ def test_a_stage_without_cached_outputs_is_counted_as_saved(tmp_path):
         "c: {cmd: z, outs: [{reports/c.json: {cache: false}}, data/c]}\n")
     assert _cached("a", stages) and not _cached("b@1", stages) and _cached("c", stages)
     assert re.fullmatch(r"[0-9a-f]{40}", _measured()["commit"])
+
+
+def test_the_lock_size_docs_usage_states():
+    """docs/usage.md states the size of ``dvc.lock`` that the per-stage digests keep it to."""
+    text = " ".join((ROOT / "docs/usage.md").read_text(encoding="utf-8").split())
+    m = re.search(r"`dvc.lock` to about (\d+)k lines \(it was (\d+)k", text)
+    assert m, "docs/usage.md no longer states the size of dvc.lock"
+    lines = len((ROOT / "dvc.lock").read_text(encoding="utf-8").splitlines())
+    assert abs(lines / 1000 - int(m[1])) <= 1.5, f"dvc.lock has {lines} lines, docs say {m[1]}k"
+    assert int(m[2]) > 2 * int(m[1])

@@ -1,4 +1,4 @@
-"""The fine-tuning comparison (stage ``finetune_evaluate``): clustered-bootstrap tables.
+"""The fine-tuning comparison (stages ``finetune_evaluate``, ``finetune_summary``): clustered-bootstrap tables.
 
 Per-query metrics come from ``finetune_encoder`` (:mod:`contrastlab.finetune.metrics`) and,
 here, from the stored embeddings (within-problem tier metrics, :mod:`contrastlab.finetune.tiers`).
@@ -18,7 +18,8 @@ from ..errors import InputError
 from .metrics import BASELINES, average_precision_rows, item_metrics, knn_purity  # noqa: F401
 
 __all__ = ["item_metrics", "average_precision_rows", "table", "BASELINES",
-           "summarize_variants", "purity_ceiling", "tier_tables", "row_embeddings", "one_token_pairs"]
+           "summarize_variants", "summary", "purity_ceiling", "tier_tables", "tier_arrays",
+           "tier_summary", "nest", "row_embeddings", "one_token_pairs"]
 
 
 def table(items: Mapping[str, np.ndarray], clusters, *, baseline: str | None,
@@ -108,7 +109,7 @@ def _items_file(metrics_dir, row: str):
 
 
 def summarize_variants(ft, df, metrics_dir) -> dict:
-    """The track's comparison (stage ``finetune_evaluate``): every variant's and baseline's
+    """The track's comparison (stage ``finetune_summary``): every variant's and baseline's
     per-query arrays (``<metrics_dir>/items/<v>.npz``) turned into one :func:`table` per
     split (a: unseen submissions of seen problems; b: unseen problems) and metric, with the
     strongest baseline chosen on validation kNN problem x tier purity and the purity ceiling
@@ -194,13 +195,52 @@ def one_token_pairs(df) -> dict:
 
 
 def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarray]]:
-    """The within-problem tier comparison (:mod:`contrastlab.finetune.tiers`) of every row.
+    """The within-problem tier comparison (:mod:`contrastlab.finetune.tiers`) of every row:
+    :func:`tier_summary` of :func:`tier_arrays`.
 
-    Per-query ``wp_auc``, ``wp_nn_tier``, ``wp_pair_sep`` from each row's embeddings (every
-    seed) on splits a, b and validation, plus the reference rows (from the labels alone) and
-    the stored ``knn{k}_pxt`` (largest ``k``) as a secondary column. The strongest baseline:
-    best validation ``wp_auc`` among the baselines and the tier-blind reference. At least
-    ``draws_for(m)`` draws (``m`` paired tests), so the Holm floor ``p_floor`` <= 0.005.
+    Returns:
+        ``(summary, items)``: ``summary = {"baseline", "baseline_rule", "validation",
+        "rows", "references", "reference_titles", "chance", "ceiling", "pairs", "n_resamples",
+        "p_floor", "tables": {split: {metric: {row: stats}}}}`` (``chance`` / ``ceiling``: the
+        reference rows' names) and :func:`tier_arrays`' per-query arrays.
+    """
+    flat = tier_arrays(ft, df, runs_dir, metrics_dir)
+    return tier_summary(ft, df, nest(flat)), flat
+
+
+def nest(flat: Mapping[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+    """``{"<row>/<split>/<metric>": a}`` (``tier_items.npz``) as ``{row: {"<split>/<metric>": a}}``."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for k, a in flat.items():
+        row, key = k.split("/", 1)
+        out.setdefault(row, {})[key] = a
+    return out
+
+
+def summary(ft, df, metrics_dir) -> dict:
+    """``summary.json`` (stage ``finetune_summary``): :func:`summarize_variants` of
+    ``<metrics_dir>/items/`` and, when ``<metrics_dir>/tier_items.npz`` exists (stage
+    ``finetune_evaluate``), its :func:`tier_summary` under ``"tier"``. Needs no embeddings.
+
+    Raises:
+        contrastlab.errors.InputError: a row's arrays are missing.
+    """
+    from pathlib import Path
+
+    out = summarize_variants(ft, df, metrics_dir)
+    f = Path(metrics_dir) / "tier_items.npz"
+    if f.exists():
+        with np.load(f) as z:
+            out["tier"] = tier_summary(ft, df, nest({k: z[k] for k in z.files}))
+    return out
+
+
+def tier_arrays(ft, df, runs_dir, metrics_dir) -> dict[str, np.ndarray]:
+    """Per-query within-problem tier metrics of every row (``tier_items.npz``).
+
+    ``wp_auc``, ``wp_nn_tier``, ``wp_pair_sep`` from each row's embeddings (every seed) on
+    splits a, b and validation, plus the reference rows (from the labels alone) and the stored
+    ``knn{k}_pxt`` (largest ``k``) as a secondary column.
 
     Args:
         ft: the ``finetune`` params section. df: the variants table (``problem``, ``tier``,
@@ -208,11 +248,8 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
             ``reports/metrics/finetune`` (``items/<row>.npz``).
 
     Returns:
-        ``(summary, items)``: ``summary = {"baseline", "baseline_rule", "validation",
-        "rows", "references", "reference_titles", "chance", "ceiling", "pairs", "n_resamples",
-        "p_floor", "tables": {split: {metric: {row: stats}}}}`` (``chance`` / ``ceiling``: the
-        reference rows' names) and the per-query arrays ``items["<row>/<split>/<metric>"]``
-        ``[S, Q]`` float64.
+        ``{"<row>/<split>/<metric>": [S, Q] float64}``, rows in the order variants,
+        baselines, references.
 
     Raises:
         contrastlab.errors.InputError: a row's run folder or stored arrays are missing, or
@@ -220,7 +257,7 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
     """
     from pathlib import Path
 
-    from .tiers import reference_metrics, split_sets, tier_items
+    from .tiers import REFERENCES, reference_metrics, split_sets, tier_items
 
     problems = df["problem"].astype(str).to_numpy()
     tiers = df["tier"].astype(str).to_numpy()
@@ -248,15 +285,15 @@ def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarr
     for s, (_, _, ps) in sets.items():
         for r, d in reference_metrics(ps, kmax).items():
             items.setdefault(r, {}).update({f"{s}/{m}": a[None] for m, a in d.items()})
-    out = tier_summary(ft, df, items, sets)
-    flat = {f"{r}/{k}": a for r in out["rows"] for k, a in items[r].items()}
-    return out, flat
+    return {f"{r}/{k}": a for r in [*ft.variants, *BASELINES, *REFERENCES] for k, a in items[r].items()}
 
 
 def tier_summary(ft, df, items: dict[str, dict[str, np.ndarray]], sets=None) -> dict:
     """The summary of :func:`tier_tables` from the per-query arrays ``items[row]["<split>/
-    <metric>"]`` (``[S, Q]``; what ``tier_items.npz`` stores, so the statistics can be
-    recomputed without the embeddings: ``scripts/finetune_restat.py``). ``sets``: the
+    <metric>"]`` (``[S, Q]``; what ``tier_items.npz`` stores, so the statistics are
+    recomputed without the embeddings: stage ``finetune_summary``). The strongest baseline:
+    best validation ``wp_auc`` among the baselines and the tier-blind reference. At least
+    ``draws_for(m)`` draws (``m`` paired tests), so the Holm floor ``p_floor`` <= 0.005. ``sets``: the
     :func:`~contrastlab.finetune.tiers.split_sets` of ``df`` (computed when ``None``)."""
     from ..evaluation.stats import draws_for
     from .tiers import CEILING, CHANCE, REFERENCES, TIER_METRICS, split_sets

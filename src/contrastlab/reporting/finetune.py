@@ -1,5 +1,5 @@
 """Report section: fine-tuning the code encoder with multi-label contrastive losses, from
-``reports/metrics/finetune/summary.json`` (stage ``finetune_evaluate``).
+``reports/metrics/finetune/summary.json`` (stage ``finetune_summary``).
 """
 
 from __future__ import annotations
