@@ -94,11 +94,15 @@ def _tier_setup(tmp_path):
 
 
 def test_tier_tables_rank_the_cell_separating_row_first_against_chance_and_ceiling(tmp_path):
-    from contrastlab.finetune.evaluate import tier_tables
+    """The tier arrays (stage finetune_evaluate) and their tables (stage finetune_summary, from
+    the arrays as tier_items.npz stores them)."""
+    from contrastlab.finetune.evaluate import nest, tier_arrays, tier_summary
     from contrastlab.finetune.tiers import CEILING, CHANCE
 
     df, ft, runs = _tier_setup(tmp_path)
-    out, items = tier_tables(ft, df, runs, tmp_path)
+    items = tier_arrays(ft, df, runs, tmp_path)
+    out = tier_summary(ft, df, nest(items))
+    assert list(nest(items)) == out["rows"]  # the stored order: variants, baselines, references
     assert out["rows"] == ["good", "bad", *BASELINES, CHANCE, CEILING]
     assert out["baseline"] in (*BASELINES, CHANCE)
     assert out["validation"][CHANCE] == 0.5 and out["validation"]["good"] == pytest.approx(1.0)
@@ -119,12 +123,18 @@ def test_tier_tables_rank_the_cell_separating_row_first_against_chance_and_ceili
     assert out["p_floor"] <= 0.005 and out["n_resamples"] >= 200
     assert out["tables"]["a"]["wp_auc"]["good"]["n_resamples"] == out["n_resamples"]
     assert items["good/a/wp_auc"].shape[0] == 2 and items["frozen/a/wp_auc"].shape[0] == 1
+    # finetune_summary's path: the same tier tables from tier_items.npz, beside the kNN tables
+    from contrastlab.finetune.evaluate import summary
+
+    np.savez(tmp_path / "tier_items.npz", **items)
+    full = summary(ft, df, tmp_path)
+    assert full["tier"] == out and full["variants"] == ["good", "bad", *BASELINES]
 
 
 def test_tier_tables_check_the_recomputed_tfidf_rows(tmp_path):
-    from contrastlab.finetune.evaluate import tier_tables
+    from contrastlab.finetune.evaluate import tier_arrays
 
     df, ft, runs = _tier_setup(tmp_path)
     _write(tmp_path, "tfidf", np.random.default_rng(3).normal(size=(len(df), 8)), df)
     with pytest.raises(InputError, match="do not reproduce"):
-        tier_tables(ft, df, runs, tmp_path)
+        tier_arrays(ft, df, runs, tmp_path)

@@ -18,7 +18,7 @@ from ..errors import InputError
 from .metrics import BASELINES, average_precision_rows, item_metrics, knn_purity  # noqa: F401
 
 __all__ = ["item_metrics", "average_precision_rows", "table", "BASELINES",
-           "summarize_variants", "summary", "purity_ceiling", "tier_tables", "tier_arrays",
+           "summarize_variants", "summary", "purity_ceiling", "tier_arrays",
            "tier_summary", "nest", "row_embeddings", "one_token_pairs"]
 
 
@@ -194,20 +194,6 @@ def one_token_pairs(df) -> dict:
     return {"n": n, "differ_in_tier": diff / n if n else float("nan")}
 
 
-def tier_tables(ft, df, runs_dir, metrics_dir) -> tuple[dict, dict[str, np.ndarray]]:
-    """The within-problem tier comparison (:mod:`contrastlab.finetune.tiers`) of every row:
-    :func:`tier_summary` of :func:`tier_arrays`.
-
-    Returns:
-        ``(summary, items)``: ``summary = {"baseline", "baseline_rule", "validation",
-        "rows", "references", "reference_titles", "chance", "ceiling", "pairs", "n_resamples",
-        "p_floor", "tables": {split: {metric: {row: stats}}}}`` (``chance`` / ``ceiling``: the
-        reference rows' names) and :func:`tier_arrays`' per-query arrays.
-    """
-    flat = tier_arrays(ft, df, runs_dir, metrics_dir)
-    return tier_summary(ft, df, nest(flat)), flat
-
-
 def nest(flat: Mapping[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
     """``{"<row>/<split>/<metric>": a}`` (``tier_items.npz``) as ``{row: {"<split>/<metric>": a}}``."""
     out: dict[str, dict[str, np.ndarray]] = {}
@@ -288,20 +274,25 @@ def tier_arrays(ft, df, runs_dir, metrics_dir) -> dict[str, np.ndarray]:
     return {f"{r}/{k}": a for r in [*ft.variants, *BASELINES, *REFERENCES] for k, a in items[r].items()}
 
 
-def tier_summary(ft, df, items: dict[str, dict[str, np.ndarray]], sets=None) -> dict:
-    """The summary of :func:`tier_tables` from the per-query arrays ``items[row]["<split>/
-    <metric>"]`` (``[S, Q]``; what ``tier_items.npz`` stores, so the statistics are
-    recomputed without the embeddings: stage ``finetune_summary``). The strongest baseline:
-    best validation ``wp_auc`` among the baselines and the tier-blind reference. At least
-    ``draws_for(m)`` draws (``m`` paired tests), so the Holm floor ``p_floor`` <= 0.005. ``sets``: the
-    :func:`~contrastlab.finetune.tiers.split_sets` of ``df`` (computed when ``None``)."""
+def tier_summary(ft, df, items: dict[str, dict[str, np.ndarray]]) -> dict:
+    """The within-problem tier tables (stage ``finetune_summary``) from the per-query arrays
+    ``items[row]["<split>/<metric>"]`` (``[S, Q]``; :func:`tier_arrays` as :func:`nest`
+    groups it, what ``tier_items.npz`` stores, so no embeddings are needed). The strongest
+    baseline: best validation ``wp_auc`` among the baselines and the tier-blind reference. At
+    least ``draws_for(m)`` draws (``m`` paired tests), so the Holm floor ``p_floor`` <= 0.005.
+
+    Returns:
+        ``{"baseline", "baseline_rule", "validation", "rows", "references",
+        "reference_titles", "chance", "ceiling", "pairs", "n_resamples", "p_floor",
+        "tables": {split: {metric: {row: stats}}}}`` (``chance`` / ``ceiling``: the reference
+        rows' names).
+    """
     from ..evaluation.stats import draws_for
     from .tiers import CEILING, CHANCE, REFERENCES, TIER_METRICS, split_sets
 
     problems = df["problem"].astype(str).to_numpy()
-    if sets is None:
-        sets = split_sets(problems, df["tier"].astype(str).to_numpy(),
-                          df["split"].astype(str).to_numpy(), df["text"].tolist())
+    sets = split_sets(problems, df["tier"].astype(str).to_numpy(),
+                      df["split"].astype(str).to_numpy(), df["text"].tolist())
     knn = f"knn{max(ft.eval.knn_k)}_pxt"  # not a row name (metric)
     rows = [*ft.variants, *BASELINES, *REFERENCES]
     val = {r: float(np.nanmean(items[r]["val/wp_auc"])) for r in rows if "val/wp_auc" in items[r]}
