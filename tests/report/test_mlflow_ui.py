@@ -110,20 +110,29 @@ def test_compare_view_shows_temperature_next_to_probe_accuracy(browser, server, 
     from selenium.webdriver.support.ui import WebDriverWait
 
     from selenium.common.exceptions import (ElementClickInterceptedException,
+                                            ElementNotInteractableException,
                                             StaleElementReferenceException)
 
-    # the runs grid re-renders while data arrives: retry on stale elements
+    # the runs grid re-renders while data arrives, and a loading overlay may cover an element
+    # for a moment: retry on stale, covered or not yet interactable elements, click included
     wait = WebDriverWait(browser, 60, ignored_exceptions=[StaleElementReferenceException,
-                                                          ElementClickInterceptedException])
+                                                          ElementClickInterceptedException,
+                                                          ElementNotInteractableException])
+
+    def click(locator) -> None:
+        def attempt(d) -> bool:
+            d.find_element(*locator).click()
+            return True
+        wait.until(attempt)
+
     def click_text(text: str) -> None:
-        wait.until(EC.element_to_be_clickable(
-            (By.XPATH, f"//*[normalize-space(text())='{text}']"))).click()
+        click((By.XPATH, f"//*[normalize-space(text())='{text}']"))
 
     # step 2: the model-training view (top-left toggle), Experiments, the track's experiment
     browser.get(server)
     click_text("Model training")
     click_text("Experiments")
-    wait.until(EC.element_to_be_clickable((By.LINK_TEXT, "contrastlab-graph"))).click()
+    click((By.LINK_TEXT, "contrastlab-graph"))
     wait.until(lambda d: "/runs" in d.current_url and "machine_learning" in d.current_url)
     # step 3: the variant runs
     box = wait.until(EC.element_to_be_clickable(
@@ -133,9 +142,7 @@ def test_compare_view_shows_temperature_next_to_probe_accuracy(browser, server, 
     # step 4: expand the DVC experiment's parent run, tick both variants, Compare
     wait.until(lambda d: any(EXP_NAME in r.text for r in
                              d.find_elements(By.CSS_SELECTOR, "div[role=row]")))
-    expand = wait.until(EC.element_to_be_clickable(
-        (By.CSS_SELECTOR, "button[data-component-id$='runnamecellrenderer.tsx_46']")))
-    expand.click()
+    click((By.CSS_SELECTOR, "button[data-component-id$='runnamecellrenderer.tsx_46']"))
     names = {f"{v} · {EXP_NAME}" for v in VARIANTS}
 
     def variant_rows(d):
