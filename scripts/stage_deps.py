@@ -1,5 +1,13 @@
 """Every DVC stage's code dependencies, computed from what its script imports.
 
+DVC sees a stage's code as one value: the params gate (``validate_params``) depends on all the
+code (``src/contrastlab``, each folder of stage scripts, this file) and writes, per stage, the
+SHA-256 of the closure below (:func:`code_digests`) to the ``code`` section of
+``data/loss_code.yaml``; every other stage depends on its key ``code.<stage>`` as a DVC
+``params`` dependency, in place of a list of files. ``--write`` writes those keys and the
+gate's folders; the check reports a stage without its key, a stage that still lists code
+files, and a gate that misses a file of some closure.
+
 For each stage of ``dvc.yaml`` (``foreach``/``matrix`` stages included) the script named in
 its ``cmd`` (any ``*.py`` path in the command that exists, e.g. ``stages/train_code.py``
 after ``python -m torch.distributed.run ...``) is parsed with :mod:`ast`, and the
@@ -23,11 +31,11 @@ transitive closure of its imports inside ``src/contrastlab`` is computed:
   calls ``get_loss``/``load_loss`` without declaring ``LOSS_NEEDS`` is an error (the
   ``contrastlab.losses`` package itself is exempt: it resolves names its callers pass in).
 
-Loss code is not a file dependency of the stages that train losses (``LOSS_NEEDS = "*"``,
-the ``validate_params`` gate, excepted: it depends on every loss file, on ``registry.yaml``
-and on ``variants.yaml``). The gate writes ``data/loss_code.yaml``: per registered loss and per
-variant, a digest of the loss's registry entry and source files. A stage depends on the keys
-of that file it uses, as a DVC ``params`` dependency:
+Loss code is not in the closure (so not in the digest) of the stages that train losses
+(``LOSS_NEEDS = "*"``, the ``validate_params`` gate, excepted: its closure holds every loss
+file, ``registry.yaml`` and ``variants.yaml``). The gate also writes, per registered loss and
+per variant, a digest of the loss's registry entry and source files. Besides its
+``code.<stage>`` key, a stage depends on the keys of that file it uses:
 
 - a stage that runs over a track's variants (``foreach: ${graph.variants}``,
   ``${graph.finetune}``, ``${code.variants}``, ``${multilabel.losses}``, ``${finetune.variants}``, or a ``matrix``
@@ -35,7 +43,8 @@ of that file it uses, as a DVC ``params`` dependency:
 - any other stage whose code loads losses depends on ``needs.<n>`` for each of its
   ``LOSS_NEEDS``;
 - a stage whose code reads the whole table (imports ``LOSSES``, ``title``, ``get_spec``, ...
-  outside the ``losses`` and ``params`` packages, e.g. the report) depends on the whole file.
+  outside the ``losses`` and ``params`` packages, e.g. the report) depends on its ``needs``,
+  ``roles`` and ``variants`` sections.
 
 So adding a graph loss (its file, a registry entry, a params variant) leaves every code and
 multi-label stage and every other graph variant up to date, and editing
@@ -69,10 +78,10 @@ to ``params.yaml`` gets its curves in ``dvc plots show`` without editing ``dvc.y
 check mode reports them when they are out of date. Plots with other ids are kept as written.
 It also writes the role literals of the hybrid stage (see above).
 
-``--write`` replaces, in each stage's ``deps``, the entries that are Python code (``*.py``
-files and folders under ``src/`` or next to the stage script) with the computed closure and
-keeps every other dependency (data, folders of data) and the file's comments. Rerun it after
-adding a stage or an import.
+``--write`` removes, from each stage's ``deps``, the entries that are Python code (``*.py``
+files and folders under ``src/`` or next to the stage script; the digest covers them), puts
+the gate's output first (the gate's own deps: the code folders) and keeps every other
+dependency (data, folders of data) and the file's comments. Rerun it after adding a stage.
 """
 
 from __future__ import annotations
@@ -684,8 +693,8 @@ def variant_key(stage: dict, params: dict) -> str | None:
 
 def analyse(root: Path, stages: dict | None = None) -> dict[str, tuple[list[str], object]]:
     """``stage -> (code files, loss_code keys)`` for every stage with a script. The keys are
-    ``False`` (no dependency on ``data/loss_code.yaml``), ``None`` (the whole file) or a list
-    of dotted keys (see the module docstring)."""
+    ``False`` for the gate (it writes ``data/loss_code.yaml``), else a list of dotted keys,
+    ``code.<stage>`` first (see the module docstring)."""
     root = Path(root).resolve()
     stages = load_stages(root) if stages is None else stages
     params = _params_doc(root)
