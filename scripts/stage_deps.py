@@ -975,7 +975,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: missing deps: {', '.join(files)}", file=sys.stderr)
         print("run `python scripts/stage_deps.py --write` to fix dvc.yaml", file=sys.stderr)
         return 1
-    print("dvc.yaml: every stage's deps cover its import closure")
+    print("dvc.yaml: every stage depends on its code digest; the gate covers every closure")
     return 0
 
 
