@@ -46,7 +46,8 @@ variants=$(python -c "from contrastlab.params import load_params; print(' '.join
 io="--splits data/code/splits.parquet --teacher data/code/teacher --models data/code/models"
 for v in $variants; do
   step "train_$v" python stages/train_code.py --variant "$v" $io --plots reports/plots/code_seed_corpus
-  step "evaluate_$v" python stages/evaluate_code.py --variant "$v" $io --metrics "$metrics" --curves "$data"
+  step "evaluate_$v" python stages/evaluate_code.py --variant "$v" $io --metrics "$metrics" --curves "$data" \
+    --history "reports/plots/code_seed_corpus/$v.csv"
 done
 # BM25 fused with every trained predictor (scores built 1,024 queries at a time)
 step hybrids python stages/hybrid_code.py --functions data/code/functions.parquet $io \

@@ -72,7 +72,8 @@ def test_code_stages_end_to_end(tmp_path):
     steps.append(["stages/train_code.py", *common, *io, "--variant", "infonce",
                   "--plots", str(tmp_path / "plots"), "--tuned", str(tmp_path / "tuned")])
     steps.append(["stages/evaluate_code.py", *common, *io, "--variant", "infonce",
-                  "--metrics", str(tmp_path / "metrics"), "--curves", str(tmp_path / "curves")])
+                  "--metrics", str(tmp_path / "metrics"), "--curves", str(tmp_path / "curves"),
+                  "--history", str(tmp_path / "plots" / "infonce.csv")])
     steps.append(["stages/baselines_code.py", *common, *fn, *io[:4],
                   "--metrics", str(tmp_path / "metrics" / "baselines.json"),
                   "--ranks", str(tmp_path / "curves" / "baselines_ranks.csv")])
@@ -152,6 +153,15 @@ def test_code_stages_end_to_end(tmp_path):
     assert not list(Path(tempfile.gettempdir()).glob("default_code-*"))
     hist = pd.read_csv(tmp_path / "plots" / "infonce.csv")
     assert list(hist["epoch"]) == [1, 2]
+    # the early-stopping epoch of each seed with its margin (validation queries), read from
+    # that history: the kept epoch, and the Rank@10 gap to the other epoch in queries
+    es = m["picks"]["early_stopping"]
+    n_val = int((sp["split"] == "val").sum())
+    assert es["n_val"] == n_val and es["chosen_seed"] == [s["best_epoch"] for s in m["per_seed"]]
+    for (_, h), chosen, margin in zip(hist.groupby("seed"), es["chosen_seed"], es["margin_seed"]):
+        r10 = dict(zip(h["epoch"], h["val_rank_at_10"]))
+        assert margin == pytest.approx(n_val * (r10[chosen] - min(r10.values())), abs=1e-3)
+    assert dflt["picks"]["early_stopping"]["chosen_seed"] == [s["best_epoch"] for s in dflt["per_seed"]]
     # DVC-hashed outputs hold no wall time (a rerun must write the same bytes)
     summary = (d / "models" / "infonce" / "summary.json").read_text()
     assert "time" not in summary, summary

@@ -153,6 +153,13 @@ def test_validation_keeps_the_best_state(tiny_bert, tokenizer, snippets):
     assert r.curve["step"] == [2, 4, 6]
     assert r.best_val == max(r.curve["val_map"])
     assert r.best_step == r.curve["step"][int(np.argmax(r.curve["val_map"]))]
+    # the pick's record: chosen = the kept step; margin in validation rows (2 here), at most
+    # n_val, 0 exactly when another checked step reaches the kept step's mAP
+    p = r.pick
+    assert p["chosen"] == r.best_step and p["n_val"] == 2 and p["criterion"] == "validation retrieval mAP"
+    others = [v for s, v in zip(r.curve["step"], r.curve["val_map"]) if s != r.best_step]
+    assert (p["margin"] == 0) == (max(others) >= r.best_val - 1e-9)
+    assert 0 <= p["margin"] <= 2 and p["fragile"] == (p["margin"] < 0.01 * 2)
 
 
 def test_knn_purity_counts_same_keys():
@@ -225,3 +232,19 @@ def test_the_gpu_preset_is_a_valid_override():
     p = load_with_overrides(root / "params.yaml", [root / "presets" / "finetune-gpu.yaml"])
     f = p.finetune
     assert (f.layers, f.bf16, f.nproc, f.device) == ("all", "auto", "auto", "cuda")
+
+
+def test_validation_map_leave_one_out_matches_recomputation():
+    from contrastlab.finetune.train import _val_map
+
+    g = torch.Generator().manual_seed(3)
+    emb = torch.randn(14, 5, generator=g)
+    keys = np.array(list("aabbcabcabcxay"), dtype=object)  # rows 11, 13 ('x', 'y'): no relevant row
+    tr, va = np.arange(7), np.arange(7, 14)
+    m, loo = _val_map(emb[tr], emb[va], keys, tr, va)
+    kept = [i for i in va if keys[i] in set(keys[tr])]
+    assert len(loo) == len(kept) == 5
+    for j, i in enumerate(kept):  # leaving row i out = the mAP of the other validation rows
+        rest = np.array([k for k in va if k != i])
+        assert loo[j] == pytest.approx(_val_map(emb[tr], emb[rest], keys, tr, rest)[0])
+    assert m == pytest.approx(np.mean([_val_map(emb[tr], emb[[i]], keys, tr, np.array([i]))[0] for i in kept]))

@@ -136,7 +136,7 @@ def test_every_pick_of_a_run_records_its_margin():
 
 
 def test_picks_table_counts_runs_margins_and_fragile_ones():
-    from contrastlab.reporting.multilabel_picks import missing_picks, picks_table
+    from contrastlab.reporting.picks import missing_picks, picks_table
 
     rec = {"criterion": "validation mAP", "n_val": 200, "margin_seed": [1, 4, 10], "fragile_seeds": 1}
     thr = {"criterion": "F1", "n_val": 200, "margin_seed": [3, 3, 3], "fragile_seeds": 0}
@@ -158,7 +158,7 @@ def test_committed_multilabel_runs_record_every_pick_margin():
     import json
     from pathlib import Path
 
-    from contrastlab.reporting.multilabel_picks import missing_picks
+    from contrastlab.reporting.picks import missing_picks
 
     mdir = Path(__file__).resolve().parents[2] / "reports" / "metrics" / "multilabel"
     files = sorted(mdir.glob("*.json")) + sorted(mdir.glob("default/*/*.json"))

@@ -177,3 +177,46 @@ def test_operating_point_table_flags_columns_off_the_operating_point(tmp_path):
     # macro-F1 @0.5 simulated 0.10 from the real value: not at the operating point (*), no coverage kept
     assert "| 0.950 / -* / 0.910 / 0.940 |" in row and "| 0.25 / 0.30 |" in row
     assert row.endswith("| 0.930 / 0.930 / 0.930 / 0.930 |")
+
+
+def test_docs_blocks_quote_the_report_sections(tmp_path):
+    """docs/code.md's seed-corpus block and docs/finetune.md's results block are cut from
+    reports/comparison.md: the named section to the next heading, the lead paragraph, image
+    paths made relative to docs/; a placeholder before the results exist; a stale block is
+    reported by --check and rewritten otherwise."""
+    (tmp_path / "docs").mkdir()
+    seed_file, seed_begin, seed_end, seed = readme.REPORT_EXCERPTS[0]
+    ft_file, ft_begin, ft_end, ft = readme.REPORT_EXCERPTS[1]
+    assert "seed corpus" in seed(tmp_path) and "No results" in seed(tmp_path)  # no report yet
+    rep = tmp_path / "reports"
+    rep.mkdir()
+    (rep / "comparison.md").write_text(
+        "# r\n\n## Code retrieval\n\nSeed-corpus preset: BM25 62.0 %.\n\n### Main table\n\n| a |\n\n"
+        "### Seed-corpus preset (bash x)\n\n| row | R@10 |\n|---|---|\n| BM25 | 62.0 |\n\n"
+        "### Next\n\n| b |\n\n## Fine-tuning the code encoder (HumanEval)\n\n**Headline.** no.\n\n"
+        "![fig](figures/ft.svg)\n\n### Split (a)\n\n| c |\n\n## Run: provenance\n\nx\n", encoding="utf-8")
+    block = seed(tmp_path)
+    assert block.startswith(seed_begin) and block.endswith(seed_end)
+    assert "### Seed-corpus preset (bash x)" in block and "| BM25 | 62.0 |" in block
+    assert "Seed-corpus preset: BM25 62.0 %." in block and "### Next" not in block and "| a |" not in block
+    block = ft(tmp_path)
+    assert "## Fine-tuning" not in block and "**Headline.** no." in block and "### Split (a)" in block
+    assert "](../reports/figures/ft.svg)" in block and "provenance" not in block
+    doc = tmp_path / ft_file
+    doc.write_text(f"# FT\n\n{ft_begin}\nold\n{ft_end}\n\nmore\n", encoding="utf-8")
+    assert doc in readme.update_docs(tmp_path, check=True)
+    assert "old" in doc.read_text(encoding="utf-8")               # --check writes nothing
+    readme.update_docs(tmp_path)
+    assert block in doc.read_text(encoding="utf-8") and doc.read_text(encoding="utf-8").endswith("more\n")
+    assert doc not in readme.update_docs(tmp_path, check=True)
+
+
+@committed
+def test_readme_prose_fine_tuning_answer_is_the_committed_one():
+    """The README's reproducibility paragraph quotes the fine-tuning answer's difference; it
+    must be the committed summary's (points, one decimal)."""
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    m = re.search(r"\((-?\d+\.\d) → (-?\d+\.\d) points: the value the committed runs", text)
+    assert m, "README no longer quotes the fine-tuning answer's difference"
+    a = json.loads((ROOT / "reports" / "summary.json").read_text(encoding="utf-8"))["answer"]["finetune"]
+    assert float(m.group(2)) == round(100 * a["delta"], 1)

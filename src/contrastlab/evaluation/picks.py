@@ -20,7 +20,7 @@ import numpy as np
 from ..models.grid_picks import FRAGILE_SHARE  # the code track's fragile share: one rule
 
 __all__ = ["loo_mean_average_precision", "loo_f1_criterion", "removal_margin", "pick_record",
-           "is_fragile", "FRAGILE_SHARE"]
+           "seed_summary", "is_fragile", "FRAGILE_SHARE"]
 
 def loo_mean_average_precision(y_true: np.ndarray, scores: np.ndarray) -> tuple[float, np.ndarray]:
     """Macro mAP of ``scores`` and its value with each row left out.
@@ -166,3 +166,14 @@ def pick_record(criterion: str, candidates: list[float], full: np.ndarray, loo: 
     return {"criterion": criterion, "chosen": float(candidates[pick]),
             "runner_up": None if runner is None else float(candidates[runner]),
             "margin": int(margin), "n_val": n_val, "fragile": bool(is_fragile(margin, n_val))}
+
+
+def seed_summary(recs: list[dict]) -> dict:
+    """One pick over seeds, as a metrics file stores it: the criterion and validation rows
+    of the first record, per seed the chosen and runner-up values and the margin (rows), and
+    the count of fragile seeds. ``recs``: one :func:`pick_record` per seed (non-empty)."""
+    return {"criterion": recs[0]["criterion"], "n_val": recs[0]["n_val"],
+            "chosen_seed": [p["chosen"] for p in recs],
+            "runner_up_seed": [p["runner_up"] for p in recs],
+            "margin_seed": [p["margin"] for p in recs],
+            "fragile_seeds": sum(bool(p["fragile"]) for p in recs)}

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError, UnknownNameError
+from ..evaluation.picks import seed_summary
 from ..params.finetune import DETERMINISTIC_ROWS, FINETUNE_VARIANTS, HEAD_LOSS, ROW_METHOD
 from ..params.presets import load_with_overrides  # noqa: F401 (re-exported for the stages)
 from .data import label_matrix, label_names
@@ -150,7 +151,9 @@ def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
 
     Returns:
         ``{"items": {split: {metric: [S, Q]}}, "embeddings": [S, N, D] float32 (None for
-        TF-IDF), "curves": [per-seed dict], "best_step": [..], "tokens": [..], "seeds": [..]}``.
+        TF-IDF), "curves": [per-seed dict], "best_step": [..], "tokens": [..], "seeds": [..],
+        "picks": {"early_stopping": seed_summary}}`` (``picks`` empty without early stopping;
+        :func:`contrastlab.evaluation.picks.seed_summary`: margins in validation rows).
 
     Raises:
         UnknownNameError: unknown variant.
@@ -166,7 +169,7 @@ def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
     split = df["split"].astype(str).to_numpy()
     e = ft.eval
     per_seed: list[dict] = []
-    embs, curves, best_steps, tokens = [], [], [], []
+    embs, curves, best_steps, tokens, picks = [], [], [], [], []
     if ROW_METHOD[variant] == "lexical":
         emb = tfidf_embeddings(df["text"].tolist(), split == "train", e.tfidf_max_features)
         per_seed.append(item_metrics(emb, problems, tiers, split, knn_k=e.knn_k, rank_k=e.rank_k,
@@ -187,6 +190,8 @@ def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
                 curves.append(r.curve)
                 best_steps.append(r.best_step)
                 tokens.append(r.tokens)
+                if r.pick is not None:
+                    picks.append(r.pick)
                 if tracker is not None:
                     for st, lo, vm in zip(r.curve["step"], r.curve["loss"], r.curve["val_map"]):
                         tracker.log_metrics({f"seed{seed}_loss": lo, f"seed{seed}_val_map": vm}, step=st)
@@ -200,7 +205,8 @@ def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
     items = {s: {m: np.stack([p[s][m] for p in per_seed]) for m in per_seed[0][s]}
              for s in per_seed[0]}
     return {"items": items, "embeddings": torch.stack(embs) if embs else None, "curves": curves,
-            "best_step": best_steps, "tokens": tokens, "seeds": seeds}
+            "best_step": best_steps, "tokens": tokens, "seeds": seeds,
+            "picks": {"early_stopping": seed_summary(picks)} if picks else {}}
 
 
 def write_variant_outputs(res: dict[str, Any], variant: str, metrics_dir: str | Path,
@@ -209,8 +215,8 @@ def write_variant_outputs(res: dict[str, Any], variant: str, metrics_dir: str | 
 
     Files: ``<metrics_dir>/items/<variant>.npz`` (``seeds`` and every ``<split>/<metric>``
     ``[S, Q]`` per-query array), ``<metrics_dir>/<variant>.json`` (the returned summary: seeds,
-    best validation step and training tokens per seed, the mean of every per-query metric;
-    no wall time) and ``<run_dir>/embeddings.safetensors`` (``[S, N, D]`` float32; absent for
+    best validation step and training tokens per seed, the early-stopping pick's margins, the
+    mean of every per-query metric; no wall time) and ``<run_dir>/embeddings.safetensors`` (``[S, N, D]`` float32; absent for
     ``tfidf``, whose ``run_dir`` is created empty).
     """
     import io
@@ -223,7 +229,7 @@ def write_variant_outputs(res: dict[str, Any], variant: str, metrics_dir: str | 
         np.savez_compressed(buf, seeds=np.asarray(res["seeds"]), **items)
         Path(tmp).write_bytes(buf.getvalue())
     summary = {"variant": variant, "seeds": res["seeds"], "best_step": res["best_step"],
-               "tokens": res["tokens"],
+               "tokens": res["tokens"], **({"picks": res["picks"]} if res.get("picks") else {}),
                "metrics": {k: float(np.nanmean(a)) for k, a in items.items()}}
     write_json(Path(metrics_dir) / f"{variant}.json", summary)
     if res["embeddings"] is not None:

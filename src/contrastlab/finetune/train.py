@@ -119,13 +119,17 @@ def embed_inputs(enc: FinetuneEncoder, inp: Inputs, idx: Sequence[int] | None = 
     return out
 
 
-def _val_map(e_tr: torch.Tensor, e_va: torch.Tensor, keys: np.ndarray, tr, va) -> float:
+def _val_map(e_tr: torch.Tensor, e_va: torch.Tensor, keys: np.ndarray, tr, va) -> tuple[float, np.ndarray]:
     """Validation retrieval mAP: validation rows query the training rows, relevant = same
     key (problem and tier). Unlike kNN@5 purity, which small cells cap near the frozen
-    encoder's value, it moves with every rank change."""
+    encoder's value, it moves with every rank change. Returns the mAP and the float64
+    ``[n]`` mAP with each of the ``n`` validation rows that have a relevant training row
+    left out (the pick's margin, :func:`contrastlab.evaluation.picks.pick_record`)."""
     sim = F.normalize(e_va, dim=1) @ F.normalize(e_tr, dim=1).T
     ap, _ = average_precision_rows(sim, keys[va][:, None] == keys[tr][None, :], [1])
-    return float(np.nanmean(ap))
+    ap = np.asarray(ap, dtype=np.float64)
+    ap = ap[~np.isnan(ap)]
+    return float(ap.mean()), (ap.sum() - ap) / max(1, len(ap) - 1)
 
 
 @dataclass
@@ -134,6 +138,7 @@ class TrainResult:
     best_step: int = 0
     best_val: float = float("nan")
     tokens: int = 0
+    pick: dict | None = None  # the kept step's record (evaluation.picks.pick_record)
 
 
 def train_encoder(enc: FinetuneEncoder, inp: Inputs, y: torch.Tensor, groups, train_idx, *,
@@ -159,7 +164,8 @@ def train_encoder(enc: FinetuneEncoder, inp: Inputs, y: torch.Tensor, groups, tr
         device: where to train.
 
     Returns:
-        :class:`TrainResult` (loss curve, validation curve, best step, tokens processed).
+        :class:`TrainResult` (loss curve, validation curve, best step, tokens processed, the
+        best step's pick record with its margin in validation rows).
 
     Raises:
         FloatingPointError: a non-finite loss (names the step).
@@ -167,6 +173,7 @@ def train_encoder(enc: FinetuneEncoder, inp: Inputs, y: torch.Tensor, groups, tr
     """
     from ..losses import distributed_loss
     from ..distributed import average_gradients, ddp_loss_scale
+    from ..evaluation.picks import pick_record
     from ..training.multilabel import resolve_loss, warmup_cosine
 
     if inp.states is not None and inp.level != enc.n_frozen:
@@ -195,6 +202,7 @@ def train_encoder(enc: FinetuneEncoder, inp: Inputs, y: torch.Tensor, groups, tr
     batches = iter(PKSampler(g, cfg.batch_problems, cfg.batch_per_problem, gen))
     res = TrainResult()
     best_state, best = None, -1.0
+    loos: list[np.ndarray] = []
     acc, cnt = 0.0, 0
     trainable = [p for grp in param_groups for p in grp["params"]]
     for step in range(1, cfg.steps + 1):
@@ -224,7 +232,8 @@ def train_encoder(enc: FinetuneEncoder, inp: Inputs, y: torch.Tensor, groups, tr
         if val_idx is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
             e_tr = embed_inputs(enc, inp, train_idx, cfg.batch_size_encode, bf16, cfg.sub_batch)
             e_va = embed_inputs(enc, inp, val_idx, cfg.batch_size_encode, bf16, cfg.sub_batch)
-            m = _val_map(e_tr, e_va, np.asarray(keys, dtype=object), train_idx, np.asarray(val_idx))
+            m, loo = _val_map(e_tr, e_va, np.asarray(keys, dtype=object), train_idx, np.asarray(val_idx))
+            loos.append(loo)
             res.curve["step"].append(step)
             res.curve["loss"].append(acc / max(1, cnt))
             res.curve["val_map"].append(m)
@@ -234,6 +243,9 @@ def train_encoder(enc: FinetuneEncoder, inp: Inputs, y: torch.Tensor, groups, tr
     if best_state is not None:
         enc.load_state_dict(best_state, strict=False)
         res.best_val = best
+        res.pick = pick_record("validation retrieval mAP", res.curve["step"],
+                               np.asarray(res.curve["val_map"]), np.stack(loos),
+                               res.curve["step"].index(res.best_step))
     else:
         res.best_step = cfg.steps
     enc.eval()

@@ -25,6 +25,7 @@ from .code_stats import (_load_table, _resolution, control_at_same_weight, defau
 from .code_stats import only_in_top10  # noqa: F401 (re-exported)
 from .compute_curve import curve_finding, curve_plot, curve_table, gpu_points
 from .figures import Comparison, Panel, rows_from_stats
+from .picks import picks_table
 
 __all__ = ["build_section", "REFERENCES", "TITLES"]
 
@@ -47,9 +48,9 @@ _PICK_NOTE = ("Fusion weights: the centre of the plateau of weights whose valida
               f"{100 * PLATEAU_SHARE:g} % of the validation queries of the best (the same rule for the "
               "control and every trained fusion); margin: the fewest validation items (criterion x "
               "queries) whose change would move the pick; ‡ a pick decided by under "
-              f"{100 * FRAGILE_SHARE:g} % of the validation items; "
-              "† the committed weight was picked by the former rule (validation Rank@10) and the "
-              "new rule picks another, not rerun (its pick is in the metrics file). ")
+              f"{100 * FRAGILE_SHARE:g} % of the validation items. ")
+_NOT_RERUN_NOTE = ("† the committed weight was picked by the former rule (validation Rank@10) and "
+                   "the new rule picks another, not rerun (its pick is in the metrics file). ")
 _SAME_W_NOTE = ("'vs control at the same w': each trained fusion against BM25 + the untrained "
                 "sentence embedding fused at that fusion's own weight (the control evaluated on the "
                 "test queries at every grid weight), paired bootstrap on the same draws, Holm over "
@@ -118,6 +119,7 @@ def _note(metrics: dict, names: list[str], stats: dict, baseline: str | None, si
                "fusion (Cormack et al. 2009, k=60) or by z-scored score fusion with its weight "
                "chosen on validation. Every grid (ridge λ, BM25 k1 and b, fusion weight) was "
                "searched on the validation repositories only. " + _PICK_NOTE
+               + (_NOT_RERUN_NOTE if any(m.get("pick_rule_not_rerun") for m in metrics.values()) else "")
                + (_SAME_W_NOTE if vs_ctl else ""))
     return (f"{n_q:,} test signatures from {n_groups} held-out repository groups against all "
             f"{corpus:,} extracted bodies (chance Rank@10 = 10/{corpus:,} = {1000 / corpus:.2f} %). "
@@ -271,6 +273,27 @@ def _trained(loaded: dict) -> tuple[list[str], dict[str, str]]:
     return names, {n: _title(n, loaded["metrics"][n]) for n in names}
 
 
+def _picks_table(inp: Inputs, loaded: dict) -> Table | None:
+    """The early-stopping epochs of the trained rows (final and default runs) and their
+    margins, with how many runs the smooth rule (validation MRR) would have stopped elsewhere."""
+    default = inp.metrics / "code" / "default"
+    runs = {"default corpus, final runs": {n: loaded["metrics"][n] for n in _trained(loaded)[0]},
+            "default corpus, declared configuration": {
+                f.stem: json.loads(f.read_text()) for f in sorted(default.glob("*.json"))}}
+    recs = [r["picks"]["early_stopping"] for by in runs.values() for r in by.values()
+            if "early_stopping" in (r.get("picks") or {})]
+    moved = sum(a != b for r in recs for a, b in zip(r["chosen_seed"], r["mrr_plateau_seed"]))
+    return picks_table(
+        runs, titles={"early_stopping": "early-stopping epoch"}, items="queries",
+        note="Early stopping keeps the first epoch with the highest validation Rank@10, a count "
+             "of queries, so the margin is the gap to the runner-up epoch (0: a tie kept the "
+             "earlier epoch). The smooth rule of the fusion weights (validation MRR, the centre "
+             f"of the plateau within 1 % of the queries) would keep another epoch in {moved} of "
+             f"{sum(len(r['chosen_seed']) for r in recs)} runs; the criterion is unchanged "
+             "because the tuned hyperparameters were chosen under it (changing it means "
+             "retuning every variant).")
+
+
 def _rank_curve_plot(inp: Inputs, loaded: dict) -> Plot:
     names, titles = _trained(loaded)
     corpus = max(int(m.get("corpus_size", 0)) for m in loaded["metrics"].values())
@@ -307,8 +330,8 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
     return Section(
         "code", "Code retrieval: signature -> body embedding", headline=headline,
         comparison=_with_panels(table.comparison, presets, gpu),
-        tables=[table, default_vs_tuned(inp, loaded), *(t[0] for _, t in presets), gpu and gpu[0],
-                curve and curve[1]],
+        tables=[table, default_vs_tuned(inp, loaded), _picks_table(inp, loaded),
+                *(t[0] for _, t in presets), gpu and gpu[0], curve and curve[1]],
         notes=[*(f"{spec[3]}: {t[1]}" for spec, t in presets), gpu and "GPU bi-encoder table: " + gpu[1],
                curve and "Compute curve: " + curve[2]],
         figures=[*(f(inp, loaded) for f in FIGURES), curve and curve[0]]).build(figures_dir)

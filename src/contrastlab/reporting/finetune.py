@@ -12,6 +12,7 @@ from ..params.finetune import REFERENCE_ROWS as BASELINE_ROWS
 from ..evaluation.stats import baseline_p, table_resolution
 from . import Cell, Inputs, Plot, Section, Table, style
 from .figures import Comparison, Panel, rows_from_stats
+from .picks import picks_table
 
 #: The frozen encoder's row (the reference rows are the variant table's, BASELINE_ROWS).
 FROZEN = method_row("finetune", "frozen_encoder")
@@ -356,6 +357,17 @@ def _layers(root: Path):
 _SPLITS = (("a", "Split (a): unseen submissions of seen problems"), ("b", "Split (b): unseen problems"))
 
 
+def _picks_table(inp: Inputs) -> Table | None:
+    """The trained rows' early-stopping steps and their margins (validation rows)."""
+    runs = {f.stem: json.loads(f.read_text()) for f in sorted((inp.metrics / "finetune").glob("*.json"))
+            if f.stem != "summary"}
+    return picks_table({"HumanEval problem x tier": runs}, items="rows",
+                       titles={"early_stopping": "early-stopping step"},
+                       note="Early stopping keeps the first checked step with the highest "
+                            "validation retrieval mAP (validation rows query the training rows; "
+                            "relevant: the same problem and tier).")
+
+
 def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
     """The fine-tuning section, or ``None`` when ``summary.json`` is missing."""
     inp = Inputs.of(root)
@@ -374,7 +386,8 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
                g and gpu_note(g)],
         tables=[*[_tier_table(summary, s, f"Tier within problem, split ({s})") for s in "ab" if tier],
                 *[_split_table(summary, s, title) for s, title in _SPLITS], tuned,
-                g and _split_table(g, "a", "GPU, all layers: split (a)")],
+                *[g and _split_table(g, s, f"GPU, all layers: split ({s})") for s in "ab"],
+                _picks_table(inp)],
         figures=[Plot("kNN@5 problem x tier purity with 95% CIs", "finetune_knn_purity.png",
                       "Dashed: the highest purity any embedding can reach given the cell "
                       "sizes (cells with fewer than 6 members cannot fill 5 neighbours).",

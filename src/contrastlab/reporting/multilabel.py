@@ -28,7 +28,7 @@ from . import coverage_rule as rule
 from .figures import Comparison, Panel, rows_from_stats
 from .multilabel_figures import _curve_figure, _weights_figure
 from .multilabel_headline import F1_KEY, F1_LABEL, headline
-from .multilabel_picks import picks_table
+from .picks import picks_table
 from .multilabel_presets import preset_tables  # bibtex, tmc2007-500 on all rows: own tables
 from .multilabel_rows import (_TABLE, ALIASES, BASELINES, CONTRASTIVE, HYBRID_ROWS, METRICS, PAPER_TABLE1,
                               PAPER_TABLE4, ROWS, TABLE1_ROWS, TITLES, Rows, _paper_name, _tuned, rows_for, short)

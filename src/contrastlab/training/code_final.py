@@ -21,7 +21,7 @@ from ..tracking import variant_run
 from .code import checkpoint_path, prepare_targets, train_seeds
 from .code_inputs import run_params, variant_settings
 
-__all__ = ["run_final", "run_evaluation", "run_default", "HIST_COLS"]
+__all__ = ["run_final", "run_evaluation", "run_default", "early_stopping_pick", "HIST_COLS"]
 
 
 def teacher_digest(teacher: str) -> str:
@@ -44,6 +44,41 @@ def _train(code, variant: str, cfg: dict, splits: str, teacher: str, out: Path) 
                        targets=targets, seeds=list(code.train.seeds), lr=cfg["lr"],
                        temperature=cfg["temperature"], residual=cfg["residual"],
                        workers=code.train.workers)
+
+
+def early_stopping_pick(history: pd.DataFrame, n_val: int) -> dict:
+    """The early-stopping epochs of a variant's seeds with their margins, from the per-epoch
+    history (``seed, epoch, val_rank_at_10, val_mrr``; the plots CSV of ``train_code``).
+
+    Each seed keeps the first epoch with the highest validation Rank@10
+    (:class:`contrastlab.training.code.EarlyStopping`), a count over the ``n_val`` validation
+    queries, so the margin is the gap to the runner-up epoch in queries
+    (:func:`contrastlab.models.grid_picks.argmax_pick`; 0 on a tie). ``mrr_plateau_seed``
+    is the epoch the smooth rule (validation MRR, the centre of the plateau within 1 % of the
+    queries; :func:`contrastlab.models.grid_picks.pick_on_grid`) would keep among the epochs
+    run: a record, not the kept checkpoint.
+
+    Returns:
+        :func:`contrastlab.evaluation.picks.seed_summary` of the seeds (``chosen_seed``,
+        ``runner_up_seed``, ``margin_seed`` in queries, ``fragile_seeds``, ``n_val``) plus
+        ``mrr_plateau_seed``.
+
+    Raises:
+        ValueError: an empty history or ``n_val < 1``.
+    """
+    from ..evaluation.picks import seed_summary
+    from ..models.grid_picks import argmax_pick, pick_on_grid
+
+    if history.empty:
+        raise ValueError("early_stopping_pick: empty history")
+    recs, smooth = [], []
+    for _, h in history.sort_values(["seed", "epoch"]).groupby("seed", sort=True):
+        epochs = [int(e) for e in h["epoch"]]
+        r = argmax_pick(epochs, h["val_rank_at_10"].to_numpy(), n_val)
+        recs.append({"criterion": "validation Rank@10", "n_val": r["n_val"], "chosen": r["choice"],
+                     "runner_up": r["runner_up"], "margin": r["margin_items"], "fragile": r["fragile"]})
+        smooth.append(pick_on_grid(epochs, h["val_mrr"].to_numpy(), n_val)["choice"])
+    return {**seed_summary(recs), "mrr_plateau_seed": smooth}
 
 
 def _summary(variant: str, loss: str, cfg: dict, summaries: list[dict]) -> dict:
@@ -147,17 +182,25 @@ def run_default(code, variant: str, splits: str, teacher: str,
         summaries = _train(code, variant, cfg, splits, teacher, out_dir)
         write_json(out_dir / "summary.json", _summary(variant, v.loss, cfg, summaries))
         out, _, ranks, _ = evaluate_variant(code, out_dir, splits, teacher)
-    return {**out, "variant": variant, "searched": True}, ranks
+    hist = pd.DataFrame([{**row, "seed": x["seed"]} for x in summaries for row in x["history"]])
+    picks = {"early_stopping": early_stopping_pick(hist, _n_val(splits))}
+    return {**out, "variant": variant, "searched": True, "picks": picks}, ranks
+
+
+def _n_val(splits: str) -> int:
+    """The validation queries of the split (rows with ``split == "val"``)."""
+    return int((pd.read_parquet(splits, columns=["split"])["split"] == "val").sum())
 
 
 def run_evaluation(code, variant: str, splits: str, teacher: str, models_dir: str,
-                   metrics_dir: str, curves_dir: str) -> dict:
+                   metrics_dir: str, curves_dir: str, history: str | None = None) -> dict:
     """Stage ``evaluate_code@<variant>``: every seed's checkpoint under
     ``<models_dir>/<variant>`` ranked against the whole corpus
     (:func:`contrastlab.evaluation.code_eval.evaluate_variant`); writes
     ``<metrics_dir>/<variant>.json``, the per-query ranks ``<curves_dir>/<variant>_ranks.csv``
     (the bootstrap's input) and the mean Rank@k curve ``<curves_dir>/<variant>_rank_curve.csv``,
-    and logs the test metrics to the variant's MLflow run (opened by :func:`run_final`, found
+    with ``history`` (``train_code``'s per-epoch CSV) the early-stopping picks and their
+    margins (:func:`early_stopping_pick`, under ``picks``), and logs the test metrics to the variant's MLflow run (opened by :func:`run_final`, found
     again by its params) and to each seed's nested run.
 
     Returns:
@@ -166,6 +209,13 @@ def run_evaluation(code, variant: str, splits: str, teacher: str, models_dir: st
     from ..evaluation.code_eval import evaluate_variant
 
     out, per_seed, ranks, curve = evaluate_variant(code, Path(models_dir) / variant, splits, teacher)
+    if history is not None:
+        pick = early_stopping_pick(pd.read_csv(history), _n_val(splits))
+        kept = [m["best_epoch"] for m in per_seed]
+        if pick["chosen_seed"] != kept:
+            raise ValueError(f"{history}: early-stopping epochs {pick['chosen_seed']} differ from the "
+                             f"checkpoints' {kept} (a history of another run?)")
+        out["picks"] = {"early_stopping": pick}
     write_json(Path(metrics_dir) / f"{variant}.json", out)
     scalar = ("rank_at_1", "rank_at_5", "rank_at_10", "mrr", "median_rank", "mean_cosine")
     with variant_run("code", variant, run_params(variant, out["loss"], out),

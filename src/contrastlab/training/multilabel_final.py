@@ -160,16 +160,10 @@ def pick_summary(results) -> dict:
     its criterion, the number of validation rows, and per seed the chosen and runner-up
     values and the margin (rows; :func:`contrastlab.evaluation.picks.removal_margin`), with
     the count of fragile seeds (margin under 1 % of the validation rows)."""
+    from ..evaluation.picks import seed_summary
+
     names = [k for k in results[0].picks if all(k in r.picks for r in results)]
-    out = {}
-    for k in names:
-        recs = [r.picks[k] for r in results]
-        out[k] = {"criterion": recs[0]["criterion"], "n_val": recs[0]["n_val"],
-                  "chosen_seed": [p["chosen"] for p in recs],
-                  "runner_up_seed": [p["runner_up"] for p in recs],
-                  "margin_seed": [p["margin"] for p in recs],
-                  "fragile_seeds": sum(bool(p["fragile"]) for p in recs)}
-    return out
+    return {k: seed_summary([r.picks[k] for r in results]) for k in names}
 
 
 #: ``tuned_source`` of a ``default`` run (:func:`run_final`).

@@ -1,0 +1,70 @@
+"""Validation picks and their margins (a report table per track).
+
+Every final run records, per seed, each choice it made on validation (multi-label: the F1
+threshold, the early-stopping step, the logistic-regression C; code retrieval: the
+early-stopping epoch; fine-tuning: the early-stopping step) with its margin: the validation
+items that decide it (:mod:`contrastlab.evaluation.picks`). The table gives, per data set
+and pick, the runs, the median and smallest margin, and the runs whose pick is fragile
+(decided by under 1 % of the validation items).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import Table
+
+__all__ = ["PICK_TITLES", "MULTILABEL_NOTE", "picks_table", "missing_picks"]
+
+#: The picks a run can record, in the table's order, with their names in the report.
+PICK_TITLES = {"threshold": "F1 threshold", "early_stopping": "early-stopping step",
+               "early_stopping_pretrain": "early-stopping step (pre-training)",
+               "C": "logistic-regression C"}
+
+
+def missing_picks(run: dict) -> list[str]:
+    """The picks a final run's metrics made but did not record a margin for: the threshold
+    (every run reports F1 at a validation threshold), early stopping (a run with a
+    ``best_step``) and C (a run that chose ``C``)."""
+    picks = run.get("picks") or {}
+    need = ["threshold"] + (["early_stopping"] if "best_step" in run else []) + (["C"] if "C" in run else [])
+    return [k for k in need if "margin_seed" not in picks.get(k, {})]
+
+
+#: The multi-label table's note (the rules of its picks).
+MULTILABEL_NOTE = ("The threshold maximises validation (micro-F1 + macro-F1) / 2 averaged with its "
+                   "two grid neighbours; early stopping and C maximise validation mAP.")
+
+
+def picks_table(runs: dict[str, dict[str, dict]], note: str = MULTILABEL_NOTE,
+                titles: dict[str, str] = PICK_TITLES, items: str = "rows") -> Table | None:
+    """One row per (data set, pick) over every variant's final run that records it: runs
+    (variant x seed), validation items, median and smallest margin (items, and % of the
+    validation items), fragile runs. ``runs``: ``{dataset: {variant: metrics dict}}`` (a
+    metrics dict's ``picks``: ``{pick: evaluation.picks.seed_summary}``); ``titles``: the
+    picks shown and their names; ``items``: what the validation items are ("rows",
+    "queries"); ``note``: the track's rules, after the common definition."""
+    rows = []
+    for ds, by_variant in runs.items():
+        for key, title in titles.items():
+            recs = [r["picks"][key] for r in by_variant.values() if key in (r.get("picks") or {})]
+            if not recs:
+                continue
+            margins = np.concatenate([rec["margin_seed"] for rec in recs])
+            n_val = recs[0]["n_val"]
+            fragile = sum(rec["fragile_seeds"] for rec in recs)
+            rows.append([ds, title, str(len(margins)), str(n_val),
+                         f"{np.median(margins):g} ({100 * np.median(margins) / n_val:.1f} %)",
+                         f"{margins.min():g} ({100 * margins.min() / n_val:.1f} %)",
+                         f"{fragile} ({100 * fragile / len(margins):.0f} %)"])
+    if not rows:
+        return None
+    return Table("Validation picks and their margins",
+                 ["Data set", "Pick", "Runs", f"Validation {items}", "Median margin",
+                  "Smallest margin", "Fragile runs"], rows,
+                 note=f"A run is one variant and seed. The margin of a pick is the number of "
+                      f"validation {items} that decide it: the fewest {items} whose removal lets "
+                      f"another candidate reach the pick's criterion (exact for a count; for mAP "
+                      f"and F1 from each one's jackknife pseudo-value). Fragile: a margin under "
+                      f"1 % of the validation {items} (on a validation split under 100 {items} "
+                      f"only a tie is fragile: read the margin itself). " + note)
