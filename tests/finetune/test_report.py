@@ -42,7 +42,7 @@ def test_no_summary_no_section(tmp_path):
 
 
 def test_gpu_run_adds_a_note_and_a_table_with_its_verdict(tmp_path):
-    """A GPU summary beside the CPU one adds its paragraph and split-(a) table; the verdict
+    """A GPU summary beside the CPU one adds its paragraph and one table per split; the verdict
     follows the paired test (above the baseline with a gain, not different without one)."""
     from contrastlab.reporting.finetune import gpu_note
 
@@ -55,7 +55,8 @@ def test_gpu_run_adds_a_note_and_a_table_with_its_verdict(tmp_path):
     g = {**_summary(0.2), "device": "test GPU"}
     (gpu / "summary.json").write_text(json.dumps(g))
     sec = build_section(tmp_path, tmp_path)
-    assert len(sec.tables) == 3 and sec.tables[2].title.startswith("GPU")
+    assert len(sec.tables) == 4
+    assert [t.title[:26] for t in sec.tables[2:]] == ["GPU, all layers: split (a)", "GPU, all layers: split (b)"]
     note = gpu_note(g)
     assert note in sec.notes and "test GPU" in note
     assert "significantly above the strongest baseline" in note
