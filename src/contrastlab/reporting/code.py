@@ -274,12 +274,15 @@ def _trained(loaded: dict) -> tuple[list[str], dict[str, str]]:
 
 
 def _picks_table(inp: Inputs, loaded: dict) -> Table | None:
-    """The early-stopping epochs of the trained rows (final and default runs) and their
-    margins, with how many runs the smooth rule (validation MRR) would have stopped elsewhere."""
-    default = inp.metrics / "code" / "default"
+    """The early-stopping epochs of the trained rows (final and default runs, the seed-corpus
+    preset's) and their margins, with how many runs the smooth rule (validation MRR) would
+    have stopped elsewhere."""
+    def folder(d):
+        return {f.stem: json.loads(f.read_text()) for f in sorted((inp.metrics / d).glob("*.json"))}
+
     runs = {"default corpus, final runs": {n: loaded["metrics"][n] for n in _trained(loaded)[0]},
-            "default corpus, declared configuration": {
-                f.stem: json.loads(f.read_text()) for f in sorted(default.glob("*.json"))}}
+            "default corpus, declared configuration": folder("code/default"),
+            "seed-corpus preset, final runs": folder("code_seed_corpus")}
     recs = [r["picks"]["early_stopping"] for by in runs.values() for r in by.values()
             if "early_stopping" in (r.get("picks") or {})]
     moved = sum(a != b for r in recs for a, b in zip(r["chosen_seed"], r["mrr_plateau_seed"]))
