@@ -216,8 +216,8 @@ def write_variant_outputs(res: dict[str, Any], variant: str, metrics_dir: str | 
     Files: ``<metrics_dir>/items/<variant>.npz`` (``seeds`` and every ``<split>/<metric>``
     ``[S, Q]`` per-query array), ``<metrics_dir>/<variant>.json`` (the returned summary: seeds,
     best validation step and training tokens per seed, the early-stopping pick's margins, the
-    mean of every per-query metric; no wall time) and ``<run_dir>/embeddings.safetensors`` (``[S, N, D]`` float32; absent for
-    ``tfidf``, whose ``run_dir`` is created empty).
+    mean of every per-query metric; no wall time) and ``<run_dir>/embeddings.safetensors``
+    (``[S, N, D]`` float32; absent for ``tfidf``, whose ``run_dir`` is created empty).
     """
     import io
 

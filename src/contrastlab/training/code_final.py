@@ -200,8 +200,9 @@ def run_evaluation(code, variant: str, splits: str, teacher: str, models_dir: st
     ``<metrics_dir>/<variant>.json``, the per-query ranks ``<curves_dir>/<variant>_ranks.csv``
     (the bootstrap's input) and the mean Rank@k curve ``<curves_dir>/<variant>_rank_curve.csv``,
     with ``history`` (``train_code``'s per-epoch CSV) the early-stopping picks and their
-    margins (:func:`early_stopping_pick`, under ``picks``), and logs the test metrics to the variant's MLflow run (opened by :func:`run_final`, found
-    again by its params) and to each seed's nested run.
+    margins (:func:`early_stopping_pick`, under ``picks``), and logs the test metrics to the
+    variant's MLflow run (opened by :func:`run_final`, found again by its params) and to each
+    seed's nested run.
 
     Returns:
         The metrics JSON.
