@@ -162,6 +162,15 @@ def test_code_stages_end_to_end(tmp_path):
         r10 = dict(zip(h["epoch"], h["val_rank_at_10"]))
         assert margin == pytest.approx(n_val * (r10[chosen] - min(r10.values())), abs=1e-3)
     assert dflt["picks"]["early_stopping"]["chosen_seed"] == [s["best_epoch"] for s in dflt["per_seed"]]
+    # a history that names another epoch than the checkpoint's: one clear line, exit 2
+    other = hist.copy()
+    other.loc[other["epoch"] != es["chosen_seed"][0], "val_rank_at_10"] = 1.0
+    other.to_csv(tmp_path / "other.csv", index=False)
+    r = _run([str(ROOT / "stages/evaluate_code.py"), *common, *io, "--variant", "infonce",
+              "--metrics", str(tmp_path / "m2"), "--curves", str(tmp_path / "c2"),
+              "--history", str(tmp_path / "other.csv")], ROOT)
+    assert r.returncode == 2 and "differ from the checkpoints'" in r.stderr, r.stderr[-500:]
+    assert not (tmp_path / "m2" / "infonce.json").exists()
     # DVC-hashed outputs hold no wall time (a rerun must write the same bytes)
     summary = (d / "models" / "infonce" / "summary.json").read_text()
     assert "time" not in summary, summary

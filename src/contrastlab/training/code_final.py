@@ -15,6 +15,7 @@ import pandas as pd
 
 from .. import distributed as D
 from ..data.code_inputs import load_code_data
+from ..errors import InputError
 from ..io import write_csv, write_json
 from ..timings import write_timing
 from ..tracking import variant_run
@@ -206,6 +207,9 @@ def run_evaluation(code, variant: str, splits: str, teacher: str, models_dir: st
 
     Returns:
         The metrics JSON.
+
+    Raises:
+        InputError: the history's early-stopping epochs are not the checkpoints'.
     """
     from ..evaluation.code_eval import evaluate_variant
 
@@ -214,8 +218,8 @@ def run_evaluation(code, variant: str, splits: str, teacher: str, models_dir: st
         pick = early_stopping_pick(pd.read_csv(history), _n_val(splits))
         kept = [m["best_epoch"] for m in per_seed]
         if pick["chosen_seed"] != kept:
-            raise ValueError(f"{history}: early-stopping epochs {pick['chosen_seed']} differ from the "
-                             f"checkpoints' {kept} (a history of another run?)")
+            raise InputError(f"{history}: early-stopping epochs {pick['chosen_seed']} differ from "
+                             f"the checkpoints' {kept} (a history of another run?)")
         out["picks"] = {"early_stopping": pick}
     write_json(Path(metrics_dir) / f"{variant}.json", out)
     scalar = ("rank_at_1", "rank_at_5", "rank_at_10", "mrr", "median_rank", "mean_cosine")
