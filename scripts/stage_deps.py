@@ -164,6 +164,8 @@ class Analyzer:
         self.root = Path(root).resolve()
         self.src = self.root / "src"
         self._registry: dict[str, set[str]] | None = None
+        self._trees: dict[Path, ast.Module] = {}  # parsed once per analysis: files do not change
+        self._direct: dict[Path, tuple] = {}        # during one
 
     # ------------------------------------------------------------------ module resolution
     def module_file(self, dotted: str) -> Path | None:
@@ -217,7 +219,12 @@ class Analyzer:
         f = self.module_file(dotted)
         if f is None or f.name != "__init__.py":
             return None, None
-        return f, ast.parse(f.read_text(encoding="utf-8"), str(f))
+        return f, self._tree(f)
+
+    def _tree(self, path: Path) -> ast.Module:
+        if path not in self._trees:
+            self._trees[path] = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        return self._trees[path]
 
     def top_names(self, dotted: str) -> set[str]:
         """Names a package's ``__init__`` defines at module level (all names for a module)."""
@@ -259,8 +266,13 @@ class Analyzer:
     # ------------------------------------------------------------------ one file
     def direct(self, path: Path) -> tuple[set[str], set[Path], set[str] | None, bool, bool]:
         """``(modules, sibling script files, LOSS_NEEDS or None, calls a loader, imports
-        registry names)`` of one file."""
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        registry names)`` of one file (computed once per file)."""
+        if path not in self._direct:
+            self._direct[path] = self._direct_uncached(path)
+        return self._direct[path]
+
+    def _direct_uncached(self, path: Path) -> tuple[set[str], set[Path], set[str] | None, bool, bool]:
+        tree = self._tree(path)
         mods: set[str] = set()
         siblings: set[Path] = set()
         pkg = self.module_name(path)

@@ -99,6 +99,24 @@ def test_training_is_deterministic_and_test_is_read_at_the_chosen_epoch(cfg):
     assert r["test_acc"] > 0.6  # two separable communities (chance 0.5)
 
 
+def test_the_supervised_epoch_pick_is_the_kept_epoch_with_its_margin():
+    from contrastlab.evaluation.picks import FRAGILE_SHARE
+
+    data = _toy_graph()
+    torch.set_num_threads(1)
+    r = train_supervised(data, _GCN, 3)
+    p = r["pick"]
+    assert p["chosen"] == r["epoch"] and p["n_val"] == int(data.val_mask.sum())
+    assert 0 <= p["margin"] <= p["n_val"] and p["fragile"] == (p["margin"] < FRAGILE_SHARE * p["n_val"])
+    # the runner-up epoch's accuracy is the pick's less the margin: a run cut just after it
+    # never does better than that before it ...
+    ru = p["runner_up"]
+    cut = train_supervised(data, {**_GCN, "epochs": ru}, 3)
+    assert cut["val_acc"] * p["n_val"] >= r["val_acc"] * p["n_val"] - p["margin"] - 1e-9
+    # ... and no epoch beats the kept one
+    assert cut["val_acc"] <= r["val_acc"] + 1e-12
+
+
 def test_bad_weight_decay_layers_and_nan_loss():
     data = _toy_graph()
     with pytest.raises(InputError, match="weight_decay_layers"):

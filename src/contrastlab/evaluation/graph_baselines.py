@@ -20,6 +20,7 @@ from ..data.planetoid import load_planetoid
 from ..models.gcn import GCNEncoder
 from ..models.graph_features import embed, propagate_features
 from ..tracking import stage_run
+from .picks import count_pick_record, seed_summary
 from .probe import logreg_probe, row_normalize
 from .stats import bootstrap_per_item, summarize
 
@@ -36,17 +37,25 @@ def probe_rows() -> dict[str, str]:
     return {m: method_row("graph", m) for m in PROBE_METHODS}
 
 
-def select_on_validation(feats: dict, masks, probe: dict, normalizes) -> tuple[dict, tuple]:
+def select_on_validation(feats: dict, masks, probe: dict, normalizes) -> tuple[dict, tuple, dict]:
     """Probe every ``(key, normalize)`` pair and keep the best validation accuracy (ties: the
     first key, then the first normalisation, as listed). ``feats``: ``{key: [N, F]}``.
-    Returns ``(probe result, (key, normalize))``."""
-    best = None
+
+    Returns:
+        ``(probe result, (key, normalize), pick)``: ``pick`` is the choice among every
+        ``[key, normalize, C]`` probed, with its margin in validation nodes
+        (:func:`contrastlab.evaluation.picks.count_pick_record`).
+    """
+    best, cands, counts = None, [], []
     for key, x in feats.items():
         for norm in normalizes:
             r = logreg_probe(x, *masks, normalize=norm, **probe)
             if best is None or r["val_acc"] > best[0]["val_acc"]:
-                best = (r, (key, norm))
-    return best
+                best = (r, (key, norm), len(cands) + r["c_grid"].index(r["C"]))
+            cands += [[key, norm, c] for c in r["c_grid"]]
+            counts += r["val_correct"]
+    r, choice, i = best
+    return r, choice, count_pick_record("validation accuracy", cands, counts, i, r["pick"]["n_val"])
 
 
 def run_baselines(g, data_dir: str) -> tuple[dict, pd.DataFrame]:
@@ -55,9 +64,9 @@ def run_baselines(g, data_dir: str) -> tuple[dict, pd.DataFrame]:
     Returns:
         ``(metrics, predictions)``: per baseline the test accuracy's mean and 95 % CI
         (``logreg_acc_mean``, ``logreg_acc_ci_low``, ``logreg_acc_ci_high``; fractions),
-        ``n_seeds``, the validation choices and ``val_acc``; and the predicted class per test
-        node (columns ``node``, ``y``, ``raw_features``, ``sgc``, ``random_gcn_seed_<k>``: the rows
-        of :func:`probe_rows`).
+        ``n_seeds``, the validation choices with their margins (``picks``) and ``val_acc``;
+        and the predicted class per test node (columns ``node``, ``y``, ``raw_features``,
+        ``sgc``, ``random_gcn_seed_<k>``: the rows of :func:`probe_rows`).
 
     Raises:
         FileNotFoundError: the data set is not fetched (run ``fetch_graph``).
@@ -76,12 +85,12 @@ def run_baselines(g, data_dir: str) -> tuple[dict, pd.DataFrame]:
                                                  "model": g.model,
                                                  "baselines": bl.model_dump()}) as tracker:
         x = torch.from_numpy(row_normalize(data.x))
-        raw, (_, raw_norm) = select_on_validation({0: x}, masks, probe, bl.normalize)
+        raw, (_, raw_norm), raw_pick = select_on_validation({0: x}, masks, probe, bl.normalize)
         cols[raw_n] = raw["test_pred"]
         feats = {k: propagate_features(x, data.edge_index, k) for k in bl.sgc_k}
-        sgc, (sgc_k, sgc_norm) = select_on_validation(feats, masks, probe, bl.normalize)
+        sgc, (sgc_k, sgc_norm), sgc_pick = select_on_validation(feats, masks, probe, bl.normalize)
         cols[sgc_n] = sgc["test_pred"]
-        rnd, rnd_val = [], []
+        rnd, rnd_val, rnd_picks = [], [], []
         for seed in g.final.seeds:
             torch.manual_seed(seed)
             enc = GCNEncoder(data.num_features, g.model.hidden_dim, g.model.out_dim,
@@ -90,6 +99,7 @@ def run_baselines(g, data_dir: str) -> tuple[dict, pd.DataFrame]:
             cols[f"{rnd_n}_seed_{seed}"] = r["test_pred"]
             rnd.append(r["test_acc"])
             rnd_val.append(r["val_acc"])
+            rnd_picks.append(r["pick"])
         per_item = {
             raw_n: (cols[raw_n] == y_test)[None].astype(float),
             sgc_n: (cols[sgc_n] == y_test)[None].astype(float),
@@ -102,8 +112,11 @@ def run_baselines(g, data_dir: str) -> tuple[dict, pd.DataFrame]:
                          "logreg_acc_ci_low": round(st["ci_low"], 6),
                          "logreg_acc_ci_high": round(st["ci_high"], 6),
                          "n_seeds": int(arr.shape[0])}
-        out[raw_n].update(C=raw["C"], normalize=raw_norm, val_acc=round(raw["val_acc"], 6))
-        out[sgc_n].update(K=int(sgc_k), C=sgc["C"], normalize=sgc_norm, val_acc=round(sgc["val_acc"], 6))
+        out[raw_n].update(C=raw["C"], normalize=raw_norm, val_acc=round(raw["val_acc"], 6),
+                          picks={"configuration": seed_summary([raw_pick])})
+        out[sgc_n].update(K=int(sgc_k), C=sgc["C"], normalize=sgc_norm, val_acc=round(sgc["val_acc"], 6),
+                          picks={"configuration": seed_summary([sgc_pick])})
+        out[rnd_n]["picks"] = {"C": seed_summary(rnd_picks)}
         out[rnd_n].update({f"logreg_acc_seed{s}": round(a, 6) for s, a in zip(g.final.seeds, rnd)})
         out[rnd_n]["val_acc"] = round(float(np.mean(rnd_val)), 6)
         tracker.log_metrics({f"{k}.logreg_acc_mean": v["logreg_acc_mean"] for k, v in out.items()})

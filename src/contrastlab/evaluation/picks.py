@@ -1,4 +1,4 @@
-"""How many validation items a validation pick rests on (its margin), for the multi-label track.
+"""How many validation items a validation pick rests on (its margin), in every track.
 
 A pick (the F1 threshold, the logistic-regression C, the early-stopping step) is the argmax of
 a criterion over candidates; its *margin* is the fewest validation rows whose removal would let
@@ -20,7 +20,7 @@ import numpy as np
 from ..models.grid_picks import FRAGILE_SHARE  # the code track's fragile share: one rule
 
 __all__ = ["loo_mean_average_precision", "loo_f1_criterion", "removal_margin", "pick_record",
-           "seed_summary", "is_fragile", "FRAGILE_SHARE"]
+           "count_pick_record", "seed_summary", "is_fragile", "FRAGILE_SHARE"]
 
 def loo_mean_average_precision(y_true: np.ndarray, scores: np.ndarray) -> tuple[float, np.ndarray]:
     """Macro mAP of ``scores`` and its value with each row left out.
@@ -166,6 +166,29 @@ def pick_record(criterion: str, candidates: list[float], full: np.ndarray, loo: 
     return {"criterion": criterion, "chosen": float(candidates[pick]),
             "runner_up": None if runner is None else float(candidates[runner]),
             "margin": int(margin), "n_val": n_val, "fragile": bool(is_fragile(margin, n_val))}
+
+
+def count_pick_record(criterion: str, candidates: list, counts, pick: int, n_val: int) -> dict:
+    """:func:`pick_record` of a pick on a count (validation items a candidate gets right, e.g.
+    accuracy times ``n_val``): the margin is the count's gap to the best other candidate
+    (exact: removing an item the pick gets right and that candidate gets wrong closes the gap
+    by one; 0 when a tie-break decided the pick). ``candidates``: JSON values (a ``C``, an
+    epoch, a ``[K, normalisation, C]`` list); ``counts``: int ``[K]``; ``pick``: the chosen
+    index.
+
+    Raises:
+        ValueError: lengths differ, ``pick`` is out of range or ``n_val < 1``.
+    """
+    c = [int(x) for x in counts]
+    if len(c) != len(candidates) or not 0 <= pick < len(c) or n_val < 1:
+        raise ValueError(f"count_pick_record: {len(candidates)} candidates, {len(c)} counts, "
+                         f"pick {pick}, n_val {n_val}")
+    others = [a for a in range(len(c)) if a != pick]
+    runner = max(others, key=lambda a: (c[a], -a)) if others else None  # first of the best
+    margin = n_val if runner is None else max(0, c[pick] - c[runner])
+    return {"criterion": criterion, "chosen": candidates[pick],
+            "runner_up": None if runner is None else candidates[runner],
+            "margin": int(margin), "n_val": int(n_val), "fragile": bool(is_fragile(margin, n_val))}
 
 
 def seed_summary(recs: list[dict]) -> dict:

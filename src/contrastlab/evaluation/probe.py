@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ..errors import InputError
+from .picks import count_pick_record
 
 __all__ = ["logreg_probe", "notebook_probe", "row_normalize"]
 
@@ -73,8 +74,11 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
         max_extend: most values added by ``"extend"``.
 
     Returns:
-        ``{"test_acc", "val_acc", "C", "c_grid"}`` (accuracies in [0, 1]; ``c_grid`` the grid
-        finally searched) and ``"test_pred"`` if asked.
+        ``{"test_acc", "val_acc", "C", "c_grid", "val_correct", "pick"}`` (accuracies in
+        [0, 1]; ``c_grid`` the grid finally searched, ``val_correct`` its validation nodes
+        classified right per ``C``, ``pick`` the choice of ``C`` with its margin in validation
+        nodes, :func:`contrastlab.evaluation.picks.count_pick_record`) and ``"test_pred"`` if
+        asked.
 
     Raises:
         InputError: empty or non-positive ``c_grid``, unknown ``normalize`` or ``edge``, or a
@@ -123,8 +127,11 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
         added += 1
     va_acc, clf = fits[best_c]
     pred = clf.predict(x[te])
+    n_va = int(va.sum())
+    correct = [round(fits[c][0] * n_va) for c in grid]
     out = {"test_acc": float(accuracy_score(y[te], pred)), "val_acc": float(va_acc),
-           "C": best_c, "c_grid": grid}
+           "C": best_c, "c_grid": grid, "val_correct": correct,
+           "pick": count_pick_record("validation accuracy", grid, correct, grid.index(best_c), n_va)}
     if return_pred:
         out["test_pred"] = pred.astype(np.int64)
     return out

@@ -288,6 +288,7 @@ def _picks_table(inp: Inputs, loaded: dict) -> Table | None:
     moved = sum(a != b for r in recs for a, b in zip(r["chosen_seed"], r["mrr_plateau_seed"]))
     return picks_table(
         runs, titles={"early_stopping": "early-stopping epoch"}, items="queries",
+        group="Corpus and runs",
         note="Early stopping keeps the first epoch with the highest validation Rank@10, a count "
              "of queries, so the margin is the gap to the runner-up epoch (0: a tie kept the "
              "earlier epoch). The smooth rule of the fusion weights (validation MRR, the centre "

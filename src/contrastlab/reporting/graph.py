@@ -19,6 +19,7 @@ from .graph_stats import _paired_tests  # noqa: F401 (re-exported)
 from .graph_text import (REFERENCES, RERUNS, _ablation_table, _ci, _cite, _default_table, _headline,
                          _hp, _sup_paper, _sup_title, _supervised_table)
 from .graph_text import _tuning_sentence  # noqa: F401 (re-exported)
+from .picks import picks_table
 
 __all__ = ["build_section", "REFERENCES", "RERUNS", "BASELINES", "graph_statistics",
            "default_vs_tuned", "loss_vs_supervised", "supervised_rows"]
@@ -192,6 +193,30 @@ def _load(inp: Inputs, params) -> dict | None:
             "fts": supervised_rows(inp, params, method="finetune")}
 
 
+def _picks_table(inp: Inputs, g: dict) -> Table | None:
+    """The graph track's validation picks (the probe's C, the baselines' configuration, the
+    supervised references' early-stopping epoch) and their margins in validation nodes."""
+    mdir = inp.metrics / "graph"
+
+    def folder(d: str) -> dict:
+        return {f.stem: _read_json(f) for f in sorted((mdir / d).glob("*.json"))}
+
+    runs = {"self-supervised, final runs": g["metrics"],
+            "self-supervised, declared configuration": folder("default"),
+            "loss-batch ablation": folder("ablation"),
+            "baselines": _read_json(mdir / "baselines.json") or {},
+            "supervised and fine-tuned references": folder("supervised")}
+    return picks_table(
+        runs, items="nodes", group="Rows",
+        titles={"C": "linear-probe C", "configuration": "features, normalisation and C",
+                "early_stopping": "early-stopping epoch"},
+        note="Every criterion is validation accuracy, a count of nodes, so the margin is the gap "
+             "to the runner-up. The probe keeps the C of highest accuracy (ties: an interior C, "
+             "then the smaller); raw features and SGC choose their normalisation (and SGC its K) "
+             "with C; the supervised references keep the epoch of highest accuracy (ties: the "
+             "lower validation loss, then the earlier epoch).")
+
+
 def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3, params=None) -> Section | None:
     """The graph track's report section, or ``None`` when no graph metrics exist yet;
     ``params`` (default: ``root/params.yaml``) selects and orders the variants."""
@@ -209,5 +234,5 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3, param
         comparison=_comparison(g),
         tables=[_main_table(inp, g, digits), _supervised_table(g, ref_tests, digits, ft_tests),
                 _default_table(inp, g, digits, tuning), _ablation_table(inp, g, digits),
-                _tuning_table(g, digits)],
+                _tuning_table(g, digits), _picks_table(inp, g)],
         figures=_plots(inp, g)).build(figures_dir)

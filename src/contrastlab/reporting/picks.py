@@ -37,13 +37,15 @@ MULTILABEL_NOTE = ("The threshold maximises validation (micro-F1 + macro-F1) / 2
 
 
 def picks_table(runs: dict[str, dict[str, dict]], note: str = MULTILABEL_NOTE,
-                titles: dict[str, str] = PICK_TITLES, items: str = "rows") -> Table | None:
+                titles: dict[str, str] = PICK_TITLES, items: str = "rows",
+                group: str = "Data set") -> Table | None:
     """One row per (data set, pick) over every variant's final run that records it: runs
     (variant x seed), validation items, median and smallest margin (items, and % of the
     validation items), fragile runs. ``runs``: ``{dataset: {variant: metrics dict}}`` (a
     metrics dict's ``picks``: ``{pick: evaluation.picks.seed_summary}``); ``titles``: the
     picks shown and their names; ``items``: what the validation items are ("rows",
-    "queries"); ``note``: the track's rules, after the common definition."""
+    "queries"); ``note``: the track's rules, after the common definition; ``group``: the
+    first column's header (what the keys of ``runs`` are)."""
     rows = []
     for ds, by_variant in runs.items():
         for key, title in titles.items():
@@ -60,7 +62,7 @@ def picks_table(runs: dict[str, dict[str, dict]], note: str = MULTILABEL_NOTE,
     if not rows:
         return None
     return Table("Validation picks and their margins",
-                 ["Data set", "Pick", "Runs", f"Validation {items}", "Median margin",
+                 [group, "Pick", "Runs", f"Validation {items}", "Median margin",
                   "Smallest margin", "Fragile runs"], rows,
                  note=f"A run is one variant and seed. The margin of a pick is the number of "
                       f"validation {items} that decide it: the fewest {items} whose removal lets "

@@ -183,6 +183,9 @@ def _excerpt_block(name: str, heading: str, until: str, lead: str | None, keep_h
 
 #: docs blocks that quote the report: (file, begin, end, renderer).
 REPORT_EXCERPTS = (
+    ("docs/graph.md", *_excerpt_block(
+        "graph results", "## Graph self-supervised learning on Cora", "## ", None, False,
+        "No graph results yet (`dvc repro report`).")),
     ("docs/code.md", *_excerpt_block(
         "seed corpus", "### Seed-corpus preset", "#", "Seed-corpus preset:", True,
         "No results of the seed-corpus preset yet (`bash scripts/seed_corpus.sh`).")),

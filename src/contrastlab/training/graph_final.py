@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..evaluation.picks import seed_summary
 from ..evaluation.stats import bootstrap_per_item, summarize
 from ..io import atomic_path
 from .graph import GraphRunConfig, fit_and_probe
@@ -65,10 +66,11 @@ def train_seed(data, cfg: GraphRunConfig, seed: int, probe, *, cache: Optional[P
                desc: str = "", on_epoch=None) -> dict:
     """One seed's :func:`~contrastlab.training.graph.fit_and_probe` result (with test
     predictions and the notebook probe), read from ``cache`` when it exists there, else
-    trained (and saved to ``cache`` when given). ``on_epoch(epoch, loss)`` sees every epoch's
+    trained (and saved to ``cache`` when given; a cached result without the probe's ``pick``
+    is trained again). ``on_epoch(epoch, loss)`` sees every epoch's
     loss, replayed from the cache too."""
-    if cache is not None and cache.exists():
-        r = torch.load(cache, weights_only=False)
+    r = torch.load(cache, weights_only=False) if cache is not None and cache.exists() else None
+    if r is not None and "pick" in r:
         if on_epoch is not None:
             for ep, val in enumerate(r["losses"], start=1):
                 on_epoch(ep, val)
@@ -102,7 +104,7 @@ def run_final(data, cfg: GraphRunConfig, seeds: Sequence[int], probe, *, variant
     """
     test_idx = torch.nonzero(data.test_mask).flatten().numpy()
     y_test = data.y[data.test_mask].numpy()
-    preds, test_acc, val_acc, nb_acc, cs = {}, [], [], [], []
+    preds, test_acc, val_acc, nb_acc, cs, picks = {}, [], [], [], [], []
     hist: dict[str, Any] = {"epoch": list(range(1, cfg.train["epochs"] + 1))}
     emb = None
     for seed in seeds:
@@ -121,6 +123,7 @@ def run_final(data, cfg: GraphRunConfig, seeds: Sequence[int], probe, *, variant
         val_acc.append(r["val_acc"])
         nb_acc.append(r["notebook_acc"])
         cs.append(r["C"])
+        picks.append(r["pick"])
         hist[f"loss_seed{seed}"] = r["losses"]
         if emb is None:
             emb = r["embeddings"]
@@ -139,6 +142,7 @@ def run_final(data, cfg: GraphRunConfig, seeds: Sequence[int], probe, *, variant
         "logreg_val_acc_mean": float(np.mean(val_acc)),
         "notebook_acc_mean": float(np.mean(nb_acc)),
         "probe_C": cs,
+        "picks": {"C": seed_summary(picks)},
         "logreg_val_acc": val_acc,
         **{f"logreg_acc_seed{s}": a for s, a in zip(seeds, test_acc)},
         "tuned": chosen,

@@ -24,6 +24,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..errors import InputError
+from ..evaluation.picks import count_pick_record, seed_summary
 
 __all__ = ["SupervisedGNN", "FineTunedEncoder", "build_model", "train_supervised",
            "run_supervised_tuning", "supervised_config", "run_supervised_final", "ARCHS"]
@@ -163,8 +164,10 @@ def train_supervised(data, cfg: dict, seed: int, *, x: torch.Tensor | None = Non
             first layer is the "first" layer of ``weight_decay_layers``.
 
     Returns:
-        ``{"val_acc", "test_acc", "epoch", "val_loss"}`` (fractions; ``epoch`` 1-based) at the
-        chosen epoch, and ``test_pred`` when asked.
+        ``{"val_acc", "test_acc", "epoch", "val_loss", "pick"}`` (fractions; ``epoch``
+        1-based) at the chosen epoch, ``pick`` the epoch's margin in validation nodes
+        (:func:`contrastlab.evaluation.picks.count_pick_record`; 0 when the validation loss
+        broke a tie), and ``test_pred`` when asked.
 
     Raises:
         FloatingPointError: the training loss became NaN or infinite.
@@ -190,6 +193,7 @@ def train_supervised(data, cfg: dict, seed: int, *, x: torch.Tensor | None = Non
     ei, y = data.edge_index, data.y
     tr, va, te = data.train_mask, data.val_mask, data.test_mask
     best = None  # (val_acc, -val_loss, -epoch) and the test predictions at that epoch
+    n_va, correct = int(va.sum()), []  # validation nodes right per epoch (the pick's margin)
     for epoch in range(1, int(cfg["epochs"]) + 1):
         model.train()
         opt.zero_grad(set_to_none=True)
@@ -202,14 +206,17 @@ def train_supervised(data, cfg: dict, seed: int, *, x: torch.Tensor | None = Non
         with torch.no_grad():
             out = model(x, ei)
             pred = out.argmax(1)
-            val_acc = float((pred[va] == y[va]).float().mean())
+            correct.append(int((pred[va] == y[va]).sum()))
+            val_acc = correct[-1] / n_va
             val_loss = float(F.cross_entropy(out[va], y[va]))
         key = (val_acc, -val_loss, -epoch)
         if best is None or key > best[0]:
             best = (key, pred[te].clone())
     (val_acc, neg_loss, neg_epoch), test_pred = best
     res = {"val_acc": val_acc, "test_acc": float((test_pred == y[te]).float().mean()),
-           "epoch": -neg_epoch, "val_loss": -neg_loss}
+           "epoch": -neg_epoch, "val_loss": -neg_loss,
+           "pick": count_pick_record("validation accuracy, ties validation loss",
+                                     list(range(1, len(correct) + 1)), correct, -neg_epoch - 1, n_va)}
     if return_pred:
         res["test_pred"] = test_pred.numpy()
     return res
@@ -340,6 +347,7 @@ def run_supervised_final(g, name: str, *, data_path: str, tuned_dir: str, metric
              "logreg_val_acc_mean": float(np.mean([r["val_acc"] for r in runs])),
              "logreg_val_acc": [r["val_acc"] for r in runs],
              "chosen_epoch": [r["epoch"] for r in runs],
+             "picks": {"early_stopping": seed_summary([r["pick"] for r in runs])},
              **{f"logreg_acc_seed{s}": a for s, a in zip(seeds, test)},
              "tuned": chosen, "config": cfg, **(identity or {})}
         tracker.log_metrics({k: v for k, v in m.items() if isinstance(v, float)})
