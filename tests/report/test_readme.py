@@ -180,18 +180,21 @@ def test_operating_point_table_flags_columns_off_the_operating_point(tmp_path):
 
 
 def test_docs_blocks_quote_the_report_sections(tmp_path):
-    """docs/code.md's seed-corpus block and docs/finetune.md's results block are cut from
-    reports/comparison.md: the named section to the next heading, the lead paragraph, image
-    paths made relative to docs/; a placeholder before the results exist; a stale block is
-    reported by --check and rewritten otherwise."""
+    """docs/code.md's seed-corpus block and the results blocks of docs/finetune.md and
+    docs/graph.md are cut from reports/comparison.md: the named section to the next heading,
+    the lead paragraph, image paths made relative to docs/; a placeholder before the results
+    exist; a stale block is reported by --check and rewritten otherwise."""
     (tmp_path / "docs").mkdir()
-    seed_file, seed_begin, seed_end, seed = readme.REPORT_EXCERPTS[0]
-    ft_file, ft_begin, ft_end, ft = readme.REPORT_EXCERPTS[1]
+    blocks = {f: (f, b, e, r) for f, b, e, r in readme.REPORT_EXCERPTS}
+    seed_file, seed_begin, seed_end, seed = blocks["docs/code.md"]
+    ft_file, ft_begin, ft_end, ft = blocks["docs/finetune.md"]
+    *_, graph = blocks["docs/graph.md"]
     assert "seed corpus" in seed(tmp_path) and "No results" in seed(tmp_path)  # no report yet
     rep = tmp_path / "reports"
     rep.mkdir()
     (rep / "comparison.md").write_text(
-        "# r\n\n## Code retrieval\n\nSeed-corpus preset: BM25 62.0 %.\n\n### Main table\n\n| a |\n\n"
+        "# r\n\n## Graph self-supervised learning on Cora\n\n**Headline.** g.\n\n### Picks\n\n| p |\n\n"
+        "## Code retrieval\n\nSeed-corpus preset: BM25 62.0 %.\n\n### Main table\n\n| a |\n\n"
         "### Seed-corpus preset (bash x)\n\n| row | R@10 |\n|---|---|\n| BM25 | 62.0 |\n\n"
         "### Next\n\n| b |\n\n## Fine-tuning the code encoder (HumanEval)\n\n**Headline.** no.\n\n"
         "![fig](figures/ft.svg)\n\n### Split (a)\n\n| c |\n\n## Run: provenance\n\nx\n", encoding="utf-8")
@@ -199,6 +202,8 @@ def test_docs_blocks_quote_the_report_sections(tmp_path):
     assert block.startswith(seed_begin) and block.endswith(seed_end)
     assert "### Seed-corpus preset (bash x)" in block and "| BM25 | 62.0 |" in block
     assert "Seed-corpus preset: BM25 62.0 %." in block and "### Next" not in block and "| a |" not in block
+    g = graph(tmp_path)
+    assert "**Headline.** g." in g and "| p |" in g and "## Graph" not in g and "Code retrieval" not in g
     block = ft(tmp_path)
     assert "## Fine-tuning" not in block and "**Headline.** no." in block and "### Split (a)" in block
     assert "](../reports/figures/ft.svg)" in block and "provenance" not in block
