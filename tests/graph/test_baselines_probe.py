@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from contrastlab.errors import InputError
+from contrastlab.evaluation.graph_baselines import select_on_validation
 from contrastlab.evaluation.probe import logreg_probe, row_normalize
 from contrastlab.training.graph import (GraphRunConfig, default_choices, propagate_features,
                                         sgc_operator)
@@ -110,3 +111,36 @@ def test_default_choices_read_the_declared_values():
                                            "feature_mask.1": 0.4, "edge_drop.0": 0.2}
     with pytest.raises(KeyError):
         default_choices(cfg, {"momentum": None})
+
+
+def _val_correct(x, y, m, c: float) -> int:
+    """Validation points a plain scikit-learn fit at ``C = c`` gets right (no normalisation)."""
+    from sklearn.linear_model import LogisticRegression
+
+    clf = LogisticRegression(C=c, max_iter=2000).fit(x[m[0]], y[m[0]])
+    return int((clf.predict(x[m[1]]) == y[m[1]]).sum())
+
+
+def test_the_probe_records_its_c_and_margin_against_independent_fits():
+    x, y, m = _blobs()
+    r = logreg_probe(x, y, *m, c_grid=[1e-3, 1e-2, 0.1, 1.0, 10.0], normalize="none")
+    counts = [_val_correct(x, y, m, c) for c in r["c_grid"]]
+    assert r["val_correct"] == counts and r["val_acc"] == counts[r["c_grid"].index(r["C"])] / 90
+    p = r["pick"]
+    assert p["chosen"] == r["C"] and p["n_val"] == 90
+    others = [k for c, k in zip(r["c_grid"], counts) if c != r["C"]]
+    assert p["margin"] == max(counts) - max(others)
+    assert counts[r["c_grid"].index(p["runner_up"])] == max(others)
+
+
+def test_the_baselines_pick_is_over_every_feature_set_normalisation_and_c():
+    x, y, m = _blobs(1)
+    feats = {1: x * 0.0 + np.random.default_rng(2).normal(size=x.shape), 2: x}  # noise, signal
+    probe = dict(c_grid=[1e-2, 0.1, 1.0, 10.0], edge="extend", max_extend=4)
+    r, (key, norm), pick = select_on_validation(feats, (y, *m), probe, ["none"])
+    assert key == 2 and pick["chosen"] == [2, "none", r["C"]]
+    every = {(k, c): _val_correct(f, y, m, c) for k, f in feats.items()
+             for c in logreg_probe(f, y, *m, normalize="none", **probe)["c_grid"]}
+    best = every[(2, r["C"])]
+    assert best == max(every.values())
+    assert pick["margin"] == best - max(v for kc, v in every.items() if kc != (2, r["C"]))
