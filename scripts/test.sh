@@ -7,7 +7,10 @@
 # end-to-end tests do not queue behind each other). Measured on 2 cores: 1,298 tests, 3 workers
 # 9 min 50 s, 2 workers 10 min 22 s, serially about 16 min; on a clean clone (.ci/run, 2026-11-29)
 # 1,347 tests in 9 min 17 s with 3 workers, after ruamel.yaml's C parser halved every dvc
-# command's time (12 min 58 s before it). CONTRASTLAB_TEST_WORKERS=0 runs it in this process.
+# command's time (12 min 58 s before it). 2026-11-29, idle: 1,366 tests in 9 min 27 s in the
+# working checkout and 13 min 27-37 s on a clean clone (the same tests took ~40 % more CPU time
+# there), after scripts/stage_deps.py stopped re-parsing every file for every stage.
+# CONTRASTLAB_TEST_WORKERS=0 runs it in this process.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/env.sh
