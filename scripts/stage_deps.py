@@ -164,8 +164,9 @@ class Analyzer:
         self.root = Path(root).resolve()
         self.src = self.root / "src"
         self._registry: dict[str, set[str]] | None = None
-        self._trees: dict[Path, ast.Module] = {}  # parsed once per analysis: files do not change
-        self._direct: dict[Path, tuple] = {}        # during one
+        # each file is parsed and read once per analysis (no file changes during one)
+        self._trees: dict[Path, ast.Module] = {}
+        self._direct: dict[Path, tuple] = {}
 
     # ------------------------------------------------------------------ module resolution
     def module_file(self, dotted: str) -> Path | None:
