@@ -25,7 +25,7 @@ from .code_stats import (_load_table, _resolution, control_at_same_weight, defau
 from .code_stats import only_in_top10  # noqa: F401 (re-exported)
 from .compute_curve import curve_finding, curve_plot, curve_table, gpu_points
 from .figures import Comparison, Panel, rows_from_stats
-from .picks import picks_table
+from .picks import picks_table, runs_in
 
 __all__ = ["build_section", "REFERENCES", "TITLES"]
 
@@ -277,12 +277,9 @@ def _picks_table(inp: Inputs, loaded: dict) -> Table | None:
     """The early-stopping epochs of the trained rows (final and default runs, the seed-corpus
     preset's) and their margins, with how many runs the smooth rule (validation MRR) would
     have stopped elsewhere."""
-    def folder(d):
-        return {f.stem: json.loads(f.read_text()) for f in sorted((inp.metrics / d).glob("*.json"))}
-
     runs = {"default corpus, final runs": {n: loaded["metrics"][n] for n in _trained(loaded)[0]},
-            "default corpus, declared configuration": folder("code/default"),
-            "seed-corpus preset, final runs": folder("code_seed_corpus")}
+            "default corpus, declared configuration": runs_in(inp.metrics / "code/default"),
+            "seed-corpus preset, final runs": runs_in(inp.metrics / "code_seed_corpus")}
     recs = [r["picks"]["early_stopping"] for by in runs.values() for r in by.values()
             if "early_stopping" in (r.get("picks") or {})]
     moved = sum(a != b for r in recs for a, b in zip(r["chosen_seed"], r["mrr_plateau_seed"]))

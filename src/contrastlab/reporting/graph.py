@@ -19,7 +19,7 @@ from .graph_stats import _paired_tests  # noqa: F401 (re-exported)
 from .graph_text import (REFERENCES, RERUNS, _ablation_table, _ci, _cite, _default_table, _headline,
                          _hp, _sup_paper, _sup_title, _supervised_table)
 from .graph_text import _tuning_sentence  # noqa: F401 (re-exported)
-from .picks import picks_table
+from .picks import picks_table, runs_in
 
 __all__ = ["build_section", "REFERENCES", "RERUNS", "BASELINES", "graph_statistics",
            "default_vs_tuned", "loss_vs_supervised", "supervised_rows"]
@@ -198,14 +198,11 @@ def _picks_table(inp: Inputs, g: dict) -> Table | None:
     supervised references' early-stopping epoch) and their margins in validation nodes."""
     mdir = inp.metrics / "graph"
 
-    def folder(d: str) -> dict:
-        return {f.stem: _read_json(f) for f in sorted((mdir / d).glob("*.json"))}
-
     runs = {"self-supervised, final runs": g["metrics"],
-            "self-supervised, declared configuration": folder("default"),
-            "loss-batch ablation": folder("ablation"),
+            "self-supervised, declared configuration": runs_in(mdir / "default"),
+            "loss-batch ablation": runs_in(mdir / "ablation"),
             "baselines": _read_json(mdir / "baselines.json") or {},
-            "supervised and fine-tuned references": folder("supervised")}
+            "supervised and fine-tuned references": runs_in(mdir / "supervised")}
     return picks_table(
         runs, items="nodes", group="Rows",
         titles={"C": "linear-probe C", "configuration": "features, normalisation and C",

@@ -10,16 +10,26 @@ and pick, the runs, the median and smallest margin, and the runs whose pick is f
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 
 from . import Table
 
-__all__ = ["PICK_TITLES", "MULTILABEL_NOTE", "picks_table", "missing_picks"]
+__all__ = ["PICK_TITLES", "MULTILABEL_NOTE", "picks_table", "missing_picks", "runs_in"]
 
 #: The picks a run can record, in the table's order, with their names in the report.
 PICK_TITLES = {"threshold": "F1 threshold", "early_stopping": "early-stopping step",
                "early_stopping_pretrain": "early-stopping step (pre-training)",
                "C": "logistic-regression C"}
+
+
+def runs_in(folder: Path) -> dict[str, dict]:
+    """``{stem: metrics}`` of every ``*.json`` in ``folder`` (sorted; none when it is absent):
+    the runs of one group of a picks table."""
+    return {f.stem: json.loads(f.read_text(encoding="utf-8"))
+            for f in sorted(Path(folder).glob("*.json"))}
 
 
 def missing_picks(run: dict) -> list[str]:
