@@ -1,134 +1,100 @@
-"""Turn the output folders of ``scripts/gpu_biencoder.py`` (one GPU run, or several runs that
-add seeds at the same choice) into the report's third code table; not a DVC stage (the GPU
-run is not part of ``dvc repro``: the pipeline's default runs on two CPU cores).
+"""Mark the outputs of the GPU route's stages (``scripts/biencoder_gpu.sh``: ``train_biencoder``
+and ``hybrid_biencoder`` run with ``presets/code-biencoder-gpu.yaml``) as the report's GPU
+table; not a DVC stage (the pipeline's default runs on two CPU cores).
 
-    python scripts/collect_gpu_biencoder.py RUN_DIR [RUN_DIR ...]
+    python scripts/collect_gpu_biencoder.py --metrics reports/metrics/code_biencoder_gpu \
+        --logs WORKDIR/logs --device "NVIDIA H200" --preset presets/code-biencoder-gpu.yaml
 
-Writes, atomically:
+In ``--metrics``, every row's JSON (``train_biencoder``'s metrics) gains ``device`` (what the
+report's code section looks for), ``selection`` (how lr and steps were chosen: the study's
+tuned file, or the row as the presets declare it) and ``run_note`` (``--note``), and ``model``
+is set to ``--model`` when given (a model that reached the device as a local copy keeps its
+name). ``logs/device_runs.json`` records the run: device, presets, the rows' training seconds
+per seed read from the stage's log lines (``biencoder <row> seed <s>: ... (<t> s training,
+...)``) and each row's wall seconds (``<row> wall_s=<t>`` in ``times.txt``). Seconds are wall
+times, not metrics: the report reads them for the compute curve's GPU points only.
 
-- ``reports/metrics/code_biencoder_gpu/<row>.json``: the keys of ``train_biencoder``'s metrics
-  (:func:`contrastlab.biencoder.outputs.row_metrics`) with the GPU preset's settings and the
-  validation choice (``lr``, ``steps``), plus ``device``, ``selection``, ``index`` (the exact
-  search that ran) and ``run_note`` (``--note``);
-- ``reports/data/code_biencoder_gpu/<row>_ranks.csv`` (``id, repo, seed, rank``: test) and
-  ``<row>_rank_curve.csv``;
-- ``baselines.json`` / ``baselines_ranks.csv`` copied from the default table (same corpus,
-  same test signatures), so the table's paired tests run against the same BM25;
-- ``reports/data/code_biencoder_gpu/device_ranks.csv.gz``: every run's validation and test
-  ranks as the device wrote them (the collection can be redone from the committed files);
-- ``reports/metrics/code_biencoder_gpu/logs/device_runs.json``: each run's summary (device,
-  library versions, the grid, training seconds and tokens) and its log; the seconds are wall
-  times, not metrics (the report reads the folder's top-level JSON files only).
-
-Raises (exit 2 through :func:`contrastlab.cli.run_stage`): runs made with different choices or
-settings, a seed present in two runs, ranks that do not cover the test signatures.
+Raises (exit 2 through :func:`contrastlab.cli.run_stage`): no row in ``--metrics``, or a row
+seed without a training-time line in its log.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
-import shutil
+import re
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
 
 from contrastlab.cli import ArgParser, run_stage
 from contrastlab.errors import InputError
 
-SAME = ("choice", "layers", "max_length", "batch_size", "n_bodies", "n_val", "n_test", "preset")
+SEED_LINE = re.compile(r"^biencoder (\S+) seed (\d+): .*\((\d+(?:\.\d+)?) s training")
+NOT_ROWS = ("baselines.json", "hybrids_biencoder.json")
 
 
-def collect(runs: list[Path], *, params: str, functions: str, splits: str, metrics_in: Path,
-            data_in: Path, metrics_out: Path, data_out: Path, timings: Path, note: str = "") -> dict[str, dict]:
-    """Collect ``runs`` (module docstring); returns ``{row: metrics}``."""
-    from contrastlab.biencoder.data import load_pairs
-    from contrastlab.biencoder.outputs import row_metrics, write_rank_files
-    from contrastlab.biencoder.run import apply_choices, row_of
-    from contrastlab.io import atomic_path, write_json
-    from contrastlab.params.presets import load_with_overrides
+def training_seconds(log: str) -> dict[int, float]:
+    """``{seed: training seconds}`` from a ``train_biencoder`` log (its per-seed lines)."""
+    out = {}
+    for line in log.splitlines():
+        m = SEED_LINE.match(line.strip())
+        if m:
+            out[int(m.group(2))] = float(m.group(3))
+    return out
 
-    sums = [json.loads((r / "summary.json").read_text(encoding="utf-8")) for r in runs]
-    for k in SAME:
-        if len({json.dumps(s.get(k), sort_keys=True) for s in sums}) != 1:
-            raise InputError(f"the runs differ in {k!r}: {[s.get(k) for s in sums]}")
-    first = sums[0]
-    choice = first["choice"]
-    preset = Path(first["preset"])  # relative to the repository (params.yaml's folder)
-    preset = preset if preset.is_absolute() else Path(params).resolve().parent / preset
-    be = load_with_overrides(params, [preset]).code.biencoder
-    be = be.model_copy(update={"steps": int(choice["steps"])})
-    pairs = load_pairs(functions, splits)
-    va, te = pairs.rows("val"), pairs.rows("test")
-    grid = [g for s in sums for g in s["grid"] if not g.get("given")]
-    selection = (f"lr and steps chosen on validation Rank@10 of {next(iter(be.rows))} (seed "
-                 f"{be.tune.seeds[0]}) over " + ", ".join(f"lr {g['lr']:g} x {g['steps']} steps" for g in grid))
-    raw = pd.concat([pd.read_csv(f).assign(run=i, row_name=f.stem.removeprefix("ranks_"))
-                     for i, r in enumerate(runs) for f in sorted(r.glob("ranks_*.csv"))],
-                    ignore_index=True)
-    out: dict[str, dict] = {}
-    for name in sorted(raw["row_name"].unique()):
-        d = raw[raw["row_name"] == name]
-        if d.groupby("seed")["run"].nunique().max() > 1:
-            raise InputError(f"{name}: a seed appears in two runs")
-        seeds = sorted(int(s) for s in d["seed"].unique())
-        ranks = {}
-        for split, rows in (("val", va), ("test", te)):
-            mat = []
-            for s in seeds:
-                part = d[(d["seed"] == s) & (d["split"] == split)].sort_values("row")
-                if not np.array_equal(part["row"].to_numpy(), np.sort(rows)):
-                    raise InputError(f"{name} seed {s}: the {split} ranks do not cover the {split} signatures")
-                mat.append(part["rank"].to_numpy())
-            ranks[split] = np.stack(mat)
-        info = [next({**f, "curve": None} for sm in sums for f in sm["finals"].get(name, []) if f["seed"] == s)
-                for s in seeds]
-        row = apply_choices(row_of(be, name), {"lr": choice["lr"]})
-        res = {"row": row, "ranks": ranks, "info": info}
-        m = row_metrics(be, name, res, pairs, tuned=False)
-        m.update(device=first["device"], selection=selection, index=first.get("index", "faiss"),
-                 run_note=note)
-        write_json(metrics_out / f"{name}.json", m)
-        write_rank_files(name, res, pairs, data_out)
-        out[name] = m
-    for f, src in ((metrics_out / "baselines.json", metrics_in / "baselines.json"),
-                   (data_out / "baselines_ranks.csv", data_in / "baselines_ranks.csv")):
-        with atomic_path(f) as tmp:
-            shutil.copyfile(src, tmp)
-    dev = raw.drop(columns=["run"]).sort_values(["row_name", "seed", "split", "row"])
-    with atomic_path(data_out / "device_ranks.csv.gz") as tmp, open(tmp, "wb") as fh, \
-            gzip.GzipFile(filename="", mode="wb", fileobj=fh, mtime=0) as gz:  # no name, no time
-        gz.write(dev.to_csv(index=False).encode("utf-8"))
-    logs = [(r / "log.txt").read_text(encoding="utf-8").splitlines() if (r / "log.txt").exists() else []
-            for r in runs]
-    write_json(timings, {"runs": [{**s, "log": lg} for s, lg in zip(sums, logs)],
-                         "note": "one entry per GPU run; seconds are wall times, not metrics"})
+
+def collect(metrics: Path, logs: Path, *, device: str, presets: list[str], note: str = "",
+            model: str | None = None) -> dict[str, dict]:
+    """Annotate the rows in ``metrics`` and write ``metrics/logs/device_runs.json`` (module
+    docstring); returns ``{row: metrics}``."""
+    from contrastlab.io import write_json
+
+    files = sorted(f for f in metrics.glob("*.json") if f.name not in NOT_ROWS)
+    if not files:
+        raise InputError(f"{metrics}: no row metrics (run train_biencoder first)")
+    times = logs / "times.txt"
+    wall = dict(re.findall(r"^(\S+) rc=0 wall_s=(\d+)", times.read_text(), re.M)) if times.exists() else {}
+    out, finals, first = {}, {}, None
+    for f in files:
+        m = json.loads(f.read_text(encoding="utf-8"))
+        secs = training_seconds((logs / f"{f.stem}.log").read_text(encoding="utf-8"))
+        missing = [p["seed"] for p in m["per_seed"] if p["seed"] not in secs]
+        if missing:
+            raise InputError(f"{logs / f.stem}.log: no training-time line for seed(s) {missing}")
+        m.update(device=device, run_note=note,
+                 selection=("lr and temperature chosen by the row's study (tuned file)" if m.get("tuned")
+                            else f"lr {m['lr']:g}, {m['steps']} steps as {' + '.join(presets)} declare "
+                                 "them (no study)"))
+        if model:
+            m["model"] = model
+        write_json(f, m)
+        out[f.stem] = m
+        first = first or m
+        finals[f.stem] = [{"seed": p["seed"], "seconds": secs[p["seed"]], "tokens": p.get("tokens"),
+                           "test_rank_at_10": p["rank_at_10"], "test_mrr": p["mrr"],
+                           "val_rank_at_10": p["val_rank_at_10"], "temperature": p["final_temperature"]}
+                          for p in m["per_seed"]]
+    write_json(metrics / "logs" / "device_runs.json", {
+        "note": "one entry per GPU run; seconds are wall times, not metrics",
+        "runs": [{"device": device, "route": "pipeline stages (scripts/biencoder_gpu.sh)",
+                  "presets": presets, "choice": {"lr": first["lr"], "steps": first["steps"]},
+                  "layers": first["layers"], "max_length": first["max_length"],
+                  "batch_size": first["batch_size"], "nproc": first.get("nproc"),
+                  "index": first.get("index"), "finals": finals,
+                  "row_wall_s": {k: float(v) for k, v in sorted(wall.items())}}]})
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = ArgParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="+", type=Path)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--functions", default="data/code/functions.parquet")
-    ap.add_argument("--splits", default="data/code/splits.parquet")
-    ap.add_argument("--metrics-in", type=Path, default=Path("reports/metrics/code"))
-    ap.add_argument("--data-in", type=Path, default=Path("reports/data/code"))
-    ap.add_argument("--metrics-out", type=Path, default=Path("reports/metrics/code_biencoder_gpu"))
-    ap.add_argument("--data-out", type=Path, default=Path("reports/data/code_biencoder_gpu"))
-    ap.add_argument("--note", default="", help="a sentence on how the run departs from the "
-                    "preset (e.g. how the weights reached the device); shown in the table's note")
-    ap.add_argument("--timings", type=Path,
-                    default=Path("reports/metrics/code_biencoder_gpu/logs/device_runs.json"))
+    ap.add_argument("--metrics", type=Path, default=Path("reports/metrics/code_biencoder_gpu"))
+    ap.add_argument("--logs", type=Path, required=True, help="the stages' logs and times.txt")
+    ap.add_argument("--device", required=True, help="e.g. 'NVIDIA H200' (torch.cuda.get_device_name)")
+    ap.add_argument("--preset", action="append", required=True, help="each preset applied, in order")
+    ap.add_argument("--note", default="", help="a sentence on how the run departs from the presets")
+    ap.add_argument("--model", default=None, help="the model's name when the run read a local copy")
     args = ap.parse_args(argv)
-    args.metrics_out.mkdir(parents=True, exist_ok=True)
-    args.data_out.mkdir(parents=True, exist_ok=True)
-    args.timings.parent.mkdir(parents=True, exist_ok=True)
-    got = collect(args.runs, params=args.params, functions=args.functions, splits=args.splits,
-                  metrics_in=args.metrics_in, data_in=args.data_in, metrics_out=args.metrics_out,
-                  data_out=args.data_out, timings=args.timings, note=args.note)
+    got = collect(args.metrics, args.logs, device=args.device, presets=args.preset, note=args.note,
+                  model=args.model)
     for name, m in got.items():
         print(f"{name}: test R@10 {m['rank_at_10']:.2%} over {m['n_seeds']} seeds (val {m['val_rank_at_10']:.2%})")
     return 0

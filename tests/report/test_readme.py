@@ -185,10 +185,11 @@ def test_docs_blocks_quote_the_report_sections(tmp_path):
     the lead paragraph, image paths made relative to docs/; a placeholder before the results
     exist; a stale block is reported by --check and rewritten otherwise."""
     (tmp_path / "docs").mkdir()
-    blocks = {f: (f, b, e, r) for f, b, e, r in readme.REPORT_EXCERPTS}
-    seed_file, seed_begin, seed_end, seed = blocks["docs/code.md"]
-    ft_file, ft_begin, ft_end, ft = blocks["docs/finetune.md"]
-    *_, graph = blocks["docs/graph.md"]
+    blocks = {b.removeprefix("<!-- ").split(":")[0]: (f, b, e, r) for f, b, e, r in readme.REPORT_EXCERPTS}
+    seed_file, seed_begin, seed_end, seed = blocks["seed corpus"]
+    ft_file, ft_begin, ft_end, ft = blocks["finetune results"]
+    *_, graph = blocks["graph results"]
+    *_, gpu = blocks["gpu bi-encoder"]
     assert "seed corpus" in seed(tmp_path) and "No results" in seed(tmp_path)  # no report yet
     rep = tmp_path / "reports"
     rep.mkdir()
@@ -202,6 +203,7 @@ def test_docs_blocks_quote_the_report_sections(tmp_path):
     assert block.startswith(seed_begin) and block.endswith(seed_end)
     assert "### Seed-corpus preset (bash x)" in block and "| BM25 | 62.0 |" in block
     assert "Seed-corpus preset: BM25 62.0 %." in block and "### Next" not in block and "| a |" not in block
+    assert "No GPU bi-encoder results" in gpu(tmp_path)  # no such section in this report
     g = graph(tmp_path)
     assert "**Headline.** g." in g and "| p |" in g and "## Graph" not in g and "Code retrieval" not in g
     block = ft(tmp_path)

@@ -193,7 +193,7 @@ def _preset_provenance(root: Path, name: str, script: str) -> str:
             f"(params `code` hash `{h}`), not by params.yaml's `code` section.")
 
 
-#: The folder of the bi-encoder trained with every layer on a GPU (scripts/gpu_biencoder.py).
+#: The folder of the bi-encoder trained with every layer on a GPU (scripts/biencoder_gpu.sh).
 GPU_TABLE = "code_biencoder_gpu"
 
 
@@ -213,15 +213,15 @@ def _gpu_table(inp: Inputs, digits: int):
         return None
     dev = trained[0]["device"]
     t, h = _table(loaded, f"Bi-encoder with every layer trained, one {dev} "
-                  "(scripts/gpu_biencoder.py; presets/code-biencoder-gpu.yaml)", digits, False)
+                  "(scripts/biencoder_gpu.sh; presets/code-biencoder-gpu.yaml)", digits, False)
     m = trained[0]
-    t.note += (f" Produced on one {dev} by `scripts/gpu_biencoder.py` (presets/code-biencoder-gpu.yaml "
-               f"over params.yaml: every layer and the embeddings trained, {m['max_length']} tokens, "
-               f"batch {m['batch_size']}, bf16 autocast) and collected by "
-               "`scripts/collect_gpu_biencoder.py`, not by `dvc repro` (the table above is the "
-               f"two-core pipeline). {m.get('selection', '')}; the same choice for every row "
-               f"(equal budget). Exact search: {m.get('index', 'faiss')}. {m.get('run_note', '')} "
-               "No BM25 fusion of these rows: their embeddings were not brought back.")
+    t.note += (f" Produced on one {dev} by the GPU route's stage scripts (`scripts/biencoder_gpu.sh`: "
+               "train_biencoder through the launcher, then hybrid_biencoder) with "
+               f"presets/code-biencoder-gpu.yaml over params.yaml (every layer and the embeddings "
+               f"trained, {m['max_length']} tokens, batch {m['batch_size']} per GPU, bf16 autocast), "
+               "not by `dvc repro` (the table above is the two-core pipeline). "
+               f"{m.get('selection', '')}; the same for every row (equal budget). Search and "
+               f"hard-negative mining: {m.get('index', 'faiss')}. {m.get('run_note', '')}")
     return t, h, dev
 
 

@@ -72,8 +72,8 @@ def _caption(curve: Mapping[str, Any], name: str, gpu: Sequence[dict]) -> str:
             f"{name} and its 95 % CI."
             + (f" Right: the GPU rows (layers: {g0.get('layers')}, {g0.get('max_length')} tokens, "
                f"{g0.get('batch_size')} pairs a step, {g0.get('steps')} steps; mean of their "
-               "seeds), minutes of one GPU; made by an earlier script run, not by this "
-               "curve's script." if gpu else ""))
+               "seeds), training minutes a seed on one GPU (scripts/biencoder_gpu.sh, its "
+               "rows sharing the GPU), not by this curve's script." if gpu else ""))
 
 
 def curve_plot(curve: Mapping[str, Any], bm25: Mapping[str, float], gpu: Sequence[dict]):

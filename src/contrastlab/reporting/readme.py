@@ -189,6 +189,9 @@ REPORT_EXCERPTS = (
     ("docs/code.md", *_excerpt_block(
         "seed corpus", "### Seed-corpus preset", "#", "Seed-corpus preset:", True,
         "No results of the seed-corpus preset yet (`bash scripts/seed_corpus.sh`).")),
+    ("docs/code.md", *_excerpt_block(
+        "gpu bi-encoder", "### Bi-encoder with every layer trained, one", "#", "GPU bi-encoder table:",
+        True, "No GPU bi-encoder results yet (`bash scripts/biencoder_gpu.sh` on a CUDA machine).")),
     ("docs/finetune.md", *_excerpt_block(
         "finetune results", "## Fine-tuning the code encoder", "## ", None, False,
         "No fine-tuning results yet (`dvc repro finetune_summary report`).")),
