@@ -25,7 +25,8 @@ mkdir -p "$work/logs"
 cd "$root"
 export PYTHONPATH="$root/src:$root/stages${PYTHONPATH:+:$PYTHONPATH}" CONTRASTLAB_MLFLOW="${CONTRASTLAB_MLFLOW:-0}"
 presets=(presets/code-biencoder-gpu.yaml "$@")
-device=$("$PY" -c "import torch; assert torch.cuda.is_available(), 'scripts/biencoder_gpu.sh needs a CUDA device'; print(torch.cuda.get_device_name(0))")
+# ALLOW_CPU=1: a smoke run on the CPU (with a preset that sets device: cpu), device "cpu"
+device=$("$PY" -c "import os, torch; ok = torch.cuda.is_available(); assert ok or os.environ.get('ALLOW_CPU') == '1', 'scripts/biencoder_gpu.sh needs a CUDA device'; print(torch.cuda.get_device_name(0) if ok else 'cpu')")
 "$PY" - "$work/params.yaml" "${presets[@]}" <<'PY'
 import sys
 from pathlib import Path
