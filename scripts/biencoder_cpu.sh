@@ -24,16 +24,8 @@ source "$root/.venv/bin/activate"
 cd "$root"
 export PYTHONPATH="$root/src:$root/stages" CONTRASTLAB_MLFLOW="${CONTRASTLAB_MLFLOW:-0}"
 [ -f data/code/splits.parquet ] || dvc repro split_by_repo
-python - "$work/params.yaml" <<'PY'
-import sys
-from pathlib import Path
-from contrastlab.params import load_params
-from contrastlab.params.presets import apply_to_text, read_override
-text = apply_to_text(Path("params.yaml").read_text(), *read_override("presets/code-biencoder-cpu.yaml"))
-Path(sys.argv[1]).write_text(text)
-be = load_params(sys.argv[1]).code.biencoder
-print(f"biencoder_cpu: layers {be.layers}, {be.steps} steps, {be.max_length} tokens, rows {list(be.rows)}")
-PY
+cp params.yaml "$work/params.yaml"
+python scripts/preset.py presets/code-biencoder-cpu.yaml --params "$work/params.yaml"
 metrics="$root/reports/metrics/code_biencoder_cpu"
 data="$root/reports/data/code_biencoder_cpu"
 mkdir -p "$metrics/logs" "$data"

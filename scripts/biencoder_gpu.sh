@@ -27,18 +27,8 @@ export PYTHONPATH="$root/src:$root/stages${PYTHONPATH:+:$PYTHONPATH}" CONTRASTLA
 presets=(presets/code-biencoder-gpu.yaml "$@")
 # ALLOW_CPU=1: a smoke run on the CPU (with a preset that sets device: cpu), device "cpu"
 device=$("$PY" -c "import os, torch; ok = torch.cuda.is_available(); assert ok or os.environ.get('ALLOW_CPU') == '1', 'scripts/biencoder_gpu.sh needs a CUDA device'; print(torch.cuda.get_device_name(0) if ok else 'cpu')")
-"$PY" - "$work/params.yaml" "${presets[@]}" <<'PY'
-import sys
-from pathlib import Path
-from contrastlab.params import load_params
-from contrastlab.params.presets import apply_to_text, read_override
-text = Path("params.yaml").read_text()
-for p in sys.argv[2:]:
-    text = apply_to_text(text, *read_override(p))
-Path(sys.argv[1]).write_text(text)
-be = load_params(sys.argv[1]).code.biencoder
-print(f"biencoder_gpu: layers {be.layers}, {be.steps} steps, {be.max_length} tokens, rows {list(be.rows)}")
-PY
+cp params.yaml "$work/params.yaml"
+for p in "${presets[@]}"; do "$PY" scripts/preset.py "$p" --params "$work/params.yaml"; done
 metrics="$root/reports/metrics/code_biencoder_gpu"
 data="$root/reports/data/code_biencoder_gpu"
 mkdir -p "$metrics/logs" "$data"
