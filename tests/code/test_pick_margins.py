@@ -227,8 +227,10 @@ def test_default_table_picks_follow_the_smooth_rule_and_docs_state_the_report():
 
 
 def test_early_stopping_pick_by_hand():
-    """The kept epoch is the first with the highest validation Rank@10; the margin is its gap
-    to the runner-up epoch in queries (0 on a tie); the smooth MRR rule is recorded beside."""
+    """Rank@10 rule: the first epoch with the highest validation Rank@10, margin = its gap to
+    the runner-up epoch in queries (0 on a tie). MRR rule: the centre of the plateau within 1 %
+    of the queries of the best MRR, margin = the smallest MRR change (in queries) that moves
+    it. Each records the other rule's epochs beside."""
     import pandas as pd
 
     from contrastlab.training.code_final import early_stopping_pick
@@ -238,13 +240,26 @@ def test_early_stopping_pick_by_hand():
                       "epoch": [0, 1, 2, 3, 1, 2, 3],
                       "val_rank_at_10": [c / n for c in (100, 130, 127, 120, 90, 90, 80)],
                       "val_mrr": [0.30, 0.40, 0.45, 0.30, 0.2, 0.3, 0.2]})
-    rec = early_stopping_pick(h.sample(frac=1.0, random_state=0), n)  # row order does not matter
+    shuffled = h.sample(frac=1.0, random_state=0)  # row order does not matter
+    rec = early_stopping_pick(shuffled, n, "rank_at_10")
     assert rec["chosen_seed"] == [1, 1] and rec["runner_up_seed"] == [2, 2]
     assert rec["margin_seed"] == pytest.approx([3.0, 0.0])
     assert rec["n_val"] == n and rec["fragile_seeds"] == 1   # 3 >= 1 % of 200; a tie is fragile
-    assert rec["mrr_plateau_seed"] == [2, 2]                  # MRR peaks at epoch 2 in both
+    assert rec["other_rule"] == "mrr_plateau" and rec["other_rule_seed"] == [2, 2]
+    # MRR: epoch 2 alone is within 0.01 of the best in both seeds (plateau of one). In seed 0
+    # epoch 1 (0.40) joining the plateau is not enough (a plateau {1, 2} has two centres, the
+    # higher MRR wins: still 2); it must pass 0.45: a change of 0.05, 10 queries of 200
+    mrr = early_stopping_pick(shuffled, n)
+    assert mrr["rule"] == "mrr_plateau" and mrr["chosen_seed"] == [2, 2]
+    assert mrr["other_rule_seed"] == [1, 1] and mrr["margin_seed"][0] == pytest.approx(10.0, abs=0.01)
+    h2 = h.assign(val_mrr=[0.30, 0.445, 0.45, 0.446, 0.2, 0.3, 0.2])  # plateau 1-3 in seed 0
+    assert early_stopping_pick(h2, n)["chosen_seed"] == [2, 2]
+    h3 = h.assign(val_mrr=[0.445, 0.446, 0.45, 0.30, 0.2, 0.3, 0.2])  # plateau 0-2: centre 1
+    assert early_stopping_pick(h3, n)["chosen_seed"] == [1, 2]
     with pytest.raises(ValueError, match="empty"):
         early_stopping_pick(h.iloc[:0], n)
+    with pytest.raises(ValueError, match="unknown rule"):
+        early_stopping_pick(h, n, "val_loss")
 
 
 def test_every_committed_early_stopping_pick_records_its_margin():

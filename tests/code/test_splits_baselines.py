@@ -153,7 +153,7 @@ def test_residual_training_keeps_the_zero_shot_map_when_training_cannot_improve_
     data = _data(sig, body, split)
     targets = prepare_targets(data, "mean")
     tp = TrainParams(epochs=3, batch_size=8, patience=2, lr=0.05, warmup_epochs=0.0,
-                     device="cpu", threads=1, seeds=[0])
+                     device="cpu", threads=1, seeds=[0], early_stopping="rank_at_10")
     mp = ModelParams(d_model=8, n_layers=1, n_heads=2, ffn=16, dropout=0.0)
     ck = tmp_path / "s.pt"
     out = train_code(data, h, "infonce", mp, tp, ck, targets=targets, seed=0, residual=True,
@@ -169,6 +169,48 @@ def test_residual_training_keeps_the_zero_shot_map_when_training_cannot_improve_
     out2 = train_code(data, h, "infonce", mp, tp, None, targets=targets, seed=0,
                       progress=False, log=lambda *_: None)
     assert out2["history"][0]["epoch"] == 1 and out2["best_epoch"] >= 1
+
+
+@pytest.mark.parametrize("rule", ["mrr_plateau", "rank_at_10"])
+def test_the_checkpoint_is_the_epoch_the_early_stopping_rule_picks(tmp_path, rule):
+    """Both rules see the same trajectory (no stop within the epochs here): ``mrr_plateau``
+    keeps the centre of the validation-MRR plateau (:func:`pick_on_grid`), ``rank_at_10`` the
+    first epoch with the highest validation Rank@10; the saved weights are that epoch's (they
+    reproduce its validation row) and :func:`early_stopping_pick` reads the same epoch back
+    from the history."""
+    import pandas as pd
+
+    from contrastlab.models.grid_picks import pick_on_grid
+    from contrastlab.params.code import ModelParams, TrainParams
+    from contrastlab.training.code import load_student, train_code, validate
+    from contrastlab.training.code_final import early_stopping_pick
+
+    g = torch.Generator().manual_seed(3)
+    n, h = 64, 8
+    body = torch.randn(n, h, generator=g)
+    sig = body[:, None, :].repeat(1, 2, 1) + 1.5 * torch.randn(n, 2, h, generator=g)
+    data = _data(sig, body, ["train"] * 40 + ["val"] * 24)
+    targets = prepare_targets(data, "mean")
+    mp = ModelParams(d_model=8, n_layers=1, n_heads=2, ffn=16, dropout=0.0)
+    tp = TrainParams(epochs=6, batch_size=8, patience=6, lr=0.02, warmup_epochs=0.0,
+                     device="cpu", threads=1, seeds=[0], early_stopping=rule)
+    ck = tmp_path / "s.safetensors"
+    out = train_code(data, h, "infonce", mp, tp, ck, targets=targets, seed=0, residual=True,
+                     progress=False, log=lambda *_: None)
+    hist = out["history"]
+    epochs = [r["epoch"] for r in hist]
+    want = (pick_on_grid(epochs, [r["val_mrr"] for r in hist], 24)["choice"] if rule == "mrr_plateau"
+            else epochs[int(np.argmax([r["val_rank_at_10"] for r in hist]))])
+    assert out["best_epoch"] == want and out["epochs_run"] == 6
+    row = next(r for r in hist if r["epoch"] == want)
+    assert out["best_val_rank_at_10"] == row["val_rank_at_10"]
+    got = validate(load_student(ck), data, targets, data.rows("val"), torch.device("cpu"))
+    assert got["val_mrr"] == pytest.approx(row["val_mrr"], abs=1e-6)
+    rec = early_stopping_pick(pd.DataFrame([{"seed": 0, **r} for r in hist]), 24, rule)
+    assert rec["chosen_seed"] == [want] and rec["rule"] == rule and len(rec["margin_seed"]) == 1
+    with pytest.raises(ValueError, match="early_stopping"):
+        train_code(data, h, "infonce", mp, tp, None, targets=targets, early_stopping="val_loss",
+                   progress=False, log=lambda *_: None)
 
 
 def test_max_train_trains_on_a_subset_of_the_training_functions():

@@ -202,7 +202,13 @@ class TrainParams(Strict):
     lr: float = Field(1e-3, gt=0, le=1.0)
     weight_decay: float = Field(0.01, ge=0, le=1.0)
     warmup_epochs: float = Field(1.0, ge=0)
-    patience: int = Field(3, ge=1, description="epochs without val Rank@10 gain before stopping")
+    patience: int = Field(3, ge=1, description="epochs without a gain in the early-stopping "
+                          "rule's validation score before stopping")
+    early_stopping: Literal["mrr_plateau", "rank_at_10"] = Field(
+        "mrr_plateau", description="the epoch a final run keeps: the centre of the plateau "
+        "within 1 % of the validation queries of the best validation MRR (patience on MRR), or "
+        "the first epoch with the highest validation Rank@10 (patience on Rank@10; the tuning "
+        "studies' rule)")
     grad_clip: float = Field(1.0, ge=0, description="0 = off")
     init_temperature: float = Field(0.07, gt=0, le=10.0)
     hardneg_k: int = Field(4, ge=1)

@@ -275,24 +275,35 @@ def _trained(loaded: dict) -> tuple[list[str], dict[str, str]]:
 
 def _picks_table(inp: Inputs, loaded: dict) -> Table | None:
     """The early-stopping epochs of the trained rows (final and default runs, the seed-corpus
-    preset's) and their margins, with how many runs the smooth rule (validation MRR) would
-    have stopped elsewhere."""
+    preset's) and their margins, with how many runs the other rule would have stopped
+    elsewhere (records from before ``code.train.early_stopping`` kept the Rank@10 argmax and
+    name the MRR rule's epochs ``mrr_plateau_seed``)."""
     runs = {"default corpus, final runs": {n: loaded["metrics"][n] for n in _trained(loaded)[0]},
             "default corpus, declared configuration": runs_in(inp.metrics / "code/default"),
             "seed-corpus preset, final runs": runs_in(inp.metrics / "code_seed_corpus")}
     recs = [r["picks"]["early_stopping"] for by in runs.values() for r in by.values()
             if "early_stopping" in (r.get("picks") or {})]
-    moved = sum(a != b for r in recs for a, b in zip(r["chosen_seed"], r["mrr_plateau_seed"]))
+    rules = {}
+    for r in recs:
+        rule = r.get("rule", "rank_at_10")
+        alt = r.get("other_rule_seed", r.get("mrr_plateau_seed", []))
+        n, moved = rules.get(rule, (0, 0))
+        rules[rule] = (n + len(r["chosen_seed"]),
+                       moved + sum(a != b for a, b in zip(r["chosen_seed"], alt)))
+    said = {"mrr_plateau": "the centre of the plateau of epochs within 1 % of the validation "
+                           "queries of the best validation MRR (patience on MRR); its margin is "
+                           "the smallest change of one epoch's MRR, in queries, that moves the pick",
+            "rank_at_10": "the first epoch with the highest validation Rank@10 (a count of "
+                          "queries; margin: the gap to the runner-up epoch, 0 when a tie kept "
+                          "the earlier epoch)"}
     return picks_table(
         runs, titles={"early_stopping": "early-stopping epoch"}, items="queries",
         group="Corpus and runs",
-        note="Early stopping keeps the first epoch with the highest validation Rank@10, a count "
-             "of queries, so the margin is the gap to the runner-up epoch (0: a tie kept the "
-             "earlier epoch). The smooth rule of the fusion weights (validation MRR, the centre "
-             f"of the plateau within 1 % of the queries) would keep another epoch in {moved} of "
-             f"{sum(len(r['chosen_seed']) for r in recs)} runs; the criterion is unchanged "
-             "because the tuned hyperparameters were chosen under it (changing it means "
-             "retuning every variant).")
+        note="Early stopping keeps " + "; ".join(
+            f"in {n} runs {said[rule]}; the other rule would keep another epoch in {moved}"
+            for rule, (n, moved) in rules.items())
+        + ". The tuning studies ranked their trials under the Rank@10 rule, and the seed-corpus "
+          "preset's runs predate the MRR rule (code.train.early_stopping).")
 
 
 def _rank_curve_plot(inp: Inputs, loaded: dict) -> Plot:

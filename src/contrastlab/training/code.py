@@ -5,8 +5,13 @@ The student (:mod:`contrastlab.models.code_student`, re-exported here) maps a si
 frozen teacher token states to the body's embedding in the training-fitted target space
 (:class:`contrastlab.models.code_baselines.TargetSpace`). :func:`train_step` is one optimiser
 step on one global batch, :func:`validate` scores validation signatures against the whole
-corpus, :class:`EarlyStopping` keeps the best epoch by validation Rank@10; :func:`train_code`
-strings them together (AdamW, linear warmup then cosine decay per step).
+corpus, :class:`EarlyStopping` stops after ``patience`` epochs without a gain in the stopping
+criterion; :func:`train_code` strings them together (AdamW, linear warmup then cosine decay
+per step) and keeps one epoch's weights by the rule ``code.train.early_stopping``:
+``mrr_plateau`` (the centre of the plateau of epochs within 1 % of the validation queries of
+the best validation MRR, :func:`contrastlab.models.grid_picks.pick_on_grid`; a few queries
+cannot move it) or ``rank_at_10`` (the first epoch with the highest validation Rank@10, the
+rule of the tuning studies).
 
 Distributed (``torchrun``): the stage owns the process group. Every epoch draws one seeded
 permutation; step ``s`` uses ``perm[s*N*B:(s+1)*N*B]`` and rank ``r`` its ``r``-th slice of
@@ -46,6 +51,8 @@ __all__ = ["CodeStudent", "CodeData", "Targets", "prepare_targets", "train_step"
 
 #: ``needs`` of the registry losses this module loads (read by scripts/stage_deps.py).
 LOSS_NEEDS = ("targets", "regression")
+#: The validation score each early-stopping rule's patience watches.
+STOP_SCORE = {"mrr_plateau": "val_mrr", "rank_at_10": "val_rank_at_10"}
 
 
 def takes_hard_negatives(loss: str) -> bool:
@@ -188,9 +195,11 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
                checkpoint: Path | None, *, targets: Targets, seed: int | None = None,
                lr: float | None = None, temperature: float | None = None,
                residual: bool = False, epochs: int | None = None,
+               early_stopping: str | None = None,
                on_epoch: Callable[[dict[str, Any]], None] | None = None,
                log: Callable[[str], None] = print, progress: bool = True) -> dict[str, Any]:
-    """Train one variant with one seed and keep the best checkpoint (by val Rank@10).
+    """Train one variant with one seed and keep one epoch's checkpoint by the early-stopping
+    rule (module docstring).
 
     The process group (if any) must already be initialised by the caller (the stage).
 
@@ -201,15 +210,16 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
         model_p: :class:`contrastlab.params.code.ModelParams`.
         train_p: :class:`contrastlab.params.code.TrainParams`.
         checkpoint: where rank 0 saves the best state (``None``: not saved).
-        seed, lr, temperature, epochs: override ``train_p`` (seed / lr / init_temperature / epochs).
+        seed, lr, temperature, epochs, early_stopping: override ``train_p`` (seed / lr /
+            init_temperature / epochs / early_stopping: ``mrr_plateau`` or ``rank_at_10``).
         residual: start at the zero-shot map (see :class:`CodeStudent`).
         on_epoch: called on rank 0 with each epoch's history row.
 
     Returns:
         Summary: ``history`` (list of per-epoch dicts; a residual student's starts with an
-        epoch-0 row, the zero-shot map before any step), ``best_epoch`` (0: the zero-shot map
-        was kept), ``best_val_rank_at_10``, ``epochs_run``, ``time_s``, ``world_size``,
-        ``steps``.
+        epoch-0 row, the zero-shot map before any step), ``best_epoch`` (the kept epoch; 0:
+        the zero-shot map), ``best_val_rank_at_10`` (the kept epoch's), ``epochs_run``,
+        ``time_s``, ``world_size``, ``steps``.
 
     Raises:
         FloatingPointError: the loss became NaN/inf.
@@ -221,6 +231,9 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     lr = train_p.lr if lr is None else lr
     temperature = train_p.init_temperature if temperature is None else temperature
     n_epochs = train_p.epochs if epochs is None else epochs
+    rule = train_p.early_stopping if early_stopping is None else early_stopping
+    if rule not in STOP_SCORE:
+        raise ValueError(f"unknown early_stopping {rule!r}; use {' or '.join(STOP_SCORE)}")
     set_cpu_threads(train_p.threads)
     seed_everything(seed)
     world, rank = D.world_size(), D.rank()
@@ -256,11 +269,13 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     hard = None
     history: list[dict[str, Any]] = []
     stopper = EarlyStopping(train_p.patience)
+    states: dict[int, dict[str, Tensor]] = {}  # mrr_plateau: every epoch's weights (rank 0)
     t0 = time.time()
     step = 0
 
     def _record(epoch: int, train_loss: float, lr_now: float, te: float | None) -> bool:
-        """Validate, append the history row, keep the best checkpoint; True when improved."""
+        """Validate, append the history row, keep the checkpoint (rank_at_10: when improved;
+        mrr_plateau: every epoch's weights, picked after training); True when improved."""
         row = {"epoch": epoch, "train_loss": train_loss,
                **validate(student, data, targets, va, dev, corpus_index),
                "lr": lr_now, "temperature": float(student.log_temperature.detach().exp())
@@ -270,12 +285,16 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
         if rank == 0 and on_epoch:
             on_epoch(row)
         # rank 0's score decides, so all ranks stop at the same epoch even if GPU search differs
-        score = float(_from_rank0(torch.tensor([row["val_rank_at_10"]], dtype=torch.float64),
+        score = float(_from_rank0(torch.tensor([row[STOP_SCORE[rule]]], dtype=torch.float64),
                                   dev)[0])
         improved = stopper.update(score, epoch)
-        if improved and rank == 0 and checkpoint is not None:
-            save_student(checkpoint, student, hidden_size=hidden_size, model_p=model_p,
-                         epoch=epoch, val=row)
+        if rank == 0 and checkpoint is not None:
+            if rule == "mrr_plateau":
+                states[epoch] = {k: v.detach().to("cpu", copy=True)
+                                 for k, v in student.state_dict().items()}
+            elif improved:
+                save_student(checkpoint, student, hidden_size=hidden_size, model_p=model_p,
+                             epoch=epoch, val=row)
         return improved
 
     if residual:  # epoch 0 = the zero-shot map itself, which early stopping may keep
@@ -302,16 +321,27 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
         if not _record(epoch + 1, float(run_loss.cpu() / steps),
                        float(opt.param_groups[0]["lr"]), te) and stopper.stop:
             if rank == 0:
-                log(f"[{loss} seed {seed}] early stop at epoch {epoch + 1}: no val Rank@10 "
-                    f"gain for {stopper.bad} epochs (best {stopper.best:.2%} at epoch "
-                    f"{stopper.best_epoch})")
+                log(f"[{loss} seed {seed}] early stop at epoch {epoch + 1}: no "
+                    f"{STOP_SCORE[rule]} gain for {stopper.bad} epochs (best {stopper.best:.4f} "
+                    f"at epoch {stopper.best_epoch})")
             break
+    kept = stopper.best_epoch
+    if rule == "mrr_plateau":
+        from ..models.grid_picks import pick_on_grid
+
+        kept = int(pick_on_grid([r["epoch"] for r in history], [r["val_mrr"] for r in history],
+                                len(va))["choice"])
+        if states:
+            student.load_state_dict(states[kept])
+            save_student(checkpoint, student, hidden_size=hidden_size, model_p=model_p,
+                         epoch=kept, val=next(r for r in history if r["epoch"] == kept))
+    kept_r10 = (stopper.best if rule == "rank_at_10"
+                else next(r["val_rank_at_10"] for r in history if r["epoch"] == kept))
     if rank == 0:
-        log(f"[{loss} seed {seed}] best val R@10 {stopper.best:.2%} at epoch "
-            f"{stopper.best_epoch} of {history[-1]['epoch'] if history else 0} run "
-            f"({time.time() - t0:.0f}s)")
-    return {"history": history, "best_epoch": stopper.best_epoch,
-            "best_val_rank_at_10": stopper.best,
+        log(f"[{loss} seed {seed}] kept epoch {kept} ({rule}; val R@10 {kept_r10:.2%}) of "
+            f"{history[-1]['epoch'] if history else 0} run ({time.time() - t0:.0f}s)")
+    return {"history": history, "best_epoch": kept,
+            "best_val_rank_at_10": kept_r10,
             "epochs_run": int(history[-1]["epoch"]) if history else 0,
             "time_s": time.time() - t0, "world_size": world, "steps": step, "seed": seed}
 

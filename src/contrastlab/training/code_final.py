@@ -47,39 +47,50 @@ def _train(code, variant: str, cfg: dict, splits: str, teacher: str, out: Path) 
                        workers=code.train.workers)
 
 
-def early_stopping_pick(history: pd.DataFrame, n_val: int) -> dict:
+def early_stopping_pick(history: pd.DataFrame, n_val: int, rule: str = "mrr_plateau") -> dict:
     """The early-stopping epochs of a variant's seeds with their margins, from the per-epoch
-    history (``seed, epoch, val_rank_at_10, val_mrr``; the plots CSV of ``train_code``).
+    history (``seed, epoch, val_rank_at_10, val_mrr``; the plots CSV of ``train_code``), under
+    the rule the run kept its checkpoint by (``code.train.early_stopping``,
+    :func:`contrastlab.training.code.train_code`):
 
-    Each seed keeps the first epoch with the highest validation Rank@10
-    (:class:`contrastlab.training.code.EarlyStopping`), a count over the ``n_val`` validation
-    queries, so the margin is the gap to the runner-up epoch in queries
-    (:func:`contrastlab.models.grid_picks.argmax_pick`; 0 on a tie). ``mrr_plateau_seed``
-    is the epoch the smooth rule (validation MRR, the centre of the plateau within 1 % of the
-    queries; :func:`contrastlab.models.grid_picks.pick_on_grid`) would keep among the epochs
-    run: a record, not the kept checkpoint.
+    - ``mrr_plateau``: the centre of the plateau of epochs within 1 % of the ``n_val``
+      validation queries of the best validation MRR; its margin is the smallest change of one
+      epoch's MRR, in queries, that moves the pick (:func:`contrastlab.models.grid_picks.pick_on_grid`).
+    - ``rank_at_10``: the first epoch with the highest validation Rank@10, a count of queries;
+      the margin is the gap to the runner-up epoch (:func:`contrastlab.models.grid_picks.argmax_pick`;
+      0 on a tie).
+
+    ``other_rule_seed`` is the epoch the other rule would keep among the epochs run (a record,
+    not a checkpoint).
 
     Returns:
-        :func:`contrastlab.evaluation.picks.seed_summary` of the seeds (``chosen_seed``,
-        ``runner_up_seed``, ``margin_seed`` in queries, ``fragile_seeds``, ``n_val``) plus
-        ``mrr_plateau_seed``.
+        :func:`contrastlab.evaluation.picks.seed_summary` of the seeds (``criterion``,
+        ``chosen_seed``, ``runner_up_seed``, ``margin_seed`` in queries, ``fragile_seeds``,
+        ``n_val``) plus ``rule``, ``other_rule`` and ``other_rule_seed``.
 
     Raises:
-        ValueError: an empty history or ``n_val < 1``.
+        ValueError: an empty history, ``n_val < 1`` or an unknown rule.
     """
     from ..evaluation.picks import seed_summary
     from ..models.grid_picks import argmax_pick, pick_on_grid
 
     if history.empty:
         raise ValueError("early_stopping_pick: empty history")
-    recs, smooth = [], []
+    picks = {"mrr_plateau": ("validation MRR, centre of the plateau within 1 % of the queries",
+                             lambda e, h: pick_on_grid(e, h["val_mrr"].to_numpy(), n_val)),
+             "rank_at_10": ("validation Rank@10, first best epoch",
+                            lambda e, h: argmax_pick(e, h["val_rank_at_10"].to_numpy(), n_val))}
+    if rule not in picks:
+        raise ValueError(f"early_stopping_pick: unknown rule {rule!r}; use {' or '.join(picks)}")
+    other = next(r for r in picks if r != rule)
+    recs, alt = [], []
     for _, h in history.sort_values(["seed", "epoch"]).groupby("seed", sort=True):
         epochs = [int(e) for e in h["epoch"]]
-        r = argmax_pick(epochs, h["val_rank_at_10"].to_numpy(), n_val)
-        recs.append({"criterion": "validation Rank@10", "n_val": r["n_val"], "chosen": r["choice"],
+        r = picks[rule][1](epochs, h)
+        recs.append({"criterion": picks[rule][0], "n_val": r["n_val"], "chosen": r["choice"],
                      "runner_up": r["runner_up"], "margin": r["margin_items"], "fragile": r["fragile"]})
-        smooth.append(pick_on_grid(epochs, h["val_mrr"].to_numpy(), n_val)["choice"])
-    return {**seed_summary(recs), "mrr_plateau_seed": smooth}
+        alt.append(picks[other][1](epochs, h)["choice"])
+    return {**seed_summary(recs), "rule": rule, "other_rule": other, "other_rule_seed": alt}
 
 
 def _summary(variant: str, loss: str, cfg: dict, summaries: list[dict]) -> dict:
@@ -184,7 +195,7 @@ def run_default(code, variant: str, splits: str, teacher: str,
         write_json(out_dir / "summary.json", _summary(variant, v.loss, cfg, summaries))
         out, _, ranks, _ = evaluate_variant(code, out_dir, splits, teacher)
     hist = pd.DataFrame([{**row, "seed": x["seed"]} for x in summaries for row in x["history"]])
-    picks = {"early_stopping": early_stopping_pick(hist, _n_val(splits))}
+    picks = {"early_stopping": early_stopping_pick(hist, _n_val(splits), code.train.early_stopping)}
     return {**out, "variant": variant, "searched": True, "picks": picks}, ranks
 
 
@@ -215,7 +226,7 @@ def run_evaluation(code, variant: str, splits: str, teacher: str, models_dir: st
 
     out, per_seed, ranks, curve = evaluate_variant(code, Path(models_dir) / variant, splits, teacher)
     if history is not None:
-        pick = early_stopping_pick(pd.read_csv(history), _n_val(splits))
+        pick = early_stopping_pick(pd.read_csv(history), _n_val(splits), code.train.early_stopping)
         kept = [m["best_epoch"] for m in per_seed]
         if pick["chosen_seed"] != kept:
             raise InputError(f"{history}: early-stopping epochs {pick['chosen_seed']} differ from "

@@ -3,7 +3,9 @@
 ``code.tune.trials`` finished trials (Hyperband pruning after each seed); trial 0 is the
 declared configuration; a trial trains one run per seed of ``code.tune.seeds`` (disjoint from
 the final seeds) for at most ``code.tune.epochs`` epochs and scores the mean over seeds of the
-best validation Rank@10, with its standard error. A variant with an empty search space (the
+best validation Rank@10, with its standard error (patience on Rank@10: the ``rank_at_10``
+early-stopping rule, under which the committed studies ran, whatever
+``code.train.early_stopping`` the final runs use). A variant with an empty search space (the
 from-scratch ablations) is not tuned: its declared configuration is scored once. Test
 functions are never read.
 """
@@ -44,7 +46,8 @@ def run_tuning(code, variant: str, splits: str, teacher: str, tuned_dir: str,
     targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
     t = code.tune
     fixed = {"loss": v.loss, "residual": v.residual, "model": code.model.model_dump(),
-             "train": code.train.model_dump(exclude={"seeds", "device", "threads", "workers"}),
+             "train": code.train.model_dump(exclude={"seeds", "device", "threads", "workers",
+                                                     "early_stopping"}),
              "target": code.target.model_dump(), "epochs": t.epochs, "seeds": t.seeds}
     declared = {"lr": v.lr if v.lr is not None else code.train.lr,
                 "temperature": v.temperature if v.temperature is not None else code.train.init_temperature}
@@ -56,7 +59,7 @@ def run_tuning(code, variant: str, splits: str, teacher: str, tuned_dir: str,
             s = train_code(data, hidden, v.loss, code.model, code.train, None, targets=targets,
                            seed=seed, lr=choices.get("lr"),
                            temperature=choices.get("temperature"), residual=v.residual,
-                           epochs=t.epochs, progress=False)
+                           epochs=t.epochs, early_stopping="rank_at_10", progress=False)
             scores.append(float(s["best_val_rank_at_10"]))
             if report is not None and k < len(t.seeds):
                 report(k, float(np.mean(scores)))  # may raise optuna.TrialPruned
