@@ -11,8 +11,11 @@ nodes (:func:`run_supervised_final`).
 Training (both papers, Sec. 5.2 / 3.3): row-normalised features, full-batch Adam on the
 training nodes' cross-entropy, dropout on each layer's input (GAT: also on the attention);
 weight decay on the first layer (``first``) or every layer (``every``). The epoch with the
-best validation accuracy is kept (ties: lower validation loss, then earlier epoch), a
-simplification of the papers' early stopping. Fine-tuning rows (``arch: pretrained``) use an
+lowest validation cross-entropy is kept (ties: the earlier epoch): the papers' early-stopping
+criterion (validation loss), without their stopping, over the whole run. Unlike validation
+accuracy, a count of nodes, the mean cross-entropy moves with every node's probability, and
+the pick records how many validation nodes decide it (a jackknife removal count,
+:func:`contrastlab.evaluation.picks.pick_record`). Fine-tuning rows (``arch: pretrained``) use an
 ``encoder_for`` hook (:mod:`contrastlab.training.graph_finetune`; :class:`FineTunedEncoder`).
 """
 
@@ -24,7 +27,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..errors import InputError
-from ..evaluation.picks import count_pick_record, seed_summary
+from ..evaluation.picks import pick_record, seed_summary
 
 __all__ = ["SupervisedGNN", "FineTunedEncoder", "build_model", "train_supervised",
            "run_supervised_tuning", "supervised_config", "run_supervised_final", "ARCHS"]
@@ -149,7 +152,8 @@ def _features(data, cfg: dict | None = None) -> torch.Tensor:
 
 def train_supervised(data, cfg: dict, seed: int, *, x: torch.Tensor | None = None,
                      return_pred: bool = False, encoder: nn.Module | None = None) -> dict:
-    """Train one seed of a supervised reference and pick its epoch on validation.
+    """Train one seed of a supervised reference and keep the epoch of lowest validation
+    cross-entropy (module docstring).
 
     Args:
         data: the Planetoid ``Data`` (``x`` [N, F], ``edge_index``, ``y`` [N] long and the
@@ -164,10 +168,11 @@ def train_supervised(data, cfg: dict, seed: int, *, x: torch.Tensor | None = Non
             first layer is the "first" layer of ``weight_decay_layers``.
 
     Returns:
-        ``{"val_acc", "test_acc", "epoch", "val_loss", "pick"}`` (fractions; ``epoch``
-        1-based) at the chosen epoch, ``pick`` the epoch's margin in validation nodes
-        (:func:`contrastlab.evaluation.picks.count_pick_record`; 0 when the validation loss
-        broke a tie), and ``test_pred`` when asked.
+        ``{"val_acc", "test_acc", "epoch", "val_loss", "pick"}`` (fractions, the mean
+        validation cross-entropy in nats; ``epoch`` 1-based) at the chosen epoch, ``pick``
+        the epoch's margin in validation nodes (:func:`contrastlab.evaluation.picks.pick_record`
+        on minus the mean cross-entropy; a node's leave-one-out value is exact for a mean),
+        and ``test_pred`` when asked.
 
     Raises:
         FloatingPointError: the training loss became NaN or infinite.
@@ -192,8 +197,8 @@ def train_supervised(data, cfg: dict, seed: int, *, x: torch.Tensor | None = Non
     opt = torch.optim.Adam(groups, lr=float(cfg["lr"]))
     ei, y = data.edge_index, data.y
     tr, va, te = data.train_mask, data.val_mask, data.test_mask
-    best = None  # (val_acc, -val_loss, -epoch) and the test predictions at that epoch
-    n_va, correct = int(va.sum()), []  # validation nodes right per epoch (the pick's margin)
+    best = None  # (val_loss, epoch, val_acc, test predictions) of the lowest loss so far
+    node_loss = []  # [epochs][n_va] validation cross-entropy per node (the pick's margin)
     for epoch in range(1, int(cfg["epochs"]) + 1):
         model.train()
         opt.zero_grad(set_to_none=True)
@@ -205,18 +210,22 @@ def train_supervised(data, cfg: dict, seed: int, *, x: torch.Tensor | None = Non
         model.eval()
         with torch.no_grad():
             out = model(x, ei)
+            ce = F.cross_entropy(out[va], y[va], reduction="none").double()
+            node_loss.append(ce.numpy())
+            val_loss = float(ce.mean())
+        if best is None or val_loss < best[0]:
             pred = out.argmax(1)
-            correct.append(int((pred[va] == y[va]).sum()))
-            val_acc = correct[-1] / n_va
-            val_loss = float(F.cross_entropy(out[va], y[va]))
-        key = (val_acc, -val_loss, -epoch)
-        if best is None or key > best[0]:
-            best = (key, pred[te].clone())
-    (val_acc, neg_loss, neg_epoch), test_pred = best
+            best = (val_loss, epoch, float((pred[va] == y[va]).double().mean()), pred[te].clone())
+    val_loss, epoch, val_acc, test_pred = best
+    nl = np.stack(node_loss)                                  # [E, n]
+    n = nl.shape[1]
+    loo = (nl.sum(1, keepdims=True) - nl) / max(n - 1, 1)     # mean without node i
     res = {"val_acc": val_acc, "test_acc": float((test_pred == y[te]).float().mean()),
-           "epoch": -neg_epoch, "val_loss": -neg_loss,
-           "pick": count_pick_record("validation accuracy, ties validation loss",
-                                     list(range(1, len(correct) + 1)), correct, -neg_epoch - 1, n_va)}
+           "epoch": epoch, "val_loss": val_loss,
+           "pick": pick_record("validation cross-entropy (lowest)", list(range(1, len(nl) + 1)),
+                               -nl.mean(1), -loo, epoch - 1)}
+    res["pick"].update(chosen=epoch, runner_up=None if res["pick"]["runner_up"] is None
+                       else int(res["pick"]["runner_up"]))
     if return_pred:
         res["test_pred"] = test_pred.numpy()
     return res
