@@ -284,3 +284,29 @@ def test_every_committed_early_stopping_pick_records_its_margin():
         assert es["fragile_seeds"] == sum(x < FRAGILE_SHARE * es["n_val"] for x in es["margin_seed"]), where
         seen += 1
     assert seen >= 6 + 5  # six code predictors, five fine-tuned rows
+
+
+def _study_span_s(journal: Path) -> float:
+    """Seconds from the first trial's start to the last trial's end in an Optuna journal."""
+    from datetime import datetime
+
+    stamps = sorted(datetime.fromisoformat(d[k]) for d in map(json.loads, journal.read_text().splitlines())
+                    for k in ("datetime_start", "datetime_complete") if d.get(k))
+    return (stamps[-1] - stamps[0]).total_seconds()
+
+
+def test_docs_state_the_studies_durations_the_journals_record():
+    """docs/statistics.md gives the searched code losses' study times as the reason they were
+    not rerun under the MRR rule, and docs/graph.md the self-supervised graph studies'; both
+    come from the committed journals."""
+    import re
+
+    code = [_study_span_s(f) / 60 for f in sorted((ROOT / "reports/tune/code").glob("*/journal.log"))
+            if not f.parent.name.startswith("biencoder")]
+    lo, hi = map(int, re.search(r"studies took (\d+)-(\d+) minutes each",
+                                (ROOT / "docs/statistics.md").read_text()).groups())
+    assert len(code) == 4 and (round(min(code)), round(max(code))) == (lo, hi)
+    graph = [_study_span_s(ROOT / f"reports/tune/graph/{v}/journal.log") / 3600
+             for v in ("ntxent", "mixco", "mochi")]
+    span = re.search(r"studies took ([\d.]+)-([\d.]+) hours each", (ROOT / "docs/graph.md").read_text())
+    assert (f"{min(graph):.1f}", f"{max(graph):.1f}") == span.groups()

@@ -283,27 +283,30 @@ def _picks_table(inp: Inputs, loaded: dict) -> Table | None:
             "seed-corpus preset, final runs": runs_in(inp.metrics / "code_seed_corpus")}
     recs = [r["picks"]["early_stopping"] for by in runs.values() for r in by.values()
             if "early_stopping" in (r.get("picks") or {})]
-    rules = {}
+    rules = {}  # rule -> [runs, runs the other rule would stop elsewhere, fragile runs]
     for r in recs:
         rule = r.get("rule", "rank_at_10")
         alt = r.get("other_rule_seed", r.get("mrr_plateau_seed", []))
-        n, moved = rules.get(rule, (0, 0))
-        rules[rule] = (n + len(r["chosen_seed"]),
-                       moved + sum(a != b for a, b in zip(r["chosen_seed"], alt)))
-    said = {"mrr_plateau": "the centre of the plateau of epochs within 1 % of the validation "
-                           "queries of the best validation MRR (patience on MRR); its margin is "
-                           "the smallest change of one epoch's MRR, in queries, that moves the pick",
-            "rank_at_10": "the first epoch with the highest validation Rank@10 (a count of "
-                          "queries; margin: the gap to the runner-up epoch, 0 when a tie kept "
-                          "the earlier epoch)"}
+        c = rules.setdefault(rule, [0, 0, 0])
+        c[0] += len(r["chosen_seed"])
+        c[1] += sum(a != b for a, b in zip(r["chosen_seed"], alt))
+        c[2] += r["fragile_seeds"]
+    said = {"mrr_plateau": ("keep the centre of the plateau of epochs within 1 % of the "
+                            "validation queries of the best validation MRR (patience on MRR; "
+                            "margin: the smallest change of one epoch's MRR, in queries, that "
+                            "moves the pick)", "the Rank@10 rule"),
+            "rank_at_10": ("keep the first epoch with the highest validation Rank@10 (a count "
+                           "of queries; margin: the gap to the runner-up epoch, 0 when a tie "
+                           "kept the earlier epoch)", "the MRR rule")}
     return picks_table(
         runs, titles={"early_stopping": "early-stopping epoch"}, items="queries",
         group="Corpus and runs",
-        note="Early stopping keeps " + "; ".join(
-            f"in {n} runs {said[rule]}; the other rule would keep another epoch in {moved}"
-            for rule, (n, moved) in rules.items())
-        + ". The tuning studies ranked their trials under the Rank@10 rule, and the seed-corpus "
-          "preset's runs predate the MRR rule (code.train.early_stopping).")
+        note=" ".join(f"{n} runs {said[rule][0]}; {said[rule][1]} would have kept another epoch "
+                      f"in {moved}, and {fragile} are fragile." for rule, (n, moved, fragile) in rules.items())
+        + " Neighbouring epochs score almost alike, so a small change moves most picks to a "
+          "neighbouring epoch under either rule (under the MRR rule, to one within 1 % of the "
+          "queries of the best MRR). The tuning studies ranked their trials under the Rank@10 "
+          "rule, and the seed-corpus preset's runs predate the MRR rule (code.train.early_stopping).")
 
 
 def _rank_curve_plot(inp: Inputs, loaded: dict) -> Plot:

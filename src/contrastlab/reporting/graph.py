@@ -207,11 +207,21 @@ def _picks_table(inp: Inputs, g: dict) -> Table | None:
         runs, items="nodes", group="Rows",
         titles={"C": "linear-probe C", "configuration": "features, normalisation and C",
                 "early_stopping": "early-stopping epoch"},
-        note="Every criterion is validation accuracy, a count of nodes, so the margin is the gap "
-             "to the runner-up. The probe keeps the C of highest accuracy (ties: an interior C, "
-             "then the smaller); raw features and SGC choose their normalisation (and SGC its K) "
-             "with C; the supervised references keep the epoch of highest accuracy (ties: the "
-             "lower validation loss, then the earlier epoch).")
+        note="The probe keeps the C of highest validation accuracy, a count of nodes, so its "
+             "margin is the gap to the runner-up (ties: an interior C, then the smaller); raw "
+             "features and SGC choose their normalisation (and SGC its K) with C. The supervised "
+             "references and the fine-tuned encoder keep the epoch of "
+             + _supervised_rule(runs_in(mdir / "supervised")) + ".")
+
+
+def _supervised_rule(refs: dict) -> str:
+    """The supervised references' early-stopping rule, as their committed picks name it."""
+    crits = {(r.get("picks") or {}).get("early_stopping", {}).get("criterion", "") for r in refs.values()}
+    if all(c.startswith("validation cross-entropy") for c in crits):
+        return ("lowest validation cross-entropy (the papers' criterion; a mean over nodes, so "
+                "the margin is the jackknife removal count; ties: the earlier epoch)")
+    return ("highest validation accuracy (ties: the lower validation loss, then the earlier "
+            "epoch)")
 
 
 def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3, params=None) -> Section | None:
