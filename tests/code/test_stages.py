@@ -154,17 +154,21 @@ def test_code_stages_end_to_end(tmp_path):
     hist = pd.read_csv(tmp_path / "plots" / "infonce.csv")
     assert list(hist["epoch"]) == [1, 2]
     # the early-stopping epoch of each seed with its margin (validation queries), read from
-    # that history: the kept epoch, and the Rank@10 gap to the other epoch in queries
+    # that history under the MRR-plateau rule (code.train.early_stopping's default): the kept
+    # epoch, and the smallest MRR change that moves it, in queries
+    from contrastlab.models.grid_picks import pick_on_grid
+
     es = m["picks"]["early_stopping"]
     n_val = int((sp["split"] == "val").sum())
-    assert es["n_val"] == n_val and es["chosen_seed"] == [s["best_epoch"] for s in m["per_seed"]]
+    assert es["rule"] == "mrr_plateau" and es["n_val"] == n_val
+    assert es["chosen_seed"] == [s["best_epoch"] for s in m["per_seed"]]
     for (_, h), chosen, margin in zip(hist.groupby("seed"), es["chosen_seed"], es["margin_seed"]):
-        r10 = dict(zip(h["epoch"], h["val_rank_at_10"]))
-        assert margin == pytest.approx(n_val * (r10[chosen] - min(r10.values())), abs=1e-3)
+        want = pick_on_grid(list(h["epoch"]), h["val_mrr"].to_numpy(), n_val)
+        assert chosen == want["choice"] and margin == pytest.approx(want["margin_items"], abs=1e-3)
     assert dflt["picks"]["early_stopping"]["chosen_seed"] == [s["best_epoch"] for s in dflt["per_seed"]]
     # a history that names another epoch than the checkpoint's: one clear line, exit 2
     other = hist.copy()
-    other.loc[other["epoch"] != es["chosen_seed"][0], "val_rank_at_10"] = 1.0
+    other.loc[other["epoch"] != es["chosen_seed"][0], "val_mrr"] = 1.0
     other.to_csv(tmp_path / "other.csv", index=False)
     r = _run([str(ROOT / "stages/evaluate_code.py"), *common, *io, "--variant", "infonce",
               "--metrics", str(tmp_path / "m2"), "--curves", str(tmp_path / "c2"),

@@ -9,8 +9,8 @@ corpus, :class:`EarlyStopping` stops after ``patience`` epochs without a gain in
 criterion; :func:`train_code` strings them together (AdamW, linear warmup then cosine decay
 per step) and keeps one epoch's weights by the rule ``code.train.early_stopping``:
 ``mrr_plateau`` (the centre of the plateau of epochs within 1 % of the validation queries of
-the best validation MRR, :func:`contrastlab.models.grid_picks.pick_on_grid`; a few queries
-cannot move it) or ``rank_at_10`` (the first epoch with the highest validation Rank@10, the
+the best validation MRR, :func:`contrastlab.models.grid_picks.pick_on_grid`, which records
+how many queries' worth of MRR would move it) or ``rank_at_10`` (the first epoch with the highest validation Rank@10, the
 rule of the tuning studies).
 
 Distributed (``torchrun``): the stage owns the process group. Every epoch draws one seeded
@@ -40,6 +40,7 @@ from tqdm.auto import tqdm
 from .. import distributed as D
 from ..evaluation.retrieval import build_index, search, true_ranks
 from ..losses import get_loss
+from ..models.grid_picks import PLATEAU_SHARE, pick_on_grid
 from ..models.code_student import (CodeData, CodeStudent, Targets, checkpoint_path,
                                    is_contrastive, load_student, predict, prepare_targets,
                                    read_checkpoint, save_student, trim_padding)
@@ -269,7 +270,7 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     hard = None
     history: list[dict[str, Any]] = []
     stopper = EarlyStopping(train_p.patience)
-    states: dict[int, dict[str, Tensor]] = {}  # mrr_plateau: every epoch's weights (rank 0)
+    states: dict[int, dict[str, Tensor]] = {}  # mrr_plateau: the weights of plateau candidates (rank 0)
     t0 = time.time()
     step = 0
 
@@ -290,8 +291,14 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
         improved = stopper.update(score, epoch)
         if rank == 0 and checkpoint is not None:
             if rule == "mrr_plateau":
+                # an epoch more than the plateau's tolerance below the best so far can never
+                # join the final plateau (the best only rises): its weights are dropped
                 states[epoch] = {k: v.detach().to("cpu", copy=True)
                                  for k, v in student.state_dict().items()}
+                for e in [e for e in states
+                          if next(r["val_mrr"] for r in history if r["epoch"] == e)
+                          < stopper.best - PLATEAU_SHARE]:
+                    del states[e]
             elif improved:
                 save_student(checkpoint, student, hidden_size=hidden_size, model_p=model_p,
                              epoch=epoch, val=row)
@@ -327,8 +334,6 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
             break
     kept = stopper.best_epoch
     if rule == "mrr_plateau":
-        from ..models.grid_picks import pick_on_grid
-
         kept = int(pick_on_grid([r["epoch"] for r in history], [r["val_mrr"] for r in history],
                                 len(va))["choice"])
         if states:
