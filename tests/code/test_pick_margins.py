@@ -310,3 +310,21 @@ def test_docs_state_the_studies_durations_the_journals_record():
              for v in ("ntxent", "mixco", "mochi")]
     span = re.search(r"studies took ([\d.]+)-([\d.]+) hours each", (ROOT / "docs/graph.md").read_text())
     assert (f"{min(graph):.1f}", f"{max(graph):.1f}") == span.groups()
+
+
+def test_the_tuning_rule_is_part_of_a_studys_identity_only_when_it_is_not_the_committed_one():
+    """code.tune.early_stopping: rank_at_10 (the committed studies' rule) leaves the studies'
+    identity as it was, so they stay valid; mrr_plateau enters it, so a retune under the MRR
+    rule starts new studies instead of resuming the finished ones. The final runs' rule
+    (code.train.early_stopping) never enters it."""
+    from contrastlab.params import load_params
+    from contrastlab.training.code_tune import study_fixed
+
+    code = load_params(ROOT / "params.yaml").code
+    assert code.tune.early_stopping == "rank_at_10" and code.train.early_stopping == "mrr_plateau"
+    base = study_fixed(code, "infonce")
+    assert "early_stopping" not in base and "early_stopping" not in base["train"]
+    other_train = code.model_copy(update={"train": code.train.model_copy(update={"early_stopping": "rank_at_10"})})
+    assert study_fixed(other_train, "infonce") == base
+    mrr = code.model_copy(update={"tune": code.tune.model_copy(update={"early_stopping": "mrr_plateau"})})
+    assert study_fixed(mrr, "infonce") == {**base, "early_stopping": "mrr_plateau"}

@@ -306,6 +306,11 @@ class CodeTune(SeedTrialTune):
     startup_trials: int = Field(5, ge=1, le=10_000,
                                 description="Random trials before TPE models the space.")
     epochs: int = Field(30, ge=1, description="epoch cap of one trial's training run")
+    early_stopping: Literal["rank_at_10", "mrr_plateau"] = Field(
+        "rank_at_10", description="the early-stopping rule of a trial's runs (as "
+        "code.train.early_stopping); a trial scores the kept epochs' validation Rank@10. "
+        "rank_at_10: the rule the committed studies ran under; another rule is part of the "
+        "study's identity, so it starts a new study")
     search: dict[str, SearchDim] = Field(
         default_factory=lambda: {"lr": SearchDim(type="float", low=1e-4, high=3e-3, log=True)},
         description="The default search space of every variant: a variant without search "

@@ -3,9 +3,9 @@
 ``code.tune.trials`` finished trials (Hyperband pruning after each seed); trial 0 is the
 declared configuration; a trial trains one run per seed of ``code.tune.seeds`` (disjoint from
 the final seeds) for at most ``code.tune.epochs`` epochs and scores the mean over seeds of the
-best validation Rank@10, with its standard error (patience on Rank@10: the ``rank_at_10``
-early-stopping rule, under which the committed studies ran, whatever
-``code.train.early_stopping`` the final runs use). A variant with an empty search space (the
+validation Rank@10 of each run's kept epoch, with its standard error. The runs stop and keep
+their epoch by ``code.tune.early_stopping`` (``rank_at_10``, the best validation Rank@10:
+the rule the committed studies ran under; the final runs use ``code.train.early_stopping``). A variant with an empty search space (the
 from-scratch ablations) is not tuned: its declared configuration is scored once. Test
 functions are never read.
 """
@@ -23,7 +23,24 @@ from ..tracking import stage_run
 from ..tuning import TuneResult, run_study, study_history, tune_kwargs, write_tuned
 from .code import prepare_targets, train_code
 
-__all__ = ["run_tuning"]
+__all__ = ["run_tuning", "study_fixed"]
+
+
+def study_fixed(code, variant: str) -> dict:
+    """The non-tuned configuration of ``variant``'s study, part of its identity (the study's
+    name digest, :func:`contrastlab.tuning.run_study`): loss, residual, model, training
+    settings (without the final runs' seeds, device, threads, workers and early-stopping rule),
+    target space, epoch cap and tuning seeds; ``early_stopping`` only when
+    ``code.tune.early_stopping`` is not ``rank_at_10``, the rule of the committed studies (so
+    they stay valid, and another rule starts new studies)."""
+    v, t = code.variants[variant], code.tune
+    fixed = {"loss": v.loss, "residual": v.residual, "model": code.model.model_dump(),
+             "train": code.train.model_dump(exclude={"seeds", "device", "threads", "workers",
+                                                     "early_stopping"}),
+             "target": code.target.model_dump(), "epochs": t.epochs, "seeds": t.seeds}
+    if t.early_stopping != "rank_at_10":
+        fixed["early_stopping"] = t.early_stopping
+    return fixed
 
 
 def run_tuning(code, variant: str, splits: str, teacher: str, tuned_dir: str,
@@ -45,10 +62,7 @@ def run_tuning(code, variant: str, splits: str, teacher: str, tuned_dir: str,
     data, hidden = load_code_data(splits, teacher)
     targets = prepare_targets(data, code.target.centre, code.target.whiten_eps)
     t = code.tune
-    fixed = {"loss": v.loss, "residual": v.residual, "model": code.model.model_dump(),
-             "train": code.train.model_dump(exclude={"seeds", "device", "threads", "workers",
-                                                     "early_stopping"}),
-             "target": code.target.model_dump(), "epochs": t.epochs, "seeds": t.seeds}
+    fixed = study_fixed(code, variant)
     declared = {"lr": v.lr if v.lr is not None else code.train.lr,
                 "temperature": v.temperature if v.temperature is not None else code.train.init_temperature}
     default = {k: declared[k] for k in v.search if k in declared}
@@ -59,7 +73,7 @@ def run_tuning(code, variant: str, splits: str, teacher: str, tuned_dir: str,
             s = train_code(data, hidden, v.loss, code.model, code.train, None, targets=targets,
                            seed=seed, lr=choices.get("lr"),
                            temperature=choices.get("temperature"), residual=v.residual,
-                           epochs=t.epochs, early_stopping="rank_at_10", progress=False)
+                           epochs=t.epochs, early_stopping=t.early_stopping, progress=False)
             scores.append(float(s["best_val_rank_at_10"]))
             if report is not None and k < len(t.seeds):
                 report(k, float(np.mean(scores)))  # may raise optuna.TrialPruned
