@@ -80,7 +80,7 @@ def _vs_control_cell(n: str, m: dict, vs_ctl: dict) -> str:
 
 
 def _hyperparameters(n: str, m: dict) -> tuple[str, str, str]:
-    """``(seeds, best epoch, hyperparameters)`` cells of a row."""
+    """``(seeds, kept epoch, hyperparameters)`` cells of a row."""
     if _is_baseline(n):
         return "-", "-", (f"λ={m['lambda']:g}" if "lambda" in m else
                           f"k1={m['k1']:g}, b={m['b']:g}" if "k1" in m else
@@ -153,7 +153,7 @@ _CELLS_NOTE = (
     "Nason 2011) over every row, baselines included. 'vs strongest baseline': Rank@10 "
     "difference in points to the baseline with the best validation Rank@10")
 _COLUMNS = ["row", "R@1 % [CI]", "R@5 % [CI]", "R@10 % [CI]", "MRR [CI]", "median rank", "seeds",
-            "best epoch", "hyperparameters", "P(best)", "in MCS",
+            "kept epoch", "hyperparameters", "P(best)", "in MCS",
             "Δ R@10 vs strongest baseline (pp, Holm p)"]
 
 

@@ -271,8 +271,8 @@ def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None 
                   "tuned test R@10 % [CI]", "Δ test (tuned − default, Holm p)"], rows,
                  note=f"Default: code.variants.<loss> as declared ({declared}; trial 0 of its "
                       "study), trained on the final seeds by default_code; tuned: the study's choice "
-                      "(train_code). Validation: mean over seeds of the best validation Rank@10 "
-                      f"(the early-stopping epoch); test: {n_test:,} signatures against all bodies, 95 % "
+                      "(train_code). Validation: mean over seeds of the validation Rank@10 of "
+                      f"the epoch early stopping kept; test: {n_test:,} signatures against all bodies, 95 % "
                       "CI (BC percentile) and paired p from the bootstrap over seeds and queries "
                       "clustered by repository group (" + resolution_note(n_resamples, len(names))
                       + "). The from-scratch ablations are not tuned and have no row.")
