@@ -97,7 +97,8 @@ def test_probe_rejects_or_extends_a_c_at_the_grid_edge():
 
 def test_probe_prefers_an_interior_c_on_a_tie():
     x, y, m = _blobs(1)
-    r = logreg_probe(x, y, *m, c_grid=[1e-7, 1e-6, 1e-5, 1e-4], normalize="none")
+    r = logreg_probe(x, y, *m, c_grid=[1e-7, 1e-6, 1e-5, 1e-4], normalize="none",
+                     criterion="accuracy")
     # every fit predicts the majority class: the tie includes the lower end and is
     # resolved inside the grid (the smaller interior C), without extending it
     assert r["C"] == 1e-6 and r["c_grid"] == [1e-7, 1e-6, 1e-5, 1e-4]
@@ -123,7 +124,8 @@ def _val_correct(x, y, m, c: float) -> int:
 
 def test_the_probe_records_its_c_and_margin_against_independent_fits():
     x, y, m = _blobs()
-    r = logreg_probe(x, y, *m, c_grid=[1e-3, 1e-2, 0.1, 1.0, 10.0], normalize="none")
+    r = logreg_probe(x, y, *m, c_grid=[1e-3, 1e-2, 0.1, 1.0, 10.0], normalize="none",
+                     criterion="accuracy")
     counts = [_val_correct(x, y, m, c) for c in r["c_grid"]]
     assert r["val_correct"] == counts and r["val_acc"] == counts[r["c_grid"].index(r["C"])] / 90
     p = r["pick"]
@@ -136,7 +138,7 @@ def test_the_probe_records_its_c_and_margin_against_independent_fits():
 def test_the_baselines_pick_is_over_every_feature_set_normalisation_and_c():
     x, y, m = _blobs(1)
     feats = {1: x * 0.0 + np.random.default_rng(2).normal(size=x.shape), 2: x}  # noise, signal
-    probe = dict(c_grid=[1e-2, 0.1, 1.0, 10.0], edge="extend", max_extend=4)
+    probe = dict(c_grid=[1e-2, 0.1, 1.0, 10.0], edge="extend", max_extend=4, criterion="accuracy")
     r, (key, norm), pick = select_on_validation(feats, (y, *m), probe, ["none"])
     assert key == 2 and pick["chosen"] == [2, "none", r["C"]]
     every = {(k, c): _val_correct(f, y, m, c) for k, f in feats.items()
@@ -144,3 +146,88 @@ def test_the_baselines_pick_is_over_every_feature_set_normalisation_and_c():
     best = every[(2, r["C"])]
     assert best == max(every.values())
     assert pick["margin"] == best - max(v for kc, v in every.items() if kc != (2, r["C"]))
+
+
+def _val_nll(x, y, m, c: float) -> np.ndarray:
+    """Each validation point's cross-entropy under a plain scikit-learn fit at ``C = c``."""
+    from sklearn.linear_model import LogisticRegression
+
+    clf = LogisticRegression(C=c, max_iter=2000).fit(x[m[0]], y[m[0]])
+    p = clf.predict_proba(x[m[1]])
+    return -np.log(p[np.arange(int(m[1].sum())), np.searchsorted(clf.classes_, y[m[1]])])
+
+
+def test_the_log_loss_probe_keeps_the_c_of_lowest_validation_cross_entropy():
+    from sklearn.metrics import log_loss
+
+    x, y, m = _blobs()
+    r = logreg_probe(x, y, *m, c_grid=[1e-3, 1e-2, 0.1, 1.0, 10.0], normalize="none")
+    assert r["pick"]["criterion"] == "validation log-loss"
+    ref = []
+    for c in r["c_grid"]:
+        from sklearn.linear_model import LogisticRegression
+
+        clf = LogisticRegression(C=c, max_iter=2000).fit(x[m[0]], y[m[0]])
+        ref.append(log_loss(y[m[1]], clf.predict_proba(x[m[1]]), labels=clf.classes_))
+    np.testing.assert_allclose(r["val_log_loss"], ref, rtol=1e-9)
+    assert r["C"] == r["c_grid"][int(np.argmin(ref))] == r["pick"]["chosen"]
+    # the accuracy at the chosen C is still reported, counted independently
+    assert r["val_acc"] == _val_correct(x, y, m, r["C"]) / 90
+    # the accuracy rule may pick another C; both rules see the same fits
+    acc = logreg_probe(x, y, *m, c_grid=[1e-3, 1e-2, 0.1, 1.0, 10.0], normalize="none",
+                       criterion="accuracy")
+    assert acc["val_correct"] == r["val_correct"]
+    with pytest.raises(InputError, match="criterion"):
+        logreg_probe(x, y, *m, normalize="none", criterion="f1")
+
+
+def _removals_to_flip(nll: np.ndarray, pick: int) -> int:
+    """Brute force: the fewest validation points whose removal lets some other C reach the
+    picked C's mean cross-entropy (every subset, smallest first)."""
+    from itertools import combinations
+
+    n = nll.shape[1]
+    for k in range(0, n):
+        for drop in combinations(range(n), k):
+            keep = np.setdiff1d(np.arange(n), drop)
+            means = nll[:, keep].mean(1)
+            if any(means[a] <= means[pick] + 1e-12 for a in range(len(means)) if a != pick):
+                return k
+    return n
+
+
+def test_the_log_loss_margin_is_the_fewest_nodes_whose_removal_flips_the_pick():
+    rng = np.random.default_rng(5)
+    n = 150
+    y = rng.choice(3, n)
+    x = rng.normal(size=(n, 4))
+    x[np.arange(n), y] += 0.8
+    m = np.zeros((3, n), bool)
+    m[0, :126], m[1, 126:138], m[2, 138:] = True, True, True   # 12 validation points
+    margins = []
+    for grid in ([0.01, 0.1, 1.0, 10.0], [0.03, 0.3, 3.0]):
+        r = logreg_probe(x, y, *m, c_grid=grid, normalize="none", max_extend=10)
+        nll = np.stack([_val_nll(x, y, m, c) for c in r["c_grid"]])
+        np.testing.assert_allclose(r["val_nll"], nll, rtol=1e-9, atol=1e-12)
+        i = r["c_grid"].index(r["C"])
+        assert r["pick"]["margin"] == _removals_to_flip(nll, i)
+        assert r["pick"]["n_val"] == 12
+        margins.append(r["pick"]["margin"])
+    assert max(margins) > 0  # a case the removal count can get wrong
+
+
+def test_the_baselines_log_loss_pick_is_the_lowest_over_every_candidate():
+    x, y, m = _blobs(1)
+    feats = {1: x + 3 * np.random.default_rng(2).normal(size=x.shape), 2: x}  # weak, strong
+    probe = dict(c_grid=[1e-2, 0.1, 1.0, 10.0], edge="extend", max_extend=4, criterion="log_loss")
+    r, (key, norm), pick = select_on_validation(feats, (y, *m), probe, ["none", "standard"])
+    every = {}
+    for k, f in feats.items():
+        for nm in ("none", "standard"):
+            rr = logreg_probe(f, y, *m, normalize=nm, **probe)
+            every.update({(k, nm, c): v for c, v in zip(rr["c_grid"], rr["val_log_loss"])})
+    best = min(every, key=every.get)
+    assert (key, norm, r["C"]) == best and pick["chosen"] == list(best)
+    assert pick["criterion"] == "validation log-loss" and pick["runner_up"] != list(best)
+    assert every[tuple(pick["runner_up"])] > every[best]
+    assert 0 <= pick["margin"] <= 90

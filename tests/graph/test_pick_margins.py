@@ -65,3 +65,24 @@ def test_every_committed_graph_pick_records_its_margin():
                 assert len(picks["C"]["margin_seed"]) == m["n_seeds"], where
             seen += bool(picks)
     assert seen >= 3 * 3 + 3 + 3  # final, default, ablation of 3 variants; 3 baselines; 3 references
+
+
+def test_the_committed_graph_studies_keep_their_names_under_the_accuracy_trial_rule():
+    """The final runs' probe criterion (graph.probe.criterion) never enters a study's
+    identity; the trials' rule (graph.tune.probe_criterion) enters it only when it is not
+    accuracy, the committed studies' rule, so they resume and another rule starts new ones."""
+    from contrastlab.params import load_params
+    from contrastlab.training.graph_tune import study_fixed, trial_probe
+    from contrastlab.tuning.space import study_name
+
+    g = load_params(ROOT / "params.yaml").graph
+    assert g.tune.probe_criterion == "accuracy" and g.probe.criterion == "log_loss"
+    assert trial_probe(g).criterion == "accuracy"
+    for v in g.variants:
+        tuned = json.loads((ROOT / "reports/tuned/graph" / f"{v}.json").read_text())
+        space = g.variants[v].search
+        assert study_name("graph", v, space, study_fixed(g, v)) == tuned["study"]
+        g_ll = g.model_copy(update={"tune": g.tune.model_copy(update={"probe_criterion": "log_loss"})})
+        assert study_name("graph", v, space, study_fixed(g_ll, v)) != tuned["study"]
+        g_acc = g.model_copy(update={"probe": g.probe.model_copy(update={"criterion": "accuracy"})})
+        assert study_fixed(g_acc, v) == study_fixed(g, v)

@@ -1,6 +1,7 @@
 """The baselines every self-supervised graph encoder must beat (stage ``baselines_graph``):
 :func:`run_baselines`, through the same linear probe as the trained variants (``C`` from
-``graph.probe.c_grid`` chosen on the 500 validation nodes, accuracy on the 1000 test nodes).
+``graph.probe.c_grid`` chosen on the 500 validation nodes by ``graph.probe.criterion``,
+accuracy on the 1000 test nodes).
 
 - ``raw_features``: row-normalised bag-of-words features (Kipf & Welling, ICLR 2017, Sec.
   5.1), the probe's normalisation chosen with ``C``; deterministic, one run.
@@ -21,7 +22,7 @@ from ..models.gcn import GCNEncoder
 from ..models.graph_features import embed, propagate_features
 from ..tracking import stage_run
 from .picks import count_pick_record, seed_summary
-from .probe import logreg_probe, row_normalize
+from .probe import logreg_probe, mean_loss_pick, row_normalize
 from .stats import bootstrap_per_item, summarize
 
 __all__ = ["run_baselines", "select_on_validation", "PROBE_METHODS", "probe_rows"]
@@ -38,24 +39,31 @@ def probe_rows() -> dict[str, str]:
 
 
 def select_on_validation(feats: dict, masks, probe: dict, normalizes) -> tuple[dict, tuple, dict]:
-    """Probe every ``(key, normalize)`` pair and keep the best validation accuracy (ties: the
-    first key, then the first normalisation, as listed). ``feats``: ``{key: [N, F]}``.
+    """Probe every ``(key, normalize)`` pair and keep the best on the probe's validation
+    criterion (``probe["criterion"]``: the lowest mean cross-entropy, or the most nodes right;
+    ties: the first key, then the first normalisation, as listed). ``feats``: ``{key: [N, F]}``.
 
     Returns:
         ``(probe result, (key, normalize), pick)``: ``pick`` is the choice among every
         ``[key, normalize, C]`` probed, with its margin in validation nodes
-        (:func:`contrastlab.evaluation.picks.count_pick_record`).
+        (:func:`contrastlab.evaluation.picks.count_pick_record` on the counts, or the exact
+        jackknife margin of the mean cross-entropy, :func:`contrastlab.evaluation.probe.mean_loss_pick`).
     """
-    best, cands, counts = None, [], []
+    best, cands, counts, losses = None, [], [], []
     for key, x in feats.items():
         for norm in normalizes:
             r = logreg_probe(x, *masks, normalize=norm, **probe)
-            if best is None or r["val_acc"] > best[0]["val_acc"]:
-                best = (r, (key, norm), len(cands) + r["c_grid"].index(r["C"]))
+            i = r["c_grid"].index(r["C"])
+            score = (r["val_correct"][i], -r["val_log_loss"][i])[probe["criterion"] == "log_loss"]
+            if best is None or score > best[3]:
+                best = (r, (key, norm), len(cands) + i, score)
             cands += [[key, norm, c] for c in r["c_grid"]]
             counts += r["val_correct"]
-    r, choice, i = best
-    return r, choice, count_pick_record("validation accuracy", cands, counts, i, r["pick"]["n_val"])
+            losses.append(r["val_nll"])
+    r, choice, i, _ = best
+    if probe["criterion"] == "accuracy":
+        return r, choice, count_pick_record("validation accuracy", cands, counts, i, r["pick"]["n_val"])
+    return r, choice, mean_loss_pick("validation log-loss", cands, np.concatenate(losses), i)
 
 
 def run_baselines(g, data_dir: str) -> tuple[dict, pd.DataFrame]:
@@ -74,7 +82,7 @@ def run_baselines(g, data_dir: str) -> tuple[dict, pd.DataFrame]:
     torch.set_num_threads(g.threads)
     data, _ = load_planetoid(data_dir, g.dataset)
     probe = dict(c_grid=g.probe.c_grid, edge=g.probe.edge, max_extend=g.probe.max_extend,
-                 return_pred=True)
+                 criterion=g.probe.criterion, return_pred=True)
     masks = (data.y, data.train_mask, data.val_mask, data.test_mask)
     y_test = data.y[data.test_mask].numpy()
     cols: dict[str, np.ndarray] = {}

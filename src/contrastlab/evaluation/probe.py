@@ -2,8 +2,9 @@
 
 - :func:`logreg_probe` is the standard protocol (e.g. DGI, Velickovic et al. 2019; GRACE,
   Zhu et al. 2020): L2-regularised logistic regression (``sklearn``) on the training
-  nodes, the inverse regularisation ``C`` chosen by accuracy on the validation nodes,
-  accuracy reported on the test nodes.
+  nodes, the inverse regularisation ``C`` chosen on the validation nodes (by default their
+  mean cross-entropy, a smooth criterion; or their accuracy), accuracy reported on the test
+  nodes.
 - :func:`notebook_probe` is a reference notebook implementation's protocol: ``nn.Linear`` trained for 200
   full-batch Adam steps (lr 0.01) on the training nodes, no validation, test accuracy.
 """
@@ -17,9 +18,9 @@ import torch
 from torch import nn
 
 from ..errors import InputError
-from .picks import count_pick_record
+from .picks import count_pick_record, pick_record
 
-__all__ = ["logreg_probe", "notebook_probe", "row_normalize"]
+__all__ = ["logreg_probe", "notebook_probe", "row_normalize", "mean_loss_pick"]
 
 
 def _np(t) -> np.ndarray:
@@ -48,16 +49,42 @@ def _normalized(x: np.ndarray, tr: np.ndarray, normalize: str) -> np.ndarray:
     return x
 
 
+def mean_loss_pick(criterion: str, candidates: list, losses, pick: int) -> dict:
+    """:func:`contrastlab.evaluation.picks.pick_record` of a pick that minimises a mean
+    validation loss (the graph track's probe C, baseline configuration and early-stopping
+    epoch): the criterion is ``-mean_i losses[k, i]``, whose leave-one-out values are exact, so
+    the margin is the fewest validation nodes whose removal lets another candidate reach the
+    pick. ``candidates``: JSON values (a C, an epoch, a ``[K, normalisation, C]`` list), kept
+    as given in ``chosen`` and ``runner_up``; ``losses``: float ``[K, n]``; ``pick``: the
+    chosen index.
+
+    Raises:
+        ValueError: shapes disagree or ``pick`` is out of range.
+    """
+    nl = np.asarray(losses, dtype=np.float64)
+    if nl.ndim != 2 or nl.shape[0] != len(candidates):
+        raise ValueError(f"mean_loss_pick: {len(candidates)} candidates, losses {nl.shape}")
+    loo = (nl.sum(1, keepdims=True) - nl) / max(nl.shape[1] - 1, 1)   # mean without node i
+    rec = pick_record(criterion, list(range(len(candidates))), -nl.mean(1), -loo, pick)
+    runner = rec["runner_up"]
+    return {**rec, "chosen": candidates[pick],
+            "runner_up": None if runner is None else candidates[int(runner)]}
+
+
 def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
                  c_grid: Sequence[float] = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3),
                  normalize: str = "l2", max_iter: int = 2000,
                  return_pred: bool = False, edge: str = "extend",
-                 max_extend: int = 4) -> dict:
+                 max_extend: int = 4, criterion: str = "log_loss") -> dict:
     """Standard linear probe: logistic regression, ``C`` picked on the validation nodes.
 
-    The chosen ``C`` must be interior to the grid (docs/graph.md): ties prefer an interior
-    value, then the smaller; ``edge="extend"`` extends the grid past the end by its outermost
-    ratio, one value at a time, up to ``max_extend`` values. Grids of 1-2 values are taken as given.
+    ``criterion="log_loss"`` keeps the ``C`` of lowest mean validation cross-entropy
+    ``-(1/n) sum_i log p_C(y_i | x_i)``, a mean over nodes (smooth: one node moves it by
+    ``1/n`` of its own loss); ``"accuracy"`` the ``C`` of most validation nodes classified
+    right (a count). The chosen ``C`` must be interior to the grid (docs/graph.md): ties prefer
+    an interior value, then the smaller; ``edge="extend"`` extends the grid past the end by its
+    outermost ratio, one value at a time, up to ``max_extend`` values. Grids of 1-2 values are
+    taken as given.
 
     Args:
         emb: ``[N, D]`` float embeddings (frozen), dense or sparse.
@@ -72,37 +99,50 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
             of the test nodes in node order (for paired tests across methods).
         edge: ``"extend"`` or ``"raise"`` when the chosen ``C`` is at an end of the grid.
         max_extend: most values added by ``"extend"``.
+        criterion: ``"log_loss"`` or ``"accuracy"`` (above).
 
     Returns:
-        ``{"test_acc", "val_acc", "C", "c_grid", "val_correct", "pick"}`` (accuracies in
-        [0, 1]; ``c_grid`` the grid finally searched, ``val_correct`` its validation nodes
-        classified right per ``C``, ``pick`` the choice of ``C`` with its margin in validation
-        nodes, :func:`contrastlab.evaluation.picks.count_pick_record`) and ``"test_pred"`` if
-        asked.
+        ``{"test_acc", "val_acc", "C", "c_grid", "val_correct", "val_log_loss", "val_nll",
+        "pick"}`` (accuracies in [0, 1]; ``c_grid`` the grid finally searched, ``val_correct``
+        its validation nodes classified right per ``C``, ``val_log_loss`` its mean validation
+        cross-entropy per ``C`` in nats, ``val_nll`` float64 ``[len(c_grid), n_val]`` each
+        validation node's cross-entropy, ``pick`` the choice of ``C`` with its margin in
+        validation nodes: :func:`contrastlab.evaluation.picks.pick_record` for the log-loss,
+        whose jackknife margin is exact for a mean, and
+        :func:`contrastlab.evaluation.picks.count_pick_record` for the accuracy) and
+        ``"test_pred"`` if asked.
 
     Raises:
-        InputError: empty or non-positive ``c_grid``, unknown ``normalize`` or ``edge``, or a
-            chosen ``C`` at the grid's end after the allowed extensions.
+        InputError: empty or non-positive ``c_grid``, unknown ``normalize``, ``edge`` or
+            ``criterion``, or a chosen ``C`` at the grid's end after the allowed extensions.
     """
     from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import accuracy_score
 
     if not len(c_grid) or min(c_grid) <= 0:
         raise InputError(f"c_grid must be non-empty and positive (got {list(c_grid)})")
     if edge not in ("extend", "raise"):
         raise InputError(f"unknown edge {edge!r}; use extend or raise")
+    if criterion not in ("log_loss", "accuracy"):
+        raise InputError(f"unknown criterion {criterion!r}; use log_loss or accuracy")
     if isinstance(emb, torch.Tensor) and emb.is_sparse:
         emb = emb.to_dense()
     x, y = _np(emb).astype(np.float64), _np(y)
     tr, va, te = (_np(m).astype(bool) for m in (train_mask, val_mask, test_mask))
     x = _normalized(x, tr, normalize)
-    fits: dict[float, tuple[float, object]] = {}
+    # per C: (criterion, higher is better; per validation node: right, -log p(y); the model)
+    fits: dict[float, tuple[float, np.ndarray, np.ndarray, object]] = {}
 
     def fit(c: float):
         if c not in fits:
             clf = LogisticRegression(C=c, max_iter=max_iter)
             clf.fit(x[tr], y[tr])
-            fits[c] = (float(accuracy_score(y[va], clf.predict(x[va]))), clf)
+            col = {lab: k for k, lab in enumerate(clf.classes_)}
+            k_true = np.array([col.get(v, -1) for v in y[va]])
+            p_true = np.where(k_true >= 0, clf.predict_proba(x[va])[np.arange(len(k_true)), k_true], 0.0)
+            nll = -np.log(np.clip(p_true, 1e-15, 1.0))  # a class never trained on: -log(1e-15)
+            right = clf.predict(x[va]) == y[va]
+            score = float(right.mean()) if criterion == "accuracy" else -float(nll.mean())
+            fits[c] = (score, right, nll, clf)
         return fits[c]
 
     grid = sorted(float(c) for c in set(c_grid))
@@ -121,17 +161,22 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
             raise InputError(
                 f"logreg_probe: the chosen C={best_c:g} is at the "
                 f"{'lower' if i == 0 else 'upper'} end of the grid {grid} (validation "
-                f"accuracy {fits[best_c][0]:.4f}); widen probe.c_grid")
+                f"{criterion} {abs(fits[best_c][0]):.4f}); widen probe.c_grid")
         grid = ([grid[0] ** 2 / grid[1]] + grid if i == 0 else grid + [grid[-1] ** 2 / grid[-2]])
         grid = [float(f"{c:.6g}") for c in grid]
         added += 1
-    va_acc, clf = fits[best_c]
+    _, right, _, clf = fits[best_c]
     pred = clf.predict(x[te])
     n_va = int(va.sum())
-    correct = [round(fits[c][0] * n_va) for c in grid]
-    out = {"test_acc": float(accuracy_score(y[te], pred)), "val_acc": float(va_acc),
+    correct = [int(fits[c][1].sum()) for c in grid]
+    loss = np.stack([fits[c][2] for c in grid])                      # [K, n_va]
+    if criterion == "accuracy":
+        pick = count_pick_record("validation accuracy", grid, correct, i, n_va)
+    else:
+        pick = mean_loss_pick("validation log-loss", grid, loss, i)
+    out = {"test_acc": float((pred == y[te]).mean()), "val_acc": float(right.mean()),
            "C": best_c, "c_grid": grid, "val_correct": correct,
-           "pick": count_pick_record("validation accuracy", grid, correct, grid.index(best_c), n_va)}
+           "val_log_loss": [float(v) for v in loss.mean(1)], "val_nll": loss, "pick": pick}
     if return_pred:
         out["test_pred"] = pred.astype(np.int64)
     return out

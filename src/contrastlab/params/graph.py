@@ -49,6 +49,10 @@ class GraphTune(SeedTrialTune):
         description="The default search space of every variant: a variant without search "
         "inherits it; a variant's own search is merged per key over it (GraphParams resolves "
         "it into variants.<name>.search).")
+    probe_criterion: Literal["accuracy", "log_loss"] = Field(
+        "accuracy", description="How the trials' linear probe picks C on the validation "
+        "nodes (probe.criterion of the final runs): accuracy, the committed studies' rule; "
+        "another value enters the study's identity, so it starts new studies.")
 
 
 class GraphFinal(Strict):
@@ -104,6 +108,9 @@ class GraphProbe(Strict):
         min_length=1, description="Candidate C (log grid 1e-4..1e3); the choice must be "
         "interior (see edge).")
     normalize: Literal["l2", "standard", "row", "none"] = "standard"
+    criterion: Literal["log_loss", "accuracy"] = Field(
+        "log_loss", description="C's validation criterion in the final runs and baselines: "
+        "log_loss (mean cross-entropy of the validation nodes, smooth) or accuracy (a count).")
     edge: Literal["extend", "raise"] = Field(
         "extend", description="A C chosen at the grid's end: extend the grid (up to "
         "max_extend values) or stop with an error; still at the end after extending: error.")

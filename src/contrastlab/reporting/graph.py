@@ -94,6 +94,10 @@ def _reference_rows(refs: dict, fts: dict, digits: int, dataset: str) -> list[li
     return rows
 
 
+#: ``graph.probe.criterion`` in the report's words.
+_CRITERION = {"log_loss": "lowest mean cross-entropy", "accuracy": "highest accuracy"}
+
+
 def _main_note(st: dict, params) -> str:
     """The main table's caption (its sizes read from the statistics and the params)."""
     return (f"Accuracy on the {st['n_test']} test nodes of the public split, mean over the final seeds "
@@ -106,7 +110,8 @@ def _main_note(st: dict, params) -> str:
             f"baseline with the highest {st['baseline_by']} accuracy) with the paired "
             "bootstrap p-value, Holm-corrected over the rows; ▲ / ▼: significantly better / "
             f"worse at alpha {_ALPHA}, n.s.: neither. Probe: logistic regression, C from a "
-            f"log grid {log_span(params.graph.probe.c_grid)} chosen on the 500 validation nodes and interior to the grid "
+            f"log grid {log_span(params.graph.probe.c_grid)} chosen on the 500 validation nodes "
+            f"({_CRITERION[params.graph.probe.criterion]}) and interior to the grid "
             "(graph.probe.edge). Baselines use the same probe; deterministic ones (raw "
             "features, SGC) are one run, repeated across seeds in the paired tests; their K "
             "(SGC), C and input normalisation are chosen on validation. Every variant: the "
@@ -207,11 +212,23 @@ def _picks_table(inp: Inputs, g: dict) -> Table | None:
         runs, items="nodes", group="Rows",
         titles={"C": "linear-probe C", "configuration": "features, normalisation and C",
                 "early_stopping": "early-stopping epoch"},
-        note="The probe keeps the C of highest validation accuracy, a count of nodes, so its "
-             "margin is the gap to the runner-up (ties: an interior C, then the smaller); raw "
-             "features and SGC choose their normalisation (and SGC its K) with C. The supervised "
+        note="The probe keeps the C of " + _probe_rule(g["metrics"]) + "; raw "
+             "features and SGC choose their normalisation (and SGC its K) with C on the same "
+             "criterion. The tuning trials' probe kept the C of "
+             + _CRITERION[g["params"].graph.tune.probe_criterion] + " on validation "
+             "(graph.tune.probe_criterion). The supervised "
              "references and the fine-tuned encoder keep the epoch of "
              + _supervised_rule(runs_in(mdir / "supervised")) + ".")
+
+
+def _probe_rule(runs: dict) -> str:
+    """The final runs' linear-probe C rule, as their committed picks name it."""
+    crits = {((r.get("picks") or {}).get("C") or {}).get("criterion", "") for r in runs.values()}
+    if crits == {"validation log-loss"}:
+        return ("lowest mean validation cross-entropy (graph.probe.criterion; a mean over nodes, "
+                "so the margin is the jackknife removal count; ties: an interior C, then the smaller)")
+    return ("highest validation accuracy, a count of nodes, so its margin is the gap to the "
+            "runner-up (ties: an interior C, then the smaller)")
 
 
 def _supervised_rule(refs: dict) -> str:

@@ -246,7 +246,8 @@ def fit_and_probe(data, cfg: GraphRunConfig, seed: int, probe, *, return_pred: b
         data: the Planetoid ``Data`` (public split masks).
         cfg: :class:`GraphRunConfig`.
         seed: training seed.
-        probe: ``graph.probe`` params (``c_grid``, ``normalize``, notebook probe settings).
+        probe: ``graph.probe`` params (``c_grid``, ``normalize``, ``criterion``, notebook probe
+            settings).
         return_pred: include the test nodes' predicted classes (``test_pred`` [n_test]).
         notebook: also run the notebook-style probe (``notebook_acc``).
 
@@ -264,7 +265,7 @@ def fit_and_probe(data, cfg: GraphRunConfig, seed: int, probe, *, return_pred: b
     emb = embed(res.encoder, data)
     out = logreg_probe(emb, data.y, data.train_mask, data.val_mask, data.test_mask,
                        c_grid=probe.c_grid, normalize=probe.normalize, return_pred=return_pred,
-                       edge=probe.edge, max_extend=probe.max_extend)
+                       edge=probe.edge, max_extend=probe.max_extend, criterion=probe.criterion)
     if notebook:
         out["notebook_acc"] = notebook_probe(emb, data.y, data.train_mask, data.test_mask,
                                              steps=probe.notebook_steps, lr=probe.notebook_lr,

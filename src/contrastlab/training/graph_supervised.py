@@ -15,7 +15,7 @@ lowest validation cross-entropy is kept (ties: the earlier epoch): the papers' e
 criterion (validation loss), without their stopping, over the whole run. Unlike validation
 accuracy, a count of nodes, the mean cross-entropy moves with every node's probability, and
 the pick records how many validation nodes decide it (a jackknife removal count,
-:func:`contrastlab.evaluation.picks.pick_record`). Fine-tuning rows (``arch: pretrained``) use an
+:func:`contrastlab.evaluation.probe.mean_loss_pick`). Fine-tuning rows (``arch: pretrained``) use an
 ``encoder_for`` hook (:mod:`contrastlab.training.graph_finetune`; :class:`FineTunedEncoder`).
 """
 
@@ -27,7 +27,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..errors import InputError
-from ..evaluation.picks import pick_record, seed_summary
+from ..evaluation.picks import seed_summary
+from ..evaluation.probe import mean_loss_pick
 
 __all__ = ["SupervisedGNN", "FineTunedEncoder", "build_model", "train_supervised",
            "run_supervised_tuning", "supervised_config", "run_supervised_final", "ARCHS"]
@@ -170,8 +171,8 @@ def train_supervised(data, cfg: dict, seed: int, *, x: torch.Tensor | None = Non
     Returns:
         ``{"val_acc", "test_acc", "epoch", "val_loss", "pick"}`` (fractions, the mean
         validation cross-entropy in nats; ``epoch`` 1-based) at the chosen epoch, ``pick``
-        the epoch's margin in validation nodes (:func:`contrastlab.evaluation.picks.pick_record`
-        on minus the mean cross-entropy; a node's leave-one-out value is exact for a mean),
+        the epoch's margin in validation nodes (:func:`contrastlab.evaluation.probe.mean_loss_pick`
+        of the mean cross-entropy; a node's leave-one-out value is exact for a mean),
         and ``test_pred`` when asked.
 
     Raises:
@@ -217,15 +218,10 @@ def train_supervised(data, cfg: dict, seed: int, *, x: torch.Tensor | None = Non
             pred = out.argmax(1)
             best = (val_loss, epoch, float((pred[va] == y[va]).double().mean()), pred[te].clone())
     val_loss, epoch, val_acc, test_pred = best
-    nl = np.stack(node_loss)                                  # [E, n]
-    n = nl.shape[1]
-    loo = (nl.sum(1, keepdims=True) - nl) / max(n - 1, 1)     # mean without node i
     res = {"val_acc": val_acc, "test_acc": float((test_pred == y[te]).float().mean()),
            "epoch": epoch, "val_loss": val_loss,
-           "pick": pick_record("validation cross-entropy (lowest)", list(range(1, len(nl) + 1)),
-                               -nl.mean(1), -loo, epoch - 1)}
-    res["pick"].update(chosen=epoch, runner_up=None if res["pick"]["runner_up"] is None
-                       else int(res["pick"]["runner_up"]))
+           "pick": mean_loss_pick("validation cross-entropy (lowest)", list(range(1, len(node_loss) + 1)),
+                                  np.stack(node_loss), epoch - 1)}
     if return_pred:
         res["test_pred"] = test_pred.numpy()
     return res

@@ -5,8 +5,9 @@ An equal-budget Optuna study on the validation nodes (Musgrave et al., ECCV 2020
 ``graph.tune.trials`` finished trials over ``graph.variants.<variant>.search``, trial 0 the
 declared configuration, a per-variant TPE seed, a pruner (Hyperband by default; Li et al.,
 JMLR 2018). A trial trains each seed of ``graph.tune.seeds`` (disjoint from the final seeds)
-and scores the linear probe's accuracy on the 500 validation nodes (test nodes never read),
-reporting the running mean; it returns ``(mean, standard error)``. A variant without a search
+and scores the linear probe's accuracy on the 500 validation nodes (test nodes never read;
+the probe's C picked by ``graph.tune.probe_criterion``), reporting the running mean; it
+returns ``(mean, standard error)``. A variant without a search
 space is scored once.
 """
 
@@ -22,7 +23,24 @@ from ..tracking import stage_run
 from ..tuning import TuneResult, run_study, study_history, tune_kwargs, write_tuned
 from .graph import default_choices, fit_and_probe, graph_run_config
 
-__all__ = ["run_tuning"]
+__all__ = ["run_tuning", "study_fixed", "trial_probe"]
+
+
+def trial_probe(g):
+    """``graph.probe`` with the trials' C criterion, ``graph.tune.probe_criterion``."""
+    return g.probe.model_copy(update={"criterion": g.tune.probe_criterion})
+
+
+def study_fixed(g, variant: str) -> dict:
+    """The non-searched settings in ``variant``'s study identity: the configuration, the
+    trials' probe, seeds and objective. The probe's criterion is left out when it is
+    ``accuracy``, the rule of the studies committed before the criterion existed (their
+    journals resume); any other criterion names new studies."""
+    probe = trial_probe(g).model_dump()
+    if probe["criterion"] == "accuracy":
+        del probe["criterion"]
+    return {"config": graph_run_config(g, variant).flat(), "probe": probe,
+            "seeds": g.tune.seeds, "objective": "val_acc"}
 
 
 def run_tuning(g, variant: str, data_path: str, study_dir: str, tuned_dir: str,
@@ -45,14 +63,13 @@ def run_tuning(g, variant: str, data_path: str, study_dir: str, tuned_dir: str,
     torch.set_num_threads(g.threads)
     data, _ = load_planetoid(data_path, g.dataset)
     tune = g.tune
-    fixed = {"config": base.flat(), "probe": g.probe.model_dump(), "seeds": tune.seeds,
-             "objective": "val_acc"}
+    probe, fixed = trial_probe(g), study_fixed(g, variant)
 
     def objective(choices: dict, report=None):
         cfg = base.with_choices(choices)
         accs = []
         for k, s in enumerate(tune.seeds, start=1):
-            accs.append(fit_and_probe(data, cfg, s, g.probe)["val_acc"])
+            accs.append(fit_and_probe(data, cfg, s, probe)["val_acc"])
             if report is not None and k < len(tune.seeds):
                 report(k, float(np.mean(accs)))  # may raise optuna.TrialPruned
         se = float(np.std(accs, ddof=1) / np.sqrt(len(accs))) if len(accs) > 1 else 0.0
