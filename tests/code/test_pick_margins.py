@@ -296,9 +296,9 @@ def _study_span_s(journal: Path) -> float:
 
 
 def test_docs_state_the_studies_durations_the_journals_record():
-    """docs/statistics.md gives the searched code losses' study times as the reason they were
-    not rerun under the MRR rule, and docs/graph.md the self-supervised graph studies'; both
-    come from the committed journals."""
+    """docs/statistics.md gives the searched code losses' study times under the MRR rule, and
+    docs/graph.md the self-supervised graph studies' (the reason they were not retuned with the
+    log-loss probe); both come from the committed journals."""
     import re
 
     code = [_study_span_s(f) / 60 for f in sorted((ROOT / "reports/tune/code").glob("*/journal.log"))
@@ -312,19 +312,55 @@ def test_docs_state_the_studies_durations_the_journals_record():
     assert (f"{min(graph):.1f}", f"{max(graph):.1f}") == span.groups()
 
 
-def test_the_tuning_rule_is_part_of_a_studys_identity_only_when_it_is_not_the_committed_one():
-    """code.tune.early_stopping: rank_at_10 (the committed studies' rule) leaves the studies'
-    identity as it was, so they stay valid; mrr_plateau enters it, so a retune under the MRR
-    rule starts new studies instead of resuming the finished ones. The final runs' rule
-    (code.train.early_stopping) never enters it."""
+def test_the_tuning_rule_is_part_of_a_studys_identity():
+    """code.tune.early_stopping: mrr_plateau enters a study's identity, so the MRR studies
+    never resume the earlier Rank@10 studies; rank_at_10 leaves the identity as it was before
+    the rule existed. The final runs' rule (code.train.early_stopping) never enters it. The
+    committed choices name the studies the current params identify."""
     from contrastlab.params import load_params
     from contrastlab.training.code_tune import study_fixed
+    from contrastlab.tuning.space import study_name
 
     code = load_params(ROOT / "params.yaml").code
-    assert code.tune.early_stopping == "rank_at_10" and code.train.early_stopping == "mrr_plateau"
-    base = study_fixed(code, "infonce")
-    assert "early_stopping" not in base and "early_stopping" not in base["train"]
+    assert code.tune.early_stopping == "mrr_plateau" == code.train.early_stopping
+    mrr = study_fixed(code, "infonce")
+    assert mrr["early_stopping"] == "mrr_plateau" and "early_stopping" not in mrr["train"]
     other_train = code.model_copy(update={"train": code.train.model_copy(update={"early_stopping": "rank_at_10"})})
-    assert study_fixed(other_train, "infonce") == base
-    mrr = code.model_copy(update={"tune": code.tune.model_copy(update={"early_stopping": "mrr_plateau"})})
-    assert study_fixed(mrr, "infonce") == {**base, "early_stopping": "mrr_plateau"}
+    assert study_fixed(other_train, "infonce") == mrr
+    r10 = code.model_copy(update={"tune": code.tune.model_copy(update={"early_stopping": "rank_at_10"})})
+    assert {**study_fixed(r10, "infonce"), "early_stopping": "mrr_plateau"} == mrr
+    assert "early_stopping" not in study_fixed(r10, "infonce")
+    for v, var in code.variants.items():
+        tuned = json.loads((ROOT / "reports/tuned/code" / f"{v}.json").read_text())
+        if var.search:
+            assert tuned["study"] == study_name("code", v, var.search, study_fixed(code, v)), v
+            assert tuned["objective"] == "val_mrr", v
+
+
+@pytest.mark.parametrize("rule, score", [("mrr_plateau", "val_mrr"), ("rank_at_10", "val_rank_at_10")])
+def test_a_trial_scores_the_kept_epochs_validation_score_of_its_rule(tmp_path, monkeypatch, rule, score):
+    """A tuning trial's value is the mean over the tuning seeds of the rule's own score
+    (code.tune.early_stopping: MRR for mrr_plateau, Rank@10 for rank_at_10) at each run's
+    kept epoch, not at its best epoch, and the tuned file names that objective."""
+    import contrastlab.training.code_tune as ct
+    from contrastlab.params import load_params
+
+    code = load_params(ROOT / "params.yaml").code
+    code = code.model_copy(update={"tune": code.tune.model_copy(update={"early_stopping": rule})})
+    seen = []
+
+    def fake_train(*a, seed, early_stopping, **k):
+        seen.append(early_stopping)
+        hist = [{"epoch": e, "val_mrr": 0.1 * e + seed / 1000, "val_rank_at_10": 0.5 - 0.01 * e}
+                for e in range(4)]
+        return {"history": hist, "best_epoch": 2, "best_val_rank_at_10": -1.0}
+
+    monkeypatch.setenv("CONTRASTLAB_MLFLOW", "0")
+    monkeypatch.setattr(ct, "load_code_data", lambda *a: (None, 8))
+    monkeypatch.setattr(ct, "prepare_targets", lambda *a: None)
+    monkeypatch.setattr(ct, "train_code", fake_train)
+    res = ct.run_tuning(code, "infonce_scratch", "s", "t", tmp_path / "tuned", tmp_path / "h",
+                        tmp_path / "j")
+    want = np.mean([{"val_mrr": 0.2 + s / 1000, "val_rank_at_10": 0.48}[score] for s in code.tune.seeds])
+    assert res.best_value == pytest.approx(want) and set(seen) == {rule}
+    assert json.loads((tmp_path / "tuned" / "infonce_scratch.json").read_text())["objective"] == score

@@ -205,10 +205,11 @@ class TrainParams(Strict):
     patience: int = Field(3, ge=1, description="epochs without a gain in the early-stopping "
                           "rule's validation score before stopping")
     early_stopping: Literal["mrr_plateau", "rank_at_10"] = Field(
-        "mrr_plateau", description="the epoch a final run keeps: the centre of the plateau "
-        "within 1 % of the validation queries of the best validation MRR (patience on MRR), or "
-        "the first epoch with the highest validation Rank@10 (patience on Rank@10; the tuning "
-        "studies' rule)")
+        "mrr_plateau", description="the epoch a final run keeps: the centre of the plateau of "
+        "epochs near the best validation MRR (contrastlab.training.code.STOP_RULES; patience "
+        "on MRR), or "
+        "the first epoch with the highest validation Rank@10 (patience on Rank@10; the rule "
+        "before 2026-11-30)")
     grad_clip: float = Field(1.0, ge=0, description="0 = off")
     init_temperature: float = Field(0.07, gt=0, le=10.0)
     hardneg_k: int = Field(4, ge=1)
@@ -307,10 +308,10 @@ class CodeTune(SeedTrialTune):
                                 description="Random trials before TPE models the space.")
     epochs: int = Field(30, ge=1, description="epoch cap of one trial's training run")
     early_stopping: Literal["rank_at_10", "mrr_plateau"] = Field(
-        "rank_at_10", description="the early-stopping rule of a trial's runs (as "
-        "code.train.early_stopping); a trial scores the kept epochs' validation Rank@10. "
-        "rank_at_10: the rule the committed studies ran under; another rule is part of the "
-        "study's identity, so it starts a new study")
+        "mrr_plateau", description="the early-stopping rule of a trial's runs (as "
+        "code.train.early_stopping); a trial scores the kept epochs' validation score of the "
+        "rule (mrr_plateau: MRR; rank_at_10: Rank@10, the rule of the studies before "
+        "2026-11-30, whose identity omits it); the rule is part of the study's identity")
     search: dict[str, SearchDim] = Field(
         default_factory=lambda: {"lr": SearchDim(type="float", low=1e-4, high=3e-3, log=True)},
         description="The default search space of every variant: a variant without search "

@@ -291,8 +291,8 @@ def _picks_table(inp: Inputs, loaded: dict) -> Table | None:
         c[0] += len(r["chosen_seed"])
         c[1] += sum(a != b for a, b in zip(r["chosen_seed"], alt))
         c[2] += r["fragile_seeds"]
-    said = {"mrr_plateau": ("keep the centre of the plateau of epochs within 1 % of the "
-                            "validation queries of the best validation MRR (patience on MRR; "
+    said = {"mrr_plateau": (f"keep the centre of the plateau of epochs within {100 * PLATEAU_SHARE:g} % "
+                            "of the validation queries of the best validation MRR (patience on MRR; "
                             "margin: the smallest change of one epoch's MRR, in queries, that "
                             "moves the pick)", "the Rank@10 rule"),
             "rank_at_10": ("keep the first epoch with the highest validation Rank@10 (a count "
@@ -304,9 +304,22 @@ def _picks_table(inp: Inputs, loaded: dict) -> Table | None:
         note=" ".join(f"{n} runs {said[rule][0]}; {said[rule][1]} would have kept another epoch "
                       f"in {moved}, and {fragile} are fragile." for rule, (n, moved, fragile) in rules.items())
         + " Neighbouring epochs score almost alike, so a small change moves most picks to a "
-          "neighbouring epoch under either rule (under the MRR rule, to one within 1 % of the "
-          "queries of the best MRR). The tuning studies ranked their trials under the Rank@10 "
-          "rule, and the seed-corpus preset's runs predate the MRR rule (code.train.early_stopping).")
+          "neighbouring epoch under either rule (under the MRR rule, to one within "
+          f"{100 * PLATEAU_SHARE:g} % of the queries of the best MRR). " + _tuning_rule(inp)
+        + "The seed-corpus preset's runs predate the MRR rule (code.train.early_stopping).")
+
+
+def _tuning_rule(inp: Inputs) -> str:
+    """What the committed studies of the searched code variants scored their trials by, read
+    from their choices (``reports/tuned/code/<variant>.json``)."""
+    code = load_params_of(inp.root).code
+    files = [inp.tuned / "code" / f"{v}.json" for v, var in code.variants.items() if var.search]
+    objs = sorted({json.loads(f.read_text()).get("objective") for f in files if f.is_file()} - {None})
+    said = {"val_mrr": "validation MRR (the MRR rule)", "val_rank_at_10": "validation Rank@10 (the Rank@10 rule)"}
+    if not objs:
+        return ""
+    return ("The tuning studies scored each trial by the kept epochs' "
+            + " or ".join(said.get(o, o) for o in objs) + " (code.tune.early_stopping). ")
 
 
 def _rank_curve_plot(inp: Inputs, loaded: dict) -> Plot:

@@ -266,7 +266,7 @@ def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None 
                      f"{100 * vals[v][1]:.1f}" if vals[v][1] is not None else "-",
                      Cell(t["mean"], t["ci_low"], t["ci_high"], scale=100, digits=1, source=src),
                      f"{100 * diff:+.1f} ({format_p(ph, n_resamples, len(names))})"])
-    return Table("Default vs tuned: each loss's declared configuration and its tuned choice",
+    return Table("Default vs tuned retrieval: each loss's declared configuration and its tuned choice",
                  ["loss", "default val R@10 %", "default test R@10 % [CI]", "tuned val R@10 %",
                   "tuned test R@10 % [CI]", "Δ test (tuned − default, Holm p)"], rows,
                  note=f"Default: code.variants.<loss> as declared ({declared}; trial 0 of its "

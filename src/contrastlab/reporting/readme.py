@@ -187,6 +187,12 @@ REPORT_EXCERPTS = (
         "graph results", "## Graph self-supervised learning on Cora", "## ", None, False,
         "No graph results yet (`dvc repro report`).")),
     ("docs/code.md", *_excerpt_block(
+        "code results", "### Signature -> body retrieval, default corpus", "#", None, True,
+        "No code retrieval results yet (`dvc repro report`).")),
+    ("docs/code.md", *_excerpt_block(
+        "code tuning", "### Default vs tuned retrieval", "#", None, False,
+        "No tuned code rows yet (`dvc repro default_code evaluate_code report`).")),
+    ("docs/code.md", *_excerpt_block(
         "seed corpus", "### Seed-corpus preset", "#", "Seed-corpus preset:", True,
         "No results of the seed-corpus preset yet (`bash scripts/seed_corpus.sh`).")),
     ("docs/code.md", *_excerpt_block(

@@ -7,11 +7,12 @@ frozen teacher token states to the body's embedding in the training-fitted targe
 step on one global batch, :func:`validate` scores validation signatures against the whole
 corpus, :class:`EarlyStopping` stops after ``patience`` epochs without a gain in the stopping
 criterion; :func:`train_code` strings them together (AdamW, linear warmup then cosine decay
-per step) and keeps one epoch's weights by the rule ``code.train.early_stopping``:
-``mrr_plateau`` (the centre of the plateau of epochs within 1 % of the validation queries of
-the best validation MRR, :func:`contrastlab.models.grid_picks.pick_on_grid`, which records
-how many queries' worth of MRR would move it) or ``rank_at_10`` (the first epoch with the highest validation Rank@10, the
-rule of the tuning studies).
+per step) and keeps one epoch's weights by the rule ``code.train.early_stopping``, one of
+:data:`STOP_RULES`: ``mrr_plateau`` (the centre of the plateau of epochs whose validation MRR
+is within :data:`contrastlab.models.grid_picks.PLATEAU_SHARE` of the validation queries of
+the best, :func:`contrastlab.models.grid_picks.pick_on_grid`, which records how many
+queries' worth of MRR would move it) or ``rank_at_10`` (the first epoch with the highest
+validation Rank@10, the rule before 2026-11-30).
 
 Distributed (``torchrun``): the stage owns the process group. Every epoch draws one seeded
 permutation; step ``s`` uses ``perm[s*N*B:(s+1)*N*B]`` and rank ``r`` its ``r``-th slice of
@@ -29,7 +30,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -40,7 +41,7 @@ from tqdm.auto import tqdm
 from .. import distributed as D
 from ..evaluation.retrieval import build_index, search, true_ranks
 from ..losses import get_loss
-from ..models.grid_picks import PLATEAU_SHARE, pick_on_grid
+from ..models.grid_picks import PLATEAU_SHARE, argmax_pick, pick_on_grid
 from ..models.code_student import (CodeData, CodeStudent, Targets, checkpoint_path,
                                    is_contrastive, load_student, predict, prepare_targets,
                                    read_checkpoint, save_student, trim_padding)
@@ -48,12 +49,28 @@ from ..models.code_student import (CodeData, CodeStudent, Targets, checkpoint_pa
 __all__ = ["CodeStudent", "CodeData", "Targets", "prepare_targets", "train_step", "validate",
            "EarlyStopping", "train_code", "train_seeds", "predict", "warmup_cosine",
            "save_student", "read_checkpoint", "load_student", "checkpoint_path",
-           "mine_hard_negatives"]
+           "mine_hard_negatives", "STOP_RULES", "StopRule"]
 
 #: ``needs`` of the registry losses this module loads (read by scripts/stage_deps.py).
 LOSS_NEEDS = ("targets", "regression")
-#: The validation score each early-stopping rule's patience watches.
-STOP_SCORE = {"mrr_plateau": "val_mrr", "rank_at_10": "val_rank_at_10"}
+
+
+class StopRule(NamedTuple):
+    """An early-stopping rule: the validation score its patience watches (a history
+    column), the pick over the epochs run (``pick(epochs, scores, n_val)``, a
+    :mod:`contrastlab.models.grid_picks` record) and its criterion as the metrics name it."""
+
+    score: str
+    pick: Callable[..., dict]
+    criterion: str
+
+
+#: The rules of ``code.train.early_stopping`` (and ``code.tune.early_stopping``).
+STOP_RULES = {
+    "mrr_plateau": StopRule("val_mrr", pick_on_grid, "validation MRR, centre of the plateau "
+                            f"within {100 * PLATEAU_SHARE:g} % of the queries"),
+    "rank_at_10": StopRule("val_rank_at_10", argmax_pick, "validation Rank@10, first best epoch"),
+}
 
 
 def takes_hard_negatives(loss: str) -> bool:
@@ -233,8 +250,9 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     temperature = train_p.init_temperature if temperature is None else temperature
     n_epochs = train_p.epochs if epochs is None else epochs
     rule = train_p.early_stopping if early_stopping is None else early_stopping
-    if rule not in STOP_SCORE:
-        raise ValueError(f"unknown early_stopping {rule!r}; use {' or '.join(STOP_SCORE)}")
+    if rule not in STOP_RULES:
+        raise ValueError(f"unknown early_stopping {rule!r}; use {' or '.join(STOP_RULES)}")
+    watch = STOP_RULES[rule].score
     set_cpu_threads(train_p.threads)
     seed_everything(seed)
     world, rank = D.world_size(), D.rank()
@@ -270,7 +288,8 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     hard = None
     history: list[dict[str, Any]] = []
     stopper = EarlyStopping(train_p.patience)
-    states: dict[int, dict[str, Tensor]] = {}  # mrr_plateau: the weights of plateau candidates (rank 0)
+    # mrr_plateau (rank 0): epoch -> (validation MRR, weights) of the plateau candidates
+    states: dict[int, tuple[float, dict[str, Tensor]]] = {}
     t0 = time.time()
     step = 0
 
@@ -286,18 +305,16 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
         if rank == 0 and on_epoch:
             on_epoch(row)
         # rank 0's score decides, so all ranks stop at the same epoch even if GPU search differs
-        score = float(_from_rank0(torch.tensor([row[STOP_SCORE[rule]]], dtype=torch.float64),
+        score = float(_from_rank0(torch.tensor([row[watch]], dtype=torch.float64),
                                   dev)[0])
         improved = stopper.update(score, epoch)
         if rank == 0 and checkpoint is not None:
             if rule == "mrr_plateau":
                 # an epoch more than the plateau's tolerance below the best so far can never
                 # join the final plateau (the best only rises): its weights are dropped
-                states[epoch] = {k: v.detach().to("cpu", copy=True)
-                                 for k, v in student.state_dict().items()}
-                for e in [e for e in states
-                          if next(r["val_mrr"] for r in history if r["epoch"] == e)
-                          < stopper.best - PLATEAU_SHARE]:
+                states[epoch] = (row["val_mrr"], {k: v.detach().to("cpu", copy=True)
+                                                  for k, v in student.state_dict().items()})
+                for e in [e for e, (mrr, _) in states.items() if mrr < stopper.best - PLATEAU_SHARE]:
                     del states[e]
             elif improved:
                 save_student(checkpoint, student, hidden_size=hidden_size, model_p=model_p,
@@ -329,7 +346,7 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
                        float(opt.param_groups[0]["lr"]), te) and stopper.stop:
             if rank == 0:
                 log(f"[{loss} seed {seed}] early stop at epoch {epoch + 1}: no "
-                    f"{STOP_SCORE[rule]} gain for {stopper.bad} epochs (best {stopper.best:.4f} "
+                    f"{watch} gain for {stopper.bad} epochs (best {stopper.best:.4f} "
                     f"at epoch {stopper.best_epoch})")
             break
     kept = stopper.best_epoch
@@ -337,7 +354,7 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
         kept = int(pick_on_grid([r["epoch"] for r in history], [r["val_mrr"] for r in history],
                                 len(va))["choice"])
         if states:
-            student.load_state_dict(states[kept])
+            student.load_state_dict(states[kept][1])
             save_student(checkpoint, student, hidden_size=hidden_size, model_p=model_p,
                          epoch=kept, val=next(r for r in history if r["epoch"] == kept))
     kept_r10 = (stopper.best if rule == "rank_at_10"

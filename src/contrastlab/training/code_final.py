@@ -53,9 +53,10 @@ def early_stopping_pick(history: pd.DataFrame, n_val: int, rule: str = "mrr_plat
     the rule the run kept its checkpoint by (``code.train.early_stopping``,
     :func:`contrastlab.training.code.train_code`):
 
-    - ``mrr_plateau``: the centre of the plateau of epochs within 1 % of the ``n_val``
-      validation queries of the best validation MRR; its margin is the smallest change of one
-      epoch's MRR, in queries, that moves the pick (:func:`contrastlab.models.grid_picks.pick_on_grid`).
+    - ``mrr_plateau``: the centre of the plateau of epochs whose validation MRR is within
+      :data:`contrastlab.models.grid_picks.PLATEAU_SHARE` of the ``n_val`` validation queries
+      of the best; its margin is the smallest change of one epoch's MRR, in queries, that
+      moves the pick (:func:`contrastlab.models.grid_picks.pick_on_grid`).
     - ``rank_at_10``: the first epoch with the highest validation Rank@10, a count of queries;
       the margin is the gap to the runner-up epoch (:func:`contrastlab.models.grid_picks.argmax_pick`;
       0 on a tie).
@@ -72,24 +73,21 @@ def early_stopping_pick(history: pd.DataFrame, n_val: int, rule: str = "mrr_plat
         ValueError: an empty history, ``n_val < 1`` or an unknown rule.
     """
     from ..evaluation.picks import seed_summary
-    from ..models.grid_picks import argmax_pick, pick_on_grid
+    from .code import STOP_RULES
 
     if history.empty:
         raise ValueError("early_stopping_pick: empty history")
-    picks = {"mrr_plateau": ("validation MRR, centre of the plateau within 1 % of the queries",
-                             lambda e, h: pick_on_grid(e, h["val_mrr"].to_numpy(), n_val)),
-             "rank_at_10": ("validation Rank@10, first best epoch",
-                            lambda e, h: argmax_pick(e, h["val_rank_at_10"].to_numpy(), n_val))}
-    if rule not in picks:
-        raise ValueError(f"early_stopping_pick: unknown rule {rule!r}; use {' or '.join(picks)}")
-    other = next(r for r in picks if r != rule)
+    if rule not in STOP_RULES:
+        raise ValueError(f"early_stopping_pick: unknown rule {rule!r}; use {' or '.join(STOP_RULES)}")
+    other = next(r for r in STOP_RULES if r != rule)
     recs, alt = [], []
     for _, h in history.sort_values(["seed", "epoch"]).groupby("seed", sort=True):
         epochs = [int(e) for e in h["epoch"]]
-        r = picks[rule][1](epochs, h)
-        recs.append({"criterion": picks[rule][0], "n_val": r["n_val"], "chosen": r["choice"],
+        pick = {x: STOP_RULES[x].pick(epochs, h[STOP_RULES[x].score].to_numpy(), n_val) for x in (rule, other)}
+        r = pick[rule]
+        recs.append({"criterion": STOP_RULES[rule].criterion, "n_val": r["n_val"], "chosen": r["choice"],
                      "runner_up": r["runner_up"], "margin": r["margin_items"], "fragile": r["fragile"]})
-        alt.append(picks[other][1](epochs, h)["choice"])
+        alt.append(pick[other]["choice"])
     return {**seed_summary(recs), "rule": rule, "other_rule": other, "other_rule_seed": alt}
 
 

@@ -3,11 +3,13 @@
 ``code.tune.trials`` finished trials (Hyperband pruning after each seed); trial 0 is the
 declared configuration; a trial trains one run per seed of ``code.tune.seeds`` (disjoint from
 the final seeds) for at most ``code.tune.epochs`` epochs and scores the mean over seeds of the
-validation Rank@10 of each run's kept epoch, with its standard error. The runs stop and keep
-their epoch by ``code.tune.early_stopping`` (``rank_at_10``, the best validation Rank@10:
-the rule the committed studies ran under; the final runs use ``code.train.early_stopping``). A variant with an empty search space (the
-from-scratch ablations) is not tuned: its declared configuration is scored once. Test
-functions are never read.
+validation score of each run's kept epoch, with its standard error. The runs stop, keep their
+epoch and are scored by the rule ``code.tune.early_stopping``
+(:data:`contrastlab.training.code.STOP_RULES`): ``mrr_plateau`` scores validation MRR, a
+mean of every query's reciprocal rank (smooth); ``rank_at_10`` validation Rank@10, a count
+(the studies committed before 2026-11-30). The final runs use ``code.train.early_stopping``.
+A variant with an empty search space (the from-scratch ablations) is not tuned: its declared
+configuration is scored once. Test functions are never read.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ..data.code_inputs import load_code_data
 from ..io import write_csv, write_json
 from ..tracking import stage_run
 from ..tuning import TuneResult, run_study, study_history, tune_kwargs, write_tuned
-from .code import prepare_targets, train_code
+from .code import STOP_RULES, prepare_targets, train_code
 
 __all__ = ["run_tuning", "study_fixed"]
 
@@ -66,6 +68,7 @@ def run_tuning(code, variant: str, splits: str, teacher: str, tuned_dir: str,
     declared = {"lr": v.lr if v.lr is not None else code.train.lr,
                 "temperature": v.temperature if v.temperature is not None else code.train.init_temperature}
     default = {k: declared[k] for k in v.search if k in declared}
+    score = STOP_RULES[t.early_stopping].score  # the kept epoch's validation score
 
     def objective(choices: dict, report=None):
         scores = []
@@ -74,7 +77,7 @@ def run_tuning(code, variant: str, splits: str, teacher: str, tuned_dir: str,
                            seed=seed, lr=choices.get("lr"),
                            temperature=choices.get("temperature"), residual=v.residual,
                            epochs=t.epochs, early_stopping=t.early_stopping, progress=False)
-            scores.append(float(s["best_val_rank_at_10"]))
+            scores.append(float(next(r[score] for r in s["history"] if r["epoch"] == s["best_epoch"])))
             if report is not None and k < len(t.seeds):
                 report(k, float(np.mean(scores)))  # may raise optuna.TrialPruned
         se = float(np.std(scores, ddof=1) / np.sqrt(len(scores))) if len(scores) > 1 else 0.0
@@ -94,7 +97,7 @@ def run_tuning(code, variant: str, splits: str, teacher: str, tuned_dir: str,
             res = TuneResult(study_name="none", best_params={}, best_value=mean, best_trial=0,
                              n_complete=1, n_failed=0, direction="maximize", best_se=se)
     write_tuned(Path(tuned_dir) / f"{variant}.json", res, track="code",
-                variant=variant, objective="val_rank_at_10", space=v.search,
+                variant=variant, objective=score, space=v.search,
                 n_trials=t.trials if v.search else 1)
     if v.search:
         hist = study_history(track="code", variant=variant, space=v.search,
