@@ -351,8 +351,8 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
             break
     kept = stopper.best_epoch
     if rule == "mrr_plateau":
-        kept = int(pick_on_grid([r["epoch"] for r in history], [r["val_mrr"] for r in history],
-                                len(va))["choice"])
+        kept = int(STOP_RULES[rule].pick([r["epoch"] for r in history], [r[watch] for r in history],
+                                         len(va))["choice"])
         if states:
             student.load_state_dict(states[kept][1])
             save_student(checkpoint, student, hidden_size=hidden_size, model_p=model_p,
