@@ -128,6 +128,7 @@ def test_the_probe_records_its_c_and_margin_against_independent_fits():
                      criterion="accuracy")
     counts = [_val_correct(x, y, m, c) for c in r["c_grid"]]
     assert r["val_correct"] == counts and r["val_acc"] == counts[r["c_grid"].index(r["C"])] / 90
+    assert r["val_score"] == [k / 90 for k in counts]  # the criterion per C, higher is better
     p = r["pick"]
     assert p["chosen"] == r["C"] and p["n_val"] == 90
     others = [k for c, k in zip(r["c_grid"], counts) if c != r["C"]]
@@ -170,6 +171,7 @@ def test_the_log_loss_probe_keeps_the_c_of_lowest_validation_cross_entropy():
         clf = LogisticRegression(C=c, max_iter=2000).fit(x[m[0]], y[m[0]])
         ref.append(log_loss(y[m[1]], clf.predict_proba(x[m[1]]), labels=clf.classes_))
     np.testing.assert_allclose(r["val_log_loss"], ref, rtol=1e-9)
+    np.testing.assert_allclose(r["val_score"], -np.asarray(ref), rtol=1e-9)
     assert r["C"] == r["c_grid"][int(np.argmin(ref))] == r["pick"]["chosen"]
     # the accuracy at the chosen C is still reported, counted independently
     assert r["val_acc"] == _val_correct(x, y, m, r["C"]) / 90

@@ -21,8 +21,8 @@ from ..data.planetoid import load_planetoid
 from ..models.gcn import GCNEncoder
 from ..models.graph_features import embed, propagate_features
 from ..tracking import stage_run
-from .picks import count_pick_record, seed_summary
-from .probe import logreg_probe, mean_loss_pick, row_normalize
+from .picks import seed_summary
+from .probe import logreg_probe, probe_pick, row_normalize
 from .stats import bootstrap_per_item, summarize
 
 __all__ = ["run_baselines", "select_on_validation", "PROBE_METHODS", "probe_rows"]
@@ -46,24 +46,21 @@ def select_on_validation(feats: dict, masks, probe: dict, normalizes) -> tuple[d
     Returns:
         ``(probe result, (key, normalize), pick)``: ``pick`` is the choice among every
         ``[key, normalize, C]`` probed, with its margin in validation nodes
-        (:func:`contrastlab.evaluation.picks.count_pick_record` on the counts, or the exact
-        jackknife margin of the mean cross-entropy, :func:`contrastlab.evaluation.probe.mean_loss_pick`).
+        (:func:`contrastlab.evaluation.probe.probe_pick`).
     """
     best, cands, counts, losses = None, [], [], []
     for key, x in feats.items():
         for norm in normalizes:
             r = logreg_probe(x, *masks, normalize=norm, **probe)
             i = r["c_grid"].index(r["C"])
-            score = (r["val_correct"][i], -r["val_log_loss"][i])[probe["criterion"] == "log_loss"]
-            if best is None or score > best[3]:
-                best = (r, (key, norm), len(cands) + i, score)
+            if best is None or r["val_score"][i] > best[0]["val_score"][best[2]]:
+                best = (r, (key, norm), i, len(cands) + i)
             cands += [[key, norm, c] for c in r["c_grid"]]
             counts += r["val_correct"]
             losses.append(r["val_nll"])
-    r, choice, i, _ = best
-    if probe["criterion"] == "accuracy":
-        return r, choice, count_pick_record("validation accuracy", cands, counts, i, r["pick"]["n_val"])
-    return r, choice, mean_loss_pick("validation log-loss", cands, np.concatenate(losses), i)
+    r, choice, _, i = best
+    return r, choice, probe_pick(probe["criterion"], cands, counts, np.concatenate(losses), i,
+                                 r["pick"]["n_val"])
 
 
 def run_baselines(g, data_dir: str) -> tuple[dict, pd.DataFrame]:

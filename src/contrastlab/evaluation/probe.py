@@ -20,7 +20,7 @@ from torch import nn
 from ..errors import InputError
 from .picks import count_pick_record, pick_record
 
-__all__ = ["logreg_probe", "notebook_probe", "row_normalize", "mean_loss_pick"]
+__all__ = ["logreg_probe", "notebook_probe", "row_normalize", "mean_loss_pick", "probe_pick"]
 
 
 def _np(t) -> np.ndarray:
@@ -71,6 +71,18 @@ def mean_loss_pick(criterion: str, candidates: list, losses, pick: int) -> dict:
             "runner_up": None if runner is None else candidates[int(runner)]}
 
 
+def probe_pick(criterion: str, candidates: list, correct: Sequence[int], nll, pick: int,
+               n_val: int) -> dict:
+    """The record of a choice among ``candidates`` made on the probe's validation
+    ``criterion``, with its margin in validation nodes: for ``"accuracy"``,
+    :func:`contrastlab.evaluation.picks.count_pick_record` of ``correct`` (validation nodes
+    right per candidate, of ``n_val``); for ``"log_loss"``, :func:`mean_loss_pick` of ``nll``
+    (float ``[K, n_val]``, each node's cross-entropy per candidate). ``pick``: the chosen index."""
+    if criterion == "accuracy":
+        return count_pick_record("validation accuracy", candidates, correct, pick, n_val)
+    return mean_loss_pick("validation log-loss", candidates, nll, pick)
+
+
 def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
                  c_grid: Sequence[float] = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3),
                  normalize: str = "l2", max_iter: int = 2000,
@@ -102,15 +114,13 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
         criterion: ``"log_loss"`` or ``"accuracy"`` (above).
 
     Returns:
-        ``{"test_acc", "val_acc", "C", "c_grid", "val_correct", "val_log_loss", "val_nll",
-        "pick"}`` (accuracies in [0, 1]; ``c_grid`` the grid finally searched, ``val_correct``
-        its validation nodes classified right per ``C``, ``val_log_loss`` its mean validation
+        ``{"test_acc", "val_acc", "C", "c_grid", "val_correct", "val_score", "val_log_loss",
+        "val_nll", "pick"}`` (accuracies in [0, 1]; ``c_grid`` the grid finally searched,
+        ``val_correct`` its validation nodes classified right per ``C``, ``val_score`` the
+        criterion per ``C``, higher is better (accuracy, or minus the mean cross-entropy), ``val_log_loss`` its mean validation
         cross-entropy per ``C`` in nats, ``val_nll`` float64 ``[len(c_grid), n_val]`` each
         validation node's cross-entropy, ``pick`` the choice of ``C`` with its margin in
-        validation nodes: :func:`contrastlab.evaluation.picks.pick_record` for the log-loss,
-        whose jackknife margin is exact for a mean, and
-        :func:`contrastlab.evaluation.picks.count_pick_record` for the accuracy) and
-        ``"test_pred"`` if asked.
+        validation nodes, :func:`probe_pick`) and ``"test_pred"`` if asked.
 
     Raises:
         InputError: empty or non-positive ``c_grid``, unknown ``normalize``, ``edge`` or
@@ -170,13 +180,11 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
     n_va = int(va.sum())
     correct = [int(fits[c][1].sum()) for c in grid]
     loss = np.stack([fits[c][2] for c in grid])                      # [K, n_va]
-    if criterion == "accuracy":
-        pick = count_pick_record("validation accuracy", grid, correct, i, n_va)
-    else:
-        pick = mean_loss_pick("validation log-loss", grid, loss, i)
     out = {"test_acc": float((pred == y[te]).mean()), "val_acc": float(right.mean()),
            "C": best_c, "c_grid": grid, "val_correct": correct,
-           "val_log_loss": [float(v) for v in loss.mean(1)], "val_nll": loss, "pick": pick}
+           "val_score": [fits[c][0] for c in grid],
+           "val_log_loss": [float(v) for v in loss.mean(1)], "val_nll": loss,
+           "pick": probe_pick(criterion, grid, correct, loss, i, n_va)}
     if return_pred:
         out["test_pred"] = pred.astype(np.int64)
     return out
