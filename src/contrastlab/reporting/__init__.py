@@ -96,11 +96,9 @@ def params_shorts(params, track: str) -> dict[str, str]:
     from ..losses.registry import track_variants
 
     known = track_variants(track)
-    out: dict[str, str] = {}
-    for name, v in getattr(params, track).variants.items():
-        out[name] = (short_label(track, name) if name == v.loss or name in known
-                     else f"{short_label(track, v.loss)} ({name})")
-    return out
+    return {name: short_label(track, name) if name == v.loss or name in known
+            else f"{short_label(track, v.loss)} ({name})"
+            for name, v in getattr(params, track).variants.items()}
 
 
 @dataclass(frozen=True)
@@ -159,8 +157,7 @@ class Cell:
             txt = f"**{txt}**"
         return txt + "".join(f" {m}" for m in self.marks)
 
-    def __str__(self) -> str:
-        return self.text()
+    __str__ = text
 
     def data(self) -> dict[str, str]:
         """The numbers as HTML ``data-*`` attributes (display scale applied)."""
@@ -239,14 +236,6 @@ def markdown_table(table: Table) -> str:
     s = Section("t", "t", tables=[table])
     md = render_template("report.md.j2", sections=[s], header="")
     return md.split("## t\n\n", 1)[1].rstrip("\n")
-
-
-def headline_section(sections: Sequence[Section]) -> list[Section]:
-    """``[Section("headlines", ...)]`` with every track's headline, or ``[]`` when none has one."""
-    notes = [f"**{s.title}.** {s.headline}" for s in sections if s.headline]
-    if not notes:
-        return []
-    return [Section("headlines", "Headlines", notes=notes)]
 
 
 def render_markdown(sections: Sequence[Section], header: str = "") -> str:

@@ -12,7 +12,7 @@ from typing import Sequence
 from ..io import write_text
 from ..params import flatten
 from ..timings import timings_dir
-from . import TRACKS, Inputs, Section, headline_section, render_markdown, style
+from . import TRACKS, Inputs, Section, render_markdown, style
 from . import coverage_rule as rule
 from .headline import attach, headline_metrics
 from .html import render_html
@@ -114,7 +114,9 @@ def _sections(inputs: Inputs, figures: Path, prov) -> tuple[list[Section], dict]
     heads = {s.track: {**headline_metrics(s.comparison), "title": s.title}
              for s in sections if s.comparison is not None and headline_metrics(s.comparison)}
     stamp_sections(sections, prov)
-    return [*headline_section(sections), *sections, provenance_section(prov)], heads
+    notes = [f"**{s.title}.** {s.headline}" for s in sections if s.headline]
+    lead = [Section("headlines", "Headlines", notes=notes)] if notes else []
+    return [*lead, *sections, provenance_section(prov)], heads
 
 
 def _write_pages(sections: list[Section], params, prov, out: Path) -> None:
