@@ -38,10 +38,6 @@ def data_uri(path: Path) -> str:
     return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
-
-
 def cell_view(v: Any, column: str) -> dict[str, Any]:
     """One table cell for the template: ``text``, CSS ``classes`` (``num``; ``pos`` / ``neg``
     by sign in a difference column) and, for a :class:`~contrastlab.reporting.Cell`, its
@@ -91,7 +87,7 @@ def render_html(sections: Sequence[Section], *, title: str = "contrastlab: loss 
     ids: set[str] = set()
     views = []
     for s in sections:
-        sid = _slug(s.track)
+        sid = re.sub(r"[^a-z0-9]+", "-", s.track.lower()).strip("-") or "section"
         while sid in ids:
             sid += "-x"
         ids.add(sid)

@@ -124,12 +124,8 @@ def differing_params(rows: Sequence[ExpRow]) -> list[str]:
     """Param names whose value is not the same in every row (a missing key counts as a
     value), in first-seen order."""
     keys = list(dict.fromkeys(k for r in rows for k in r.params))
-    sentinel = object()
-
-    def norm(v: Any) -> Any:
-        return v if v is sentinel else json.dumps(v, sort_keys=True, default=str)
-
-    return [k for k in keys if len({norm(r.params.get(k, sentinel)) for r in rows}) > 1]
+    return [k for k in keys if len({json.dumps(r.params[k], sort_keys=True, default=str)
+                                    if k in r.params else None for r in rows}) > 1]
 
 
 def _fmt(v: Any, digits: int | None = None) -> str:
