@@ -59,23 +59,13 @@ def key_values(items) -> str:
     return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in items)
 
 
-def params_titles(params, track: str, names: Sequence[str] = ()) -> dict[str, str]:
-    """``{variant: row label}`` of a track from loaded params (``None``: no params), in params
-    order: its loss's registry title, then `` (<variant>)`` when the variant is not named after
-    its loss. ``names`` the params do not list follow in registry order, then sorted."""
-    from ..losses.registry import LOSSES, title
+def params_titles(params, track: str) -> dict[str, str]:
+    """``{variant: row label}`` of ``params.<track>.variants``, in params order: its loss's
+    registry title, then `` (<variant>)`` when the variant is not named after its loss."""
+    from ..losses.registry import title
 
-    out: dict[str, str] = {}
-    if params is not None and track == "multilabel":
-        out = {x: title(x) for x in params.multilabel.losses}
-    elif params is not None:
-        for name, v in getattr(params, track).variants.items():
-            t = title(v.loss)
-            out[name] = t if name == v.loss else f"{t} ({name})"
-    rest = [n for n in names if n not in out]
-    for n in [n for n in LOSSES if n in rest] + sorted(n for n in rest if n not in LOSSES):
-        out[n] = title(n)
-    return out
+    return {name: title(v.loss) if name == v.loss else f"{title(v.loss)} ({name})"
+            for name, v in getattr(params, track).variants.items()}
 
 
 def short_label(track: str, name: str) -> str:
