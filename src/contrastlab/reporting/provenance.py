@@ -80,7 +80,8 @@ def _runs(metrics_dir: Path, tracks: Sequence[str] | None = None) -> Iterator[tu
     metrics_dir = Path(metrics_dir)
     if not metrics_dir.is_dir():
         return
-    for tr in sorted(p.name for p in metrics_dir.iterdir() if p.is_dir()) if tracks is None else tracks:
+    names = sorted(p.name for p in metrics_dir.iterdir() if p.is_dir()) if tracks is None else tracks
+    for tr in names:
         d = metrics_dir / tr
         for f in sorted(d.rglob("*.json")) if d.is_dir() else ():
             try:
