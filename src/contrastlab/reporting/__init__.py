@@ -59,23 +59,13 @@ def key_values(items) -> str:
     return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in items)
 
 
-def params_titles(params, track: str, names: Sequence[str] = ()) -> dict[str, str]:
-    """``{variant: row label}`` of a track from loaded params (``None``: no params), in params
-    order: its loss's registry title, then `` (<variant>)`` when the variant is not named after
-    its loss. ``names`` the params do not list follow in registry order, then sorted."""
-    from ..losses.registry import LOSSES, title
+def params_titles(params, track: str) -> dict[str, str]:
+    """``{variant: row label}`` of ``params.<track>.variants``, in params order: its loss's
+    registry title, then `` (<variant>)`` when the variant is not named after its loss."""
+    from ..losses.registry import title
 
-    out: dict[str, str] = {}
-    if params is not None and track == "multilabel":
-        out = {x: title(x) for x in params.multilabel.losses}
-    elif params is not None:
-        for name, v in getattr(params, track).variants.items():
-            t = title(v.loss)
-            out[name] = t if name == v.loss else f"{t} ({name})"
-    rest = [n for n in names if n not in out]
-    for n in [n for n in LOSSES if n in rest] + sorted(n for n in rest if n not in LOSSES):
-        out[n] = title(n)
-    return out
+    return {name: title(v.loss) if name == v.loss else f"{title(v.loss)} ({name})"
+            for name, v in getattr(params, track).variants.items()}
 
 
 def short_label(track: str, name: str) -> str:
@@ -96,11 +86,9 @@ def params_shorts(params, track: str) -> dict[str, str]:
     from ..losses.registry import track_variants
 
     known = track_variants(track)
-    out: dict[str, str] = {}
-    for name, v in getattr(params, track).variants.items():
-        out[name] = (short_label(track, name) if name == v.loss or name in known
-                     else f"{short_label(track, v.loss)} ({name})")
-    return out
+    return {name: short_label(track, name) if name == v.loss or name in known
+            else f"{short_label(track, v.loss)} ({name})"
+            for name, v in getattr(params, track).variants.items()}
 
 
 @dataclass(frozen=True)
@@ -159,8 +147,7 @@ class Cell:
             txt = f"**{txt}**"
         return txt + "".join(f" {m}" for m in self.marks)
 
-    def __str__(self) -> str:
-        return self.text()
+    __str__ = text
 
     def data(self) -> dict[str, str]:
         """The numbers as HTML ``data-*`` attributes (display scale applied)."""
@@ -239,14 +226,6 @@ def markdown_table(table: Table) -> str:
     s = Section("t", "t", tables=[table])
     md = render_template("report.md.j2", sections=[s], header="")
     return md.split("## t\n\n", 1)[1].rstrip("\n")
-
-
-def headline_section(sections: Sequence[Section]) -> list[Section]:
-    """``[Section("headlines", ...)]`` with every track's headline, or ``[]`` when none has one."""
-    notes = [f"**{s.title}.** {s.headline}" for s in sections if s.headline]
-    if not notes:
-        return []
-    return [Section("headlines", "Headlines", notes=notes)]
 
 
 def render_markdown(sections: Sequence[Section], header: str = "") -> str:

@@ -12,7 +12,7 @@ from typing import Sequence
 from ..io import write_text
 from ..params import flatten
 from ..timings import timings_dir
-from . import TRACKS, Inputs, Section, headline_section, render_markdown, style
+from . import TRACKS, Inputs, Section, render_markdown, style
 from . import coverage_rule as rule
 from .headline import attach, headline_metrics
 from .html import render_html
@@ -86,10 +86,8 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
     from ..utils import git_commit, repo_root
 
     out = Path(out_dir)
-    metrics = Path(metrics_dir) if metrics_dir else out / "metrics"
-    inputs = Inputs(Path(repo_root()), metrics, Path(data_dir) if data_dir else out / "data",
-                    Path(plots_dir) if plots_dir else out / "plots",
-                    Path(tuned_dir) if tuned_dir else out / "tuned")
+    dirs = {"metrics": metrics_dir, "data": data_dir, "plots": plots_dir, "tuned": tuned_dir}
+    inputs = Inputs(Path(repo_root()), **{k: Path(v) if v else out / k for k, v in dirs.items()})
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     with variant_run("report", "report", params.report, stage="report") as tracker:
@@ -97,7 +95,9 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
         style.apply()
         sections, heads = _sections(inputs, figures, prov)
         _write_pages(sections, params, prov, out)
-        summary = _write_summary(out, heads, metrics, params)
+        summary = {**({ANSWER: heads} if heads else {}),
+                   **metrics_summary(inputs.metrics, params.report.headline)}
+        write_summary(out / "summary.json", summary)
         _log(tracker, summary, out)
         times = write_stage_times(timings_dir(), prov.header())
         if times is not None:
@@ -114,7 +114,9 @@ def _sections(inputs: Inputs, figures: Path, prov) -> tuple[list[Section], dict]
     heads = {s.track: {**headline_metrics(s.comparison), "title": s.title}
              for s in sections if s.comparison is not None and headline_metrics(s.comparison)}
     stamp_sections(sections, prov)
-    return [*headline_section(sections), *sections, provenance_section(prov)], heads
+    notes = [f"**{s.title}.** {s.headline}" for s in sections if s.headline]
+    lead = [Section("headlines", "Headlines", notes=notes)] if notes else []
+    return [*lead, *sections, provenance_section(prov)], heads
 
 
 def _write_pages(sections: list[Section], params, prov, out: Path) -> None:
@@ -130,15 +132,6 @@ def _write_pages(sections: list[Section], params, prov, out: Path) -> None:
     page = render_html(sections, title=params.report.title, header=prov.header(), base_dir=out)
     write_text(out / "index.html", page)
     write_text(out / "comparison.md", render_markdown(sections, prov.header()))
-
-
-def _write_summary(out: Path, heads: dict, metrics: Path, params) -> dict:
-    summary = {ANSWER: {t: h for t, h in heads.items() if h},
-               **metrics_summary(metrics, params.report.headline)}
-    if not summary[ANSWER]:
-        del summary[ANSWER]
-    write_summary(out / "summary.json", summary)
-    return summary
 
 
 def _log(tracker, summary: dict, out: Path) -> None:

@@ -168,31 +168,27 @@ def _order(c: Comparison) -> list[str]:
     return order + [x for x in dict.fromkeys(pubs) if x not in order]
 
 
-def _annotate_right(ax, text: str, yi: float, **kw) -> None:
-    """``text`` right of the axes at row ``yi`` (a single panel prints each row's numbers)."""
-    ax.annotate(text, (1.0, yi), xycoords=("axes fraction", "data"), xytext=(6, 0),
-                textcoords="offset points", va="center", ha="left", fontsize="small",
-                annotation_clip=False, **kw)
-
-
 def _draw_row(ax, r, yi: float, k: float, digits: int, single: bool) -> list[float]:
-    """One row of a panel: estimate (and CI), marker by kind; returns the values drawn."""
+    """One row of a panel: estimate (and CI), marker by kind, and in a single panel its numbers
+    right of the axes; returns the values drawn."""
     m, col, _ = KINDS.get(r.kind, KINDS["loss"])
     if r.kind == "published":
         ax.plot(k * r.estimate, yi, m, ms=13, mew=2.2, color=col, zorder=3)
-        if single:
-            _annotate_right(ax, f"{k * r.estimate:.{digits}f} (published)", yi, color="0.35",
-                            style="italic")
-        return [k * r.estimate]
-    vals = []
-    if r.low is not None and r.high is not None:
-        ax.plot([k * r.low, k * r.high], [yi, yi], "-", lw=1.4, color=col, zorder=2)
-        vals += [k * r.low, k * r.high]
-    ax.plot(k * r.estimate, yi, m, ms=6.5, mew=1.4, color=col,
-            mfc=col if r.in_mcs else "white", zorder=3)
+        vals, kw = [], {"color": "0.35", "style": "italic"}
+        text = f"{k * r.estimate:.{digits}f} (published)"
+    else:
+        vals = [k * r.low, k * r.high] if r.low is not None and r.high is not None else []
+        kw = {"color": "0.2"}
+        if vals:
+            ax.plot(vals, [yi, yi], "-", lw=1.4, color=col, zorder=2)
+        ax.plot(k * r.estimate, yi, m, ms=6.5, mew=1.4, color=col,
+                mfc=col if r.in_mcs else "white", zorder=3)
+        ci = f" [{k * r.low:.{digits}f}, {k * r.high:.{digits}f}]" if single and r.low is not None else ""
+        text = f"{k * r.estimate:.{digits}f}{ci}"
     if single:
-        ci = f" [{k * r.low:.{digits}f}, {k * r.high:.{digits}f}]" if r.low is not None else ""
-        _annotate_right(ax, f"{k * r.estimate:.{digits}f}{ci}", yi, color="0.2")
+        ax.annotate(text, (1.0, yi), xycoords=("axes fraction", "data"), xytext=(6, 0),
+                    textcoords="offset points", va="center", ha="left", fontsize="small",
+                    annotation_clip=False, **kw)
     return vals + [k * r.estimate]
 
 

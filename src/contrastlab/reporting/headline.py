@@ -8,7 +8,7 @@ Wilcoxon signed-rank test (Demsar 2006, Sec. 3.1.3).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..evaluation.stats import format_p
 from . import Figure
@@ -30,12 +30,9 @@ def _lead_words(c: Comparison, best: Row, base: Row | None, compact: bool = Fals
     ``compact``: ``, +0.3 points vs SGC (81.2 %; p)`` (a headline that states a second panel)."""
     if base is None or best is base:
         return ""
-    d = f", {c.scale * (best.estimate - base.estimate):+.{c.digits}f} points vs "
-    unit = c.fmt_unit(base.estimate)
-    if compact:
-        return f"{d}{base.short} ({unit}; {format_p(best.p, floor=best.p_floor)})"
-    return (f"{d}the strongest baseline {base.short} ({unit}; {c.test}, "
-            f"{format_p(best.p, floor=best.p_floor)})")
+    vs, test = ("", "") if compact else ("the strongest baseline ", f"{c.test}, ")
+    return (f", {c.scale * (best.estimate - base.estimate):+.{c.digits}f} points vs {vs}{base.short} "
+            f"({c.fmt_unit(base.estimate)}; {test}{format_p(best.p, floor=best.p_floor)})")
 
 
 def words(text: str) -> int:
@@ -45,9 +42,9 @@ def words(text: str) -> int:
 
 def _panel_verdict(c: Comparison, p: Panel, n_named: int = 3, compact: bool = False) -> tuple[str, str]:
     best, base, top = p.best_loss(), p.baseline(), p.top()
-    mcs = [r for r in sorted(p.rows, key=lambda r: -r.estimate) if r.in_mcs]
     if best is None or top is None:
         return "", ""
+    mcs = [r for r in sorted(p.rows, key=lambda r: -r.estimate) if r.in_mcs]
     d = _lead_words(c, best, base, compact)
     on = f"On {p.title}, " if p.title and len(c.panels) > 1 else ""
     if top is best:
@@ -58,16 +55,15 @@ def _panel_verdict(c: Comparison, p: Panel, n_named: int = 3, compact: bool = Fa
     tied = (f"tied for best (95 % MCS): {_names(mcs, n_named)}." if mcs and n_named else
             f"{len(mcs)} rows are tied for best (95 % MCS)." if mcs else "")
     if base is None:
-        second = "Take-away: no baseline ran; " + tied
+        verdict = "no baseline ran"
     elif best.beats:
-        second = f"Take-away: training with {best.short} pays off here; " + tied
+        verdict = f"training with {best.short} pays off here"
     elif best.below:
         every = all(r.below for r in p.get("loss"))
-        second = (f"Take-away: {base.short} beats {'every' if every else 'the best'} loss "
-                  "significantly; " + tied)
+        verdict = f"{base.short} beats {'every' if every else 'the best'} loss significantly"
     else:
-        second = f"Take-away: no loss is significantly better than {base.short}; " + tied
-    return first, second
+        verdict = f"no loss is significantly better than {base.short}"
+    return first, f"Take-away: {verdict}; {tied}"
 
 
 def _secondary(c: Comparison) -> str:
@@ -88,6 +84,17 @@ def _secondary(c: Comparison) -> str:
     return f"{head}, {verdict} {base.short} ({d}, {format_p(best.p, floor=best.p_floor)})"
 
 
+def _most(rows: Sequence[Row], key: Callable[[Row], str],
+          count: Callable[[list[Row]], int]) -> tuple[str, list[Row]]:
+    """``(key, its rows)`` of the group of ``rows`` with the highest ``count``, ties broken by
+    the group's mean estimate."""
+    groups: dict[str, list[Row]] = {}
+    for r in rows:
+        groups.setdefault(key(r), []).append(r)
+    k = max(groups, key=lambda g: (count(groups[g]), sum(r.estimate for r in groups[g]) / len(groups[g])))
+    return k, groups[k]
+
+
 def _across(c: Comparison) -> tuple[str, str, dict]:
     """Sentences and numbers of a multi-panel comparison (``primary=None``)."""
     per = [(p, p.best_loss(), p.baseline()) for p in c.panels]
@@ -98,15 +105,11 @@ def _across(c: Comparison) -> tuple[str, str, dict]:
     deltas = [b.estimate - s.estimate for _, b, s in per]
     above = sum(b.beats for _, b, _ in per)
     below = sum(b.below for _, b, _ in per)
-    count: dict[str, list] = {}
-    for p, _, _ in per:
-        for r in p.rows:
-            if r.kind != "published":
-                count.setdefault(r.short, []).append(r)
+    rows = [r for p, _, _ in per for r in p.rows]
     # the row most often tied for best (95 % MCS), ties broken by the mean estimate
-    win = max(count, key=lambda k: (sum(r.in_mcs for r in count[k]),
-                                    sum(r.estimate for r in count[k]) / len(count[k])))
-    k = sum(r.in_mcs for r in count[win])
+    win, won = _most([r for r in rows if r.kind != "published"], lambda r: r.short,
+                     lambda g: sum(r.in_mcs for r in g))
+    k = sum(r.in_mcs for r in won)
     lo, hi = min(deltas), max(deltas)
     p_w = _wilcoxon(deltas)
     first = (f"**{win}** is tied for best (95 % MCS) on {k} of {n} {c.noun}s; the best loss is "
@@ -118,35 +121,22 @@ def _across(c: Comparison) -> tuple[str, str, dict]:
                   f"any {c.noun}.")
     elif above == 0:
         second = (f"Take-away: no contrastive loss is significantly above the strongest baseline "
-                  f"on any {c.noun}"
-                  + (f"; prefer {win}." if count[win][0].kind == "baseline" else "."))
+                  f"on any {c.noun}" + (f"; prefer {win}." if won[0].kind == "baseline" else "."))
     elif above == n:
         second = f"Take-away: a contrastive loss beats the strongest baseline on every {c.noun}."
     else:
         second = (f"Take-away: no loss wins consistently; above the strongest baseline on "
                   f"{above}, below on {below} of {n} {c.noun}s.")
-    bl = _mode([b.key for _, b, _ in per], per, lambda x: x[1])
-    sb = _mode([s.key for _, _, s in per], per, lambda x: x[2])
-    label = {r.key: r.short for p, _, _ in per for r in p.rows}
+    bl, _ = _most([b for _, b, _ in per], lambda r: r.key, len)  # the most frequent, by estimate
+    sb, _ = _most([s for _, _, s in per], lambda r: r.key, len)
+    label = {r.key: r.short for r in rows}
+    est = {k: [r.estimate for r in rows if r.key == k] for k in (bl, sb)}  # every panel's rows
     nums = {"best_loss": bl, "strongest_baseline": sb, "delta_min": lo, "delta_max": hi,
             "best_loss_label": label[bl], "baseline_label": label[sb],
             "delta": sum(deltas) / n, "p": p_w, "n_panels": n, "n_above": above,
-            "n_below": below,
-            "best_loss_value": _mean([r.estimate for p, _, _ in per for r in p.rows if r.key == bl]),
-            "baseline_value": _mean([r.estimate for p, _, _ in per for r in p.rows if r.key == sb])}
+            "n_below": below, "best_loss_value": sum(est[bl]) / len(est[bl]),
+            "baseline_value": sum(est[sb]) / len(est[sb])}
     return first, second, nums
-
-
-def _mean(xs: Sequence[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
-
-
-def _mode(keys: list[str], per, pick) -> str:
-    """The most frequent key, ties broken by the mean estimate of its rows."""
-    def score(k):
-        est = [pick(x).estimate for x in per if pick(x).key == k]
-        return (len(est), sum(est) / len(est))
-    return max(dict.fromkeys(keys), key=score)
 
 
 def _wilcoxon(deltas: Sequence[float]) -> float | None:
@@ -218,10 +208,10 @@ def headline_metrics(c: Comparison) -> dict[str, Any]:
         nums = panel(c.primary)
         if not nums:
             return {}
-        if c.secondary is not None and panel(c.secondary):
-            nums["secondary"] = rnd(panel(c.secondary))
-        if any(panel(i) for i in c.more):
-            nums["more"] = [rnd(panel(i)) for i in c.more if panel(i)]
+        if second := (panel(c.secondary) if c.secondary is not None else {}):
+            nums["secondary"] = rnd(second)
+        if more := [rnd(m) for m in map(panel, c.more) if m]:
+            nums["more"] = more
     if nums:
         nums.update(metric=c.metric, scale=c.scale, unit=c.unit)
     return rnd(nums)

@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from ..invocation import current
 from ..io import write_text
@@ -72,12 +74,21 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+def _runs(metrics_dir: Path, tracks: Sequence[str] | None = None) -> Iterator[tuple[str, str, dict]]:
+    """``(track, name, metrics)`` of every ``metrics_dir/<track>/**/<name>.json`` (tracks sorted
+    unless given; an unreadable file or one that is no JSON object reads as ``{}``)."""
+    metrics_dir = Path(metrics_dir)
+    if not metrics_dir.is_dir():
+        return
+    names = sorted(p.name for p in metrics_dir.iterdir() if p.is_dir()) if tracks is None else tracks
+    for tr in names:
+        d = metrics_dir / tr
+        for f in sorted(d.rglob("*.json")) if d.is_dir() else ():
+            try:
+                data: Any = json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                data = None
+            yield tr, f.relative_to(d).with_suffix("").as_posix(), data if isinstance(data, dict) else {}
 
 
 def metrics_summary(metrics_dir: Path, headline: Mapping[str, Sequence[str]] | None = None
@@ -91,21 +102,15 @@ def metrics_summary(metrics_dir: Path, headline: Mapping[str, Sequence[str]] | N
     averaged over the data sets.
     """
     out: dict[str, dict[str, dict[str, float]]] = {}
-    metrics_dir = Path(metrics_dir)
-    if not metrics_dir.is_dir():
-        return out
-    for d in sorted(p for p in metrics_dir.iterdir() if p.is_dir()):
-        if headline is not None and d.name not in headline:
+    for tr, name, data in _runs(metrics_dir):
+        if headline is None:
+            vals = {k: v for k, v in data.items() if _is_num(v) and "time_s" not in k}
+        elif tr in headline:
+            vals = {k: data[k] for k in headline[tr] if k in data and _is_num(data[k])}
+        else:
             continue
-        keep = None if headline is None else list(headline[d.name])
-        for f in sorted(d.rglob("*.json")):
-            data = _read_json(f) or {}
-            if keep is None:
-                vals = {k: v for k, v in data.items() if _is_num(v) and "time_s" not in k}
-            else:
-                vals = {k: data[k] for k in keep if k in data and _is_num(data[k])}
-            if vals:
-                out.setdefault(d.name, {})[f.relative_to(d).with_suffix("").as_posix()] = vals
+        if vals:
+            out.setdefault(tr, {})[name] = vals
     if "multilabel" in out:  # <dataset>_<variant> files: one column per variant, mean over data sets
         per: dict[str, dict[str, list[float]]] = {}
         for name, vals in out["multilabel"].items():
@@ -121,38 +126,21 @@ def stage_timings(metrics_dir: Path, tracks: Sequence[str] | None = None) -> Tab
     """Wall time [s] of every stage that wrote ``time_s`` into
     ``metrics_dir/<track>/**/*.json`` (``tracks``: these folders only), a total row per track;
     ``None`` when no file has a numeric ``time_s``."""
-    metrics_dir = Path(metrics_dir)
-    if not metrics_dir.is_dir():
-        return None
-    names = list(tracks) if tracks is not None else sorted(
-        p.name for p in metrics_dir.iterdir() if p.is_dir())
     rows: list[list[Any]] = []
     grand = 0.0
-    for tr in names:
-        d = metrics_dir / tr
-        if not d.is_dir():
-            continue
-        total, n = 0.0, 0
-        for f in sorted(d.rglob("*.json")):
-            t = (_read_json(f) or {}).get("time_s")
-            if not _is_num(t):
-                continue
-            rows.append([tr, f.relative_to(d).with_suffix("").as_posix(), f"{t:.1f}"])
-            total += t
-            n += 1
-        if n > 1:
-            rows.append([tr, f"total ({n} stages)", f"{total:.1f}"])
+    for tr, runs in groupby(_runs(metrics_dir, tracks), key=itemgetter(0)):
+        times = [(name, d["time_s"]) for _, name, d in runs if _is_num(d.get("time_s"))]
+        rows += [[tr, name, f"{t:.1f}"] for name, t in times]
+        total = sum(t for _, t in times)
+        if len(times) > 1:
+            rows.append([tr, f"total ({len(times)} stages)", f"{total:.1f}"])
         grand += total
     if not rows:
         return None
-    return Table(
-        title="Stage wall time",
-        columns=["track", "variant", "time_s [s]"],
-        rows=rows,
-        note=f"`time_s` (wall seconds) from each stage's timings file "
-             f"`reports/timings/<track>/<name>.json` (not DVC-tracked: it changes on every "
-             f"run); sum over all stages {grand:.1f} s.",
-    )
+    return Table("Stage wall time", ["track", "variant", "time_s [s]"], rows,
+                 note=f"`time_s` (wall seconds) from each stage's timings file "
+                      f"`reports/timings/<track>/<name>.json` (not DVC-tracked: it changes on every "
+                      f"run); sum over all stages {grand:.1f} s.")
 
 
 def provenance_section(prov: Provenance) -> Section:

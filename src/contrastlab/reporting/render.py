@@ -21,14 +21,11 @@ def _markdown():
 
     md = MarkdownIt("zero").enable(["backticks", "emphasis", "link"])
 
-    def _href(tokens, idx) -> str:
-        j = idx
-        while tokens[j].type != "link_open":
-            j -= 1
-        return str(tokens[j].attrGet("href") or "")
-
     def link(self, tokens, idx, options, env):  # link_open and link_close
-        href = _href(tokens, idx)
+        j = idx
+        while tokens[j].type != "link_open":  # a link_close's href: on its link_open
+            j -= 1
+        href = str(tokens[j].attrGet("href") or "")
         if href.startswith("#"):
             return self.renderToken(tokens, idx, options, env)
         closing = tokens[idx].type == "link_close"  # the address after the label

@@ -155,20 +155,14 @@ def score_axis(ax, values: Sequence[float], *, lower: float | None = 0.0,
     step = _nice_step(span * (1 + 2 * pad))
     low = math.floor((lo - pad * span) / step) * step
     high = math.ceil((hi + pad * span) / step) * step
-    if lower is not None:
-        low = max(low, lower)
-    if upper is not None:
-        high = min(high, upper)
+    low = low if lower is None else max(low, lower)
+    high = high if upper is None else min(high, upper)
+    if axis not in ("x", "y"):
+        raise ValueError(f"score_axis: axis must be 'x' or 'y', not {axis!r}")
     from matplotlib.ticker import MultipleLocator
 
-    if axis == "x":
-        ax.set_xlim(low, high)
-        ax.xaxis.set_major_locator(MultipleLocator(step))
-    elif axis == "y":
-        ax.set_ylim(low, high)
-        ax.yaxis.set_major_locator(MultipleLocator(step))
-    else:
-        raise ValueError(f"score_axis: axis must be 'x' or 'y', not {axis!r}")
+    getattr(ax, f"set_{axis}lim")(low, high)
+    getattr(ax, f"{axis}axis").set_major_locator(MultipleLocator(step))
     return low, high
 
 
@@ -190,11 +184,8 @@ def reference_lines(ax, refs: Mapping[str, float], *, color: str = "0.45",
     frac = {k: (v - y0) / (y1 - y0) for k, v in refs.items()}
     order = sorted(frac, key=frac.get)
     placed: list[float] = []
-    for k in order:
-        y = frac[k]
-        if placed and y - placed[-1] < min_gap:
-            y = placed[-1] + min_gap
-        placed.append(y)
+    for k in order:  # each label at least min_gap above the one below
+        placed.append(placed[-1] + min_gap if placed and frac[k] - placed[-1] < min_gap else frac[k])
     if placed and placed[-1] > 1.0:  # shift the stack down if it runs off the top
         shift = placed[-1] - 1.0
         placed = [p - shift for p in placed]

@@ -58,15 +58,10 @@ def _file_data(section: Any, file: str) -> dict[str, Any] | None:
 
 def _metrics(data: dict[str, Any], metrics_file: str) -> dict[str, dict[str, dict[str, float]]]:
     """``{track: {variant: {metric: value}}}`` of ``metrics_file`` (numbers only)."""
-    raw = _file_data(data.get("metrics"), metrics_file) or {}
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for track, variants in raw.items():
-        if not isinstance(variants, dict):
-            continue
-        for variant, ms in variants.items():
-            if not isinstance(ms, dict):
-                continue
-            vals = {m: float(v) for m, v in ms.items()
+    for track, variants in (_file_data(data.get("metrics"), metrics_file) or {}).items():
+        for variant, ms in variants.items() if isinstance(variants, dict) else ():
+            vals = {m: float(v) for m, v in (ms.items() if isinstance(ms, dict) else ())
                     if isinstance(v, (int, float)) and not isinstance(v, bool)}
             if vals:
                 out.setdefault(track, {})[variant] = vals
@@ -74,14 +69,9 @@ def _metrics(data: dict[str, Any], metrics_file: str) -> dict[str, dict[str, dic
 
 
 def _params(data: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for file in (data.get("params") or {}):
-        d = _file_data(data["params"], file)
-        if d is None:
-            continue
-        pre = "" if file == PARAMS_FILE else f"{file}:"
-        out.update({f"{pre}{k}": v for k, v in _flat(d).items()})
-    return out
+    files = data.get("params") or {}
+    return {f"{'' if file == PARAMS_FILE else f'{file}:'}{k}": v
+            for file in files for k, v in _flat(_file_data(files, file) or {}).items()}
 
 
 def _entry_row(entry: dict[str, Any], kind: str, metrics_file: str, name: str | None = None,
@@ -134,12 +124,8 @@ def differing_params(rows: Sequence[ExpRow]) -> list[str]:
     """Param names whose value is not the same in every row (a missing key counts as a
     value), in first-seen order."""
     keys = list(dict.fromkeys(k for r in rows for k in r.params))
-    sentinel = object()
-
-    def norm(v: Any) -> Any:
-        return v if v is sentinel else json.dumps(v, sort_keys=True, default=str)
-
-    return [k for k in keys if len({norm(r.params.get(k, sentinel)) for r in rows}) > 1]
+    return [k for k in keys if len({json.dumps(r.params[k], sort_keys=True, default=str)
+                                    if k in r.params else None for r in rows}) > 1]
 
 
 def _fmt(v: Any, digits: int | None = None) -> str:
@@ -189,24 +175,19 @@ def sweep_tables(rows: Sequence[ExpRow], digits: int | None = None) -> list[Tabl
     return tables
 
 
-def no_experiments_text(rows: Sequence[ExpRow]) -> str:
-    """The page written when ``rows`` holds no experiment (the message says how to make some)."""
-    base = ", ".join(f"{r.name} ({r.rev[:7]})" for r in rows if r.kind == "baseline") or "HEAD"
-    return (f"No DVC experiments on {base}: nothing to compare. Queue some and run them, then "
-            "rerun this command:\n\n"
-            "    dvc exp run --queue -S 'graph.tune.trials=8,16,32'\n"
-            "    dvc exp run --run-all -j 1\n"
-            "    python scripts/sweep.py\n")
-
-
 def render_sweep(rows: Sequence[ExpRow], digits: int | None = None,
                  metrics_file: str = METRICS_FILE) -> str:
     """The whole ``sweep.md`` (Markdown): a title, how it was made, the tables; or the
     no-experiments message when ``rows`` has no ``experiment`` row."""
     head = ["# contrastlab: sweep across DVC experiments", ""]
-    if not any(r.kind == "experiment" for r in rows):
-        return "\n".join(head) + "\n" + no_experiments_text(rows)
     n = sum(r.kind == "experiment" for r in rows)
+    if not n:  # the page says how to make some
+        base = ", ".join(f"{r.name} ({r.rev[:7]})" for r in rows if r.kind == "baseline") or "HEAD"
+        return "\n".join(head) + (f"\nNo DVC experiments on {base}: nothing to compare. Queue some "
+                                  "and run them, then rerun this command:\n\n"
+                                  "    dvc exp run --queue -S 'graph.tune.trials=8,16,32'\n"
+                                  "    dvc exp run --run-all -j 1\n"
+                                  "    python scripts/sweep.py\n")
     head += [f"{n} experiment(s) from `dvc exp show --json`, one column each after their "
              f"baseline commit; metrics from `{metrics_file}` (`report.headline`), `{MISSING}` "
              "where an experiment has none (queued, failed, track not run). MLflow: search "
