@@ -61,22 +61,18 @@ def rows_for(ml=None) -> Rows:
     for a, t in ALIASES.items():
         titles[t] = f"{titles[t]} = {shorts[a]} (alias: the same gradient)"
         shorts[t] = f"{shorts[t]} = {shorts[a]}"
-    table1 = [*(n for n, v in _TABLE.items() if v.kind == "contrastive" and n not in ALIASES), *HYBRID_ROWS,
-              *BASELINES]
-    contrastive = [x for x in table1 if x not in BASELINES and x not in HYBRID_ROWS]
+    contrastive = [n for n, v in _TABLE.items() if v.kind == "contrastive" and n not in ALIASES]
     if ml is not None:
         base = ml.hybrid_base
-        first = Rows(base, titles, shorts, table1, contrastive)
-        base_short = first.short(base)
+        base_short = Rows(base, titles, shorts, [], []).short(base)
         for h in HYBRID_ROWS:
             titles[h] = _TABLE[h].label(base_short)
             shorts[h] = _TABLE[h].short_label(base_short)
         for v in ml.losses:
-            if v not in table1:
-                table1.insert(table1.index(HYBRID_ROWS[0]), v)
+            if v not in contrastive and v not in HYBRID_ROWS and v not in BASELINES:
                 contrastive.append(v)
                 titles[v] = title(v)
-    return Rows(base, titles, shorts, table1, contrastive)
+    return Rows(base, titles, shorts, [*contrastive, *HYBRID_ROWS, *BASELINES], contrastive)
 
 
 #: The variant table's own rows (the report builds its rows from params, :func:`rows_for`).
