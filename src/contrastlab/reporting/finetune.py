@@ -12,7 +12,7 @@ from ..params.finetune import REFERENCE_ROWS as BASELINE_ROWS
 from ..evaluation.stats import baseline_p, table_resolution
 from . import Cell, Inputs, Plot, Section, Table, style
 from .figures import Comparison, Panel, rows_from_stats
-from .picks import picks_table
+from .picks import picks_table, runs_in
 
 #: The frozen encoder's row (the reference rows are the variant table's, BASELINE_ROWS).
 FROZEN = method_row("finetune", "frozen_encoder")
@@ -61,30 +61,29 @@ def best_trained(summary: dict) -> str:
     return _best(summary, summary["variants"], "knn5_pxt")
 
 
-def _stats_table(title: str, t: dict, cols: list[str], heads: dict, rows: list[str], label) -> Table:
-    """One split's table: a row per name (``label(name)``), a cell per column; the caption gives
-    the draws, family and smallest attainable Holm p of each column's tests."""
-    notes = dict.fromkeys(table_resolution(t[c]) for c in cols)
-    notes.pop("", None)
-    return Table(title, ["variant", *[heads[c] for c in cols]],
-                 [[label(r), *[_cell(t[c][r]) for c in cols]] for r in rows],
-                 note=f"Paired tests against the strongest baseline: {' / '.join(notes)}." if notes else "")
-
-
-def _split_table(summary: dict, split: str, title: str) -> Table:
-    """One split's table: every row, the columns of :data:`COLUMNS` present in ``summary``."""
-    t, rows = summary["tables"][split], summary["variants"]
-    cols = [c for c in COLUMNS[split] if c in t]
-    return _stats_table(f"{title} ({t[cols[0]][rows[0]]['n_items']} queries)", t, cols, HEADS, rows,
-                        lambda v: TITLES.get(v, v))
-
-
 TIER_HEADS = {"wp_auc": "same-tier AUC within problem", "wp_nn_tier": "nearest same-problem neighbour's tier",
               "wp_pair_sep": "one-token mutants separated", "knn5_pxt": "kNN@5 problem x tier (secondary)"}
 
 
 def _tier_title(name: str, tier: dict) -> str:
     return tier.get("reference_titles", {}).get(name) or TITLES.get(name, name)
+
+
+def _split_table(summary: dict, split: str, title: str, tier: bool = False) -> Table:
+    """One split's table: every row, a cell per column present (``tier``: the within-problem tier
+    table, its rows with the tier-blind reference and the ceiling; kNN@5 problem x tier as the
+    secondary column); the caption gives the draws, family and smallest attainable Holm p of each
+    column's tests."""
+    src, heads = (summary["tier"], TIER_HEADS) if tier else (summary, HEADS)
+    t, rows = src["tables"][split], src["rows" if tier else "variants"]
+    cols = [c for c in (TIER_HEADS if tier else COLUMNS[split]) if c in t]
+    items = [f"{t[c][rows[0]]['n_items']} {heads[c].split(' (')[0]}" for c in cols]
+    size = f"queries: {', '.join(items)}" if tier else f"{t[cols[0]][rows[0]]['n_items']} queries"
+    notes = dict.fromkeys(table_resolution(t[c]) for c in cols)
+    notes.pop("", None)
+    return Table(f"{title} ({size})", ["variant", *[heads[c] for c in cols]],
+                 [[_tier_title(r, src), *[_cell(t[c][r]) for c in cols]] for r in rows],
+                 note=f"Paired tests against the strongest baseline: {' / '.join(notes)}." if notes else "")
 
 
 def tier_headline(tier: dict) -> str:
@@ -123,16 +122,6 @@ def tier_headline(tier: dict) -> str:
                   f"most one code token apart differ in tier")
         s += "."
     return s
-
-
-def _tier_table(summary: dict, split: str, title: str) -> Table:
-    """One split's within-problem tier table: every row plus the tier-blind reference and the
-    ceiling; kNN@5 problem x tier as the secondary column."""
-    tier = summary["tier"]
-    t, rows = tier["tables"][split], tier["rows"]
-    cols = [c for c in TIER_HEADS if c in t]
-    n = ", ".join(f"{t[c][rows[0]]['n_items']} {TIER_HEADS[c].split(' (')[0]}" for c in cols)
-    return _stats_table(f"{title} (queries: {n})", t, cols, TIER_HEADS, rows, lambda r: _tier_title(r, tier))
 
 
 def headline(summary: dict, layers) -> str:
@@ -345,8 +334,7 @@ _SPLITS = (("a", "Split (a): unseen submissions of seen problems"), ("b", "Split
 
 def _picks_table(inp: Inputs) -> Table | None:
     """The trained rows' early-stopping steps and their margins (validation rows)."""
-    runs = {f.stem: json.loads(f.read_text()) for f in sorted((inp.metrics / "finetune").glob("*.json"))
-            if f.stem != "summary"}
+    runs = {k: r for k, r in runs_in(inp.metrics / "finetune").items() if k != "summary"}
     return picks_table({"HumanEval problem x tier": runs}, items="rows",
                        titles={"early_stopping": "early-stopping step"},
                        note="Early stopping keeps the first checked step with the highest "
@@ -370,7 +358,7 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
         headline=headline(summary, _layers(inp.root)), comparison=_comparison(summary),
         notes=[_data_note(inp, summary, tuned is not None), tier and _tier_note(summary["tier"]),
                g and gpu_note(g)],
-        tables=[*[_tier_table(summary, s, f"Tier within problem, split ({s})") for s in "ab" if tier],
+        tables=[*[_split_table(summary, s, f"Tier within problem, split ({s})", True) for s in "ab" if tier],
                 *[_split_table(summary, s, title) for s, title in _SPLITS], tuned,
                 *[g and _split_table(g, s, f"GPU, all layers: split ({s})") for s in "ab"],
                 _picks_table(inp)],
