@@ -191,25 +191,24 @@ def _friedman(g: dict, figures_dir: Path) -> tuple[list, list, list, tuple]:
         f"Data sets without every model's final runs under the current protocol "
         f"({', '.join(d for d in runs if d not in full)}) are left out of the Friedman test and the "
         "critical-difference diagram."]
-    figs, tabs, res = [], [], []
-    for key, label in (("map", "mAP"), (F1_KEY, F1_LABEL)):
-        out, f, t = friedman_family(runs, union, full, key, label, figures_dir, rowset)
-        figs, tabs, res = figs + f, tabs + t, res + [out]
-    return notes, figs, tabs, tuple(res)
+    fams = [friedman_family(runs, union, full, key, label, figures_dir, rowset)
+            for key, label in (("map", "mAP"), (F1_KEY, F1_LABEL))]
+    return (notes, [f for _, fs, _ in fams for f in fs], [t for *_, ts in fams for t in ts],
+            tuple(fr for fr, _, _ in fams))
 
 
 def _ablation_table(g: dict) -> Table | None:
     """Our Table 4 ablation (ANY / Sim only / Dis only / Sim-Dis), F1 at the validation threshold."""
     runs, stats, unc = g["runs"], g["stats"], g["uncovered"]
-    mark = {True: "✓", False: "×"}
-    abl = [(v, mark[_TABLE[v].factors[0]], mark[_TABLE[v].factors[1]]) for v in PAPER_TABLE4]
-    dsl = [ds for ds in runs if all(a in runs[ds] for a, _, _ in abl)]
+    dsl = [ds for ds in runs if all(v in runs[ds] for v in PAPER_TABLE4)]
     if not dsl:
         return None
     keys = ("micro_f1_val_t", "macro_f1_val_t")
     cols = ["Similarity", "Dissimilarity"] + [f"{ds} {t}" for ds in dsl for t in ("micro-F1", "macro-F1")]
-    trs = [[sim, dis] + [_cell(stats.get(ds, {}).get(k, {}).get(v), runs[ds][v], k, k in unc[ds])
-                         for ds in dsl for k in keys] for v, sim, dis in abl]
+    trs = [["✓" if f else "×" for f in _TABLE[v].factors]  # similarity, dissimilarity
+           + [_cell(stats.get(ds, {}).get(k, {}).get(v), runs[ds][v], k, k in unc[ds])
+              for ds in dsl for k in keys]
+           for v in PAPER_TABLE4]
     return Table("Ablation in the Table 4 format (ours; F1 at the validation threshold, %)", cols, trs,
                  note="Neither factor = ANY; both = Sim-Dis (/|P| weighting). Marks as in the "
                       "per-data-set tables (tests over all models of that data set)."

@@ -265,11 +265,9 @@ def default_vs_tuned(mdir: Path, tdir: Path, rowset: Rows = ROWS, cov: dict | No
     pairs = [p for v in rowset.table1 for p in _dvt_pairs(mdir, tdir, v, rowset, cov)]
     if not pairs:
         return None
-    rows = [p[0] for p in pairs]
-    adj = np.ones(len(rows))  # Holm within each data set (a family per data set, as in its table)
-    fam = np.ones(len(rows), dtype=int)
-    for ds in {row[1] for row in rows}:
-        idx = [i for i, row in enumerate(rows) if row[1] == ds]
+    adj, fam = np.ones(len(pairs)), np.ones(len(pairs), dtype=int)  # Holm per data set, as in its table
+    for ds in {p[0][1] for p in pairs}:
+        idx = [i for i, p in enumerate(pairs) if p[0][1] == ds]
         adj[idx], fam[idx] = holm([paired_pvalue(pairs[i][1]) for i in idx]), len(idx)
     out = []
     for (row, d, delta, sm), q, m in zip(pairs, adj, fam):
@@ -277,8 +275,7 @@ def default_vs_tuned(mdir: Path, tdir: Path, rowset: Rows = ROWS, cov: dict | No
                    "tuned better" if q < ALPHA and delta > 0 else
                    "tuned worse" if q < ALPHA and delta < 0 else "no significant difference")
         out.append([*row, "-" if sm else format_p(q, d.size, m), verdict])
-    up = sum(r[-1] == "tuned better" for r in out)
-    down = sum(r[-1] == "tuned worse" for r in out)
+    up, down = (sum(r[-1] == f"tuned {w}" for r in out) for w in ("better", "worse"))
     return Table("Default (params.yaml, trial 0) vs tuned, on test (mAP, %)",
                  ["Method", "data set", "default", "tuned", "Δ (points)", "p (Holm)", "verdict"], out,
                  note=f"{len(out)} variant x data set pairs: tuning raised test mAP significantly in {up}, "
