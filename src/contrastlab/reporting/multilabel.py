@@ -31,7 +31,7 @@ from .multilabel_headline import F1_KEY, F1_LABEL, headline
 from .picks import picks_table
 from .multilabel_presets import preset_tables  # bibtex, tmc2007-500 on all rows: own tables
 from .multilabel_rows import (_TABLE, ALIASES, BASELINES, CONTRASTIVE, HYBRID_ROWS, METRICS, PAPER_TABLE1,
-                              PAPER_TABLE4, ROWS, TABLE1_ROWS, TITLES, Rows, _paper_name, _tuned, rows_for, short)
+                              PAPER_TABLE4, ROWS, TABLE1_ROWS, TITLES, Rows, _paper_name, rows_for, short)
 from .multilabel_stats import (NO_CI_NOTE, NO_COVER_NOTE, _cell, _frequent_k, _frequent_note,
                                dataset_stats, default_vs_tuned, friedman_family, load_metrics, load_reps,
                                table_stats, trial0_values, uncovered_keys)
@@ -147,8 +147,9 @@ def _dataset_table(g: dict, ds: str, r: dict, st: dict) -> Table:
            + [f"{st['map'][v]['p_best']:.2f}" if "map" in st and "p_best" in st["map"].get(v, {}) else "-"]
            for v in present]
     thr = ", ".join(f"{v} {r[v].get('threshold_val', float('nan')):.2f}" for v in present)
-    src = sorted({r[v]["tuned_source"] for v in present
-                  if v not in HYBRID_ROWS and _tuned(v) and "tuned_source" in r[v]}) or ["-"]
+    # the tuned rows' sources (a row with tuned: false picks its own hyperparameter in every run)
+    src = sorted({r[v]["tuned_source"] for v in present if v not in HYBRID_ROWS
+                  and (v not in _TABLE or _TABLE[v].tuned) and "tuned_source" in r[v]}) or ["-"]
     draws = table_resolution(st.get("map", {}))  # the draws and smallest attainable Holm p
     return Table(f"{ds}: Table 1 format (test, %)", ["Method"] + [t for _, t in METRICS] + ["P(best) mAP"], trs,
                  note=(f"Strongest baseline (highest validation mAP): {rowset.short(base) if base else 'none'}; "

@@ -83,11 +83,8 @@ CONTRASTIVE = ROWS.contrastive
 METRICS = [("micro_f1", "micro-F1 @0.5"), ("macro_f1", "macro-F1 @0.5"),
            ("micro_f1_val_t", "micro-F1 @val-t"), ("macro_f1_val_t", "macro-F1 @val-t"),
            ("map", "mAP"), ("map_frequent", "mAP (frequent labels)")]
-
-
-def short(v: str, rows: Rows = ROWS) -> str:
-    """Short display name of a row (an alias's target names its alias: ``ANY = Sim-Dis Eq. 13``)."""
-    return rows.short(v)
+#: Short display name of a row of :data:`ROWS` (:meth:`Rows.short`).
+short = ROWS.short
 
 
 ALPHA = 0.05
@@ -103,11 +100,6 @@ PAPER_TABLE4: dict[str, tuple] = {
     n: tuple(tuple(p) for p in v.paper["table4"])
     for n, v in sorted(((n, v) for n, v in _TABLE.items() if v.factors and "table4" in v.paper),
                        key=lambda nv: 2 * nv[1].factors[1] + nv[1].factors[0])}
-
-
-def _tuned(v: str) -> bool:
-    """False for a row that picks its own hyperparameter inside every run (``tuned: false``)."""
-    return _TABLE[v].tuned if v in _TABLE else True
 
 
 def _paper_name(v: str) -> str:

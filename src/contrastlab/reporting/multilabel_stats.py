@@ -42,21 +42,16 @@ def load_reps(reps_dir: Path, dataset: str, variants: list[str]) -> dict[str, di
     return out
 
 
-def strongest_baseline(runs: dict[str, dict]) -> str | None:
-    """The baseline row with the highest validation mAP (``val_map``, mean over seeds of the
-    kept models' validation mAP); None when no baseline has run."""
-    have = [v for v in BASELINES if v in runs and "val_map" in runs[v]]
-    return max(have, key=lambda v: runs[v]["val_map"]) if have else None
-
-
 def table_stats(runs: dict[str, dict], reps: dict[str, dict[str, np.ndarray]], rows: Rows = ROWS) -> dict[str, dict]:
     """Per metric: :func:`contrastlab.evaluation.stats.summarize` over the variants that have
     replicates; candidates = every row (losses, hybrids and baselines); baseline = the strongest
-    baseline (:func:`strongest_baseline`, chosen on validation mAP). ``out["_baseline"]`` names it."""
+    baseline: the baseline row with the highest validation mAP (``val_map``, mean over seeds of the
+    kept models' validation mAP), None when no baseline has run. ``out["_baseline"]`` names it."""
     names = [v for v in rows.table1 if v in runs and v in reps]
     if len(names) < 2:
         return {}
-    base = strongest_baseline({v: runs[v] for v in names})
+    have = [v for v in BASELINES if v in names and "val_map" in runs[v]]
+    base = max(have, key=lambda v: runs[v]["val_map"]) if have else None
     out: dict = {"_baseline": base}
     for key, _ in METRICS:
         if all(key in reps[v] for v in names):
