@@ -12,7 +12,7 @@ from ..params.finetune import REFERENCE_ROWS as BASELINE_ROWS
 from ..evaluation.stats import baseline_p, table_resolution
 from . import Cell, Inputs, Plot, Section, Table, style
 from .figures import Comparison, Panel, rows_from_stats
-from .picks import picks_table
+from .picks import picks_table, runs_in
 
 #: The frozen encoder's row (the reference rows are the variant table's, BASELINE_ROWS).
 FROZEN = method_row("finetune", "frozen_encoder")
@@ -61,28 +61,6 @@ def best_trained(summary: dict) -> str:
     return _best(summary, summary["variants"], "knn5_pxt")
 
 
-def _stats_table(title: str, t: dict, cols: list[str], heads: dict, rows: list[str], label) -> Table:
-    """One split's table: a row per name (``label(name)``), a cell per column."""
-    return Table(title, ["variant", *[heads[c] for c in cols]],
-                 [[label(r), *[_cell(t[c][r]) for c in cols]] for r in rows], note=_tests_note(t, cols))
-
-
-def _split_table(summary: dict, split: str, title: str) -> Table:
-    """One split's table: every row, the columns of :data:`COLUMNS` present in ``summary``."""
-    t, rows = summary["tables"][split], summary["variants"]
-    cols = [c for c in COLUMNS[split] if c in t]
-    return _stats_table(f"{title} ({t[cols[0]][rows[0]]['n_items']} queries)", t, cols, HEADS, rows,
-                        lambda v: TITLES.get(v, v))
-
-
-def _tests_note(t: dict, cols: list[str]) -> str:
-    """Caption text: the draws, family and smallest attainable Holm p of each column's tests
-    (columns that needed more draws near alpha name theirs)."""
-    notes = dict.fromkeys(table_resolution(t[c]) for c in cols)
-    notes.pop("", None)
-    return f"Paired tests against the strongest baseline: {' / '.join(notes)}." if notes else ""
-
-
 TIER_HEADS = {"wp_auc": "same-tier AUC within problem", "wp_nn_tier": "nearest same-problem neighbour's tier",
               "wp_pair_sep": "one-token mutants separated", "knn5_pxt": "kNN@5 problem x tier (secondary)"}
 
@@ -91,19 +69,39 @@ def _tier_title(name: str, tier: dict) -> str:
     return tier.get("reference_titles", {}).get(name) or TITLES.get(name, name)
 
 
+def _split_table(summary: dict, split: str, title: str, tier: bool = False) -> Table:
+    """One split's table: every row, a cell per column present (``tier``: the within-problem tier
+    table, its rows with the tier-blind reference and the ceiling; kNN@5 problem x tier as the
+    secondary column); the caption gives the draws, family and smallest attainable Holm p of each
+    column's tests."""
+    src, heads = (summary["tier"], TIER_HEADS) if tier else (summary, HEADS)
+    t, rows = src["tables"][split], src["rows" if tier else "variants"]
+    cols = [c for c in (TIER_HEADS if tier else COLUMNS[split]) if c in t]
+    items = [f"{t[c][rows[0]]['n_items']} {heads[c].split(' (')[0]}" for c in cols]
+    size = f"queries: {', '.join(items)}" if tier else f"{t[cols[0]][rows[0]]['n_items']} queries"
+    notes = dict.fromkeys(table_resolution(t[c]) for c in cols)
+    notes.pop("", None)
+    return Table(f"{title} ({size})", ["variant", *[heads[c] for c in cols]],
+                 [[_tier_title(r, src), *[_cell(t[c][r]) for c in cols]] for r in rows],
+                 note=f"Paired tests against the strongest baseline: {' / '.join(notes)}." if notes else "")
+
+
 def tier_headline(tier: dict) -> str:
     """The within-problem tier answer (``summary["tier"]``): the same-tier AUC of the trained
     row with the best validation AUC on both splits against the strongest baseline and the
     tier-blind reference, then the nearest-neighbour tier accuracy and the one-token mutants."""
     best = _best(tier, [r for r in tier["rows"] if r not in tier["references"]], "wp_auc")
-    base = tier["baseline"]
-    chance, ceiling = tier["chance"], tier["ceiling"]
+    base, chance = tier["baseline"], tier["chance"]
     t = {s: tier["tables"][s] for s in ("a", "b")}
     auc = t["a"]["wp_auc"]
 
     def vs(split: str) -> str:
         word, holm = _vs(t[split]["wp_auc"][best])
         return f"{word} the strongest baseline{holm}"
+
+    def refs(st: dict) -> str:
+        return (f"{_tier_title(base, tier)} {100 * st[base]['mean']:.1f}%, tier-blind "
+                f"{100 * st[chance]['mean']:.1f}%, ceiling {100 * st[tier['ceiling']]['mean']:.1f}%")
 
     verdict = "Yes" if auc[best].get("beats_baseline") else "No"
     s = (f"Does fine-tuning rank a query's same-tier variants of its own problem above the other-tier "
@@ -112,33 +110,18 @@ def tier_headline(tier: dict) -> str:
          f"is {_pct(auc[best])}, {vs('a')}, {_tier_title(base, tier)} {_pct(auc[base])}; the tier-blind "
          f"reference is {_pct(auc[chance])} by construction. On unseen problems (split b): "
          f"{_pct(t['b']['wp_auc'][best])}, {vs('b')} ({_pct(t['b']['wp_auc'][base])}).")
-    nn = t["a"].get("wp_nn_tier")
-    if nn:
+    if nn := t["a"].get("wp_nn_tier"):
         s += (f" The nearest same-problem neighbour has the query's tier for {_pct(nn[best])} of "
-              f"split-a queries ({_tier_title(base, tier)} {100 * nn[base]['mean']:.1f}%, tier-blind "
-              f"{100 * nn[chance]['mean']:.1f}%, ceiling {100 * nn[ceiling]['mean']:.1f}%).")
-    ps = t["a"].get("wp_pair_sep")
-    if ps:
+              f"split-a queries ({refs(nn)}).")
+    if ps := t["a"].get("wp_pair_sep"):
         pairs = tier.get("pairs", {})
         s += (f" Against a one-token mutant of another tier, the query's nearest same-tier variant is "
-              f"closer in {_pct(ps[best])} of split-a pairs ({_tier_title(base, tier)} "
-              f"{100 * ps[base]['mean']:.1f}%, tier-blind {100 * ps[chance]['mean']:.1f}%, ceiling "
-              f"{100 * ps[ceiling]['mean']:.1f}%)")
+              f"closer in {_pct(ps[best])} of split-a pairs ({refs(ps)})")
         if pairs.get("n"):
             s += (f"; {100 * pairs['differ_in_tier']:.0f}% of the {pairs['n']} same-problem pairs at "
                   f"most one code token apart differ in tier")
         s += "."
     return s
-
-
-def _tier_table(summary: dict, split: str, title: str) -> Table:
-    """One split's within-problem tier table: every row plus the tier-blind reference and the
-    ceiling; kNN@5 problem x tier as the secondary column."""
-    tier = summary["tier"]
-    t, rows = tier["tables"][split], tier["rows"]
-    cols = [c for c in TIER_HEADS if c in t]
-    n = ", ".join(f"{t[c][rows[0]]['n_items']} {TIER_HEADS[c].split(' (')[0]}" for c in cols)
-    return _stats_table(f"{title} (queries: {n})", t, cols, TIER_HEADS, rows, lambda r: _tier_title(r, tier))
 
 
 def headline(summary: dict, layers) -> str:
@@ -163,27 +146,22 @@ def _purity_headline(summary: dict, layers) -> str:
     gain_b = 100 * (tb[best]["mean"] - fb["mean"])
     verdict = "Slightly" if sig_a and apa[best]["mean"] - apa[FROZEN]["mean"] < 0.05 else \
         "Yes" if sig_a else "No"
-    probe = summary["tables"]["b"].get("probe_tier", {})
     s = (f"{verdict}: fine-tuning the top {layers} MiniLM layer(s) with {TITLES.get(best, best)} "
          f"(the loss with the best validation purity) "
          f"moves kNN@5 problem x tier purity on unseen submissions of seen problems (split a) from "
          f"{_pct(fa)} (frozen encoder) to {_pct(ta[best])} ({gain_a:+.1f} points), and on unseen "
          f"problems (split b) from {_pct(fb)} to {_pct(tb[best])} ({gain_b:+.1f} points)")
     ceil = summary.get("ceiling", {}).get("knn5_pxt", {})
-    if "a" in ceil:
-        s += (f"; small (problem, tier) cells cap this metric at {100 * ceil['a']:.1f}% on split a "
-              f"and {100 * ceil['b']:.1f}% on split b, so the {100 * PURITY_AIM:g} % aim on split a "
-              + ("is met." if ta[best]["mean"] >= PURITY_AIM else
-                 "is not met (and cannot be)." if ceil["a"] < PURITY_AIM else "is not met."))
-    else:
-        s += (f"; the {100 * PURITY_AIM:g} % aim on split a is "
-              + ("met." if ta[best]["mean"] >= PURITY_AIM else "not met."))
-    ap = summary["tables"]["a"].get("ap")
-    if ap:
+    cap = (f"small (problem, tier) cells cap this metric at {100 * ceil['a']:.1f}% on split a "
+           f"and {100 * ceil['b']:.1f}% on split b, so " if "a" in ceil else "")
+    aim = ("met." if ta[best]["mean"] >= PURITY_AIM else
+           "not met (and cannot be)." if "a" in ceil and ceil["a"] < PURITY_AIM else "not met.")
+    s += f"; {cap}the {100 * PURITY_AIM:g} % aim on split a is {aim}"
+    if ap := summary["tables"]["a"].get("ap"):
         apb = summary["tables"]["b"]["ap"]
         s += (f" Retrieval mAP (relevant = same problem and tier): split a {_pct(ap[FROZEN])} frozen vs "
               f"{_pct(ap[best])}, split b {_pct(apb[FROZEN])} vs {_pct(apb[best])}.")
-    if probe:
+    if probe := summary["tables"]["b"].get("probe_tier", {}):
         s += (f" A linear tier probe on unseen problems scores {_pct(probe[best])} with "
               f"{TITLES.get(best, best)} against {_pct(probe[FROZEN])} frozen "
               f"(tier shares set the chance level).")
@@ -214,8 +192,7 @@ def _purity_figure(summary: dict, path: Path) -> None:
             ax.annotate(f"ceiling {100 * ceil:.1f}%", (len(names) - 0.6, ceil), xytext=(0, 4),
                         textcoords="offset points", ha="right", va="bottom", color="0.35")
         ax.set_xlim(-0.5, len(names) - 0.5)
-        ax.set_xticks(range(len(names)), [SHORT.get(v, v) for v in names], rotation=35,
-                      ha="right")
+        ax.set_xticks(range(len(names)), [SHORT.get(v, v) for v in names], rotation=35, ha="right")
         ax.grid(axis="x", visible=False)
         ax.set_title(title)
     style.score_axis(axes[0], vals)
@@ -256,10 +233,8 @@ def _comparison(summary: dict):
 def gpu_note(g: dict) -> str:
     """One paragraph on the GPU run (``reports/metrics/finetune_gpu/summary.json``): the best
     row on validation against the strongest baseline on split a."""
-    ta = g["tables"]["a"]["knn5_pxt"]
-    best = best_trained(g)
-    base = g["baseline"]
-    ap = g["tables"]["a"]["ap"]
+    ta, ap = g["tables"]["a"]["knn5_pxt"], g["tables"]["a"]["ap"]
+    best, base = best_trained(g), g["baseline"]
     verdict, holm = _vs(ta[best])
     return (f"GPU run ({g.get('device', 'CUDA')}; every layer trained, not part of `dvc repro`, "
             f"docs/finetune.md): {TITLES.get(best, best)} reaches kNN@5 problem x tier "
@@ -275,10 +250,10 @@ def tuning_table(root: Inputs | Path) -> Table | None:
     before ``tune_finetune`` ran."""
     import pandas as pd
 
-    rows = []
-    for f in sorted((Inputs.of(root).tuned / "finetune").glob("*.json")):
+    rows, inp = [], Inputs.of(root)
+    for f in sorted((inp.tuned / "finetune").glob("*.json")):
         t = json.loads(f.read_text())
-        hist = Inputs.of(root).plots / "tune" / "finetune" / f"{f.stem}.csv"
+        hist = inp.plots / "tune" / "finetune" / f"{f.stem}.csv"
         if not t.get("params") or not hist.exists():
             continue
         h = pd.read_csv(hist)
@@ -359,8 +334,7 @@ _SPLITS = (("a", "Split (a): unseen submissions of seen problems"), ("b", "Split
 
 def _picks_table(inp: Inputs) -> Table | None:
     """The trained rows' early-stopping steps and their margins (validation rows)."""
-    runs = {f.stem: json.loads(f.read_text()) for f in sorted((inp.metrics / "finetune").glob("*.json"))
-            if f.stem != "summary"}
+    runs = {k: r for k, r in runs_in(inp.metrics / "finetune").items() if k != "summary"}
     return picks_table({"HumanEval problem x tier": runs}, items="rows",
                        titles={"early_stopping": "early-stopping step"},
                        note="Early stopping keeps the first checked step with the highest "
@@ -384,7 +358,7 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
         headline=headline(summary, _layers(inp.root)), comparison=_comparison(summary),
         notes=[_data_note(inp, summary, tuned is not None), tier and _tier_note(summary["tier"]),
                g and gpu_note(g)],
-        tables=[*[_tier_table(summary, s, f"Tier within problem, split ({s})") for s in "ab" if tier],
+        tables=[*[_split_table(summary, s, f"Tier within problem, split ({s})", True) for s in "ab" if tier],
                 *[_split_table(summary, s, title) for s, title in _SPLITS], tuned,
                 *[g and _split_table(g, s, f"GPU, all layers: split ({s})") for s in "ab"],
                 _picks_table(inp)],

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..evaluation.stats import paired_pvalue
+from ..evaluation.stats import paired_pvalue, table_resolution
 from . import Inputs, Plot, Section, Table, key_values, load_params_of, log_span
 from . import coverage_rule as rule
 from .figures import Comparison, Panel, rows_from_stats
@@ -31,8 +31,8 @@ from .multilabel_headline import F1_KEY, F1_LABEL, headline
 from .picks import picks_table
 from .multilabel_presets import preset_tables  # bibtex, tmc2007-500 on all rows: own tables
 from .multilabel_rows import (_TABLE, ALIASES, BASELINES, CONTRASTIVE, HYBRID_ROWS, METRICS, PAPER_TABLE1,
-                              PAPER_TABLE4, ROWS, TABLE1_ROWS, TITLES, Rows, _paper_name, _tuned, rows_for, short)
-from .multilabel_stats import (NO_CI_NOTE, NO_COVER_NOTE, _cell, _frequent_k, _frequent_note, _resolution,
+                              PAPER_TABLE4, ROWS, TABLE1_ROWS, TITLES, Rows, _paper_name, rows_for, short)
+from .multilabel_stats import (NO_CI_NOTE, NO_COVER_NOTE, _cell, _frequent_k, _frequent_note,
                                dataset_stats, default_vs_tuned, friedman_family, load_metrics, load_reps,
                                table_stats, trial0_values, uncovered_keys)
 
@@ -147,8 +147,10 @@ def _dataset_table(g: dict, ds: str, r: dict, st: dict) -> Table:
            + [f"{st['map'][v]['p_best']:.2f}" if "map" in st and "p_best" in st["map"].get(v, {}) else "-"]
            for v in present]
     thr = ", ".join(f"{v} {r[v].get('threshold_val', float('nan')):.2f}" for v in present)
-    src = sorted({r[v]["tuned_source"] for v in present
-                  if v not in HYBRID_ROWS and _tuned(v) and "tuned_source" in r[v]}) or ["-"]
+    # the tuned rows' sources (a row with tuned: false picks its own hyperparameter in every run)
+    src = sorted({r[v]["tuned_source"] for v in present if v not in HYBRID_ROWS
+                  and (v not in _TABLE or _TABLE[v].tuned) and "tuned_source" in r[v]}) or ["-"]
+    draws = table_resolution(st.get("map", {}))  # the draws and smallest attainable Holm p
     return Table(f"{ds}: Table 1 format (test, %)", ["Method"] + [t for _, t in METRICS] + ["P(best) mAP"], trs,
                  note=(f"Strongest baseline (highest validation mAP): {rowset.short(base) if base else 'none'}; "
                        "↑/↓ against it (the validation mAP of the BCE MLP and of the logistic "
@@ -157,7 +159,8 @@ def _dataset_table(g: dict, ds: str, r: dict, st: dict) -> Table:
                        + (f"† = final runs of the previous protocol, not redone (CPU time): replicates "
                           f"from the plain row bootstrap (biased for mAP), old tuning ({len(stale)} "
                           f"row(s)). " if stale else "")
-                       + _resolution(st) + _frequent_note(r, g["ddir"] / f"{ds}_dataset.json", g["k_freq"][ds])
+                       + (draws + ". " if draws else "")
+                       + _frequent_note(r, g["ddir"] / f"{ds}_dataset.json", g["k_freq"][ds])
                        + (NO_COVER_NOTE + " " if unc else "")
                        + f"Mean validation thresholds: {thr}."))
 
@@ -189,34 +192,33 @@ def _friedman(g: dict, figures_dir: Path) -> tuple[list, list, list, tuple]:
         f"Data sets without every model's final runs under the current protocol "
         f"({', '.join(d for d in runs if d not in full)}) are left out of the Friedman test and the "
         "critical-difference diagram."]
-    figs, tabs, res = [], [], []
-    for key, label in (("map", "mAP"), (F1_KEY, F1_LABEL)):
-        out, f, t = friedman_family(runs, union, full, key, label, figures_dir, rowset)
-        figs, tabs, res = figs + f, tabs + t, res + [out]
-    return notes, figs, tabs, tuple(res)
+    fams = [friedman_family(runs, union, full, key, label, figures_dir, rowset)
+            for key, label in (("map", "mAP"), (F1_KEY, F1_LABEL))]
+    return (notes, [f for _, fs, _ in fams for f in fs], [t for *_, ts in fams for t in ts],
+            tuple(fr for fr, _, _ in fams))
 
 
 def _ablation_table(g: dict) -> Table | None:
     """Our Table 4 ablation (ANY / Sim only / Dis only / Sim-Dis), F1 at the validation threshold."""
     runs, stats, unc = g["runs"], g["stats"], g["uncovered"]
-    mark = {True: "✓", False: "×"}
-    abl = [(v, mark[_TABLE[v].factors[0]], mark[_TABLE[v].factors[1]]) for v in PAPER_TABLE4]
-    dsl = [ds for ds in runs if all(a in runs[ds] for a, _, _ in abl)]
+    dsl = [ds for ds in runs if all(v in runs[ds] for v in PAPER_TABLE4)]
     if not dsl:
         return None
     keys = ("micro_f1_val_t", "macro_f1_val_t")
     cols = ["Similarity", "Dissimilarity"] + [f"{ds} {t}" for ds in dsl for t in ("micro-F1", "macro-F1")]
-    trs = [[sim, dis] + [_cell(stats.get(ds, {}).get(k, {}).get(v), runs[ds][v], k, k in unc[ds])
-                         for ds in dsl for k in keys] for v, sim, dis in abl]
+    trs = [["✓" if f else "×" for f in _TABLE[v].factors]  # similarity, dissimilarity
+           + [_cell(stats.get(ds, {}).get(k, {}).get(v), runs[ds][v], k, k in unc[ds])
+              for ds in dsl for k in keys]
+           for v in PAPER_TABLE4]
     return Table("Ablation in the Table 4 format (ours; F1 at the validation threshold, %)", cols, trs,
                  note="Neither factor = ANY; both = Sim-Dis (/|P| weighting). Marks as in the "
                       "per-data-set tables (tests over all models of that data set)."
                       + (" " + NO_COVER_NOTE if any(k in unc[ds] for ds in dsl for k in keys) else ""))
 
 
-def _tuned_rows(g: dict) -> tuple[list[list], set[str]]:
-    """The tuned choices per variant and tuned data set, and the data sets tuned."""
-    rows, tuned_ds = [], set()
+def _tuned_table(g: dict) -> Table | None:
+    """The tuned choices per variant and tuned data set, beside trial 0 (the params.yaml values)."""
+    rows = []
     for v in g["rowset"].table1:
         f = g["tdir"] / f"{v}.json"
         if not f.exists():
@@ -224,21 +226,15 @@ def _tuned_rows(g: dict) -> tuple[list[list], set[str]]:
         t = json.loads(f.read_text())
         t0 = trial0_values(g["inp"].plots / "tune" / "multilabel" / f"{v}.csv")
         for ds, e in sorted((t.get("datasets") or {}).items()):
-            tuned_ds.add(ds)
             se, d0 = e.get("best_value_se"), t0.get(ds)
             rows.append([g["rowset"].titles[v], ds,
                          key_values(sorted(e["params"].items())),
                          "-" if d0 is None else f"{100 * d0[0]:.2f}" + (f" ± {100 * d0[1]:.2f}" if d0[1] == d0[1] else ""),
                          f"{100 * e['best_value']:.2f}" + (f" ± {100 * se:.2f}" if se is not None else ""),
                          str(e.get("best_trial", "-")), f"{e.get('n_complete', '-')}/{t.get('budget_trials', '-')}"])
-    return rows, tuned_ds
-
-
-def _tuned_table(g: dict) -> Table | None:
-    rows, tuned_ds = _tuned_rows(g)
     if not rows:
         return None
-    untuned = [d for d in g["runs"] if d not in tuned_ds]
+    untuned = [d for d in g["runs"] if d not in {r[1] for r in rows}]
     return Table("Tuned choices (cross-validation on the training part; test never read)",
                  ["Method", "data set", "choice", "default = trial 0 (CV val mAP, % ± se)",
                   "tuned (CV val mAP, % ± se)", "best trial", "trials"], rows,
@@ -267,15 +263,11 @@ def _tuning_sentence(dvt: Table | None, runs: dict) -> str:
 
 def _paper_tables() -> list[Table]:
     """The Sim-Dis paper's reported numbers: Tables 1 and 2, and its Table 4 ablation."""
-    ref_rows = []
-    for loss in [n for n in _TABLE if any(n in t for t in PAPER_TABLE1.values())]:
-        row = [_paper_name(loss)]
-        for dset, vals in PAPER_TABLE1.items():
-            v = vals[loss]
-            row += [f"{x:.2f}" if x is not None else "-" for x in (v if dset != "AAPD (RoBERTa)" else v[:2])]
-        ref_rows.append(row)
-    ref_cols = ["Method"] + [f"{dset} {t}" for dset in PAPER_TABLE1 for t in (
-        ("micro-F1", "macro-F1", "mAP") if dset != "AAPD (RoBERTa)" else ("micro-F1", "macro-F1"))]
+    heads = {ds: ("micro-F1", "macro-F1", "mAP")[:2 if ds == "AAPD (RoBERTa)" else 3] for ds in PAPER_TABLE1}
+    ref_rows = [[_paper_name(loss)] + [f"{x:.2f}" if x is not None else "-"
+                                       for ds, v in PAPER_TABLE1.items() for x in v[loss][:len(heads[ds])]]
+                for loss in _TABLE if any(loss in t for t in PAPER_TABLE1.values())]
+    ref_cols = ["Method"] + [f"{ds} {t}" for ds, ts in heads.items() for t in ts]
     factor_name = {(False, False): "neither (= {})", (True, True): "both (= {})"}
     t4 = [[factor_name.get(_TABLE[v].factors, "{}").format(_paper_name(v))]
           + [f"{x:.2f}" for pair in PAPER_TABLE4[v] for x in pair] for v in PAPER_TABLE4]

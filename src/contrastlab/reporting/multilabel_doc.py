@@ -47,11 +47,8 @@ def _table(runs: dict[str, dict[str, dict]], order: list[str], titles: dict[str,
     for v in order:
         if not any(key in runs[ds].get(v, {}) for ds in sets):
             continue
-        cells = []
-        for ds in sets:
-            m = runs[ds].get(v, {})
-            cell = f"{100 * m[key]:.2f}" if key in m else "-"
-            cells.append(f"**{cell}**" if best[ds] == v else cell)
+        cells = [f"{100 * runs[ds][v][key]:.2f}" if key in runs[ds].get(v, {}) else "-" for ds in sets]
+        cells = [f"**{c}**" if best[ds] == v else c for c, ds in zip(cells, sets)]
         name = titles[v].replace("|", "\\|")  # a literal bar inside a markdown cell
         out.append(f"| {name} | " + " | ".join(cells) + " |")
     return out + [""]

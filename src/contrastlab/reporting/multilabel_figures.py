@@ -15,16 +15,13 @@ def _curve_figure(ds: str, plots_dir: Path, variants: list[str], path: Path, row
     """Training loss and validation mAP per check (mean over seeds) of every trained variant;
     one colour per variant in both panels, one legend beside them."""
     import matplotlib.pyplot as plt
-    import pandas as pd
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=style.figsize(3.8))
     any_curve = False
+    curves = style.frames(plots_dir, [f"{ds}_{v}" for v in variants])
     for i, v in enumerate(variants):
-        f = plots_dir / f"{ds}_{v}.csv"
-        if not f.exists():
-            continue
-        df = pd.read_csv(f)
-        if "step" not in df:  # a scikit-learn baseline: no steps (logistic regression: its C grid)
+        df = curves.get(f"{ds}_{v}")
+        if df is None or "step" not in df:  # a scikit-learn baseline: no steps (logreg: its C grid)
             continue
         g = df.groupby("step").mean(numeric_only=True).reset_index()
         label = _legend(v, rows)
@@ -63,10 +60,10 @@ def _weights_figure(ds: str, csv: Path, path: Path) -> None:
     df = pd.read_csv(csv)
     fig, axes = style.panels(5, height=3.0, max_cols=5, sharey=True)
     names = {"R1": "R1 disjoint", "R2": "R2 equal", "R3": "R3 overlap", "R4": "R4 S⊋T", "R5": "R5 S⊊T"}
-    for ax, r in zip(axes, ["R1", "R2", "R3", "R4", "R5"]):
+    for ax, (r, name) in zip(axes, names.items()):
         d = df[df["relation"] == r]
         ax.bar(d["bin_left"], d["count"], width=d["bin_right"] - d["bin_left"], align="edge")
-        ax.set_title(f"{names[r]}\n{int(d['count'].sum()):,} pairs")
+        ax.set_title(f"{name}\n{int(d['count'].sum()):,} pairs")
         ax.set_xlabel("$K^s K^d$")
         ax.set_yscale("symlog")
     axes[0].set_ylabel("pairs")

@@ -92,17 +92,12 @@ def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict 
     parts = _metric_headline(stats, fr, "map", "mAP", rows)
     if any(F1_KEY in st for st in stats.values()):
         parts += _metric_headline(stats, fr_f1, F1_KEY, F1_LABEL, rows)
-    up = []
+    up, hy = [], []  # contrastive rows above the baseline on macro-F1 @0.5; hybrids against their references
     for ds, st in stats.items():
         m, base = st.get("macro_f1", {}), st.get("_baseline")
-        if base in m:
-            up += [f"{ds} {rows.short(v)} {100 * m[v]['mean']:.2f} vs {rows.short(base)} {100 * m[base]['mean']:.2f} "
-                   f"(Holm {baseline_p(m[v])})"
-                   for v in rows.contrastive if v in m and m[v].get("beats_baseline")]
-    if up:
-        parts.append(f"On macro-F1 @0.5, contrastive rows significantly above the strongest baseline: {'; '.join(up)}.")
-    hy = []
-    for ds, st in stats.items():
+        up += [f"{ds} {rows.short(v)} {100 * m[v]['mean']:.2f} vs {rows.short(base)} "
+               f"{100 * m[base]['mean']:.2f} (Holm {baseline_p(m[v])})"
+               for v in rows.contrastive if base in m and v in m and m[v].get("beats_baseline")]
         pairs = st.get("_pairs", {})
         for h, ref in rows.hybrid_pairs():
             cells = []
@@ -113,6 +108,9 @@ def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict 
                                  f"({format_p(pairs[(h, ref, k)], m[h].get('n_resamples'))})")
             if len(cells) == 2:
                 hy.append(f"{ds} {rows.short(h)} − {rows.short(ref)} = {cells[0]} / {cells[1]}")
+    if up:
+        parts.append("On macro-F1 @0.5, contrastive rows significantly above the strongest baseline: "
+                     f"{'; '.join(up)}.")
     if hy:
         parts.append(f"Hybrids (exploratory; mAP / {F1_LABEL} points): " + "; ".join(hy) + ".")
     return " ".join(parts)

@@ -24,7 +24,6 @@ __all__ = ["preset_tables", "COLUMNS"]
 #: table column -> the metric key of ``combined_table.json`` rows
 COLUMNS = {"mAP": "map", "macro-F1 @val-t": "macro_f1_val_t", "micro-F1 @0.5": "micro_f1",
            "macro-F1 @0.5": "macro_f1"}
-_TITLE = "{ds}, preset {preset} (presets/{preset}.yaml): test, %"
 
 
 def _dataset(folder: Path, table: dict) -> str:
@@ -48,7 +47,7 @@ def preset_tables(metrics: Path, root: Path, digits: int = 2) -> list[Table]:
         t = json.loads(f.read_text(encoding="utf-8"))
         t["source"] = {k: str(Path(root) / v) for k, v in t["source"].items()}
         ds, preset = _dataset(f.parent, t), f.parent.name.replace("_", "-")
-        title = _TITLE.format(ds=ds, preset=preset)
+        title = f"{ds}, preset {preset} (presets/{preset}.yaml): test, %"
         rows = []
         for name, r in t["rows"].items():
             cells = []

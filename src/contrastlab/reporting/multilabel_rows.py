@@ -61,22 +61,18 @@ def rows_for(ml=None) -> Rows:
     for a, t in ALIASES.items():
         titles[t] = f"{titles[t]} = {shorts[a]} (alias: the same gradient)"
         shorts[t] = f"{shorts[t]} = {shorts[a]}"
-    table1 = [*(n for n, v in _TABLE.items() if v.kind == "contrastive" and n not in ALIASES), *HYBRID_ROWS,
-              *BASELINES]
-    contrastive = [x for x in table1 if x not in BASELINES and x not in HYBRID_ROWS]
+    contrastive = [n for n, v in _TABLE.items() if v.kind == "contrastive" and n not in ALIASES]
     if ml is not None:
         base = ml.hybrid_base
-        first = Rows(base, titles, shorts, table1, contrastive)
-        base_short = first.short(base)
+        base_short = Rows(base, titles, shorts, [], []).short(base)
         for h in HYBRID_ROWS:
             titles[h] = _TABLE[h].label(base_short)
             shorts[h] = _TABLE[h].short_label(base_short)
         for v in ml.losses:
-            if v not in table1:
-                table1.insert(table1.index(HYBRID_ROWS[0]), v)
+            if v not in contrastive and v not in HYBRID_ROWS and v not in BASELINES:
                 contrastive.append(v)
                 titles[v] = title(v)
-    return Rows(base, titles, shorts, table1, contrastive)
+    return Rows(base, titles, shorts, [*contrastive, *HYBRID_ROWS, *BASELINES], contrastive)
 
 
 #: The variant table's own rows (the report builds its rows from params, :func:`rows_for`).
@@ -87,11 +83,8 @@ CONTRASTIVE = ROWS.contrastive
 METRICS = [("micro_f1", "micro-F1 @0.5"), ("macro_f1", "macro-F1 @0.5"),
            ("micro_f1_val_t", "micro-F1 @val-t"), ("macro_f1_val_t", "macro-F1 @val-t"),
            ("map", "mAP"), ("map_frequent", "mAP (frequent labels)")]
-
-
-def short(v: str, rows: Rows = ROWS) -> str:
-    """Short display name of a row (an alias's target names its alias: ``ANY = Sim-Dis Eq. 13``)."""
-    return rows.short(v)
+#: Short display name of a row of :data:`ROWS` (:meth:`Rows.short`).
+short = ROWS.short
 
 
 ALPHA = 0.05
@@ -107,11 +100,6 @@ PAPER_TABLE4: dict[str, tuple] = {
     n: tuple(tuple(p) for p in v.paper["table4"])
     for n, v in sorted(((n, v) for n, v in _TABLE.items() if v.factors and "table4" in v.paper),
                        key=lambda nv: 2 * nv[1].factors[1] + nv[1].factors[0])}
-
-
-def _tuned(v: str) -> bool:
-    """False for a row that picks its own hyperparameter inside every run (``tuned: false``)."""
-    return _TABLE[v].tuned if v in _TABLE else True
 
 
 def _paper_name(v: str) -> str:

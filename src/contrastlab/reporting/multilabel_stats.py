@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..evaluation.stats import (bias_corrected_interval, format_p, friedman_nemenyi, holm,
-                                paired_pvalue, plot_cd, summarize, table_resolution)
+                                paired_pvalue, plot_cd, summarize)
 from . import Cell, Figure, Table
 from . import coverage_rule as rule
 from .multilabel_rows import _TABLE, ALIASES, ALPHA, BASELINES, METRICS, ROWS, Rows
@@ -42,37 +42,22 @@ def load_reps(reps_dir: Path, dataset: str, variants: list[str]) -> dict[str, di
     return out
 
 
-def strongest_baseline(runs: dict[str, dict]) -> str | None:
-    """The baseline row with the highest validation mAP (``val_map``, mean over seeds of the
-    kept models' validation mAP); None when no baseline has run."""
-    have = [v for v in BASELINES if v in runs and "val_map" in runs[v]]
-    return max(have, key=lambda v: runs[v]["val_map"]) if have else None
-
-
 def table_stats(runs: dict[str, dict], reps: dict[str, dict[str, np.ndarray]], rows: Rows = ROWS) -> dict[str, dict]:
     """Per metric: :func:`contrastlab.evaluation.stats.summarize` over the variants that have
     replicates; candidates = every row (losses, hybrids and baselines); baseline = the strongest
-    baseline (:func:`strongest_baseline`, chosen on validation mAP). ``out["_baseline"]`` names it."""
-    out: dict = {}
+    baseline: the baseline row with the highest validation mAP (``val_map``, mean over seeds of the
+    kept models' validation mAP), None when no baseline has run. ``out["_baseline"]`` names it."""
     names = [v for v in rows.table1 if v in runs and v in reps]
     if len(names) < 2:
-        return out
-    base = strongest_baseline({v: runs[v] for v in names})
-    out["_baseline"] = base
-    cands = list(names)
+        return {}
+    have = [v for v in BASELINES if v in names and "val_map" in runs[v]]
+    base = max(have, key=lambda v: runs[v]["val_map"]) if have else None
+    out: dict = {"_baseline": base}
     for key, _ in METRICS:
-        if not all(key in reps[v] for v in names):
-            continue
-        out[key] = summarize({v: runs[v][key] for v in names}, {v: reps[v][key] for v in names},
-                             alpha=ALPHA, baseline=base, candidates=cands)
+        if all(key in reps[v] for v in names):
+            out[key] = summarize({v: runs[v][key] for v in names}, {v: reps[v][key] for v in names},
+                                 alpha=ALPHA, baseline=base, candidates=names)
     return out
-
-
-def _resolution(st: dict) -> str:
-    """Caption text: draws and smallest attainable Holm p of a :func:`table_stats` result (the
-    bootstrap tail p of the stage's stored draws)."""
-    note = table_resolution(st.get("map", {}))
-    return note + ". " if note else ""
 
 
 def _frequent_k(coverage_json: Path, ds: str, runs: dict[str, dict], reps: dict[str, dict]) -> int | None:
@@ -254,10 +239,9 @@ def _dvt_pairs(mdir: Path, tdir: Path, v: str, rowset: Rows, cov: dict | None) -
                                                                  "default", [None, ds]))
         for point, reps in ((d, dr), (t, tr)):
             lo, hi = bias_corrected_interval(point, reps)
-            cells.append(f"{100 * point:.2f} {NO_COVER_MARK}" if not ok else  # NO_COVER_NOTE
-                         f"{100 * point:.2f} [{100 * lo:.1f}, {100 * hi:.1f}]"
-                         if lo - 1e-12 <= point <= hi + 1e-12 else
-                         f"{100 * point:.2f} {NO_CI_MARK}")  # NO_CI_NOTE
+            shown = ok and not excludes_estimate({"mean": point, "ci_low": lo, "ci_high": hi})
+            cells.append(f"{100 * point:.2f} " + (f"[{100 * lo:.1f}, {100 * hi:.1f}]" if shown else
+                                                  NO_CI_MARK if ok else NO_COVER_MARK))  # the notes' marks
         out.append(([rowset.titles[v], ds, *cells, f"{100 * (t - d):+.2f}"], tr - dr, t - d,
                     e.get("best_trial") == 0))
     return out
@@ -276,11 +260,9 @@ def default_vs_tuned(mdir: Path, tdir: Path, rowset: Rows = ROWS, cov: dict | No
     pairs = [p for v in rowset.table1 for p in _dvt_pairs(mdir, tdir, v, rowset, cov)]
     if not pairs:
         return None
-    rows = [p[0] for p in pairs]
-    adj = np.ones(len(rows))  # Holm within each data set (a family per data set, as in its table)
-    fam = np.ones(len(rows), dtype=int)
-    for ds in {row[1] for row in rows}:
-        idx = [i for i, row in enumerate(rows) if row[1] == ds]
+    adj, fam = np.ones(len(pairs)), np.ones(len(pairs), dtype=int)  # Holm per data set, as in its table
+    for ds in {p[0][1] for p in pairs}:
+        idx = [i for i, p in enumerate(pairs) if p[0][1] == ds]
         adj[idx], fam[idx] = holm([paired_pvalue(pairs[i][1]) for i in idx]), len(idx)
     out = []
     for (row, d, delta, sm), q, m in zip(pairs, adj, fam):
@@ -288,15 +270,13 @@ def default_vs_tuned(mdir: Path, tdir: Path, rowset: Rows = ROWS, cov: dict | No
                    "tuned better" if q < ALPHA and delta > 0 else
                    "tuned worse" if q < ALPHA and delta < 0 else "no significant difference")
         out.append([*row, "-" if sm else format_p(q, d.size, m), verdict])
-    diffs = [p[1] for p in pairs]
-    up = sum(r[-1] == "tuned better" for r in out)
-    down = sum(r[-1] == "tuned worse" for r in out)
+    up, down = (sum(r[-1] == f"tuned {w}" for r in out) for w in ("better", "worse"))
     return Table("Default (params.yaml, trial 0) vs tuned, on test (mAP, %)",
                  ["Method", "data set", "default", "tuned", "Δ (points)", "p (Holm)", "verdict"], out,
                  note=f"{len(out)} variant x data set pairs: tuning raised test mAP significantly in {up}, "
                       f"lowered it significantly in {down}. Both runs use the final seeds and the same "
                       "stratified bootstrap draws (paired); CIs as in the tables above; p = paired "
-                      f"bootstrap tail p (Davison & Hinkley 1997) of the {diffs[0].size:,} stored draws, "
+                      f"bootstrap tail p (Davison & Hinkley 1997) of the {pairs[0][1].size:,} stored draws, "
                       "no lower than 2 / (draws + 1) times the Holm multiplier (p ≤ that floor where "
                       "no draw crosses zero), Holm over each data set's pairs, alpha 0.05. "
                       "The tuned choice was picked on cross-validated validation mAP, never on test."
