@@ -15,19 +15,12 @@ from .figures import Comparison, Panel, rows_from_stats
 from .graph_figures import _bar_figure, _curve_figure, _pca_figure, _tuning_figure
 from .graph_stats import (_ALPHA, _DETERMINISTIC, BASELINES, SHORT_BASELINES, _read_json, _resolution,
                           default_vs_tuned, graph_statistics, loss_vs_supervised, supervised_rows)
-from .graph_stats import _paired_tests  # noqa: F401 (re-exported)
 from .graph_text import (REFERENCES, RERUNS, _ablation_table, _ci, _cite, _default_table, _headline,
-                         _hp, _sup_paper, _sup_title, _supervised_table)
-from .graph_text import _tuning_sentence  # noqa: F401 (re-exported)
+                         _hp, _objective, _sup_paper, _sup_title, _supervised_table)
 from .picks import picks_table, runs_in
 
 __all__ = ["build_section", "REFERENCES", "RERUNS", "BASELINES", "graph_statistics",
            "default_vs_tuned", "loss_vs_supervised", "supervised_rows"]
-
-
-def _order(variants, titles: dict[str, str]) -> list[str]:
-    known = [v for v in titles if v in variants]
-    return known + sorted(v for v in variants if v not in titles)
 
 
 def _comparison(g: dict):
@@ -140,11 +133,8 @@ def _tuning_table(g: dict, digits: int) -> Table:
     rows = []
     for n in g["names"]:
         t = g["tuned"][n] or {}
-        se = t.get("best_se")
-        rows.append([g["titles"].get(n, n), t.get("budget_trials", "-"), t.get("n_complete", "-"),
-                     t.get("n_pruned", "-"), t.get("n_failed", "-"),
-                     (f"{t['best_value']:.{digits}f}" + (f" ± {se:.3f}" if se is not None else "")
-                      if "best_value" in t else "-"), t.get("best_trial", "-"),
+        rows.append([g["titles"].get(n, n), *(t.get(k, "-") for k in ("budget_trials", "n_complete",
+                     "n_pruned", "n_failed")), _objective(t, digits), t.get("best_trial", "-"),
                      ", ".join(sorted((t.get("space") or {}).keys())) or "-"])
     tp = g["params"].graph.tune
     return Table("Tuning: the same budget for every loss", [
@@ -186,7 +176,7 @@ def _load(inp: Inputs, params) -> dict | None:
     if not variants:
         return None
     titles = params_titles(params, "graph")
-    names = _order(variants, titles)
+    names = [v for v in titles if v in variants] + sorted(v for v in variants if v not in titles)
     st = graph_statistics(inp, names)
     if st is None:
         return None
@@ -202,7 +192,6 @@ def _picks_table(inp: Inputs, g: dict) -> Table | None:
     """The graph track's validation picks (the probe's C, the baselines' configuration, the
     supervised references' early-stopping epoch) and their margins in validation nodes."""
     mdir = inp.metrics / "graph"
-
     runs = {"self-supervised, final runs": g["metrics"],
             "self-supervised, declared configuration": runs_in(mdir / "default"),
             "loss-batch ablation": runs_in(mdir / "ablation"),
@@ -218,7 +207,7 @@ def _picks_table(inp: Inputs, g: dict) -> Table | None:
              + _CRITERION[g["params"].graph.tune.probe_criterion] + " on validation "
              "(graph.tune.probe_criterion). The supervised "
              "references and the fine-tuned encoder keep the epoch of "
-             + _supervised_rule(runs_in(mdir / "supervised")) + ".")
+             + _supervised_rule(runs["supervised and fine-tuned references"]) + ".")
 
 
 def _probe_rule(runs: dict) -> str:
