@@ -1,7 +1,7 @@
 """Code retrieval track section of the comparison report: one table per corpus (the default
 ``code``, the seed-corpus preset's and the GPU bi-encoder's :data:`GPU_TABLE`, when present),
-default vs tuned, the compute curve and :data:`FIGURES`. The rows live in :mod:`.code_rows`,
-the statistics in :mod:`.code_stats`; this module assembles the section and its tables.
+default vs tuned, the compute curve and the figures. The rows live in :mod:`.code_rows`,
+the statistics in :mod:`.code_stats`; this module assembles the section, its tables and figures.
 """
 
 from __future__ import annotations
@@ -66,6 +66,11 @@ def _weight_cell(m: dict) -> str:
     return cell + ")" + (" †" if m.get("pick_rule_not_rerun") else "")
 
 
+def _mark(e: dict) -> str:
+    """``▲ `` / ``▼ `` of a row significantly above / below its baseline, else nothing."""
+    return "▲ " if e.get("beats_baseline") else "▼ " if e.get("below_baseline") else ""
+
+
 def _vs_control_cell(n: str, m: dict, vs_ctl: dict) -> str:
     """The trained fusion's Rank@10 difference to the control at its own weight."""
     e = vs_ctl.get(n)
@@ -73,9 +78,8 @@ def _vs_control_cell(n: str, m: dict, vs_ctl: dict) -> str:
         return "(the control)"
     if e is None:
         return "-"
-    mark = "▲ " if e.get("beats_baseline") else "▼ " if e.get("below_baseline") else ""
     # no interval: the coverage of a difference's interval is not simulated (the ° rule)
-    return (f"{mark}{100 * e['delta_vs_baseline']:+.1f} (control {100 * e['control_mean']:.1f} % at "
+    return (f"{_mark(e)}{100 * e['delta_vs_baseline']:+.1f} (control {100 * e['control_mean']:.1f} % at "
             f"w={m.get('weight'):g}; Holm {baseline_p(e)})")
 
 
@@ -99,11 +103,8 @@ def _row(n: str, m: dict, stats: dict, baseline: str | None, vs_ctl: dict, digit
     """One row of a code table: the Rank@k and MRR cells with CIs, then the rest."""
     b = {k: stats[k]["best"][n] for k in stats}
     r10 = b["rank_at_10"]
-    if n == baseline or "delta_vs_baseline" not in r10:
-        vs_base = "-" if n != baseline else "(strongest baseline)"
-    else:
-        mark = "▲ " if r10.get("beats_baseline") else "▼ " if r10.get("below_baseline") else ""
-        vs_base = f"{mark}{100 * r10['delta_vs_baseline']:+.1f} ({baseline_p(r10)})"
+    vs_base = ("(strongest baseline)" if n == baseline else "-" if "delta_vs_baseline" not in r10
+               else f"{_mark(r10)}{100 * r10['delta_vs_baseline']:+.1f} ({baseline_p(r10)})")
     return [_title(n, m), _ci(b["rank_at_1"], True, digits), _ci(b["rank_at_5"], True, digits),
             _ci(r10, True, digits), _ci(b["mrr"], False, digits),
             f"{m.get('median_rank', float('nan')):.0f}", *_hyperparameters(n, m),
@@ -322,24 +323,17 @@ def _tuning_rule(inp: Inputs) -> str:
             + " or ".join(said.get(o, o) for o in objs) + " (code.tune.early_stopping). ")
 
 
-def _rank_curve_plot(inp: Inputs, loaded: dict) -> Plot:
+def _plots(inp: Inputs, loaded: dict) -> list[Plot]:
+    """The figures after the tables, of the default corpus's trained rows."""
     names, titles = _trained(loaded)
     corpus = max(int(m.get("corpus_size", 0)) for m in loaded["metrics"].values())
-    return Plot("Test Rank@k against k", "code_rank_at_k.png",
-                "Share of test signatures whose body is in the top k (mean over seeds); dotted: chance.",
-                lambda p: _rank_curve_figure(inp.data / "code", names, p, corpus, titles))
-
-
-def _training_plot(inp: Inputs, loaded: dict) -> Plot:
-    names, titles = _trained(loaded)
-    return Plot("Training curves (seed 0)", "code_training_curves.png",
-                "Left: training loss per epoch; right: validation Rank@10 against the full "
-                "corpus (early-stopping criterion).",
-                lambda p: _training_figure(inp.plots / "code", names, p, titles))
-
-
-#: The figures after the tables: each ``(inputs, the default corpus's table) -> Plot | None``.
-FIGURES = [_rank_curve_plot, _training_plot]
+    return [Plot("Test Rank@k against k", "code_rank_at_k.png",
+                 "Share of test signatures whose body is in the top k (mean over seeds); dotted: chance.",
+                 lambda p: _rank_curve_figure(inp.data / "code", names, p, corpus, titles)),
+            Plot("Training curves (seed 0)", "code_training_curves.png",
+                 "Left: training loss per epoch; right: validation Rank@10 against the full "
+                 "corpus (early-stopping criterion).",
+                 lambda p: _training_figure(inp.plots / "code", names, p, titles))]
 
 
 def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Section | None:
@@ -362,7 +356,7 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
                 *(t[0] for _, t in presets), gpu and gpu[0], curve and curve[1]],
         notes=[*(f"{spec[3]}: {t[1]}" for spec, t in presets), gpu and "GPU bi-encoder table: " + gpu[1],
                curve and "Compute curve: " + curve[2]],
-        figures=[*(f(inp, loaded) for f in FIGURES), curve and curve[0]]).build(figures_dir)
+        figures=[*_plots(inp, loaded), curve and curve[0]]).build(figures_dir)
 
 
 def _compute_curve(inp: Inputs, bm25) -> tuple | None:
