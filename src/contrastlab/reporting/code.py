@@ -22,7 +22,6 @@ from .code_rows import (CONTROL_HYBRID, REFERENCES, TITLES, _contrastive, _is_ba
                         _order, _short, _title)
 from .code_stats import (_load_table, _resolution, control_at_same_weight, default_vs_tuned,
                          strongest_baseline, table_stats)
-from .code_stats import only_in_top10  # noqa: F401 (re-exported)
 from .compute_curve import curve_finding, curve_plot, curve_table, gpu_points
 from .figures import Comparison, Panel, rows_from_stats
 from .picks import picks_table, runs_in
@@ -207,15 +206,12 @@ def _gpu_name(device: str) -> str:
 def _gpu_table(inp: Inputs, digits: int):
     """``(table, headline, device)`` of the GPU bi-encoder folder, or ``None``."""
     loaded = _load_table(inp, GPU_TABLE)
-    if loaded is None:
+    m = next((m for m in loaded["metrics"].values() if m.get("device")), None) if loaded else None
+    if m is None:
         return None
-    trained = [m for m in loaded["metrics"].values() if m.get("device")]
-    if not trained:
-        return None
-    dev = trained[0]["device"]
+    dev = m["device"]
     t, h = _table(loaded, f"Bi-encoder with every layer trained, one {dev} "
                   "(scripts/biencoder_gpu.sh; presets/code-biencoder-gpu.yaml)", digits, False)
-    m = trained[0]
     t.note += (f" Produced on one {dev} by the GPU route's stage scripts (`scripts/biencoder_gpu.sh`: "
                "train_biencoder through the launcher, then hybrid_biencoder) with "
                f"presets/code-biencoder-gpu.yaml over params.yaml (every layer and the embeddings "
@@ -345,8 +341,7 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
     layer = load_params_of(inp.root).code.teacher.layer
     table, headline = _table(loaded, "Signature -> body retrieval, default corpus "
                              f"(installed distributions, MiniLM layer {layer})", digits, False)
-    presets = [(spec, _preset_table(inp, spec, digits)) for spec in PRESET_TABLES]
-    presets = [(spec, t) for spec, t in presets if t is not None]
+    presets = [(spec, t) for spec in PRESET_TABLES if (t := _preset_table(inp, spec, digits)) is not None]
     gpu = _gpu_table(inp, digits)
     curve = _compute_curve(inp, table.comparison.panels[0].baseline())
     return Section(

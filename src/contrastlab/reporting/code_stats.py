@@ -17,11 +17,12 @@ from .code_rows import (BM25, CONTROL_HYBRID, _is_baseline, _is_hybrid, _title, 
                         _untrained)
 
 
-def _seed_matrix(part, seeds=None):
-    """``[S, I]`` ranks of a frame's rows per seed (sorted by seed and id), and seed 0's ids."""
-    seeds = sorted(part["seed"].unique()) if seeds is None else seeds
+def _seed_matrix(part):
+    """``[S, I]`` ranks of a frame's rows per seed (sorted by seed and id), and seed 0's rows."""
+    part = part.sort_values(["seed", "id"])
+    seeds = sorted(part["seed"].unique())
     return (np.stack([part[part["seed"] == s]["rank"].to_numpy() for s in seeds]),
-            part[part["seed"] == seeds[0]]["id"].to_numpy())
+            part[part["seed"] == seeds[0]])
 
 
 def _load_baselines(t: dict, mdir: Path, ddir: Path) -> None:
@@ -39,7 +40,8 @@ def _load_baselines(t: dict, mdir: Path, ddir: Path) -> None:
         t["ranks"][k] = part["rank"].to_numpy()[None, :]
 
 
-def _same_order(t: dict, ids) -> bool:
+def _same_order(t: dict, first) -> bool:
+    ids = first["id"].to_numpy()
     return len(ids) == len(t["order"]) and not (ids != t["order"]).any()
 
 
@@ -49,12 +51,10 @@ def _load_variants(t: dict, mdir: Path, ddir: Path) -> None:
         if f.stem == "baselines" or f.stem.startswith("hybrids") or not (ddir / f"{f.stem}_ranks.csv").exists():
             continue
         m = json.loads(f.read_text())
-        r = pd.read_csv(ddir / f"{f.stem}_ranks.csv").sort_values(["seed", "id"])
-        mat, ids = _seed_matrix(r)
+        mat, first = _seed_matrix(pd.read_csv(ddir / f"{f.stem}_ranks.csv"))
         if t["order"] is None:
-            t["order"] = ids
-            t["repo"] = r[r["seed"] == sorted(r["seed"].unique())[0]]["repo"].astype(str).to_numpy()
-        if _same_order(t, ids):
+            t["order"], t["repo"] = first["id"].to_numpy(), first["repo"].astype(str).to_numpy()
+        if _same_order(t, first):
             t["metrics"][f.stem], t["ranks"][f.stem] = m, mat
 
 
@@ -68,17 +68,17 @@ def _load_hybrids(t: dict, mdir: Path, ddir: Path) -> None:
         h = json.loads(hfile.read_text())
         hr = pd.read_csv(hranks)
         for k, m in h["hybrids"].items():
-            part = hr[hr["hybrid"] == k].sort_values(["seed", "id"])
+            part = hr[hr["hybrid"] == k]
             if part.empty:
                 continue
-            mat, ids = _seed_matrix(part)
-            if not _same_order(t, ids):
+            mat, first = _seed_matrix(part)
+            if not _same_order(t, first):
                 continue
             t["metrics"][k] = {**m, "corpus_size": h["corpus_size"],
                                "_variant_metrics": t["metrics"].get(m.get("variant"))}
             t["ranks"][k] = mat
             for g in m.get("test_by_weight", []):  # the control evaluated at every grid weight
-                pw = hr[hr["hybrid"] == g["hybrid"]].sort_values(["seed", "id"])
+                pw = hr[hr["hybrid"] == g["hybrid"]]
                 if len(pw) == len(part):
                     t["controls"].setdefault(k, {})[float(g["weight"])] = _seed_matrix(pw)[0]
 
@@ -234,7 +234,7 @@ def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None 
         m, v = json.loads(f.read_text()), f.stem
         if not m.get("searched") or v not in loaded["ranks"] or not (ddir / f"{v}_ranks.csv").exists():
             continue
-        mat = _seed_matrix(pd.read_csv(ddir / f"{v}_ranks.csv").sort_values(["seed", "id"]))[0]
+        mat = _seed_matrix(pd.read_csv(ddir / f"{v}_ranks.csv"))[0]
         if mat.shape[1] != loaded["ranks"][v].shape[1]:
             continue  # evaluated on another split
         mats[f"{v}|default"], mats[f"{v}|tuned"] = mat, loaded["ranks"][v]

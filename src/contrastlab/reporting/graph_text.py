@@ -89,13 +89,17 @@ def _hp(chosen: dict | None) -> str:
     return key_values(sorted(chosen.items())) if chosen else "-"
 
 
-def _title(n: str, titles: dict[str, str]) -> str:
-    return titles.get(n, BASELINES.get(n, n))
+def _title(n: str, titles: dict[str, str] | None) -> str:
+    return (titles or {}).get(n, BASELINES.get(n, n))
+
+
+def _sentence(head: str, parts: list[str]) -> str:
+    """``head`` and the ``parts`` joined by semicolons, or ``""`` without parts."""
+    return head + "; ".join(parts) + ". " if parts else ""
 
 
 def _tuning_sentence(tuning: dict, digits: int, titles: dict[str, str] | None = None) -> str:
     """The default-vs-tuned verdict ("tuning helped / did not") from :func:`default_vs_tuned`."""
-    titles = titles or {}
     if not tuning:
         return ""
     k = {t["n_seeds"] for t in tuning.values()}
@@ -116,7 +120,6 @@ def _tuning_sentence(tuning: dict, digits: int, titles: dict[str, str] | None = 
 def _supervised_sentence(best: str, refs: dict, tests: dict, digits: int,
                          titles: dict[str, str] | None = None) -> str:
     """The best contrastive loss against each supervised reference (issue 37's aim)."""
-    titles = titles or {}
     parts = []
     for r, m in refs.items():
         t = tests.get((best, r))
@@ -127,10 +130,8 @@ def _supervised_sentence(best: str, refs: dict, tests: dict, digits: int,
                                                               "below it") + " on the point estimate")
         parts.append(f"{_sup_title(r)} {_acc(m, digits)}: {_title(best, titles)} is "
                      f"{t['delta']:+.{digits}f} (paired {_p(t)} after Holm), {verdict}")
-    if not parts:
-        return ""
-    return ("Against the supervised references trained end to end on the same 140 labels "
-            "(tuned with the same budget, same seeds): " + "; ".join(parts) + ". ")
+    return _sentence("Against the supervised references trained end to end on the same 140 labels "
+                     "(tuned with the same budget, same seeds): ", parts)
 
 
 def _finetune_sentence(fts: dict, refs: dict, tests: dict, digits: int) -> str:
@@ -148,11 +149,8 @@ def _finetune_sentence(fts: dict, refs: dict, tests: dict, digits: int) -> str:
                          f"({_p(t)}, {verdict})")
         if parts:
             out.append(f"{_sup_title(n)}: {_acc(m, digits)}, " + ", ".join(parts))
-    if not out:
-        return ""
-    return ("Contrastive pre-training followed by fine-tuning on the same labels (tuned with "
-            "the same budget; paired on seeds and test nodes, Holm over the references): "
-            + "; ".join(out) + ". ")
+    return _sentence("Contrastive pre-training followed by fine-tuning on the same labels (tuned with "
+                     "the same budget; paired on seeds and test nodes, Holm over the references): ", out)
 
 
 def _headline(g: dict, digits: int, tuning: dict, ref_tests: dict, ft_tests: dict) -> str:
@@ -167,23 +165,20 @@ def _headline(g: dict, digits: int, tuning: dict, ref_tests: dict, ft_tests: dic
            f"variant, every loss tuned with the same budget on the validation nodes), the best "
            f"contrastive loss is **{_title(best, titles)}**: {_acc(b, digits, '')}. ")
     if base is not None:
-        bs = s[base]
-        d, p = b["delta_vs_baseline"], b["p_vs_baseline"]
-        ph = b["p_vs_baseline_holm"]
-        cmp = (f"The strongest baseline (highest {st.get('baseline_by', 'validation')} "
-               f"accuracy), **{BASELINES[base]}**, reaches {_acc(bs, digits, '')}; "
-               f"the best loss is {d:+.{digits}f} against it (paired bootstrap "
-               f"{format_p(p, b['n_resamples'])}, "
-               f"{format_p(ph, b['n_resamples'], b['family_size'])} after Holm). ")
+        d = b["delta_vs_baseline"]
+        txt += (f"The strongest baseline (highest {st.get('baseline_by', 'validation')} "
+                f"accuracy), **{BASELINES[base]}**, reaches {_acc(s[base], digits, '')}; "
+                f"the best loss is {d:+.{digits}f} against it (paired bootstrap "
+                f"{format_p(b['p_vs_baseline'], b['n_resamples'])}, "
+                f"{format_p(b['p_vs_baseline_holm'], b['n_resamples'], b['family_size'])} after Holm). ")
         if b.get("beats_baseline"):
-            cmp += "The best loss is significantly better than that baseline. "
+            txt += "The best loss is significantly better than that baseline. "
         elif b.get("below_baseline"):
-            cmp += "**The baseline wins: the best contrastive loss is significantly worse.** "
+            txt += "**The baseline wins: the best contrastive loss is significantly worse.** "
         else:
-            cmp += ("**The baseline ties with the best contrastive loss** (no significant "
+            txt += ("**The baseline ties with the best contrastive loss** (no significant "
                     f"difference at alpha {_ALPHA}"
                     + ("; the baseline's point estimate is higher" if d < 0 else "") + "). ")
-        txt += cmp
     mcs = [_title(n, titles) for n in st["candidates"] if s[n].get("in_mcs")]
     top = max(st["candidates"], key=lambda n: s[n]["mean"])
     txt += (f"Highest point estimate of all rows: {_title(top, titles)} (P(best) "
