@@ -177,22 +177,6 @@ def _table(loaded: dict, title: str, digits: int, references: bool) -> tuple[Tab
     return table, _headline(stats, metrics, names, *size, ranks, baseline)
 
 
-def _preset_provenance(root: Path, name: str, script: str) -> str:
-    """Provenance sentence of a table produced by ``script`` from ``presets/code-<name>.yaml``."""
-    from ..params import params_hash
-    from ..params.code import CodeParams
-
-    path = Path(root) / "presets" / f"code-{name}.yaml"
-    try:
-        import yaml
-
-        h = params_hash(CodeParams(**yaml.safe_load(path.read_text(encoding="utf-8"))["code"]))
-    except Exception:  # noqa: BLE001 - a missing or edited preset: say so, do not fail
-        h = "unavailable"
-    return (f"Produced by `bash {script}` with `presets/code-{name}.yaml` "
-            f"(params `code` hash `{h}`), not by params.yaml's `code` section.")
-
-
 #: The folder of the bi-encoder trained with every layer on a GPU (scripts/biencoder_gpu.sh).
 GPU_TABLE = "code_biencoder_gpu"
 
@@ -234,14 +218,26 @@ PRESET_TABLES = (
 
 
 def _preset_table(inp: Inputs, spec: tuple, digits: int) -> tuple[Table, str] | None:
-    """A preset's table (``PRESET_TABLES`` entry) and headline, or ``None`` without results."""
+    """A preset's table (``PRESET_TABLES`` entry) and headline, or ``None`` without results;
+    the note names the hash of ``presets/code-<preset>.yaml``'s ``code`` section."""
+    from ..params import params_hash
+    from ..params.code import CodeParams
+
     folder, preset, script, title, references, _ = spec
     loaded = _load_table(inp, folder)
     if loaded is None:
         return None
     t, h = _table(loaded, f"{title} (bash {script}; presets/code-{preset}.yaml)", digits,
                   references)
-    t.note += " " + _preset_provenance(inp.root, preset, script)
+    path = Path(inp.root) / "presets" / f"code-{preset}.yaml"
+    try:
+        import yaml
+
+        ph = params_hash(CodeParams(**yaml.safe_load(path.read_text(encoding="utf-8"))["code"]))
+    except Exception:  # noqa: BLE001 - a missing or edited preset: say so, do not fail
+        ph = "unavailable"
+    t.note += (f" Produced by `bash {script}` with `presets/code-{preset}.yaml` "
+               f"(params `code` hash `{ph}`), not by params.yaml's `code` section.")
     return t, h
 
 

@@ -40,22 +40,25 @@ def _load_baselines(t: dict, mdir: Path, ddir: Path) -> None:
         t["ranks"][k] = part["rank"].to_numpy()[None, :]
 
 
-def _same_order(t: dict, first) -> bool:
+def _keep(t: dict, name: str, m: dict, frame) -> bool:
+    """Store ``name``'s metrics and ``[S, I]`` ranks (``frame``'s) when its queries are the
+    table's (the first row read fixes them); False for a file evaluated on another split."""
+    mat, first = _seed_matrix(frame)
     ids = first["id"].to_numpy()
-    return len(ids) == len(t["order"]) and not (ids != t["order"]).any()
+    if t["order"] is None:
+        t["order"], t["repo"] = ids, first["repo"].astype(str).to_numpy()
+    if len(ids) != len(t["order"]) or (ids != t["order"]).any():
+        return False
+    t["metrics"][name], t["ranks"][name] = m, mat
+    return True
 
 
 def _load_variants(t: dict, mdir: Path, ddir: Path) -> None:
     """Every trained variant's ranks (a stale file evaluated on another split is skipped)."""
     for f in sorted(mdir.glob("*.json")):
-        if f.stem == "baselines" or f.stem.startswith("hybrids") or not (ddir / f"{f.stem}_ranks.csv").exists():
-            continue
-        m = json.loads(f.read_text())
-        mat, first = _seed_matrix(pd.read_csv(ddir / f"{f.stem}_ranks.csv"))
-        if t["order"] is None:
-            t["order"], t["repo"] = first["id"].to_numpy(), first["repo"].astype(str).to_numpy()
-        if _same_order(t, first):
-            t["metrics"][f.stem], t["ranks"][f.stem] = m, mat
+        csv = ddir / f"{f.stem}_ranks.csv"
+        if f.stem != "baselines" and not f.stem.startswith("hybrids") and csv.exists():
+            _keep(t, f.stem, json.loads(f.read_text()), pd.read_csv(csv))
 
 
 def _load_hybrids(t: dict, mdir: Path, ddir: Path) -> None:
@@ -69,14 +72,9 @@ def _load_hybrids(t: dict, mdir: Path, ddir: Path) -> None:
         hr = pd.read_csv(hranks)
         for k, m in h["hybrids"].items():
             part = hr[hr["hybrid"] == k]
-            if part.empty:
+            if part.empty or not _keep(t, k, {**m, "corpus_size": h["corpus_size"],
+                                              "_variant_metrics": t["metrics"].get(m.get("variant"))}, part):
                 continue
-            mat, first = _seed_matrix(part)
-            if not _same_order(t, first):
-                continue
-            t["metrics"][k] = {**m, "corpus_size": h["corpus_size"],
-                               "_variant_metrics": t["metrics"].get(m.get("variant"))}
-            t["ranks"][k] = mat
             for g in m.get("test_by_weight", []):  # the control evaluated at every grid weight
                 pw = hr[hr["hybrid"] == g["hybrid"]]
                 if len(pw) == len(part):

@@ -114,8 +114,7 @@ def graph_statistics(root: Inputs | Path, variants: list[str]) -> dict | None:
     per_item: dict[str, np.ndarray] = {}
     vcols: list[str] = []
     for v in variants:
-        c = _correct(data / f"{v}_test_pred.csv")
-        if c is not None:
+        if (c := _correct(data / f"{v}_test_pred.csv")) is not None:
             per_item[v] = c[0]
             vcols = vcols or c[1]
     if not per_item:
@@ -125,17 +124,15 @@ def graph_statistics(root: Inputs | Path, variants: list[str]) -> dict | None:
         raise ValueError(f"graph variants have different seed counts: "
                          f"{ {k: a.shape[0] for k, a in per_item.items()} }")
     (S, I), = shapes
-    base = data / "baselines_test_pred.csv"
-    if base.exists():
-        for b in _DETERMINISTIC:
-            c = _correct(base, b)
-            if c is not None:
-                per_item[b] = np.repeat(c[0][:1], S, axis=0)
-        for b in (b for b in BASELINES if b not in _DETERMINISTIC):  # one run per seed
-            rnd = _correct(base, f"{b}_seed_")
-            want = [f"{b}_{c}" for c in vcols]  # seed k paired with seed k
-            if rnd is not None and all(c in rnd[1] for c in want) and want:
-                per_item[b] = rnd[0][[rnd[1].index(c) for c in want]]
+    base = data / "baselines_test_pred.csv"  # _correct: None without it
+    for b in _DETERMINISTIC:
+        if (c := _correct(base, b)) is not None:
+            per_item[b] = np.repeat(c[0][:1], S, axis=0)
+    for b in (b for b in BASELINES if b not in _DETERMINISTIC):  # one run per seed
+        rnd = _correct(base, f"{b}_seed_")
+        want = [f"{b}_{c}" for c in vcols]  # seed k paired with seed k
+        if rnd is not None and all(c in rnd[1] for c in want) and want:
+            per_item[b] = rnd[0][[rnd[1].index(c) for c in want]]
     bases = [b for b in BASELINES if b in per_item]
     cands = list(per_item)
     n_res = draws_for(len(cands) - 1, _ALPHA)  # family: every other row vs the strongest baseline
