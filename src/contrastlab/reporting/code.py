@@ -18,8 +18,8 @@ from ..models.grid_picks import FRAGILE_SHARE, PLATEAU_SHARE
 from . import Inputs, Plot, Section, Table, load_params_of
 from .code_figures import _rank_curve_figure, _training_figure
 from .code_headline import _ci, _headline
-from .code_rows import (CONTROL_HYBRID, REFERENCES, TITLES, _contrastive, _is_baseline, _is_hybrid,
-                        _order, _short, _title)
+from .code_rows import (CONTROL_HYBRID, REFERENCE_BASELINE, REFERENCES, TITLES, _contrastive,
+                        _is_baseline, _is_hybrid, _order, _short, _title)
 from .code_stats import (_load_table, _resolution, control_at_same_weight, default_vs_tuned,
                          strongest_baseline, table_stats)
 from .compute_curve import curve_finding, curve_plot, curve_table, gpu_points
@@ -321,7 +321,8 @@ def _plots(inp: Inputs, loaded: dict) -> list[Plot]:
     corpus = max(int(m.get("corpus_size", 0)) for m in loaded["metrics"].values())
     return [Plot("Test Rank@k against k", "code_rank_at_k.png",
                  "Share of test signatures whose body is in the top k (mean over seeds); dotted: chance.",
-                 lambda p: _rank_curve_figure(inp.data / "code", names, p, corpus, titles)),
+                 lambda p: _rank_curve_figure(inp.data / "code", names, p, corpus, titles,
+                                              loaded["ranks"].get(REFERENCE_BASELINE))),
             Plot("Training curves (seed 0)", "code_training_curves.png",
                  "Left: training loss per epoch; right: validation Rank@10 against the full "
                  "corpus (early-stopping criterion).",

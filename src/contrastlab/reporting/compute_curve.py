@@ -85,9 +85,9 @@ def curve_plot(curve: Mapping[str, Any], bm25: Mapping[str, float], gpu: Sequenc
                                  gridspec_kw={"width_ratios": [3, 1]} if gpu else None, sharey=True)
         ax = axes[0][0]
         for key in dict.fromkeys(_layer_key(p) for p in pts):
-            sub = [p for p in pts if _layer_key(p) == key]
             for tokens, marker in ((64, "o"), (128, "s"), (256, "D")):
-                s2 = sorted((p for p in sub if p["max_length"] == tokens), key=lambda p: p["steps"])
+                s2 = sorted((p for p in pts if _layer_key(p) == key and p["max_length"] == tokens),
+                            key=lambda p: p["steps"])
                 if s2:
                     ax.plot([p["total_cpu_min"] for p in s2], [100 * p["test"]["rank_at_10"] for p in s2],
                             marker=marker, label=f"{key}, {tokens} tokens")
@@ -114,8 +114,8 @@ def curve_plot(curve: Mapping[str, Any], bm25: Mapping[str, float], gpu: Sequenc
                      f"training compute; band: {name}")
         save(fig, path.with_suffix(".svg"), path)
 
-    caption = _caption(curve, name, gpu)
-    return Plot(f"How much compute it takes to beat {name}", "code_compute_curve.png", caption, draw)
+    return Plot(f"How much compute it takes to beat {name}", "code_compute_curve.png",
+                _caption(curve, name, gpu), draw)
 
 
 def curve_table(curve: Mapping[str, Any]):

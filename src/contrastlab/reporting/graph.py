@@ -48,12 +48,14 @@ def _stat_cells(st: dict, n: str, digits: int) -> list:
                 "▼ worse" if r.get("below_baseline") else "n.s.")
     else:
         delta, mark = "-", "-"
-    mean = Cell(r["mean"], r["ci_low"], r["ci_high"], digits=digits, show_ci=False, source=_SOURCE)
-    return [mean, _ci(r, digits, ""),
+    return [_mean(r, digits, ""), _ci(r, digits, ""),
             f"{r['p_best']:.2f}", "yes" if r.get("in_mcs") else "no", delta, mark]
 
 
-_SOURCE = "mean over seeds; bias-corrected bootstrap CI over seeds and nodes"
+def _mean(m: dict, digits: int, pre: str = "logreg_acc_") -> Cell:
+    """The accuracy cell of ``m``'s ``<pre>mean`` and CI (``<pre>ci_low``, ``<pre>ci_high``)."""
+    return Cell(m[pre + "mean"], m[pre + "ci_low"], m[pre + "ci_high"], digits=digits,
+                show_ci=False, source="mean over seeds; bias-corrected bootstrap CI over seeds and nodes")
 
 
 def _baseline_rows(inp: Inputs, st: dict, digits: int) -> list[list]:
@@ -73,14 +75,10 @@ def _reference_rows(refs: dict, fts: dict, digits: int, dataset: str) -> list[li
     results (italic, Cora only)."""
     rows = []
     for r, m in [*refs.items(), *fts.items()]:
-        mean = Cell(m["logreg_acc_mean"], m["logreg_acc_ci_low"], m["logreg_acc_ci_high"],
-                    digits=digits, show_ci=False, source=_SOURCE)
         kind = "reference" if r in refs else "fine-tuning"
-        rows.append([f"{kind}: {_sup_title(r)}", mean,
-                     _ci(m, digits),
-                     "-", "-", "-", f"{kind} (not a candidate: labels end to end)",
-                     m.get("n_seeds", "-"), _hp(m.get("tuned")),
-                     "; ".join(x for x in (_cite(r, ""), _sup_paper(r)) if x)])
+        rows.append([f"{kind}: {_sup_title(r)}", _mean(m, digits), _ci(m, digits), "-", "-", "-",
+                     f"{kind} (not a candidate: labels end to end)", m.get("n_seeds", "-"),
+                     _hp(m.get("tuned")), "; ".join(x for x in (_cite(r, ""), _sup_paper(r)) if x)])
     for name, acc, src in (REFERENCES if dataset == "Cora" else []):
         rerun = f"; {RERUNS[name]}" if name in RERUNS else ""
         rows.append([f"*{name} (published)*", f"*{acc:.{digits}f}*", *["-"] * 7, f"*{src}{rerun}*"])
