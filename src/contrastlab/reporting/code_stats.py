@@ -102,15 +102,20 @@ def control_at_same_weight(metrics: dict, controls: dict) -> dict:
             if "weight" in metrics[n] and float(metrics[n]["weight"]) in at}
 
 
+def _to_seeds(v: np.ndarray, s: int) -> np.ndarray:
+    """``[s, I]`` float ranks: a one-seed row repeated, a multi-seed row cut to ``s`` seeds."""
+    return (np.repeat(v[:1], s, 0) if v.shape[0] == 1 else v[:s]).astype(np.float64)
+
+
 def _same_weight_family(mats: dict, same_w: dict, f, draws, s: int) -> dict:
     """Each trained fusion against the control at the fusion's own weight: the paired per-item
     difference against a zero baseline on the table's draws (Holm over the fusions), and
     ``control_mean``, the control's estimate at that weight."""
     per, ctl = {}, {}
     for n, c in same_w.items():
-        c = np.repeat(c[:1], s, 0) if c.shape[0] == 1 else c[:s]
-        per[n] = f(mats[n]).astype(np.float64) - f(c.astype(np.float64))
-        ctl[n] = float(f(c.astype(np.float64)).mean())
+        c = _to_seeds(c, s)
+        per[n] = f(mats[n]).astype(np.float64) - f(c)
+        ctl[n] = float(f(c).mean())
     zero = "__zero__"
     per[zero] = np.zeros_like(next(iter(per.values())))
     point, reps = bootstrap_per_item(per, draws=draws)
@@ -156,8 +161,7 @@ def table_stats(ranks: dict, repo, n_resamples: int | None = None, seed: int = 0
     # untrained rows (baselines and their hybrids) have one deterministic run: repeated per seed
     multi = [k for k, v in ranks.items() if v.shape[0] > 1 or not _untrained(k)]
     s = min([ranks[k].shape[0] for k in multi], default=1)
-    mats = {k: (np.repeat(v[:1], s, 0) if v.shape[0] == 1 else v[:s]).astype(np.float64)
-            for k, v in ranks.items()}
+    mats = {k: _to_seeds(v, s) for k, v in ranks.items()}
     n_items = next(iter(mats.values())).shape[1]
     n_resamples = n_resamples or draws_for(max(1, len(ranks) - 1))
     draws = resample_counts(s, n_items, clusters=repo, n_resamples=n_resamples, seed=seed)

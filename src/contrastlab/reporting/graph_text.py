@@ -34,11 +34,8 @@ def _draws(tests: dict) -> str:
 def _cite(name: str, loss: str) -> str:
     """Source column of a variant: its ``variants.yaml`` cite, else its loss's registry cite,
     else the loss name."""
-    v = track_variants("graph").get(name)
-    if v is not None and v.cite:
-        return v.cite
-    spec = LOSSES.get(loss)
-    return spec.cite if spec is not None and spec.cite else loss
+    v, spec = track_variants("graph").get(name), LOSSES.get(loss)
+    return getattr(v, "cite", None) or getattr(spec, "cite", None) or loss
 
 
 #: (name, test accuracy, source with the split) of published self-supervised results on Cora.
