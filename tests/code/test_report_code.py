@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from contrastlab.reporting.code import build_section, only_in_top10, strongest_baseline
+from contrastlab.reporting.code import build_section, strongest_baseline
+from contrastlab.reporting.code_stats import only_in_top10
 
 N, REPOS = 60, 6
 

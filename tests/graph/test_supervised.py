@@ -282,7 +282,8 @@ def _pred_csv(path: Path, y: np.ndarray, correct: np.ndarray, seeds) -> None:
 
 
 def test_paired_tests_against_a_per_seed_reference(tmp_path):
-    from contrastlab.reporting.graph import _paired_tests, default_vs_tuned
+    from contrastlab.reporting.graph import default_vs_tuned
+    from contrastlab.reporting.graph_stats import _paired_tests
 
     rng = np.random.default_rng(0)
     y = rng.integers(0, 7, 300)
@@ -341,7 +342,7 @@ def test_fine_tuning_rows_are_told_apart_by_the_name_table_and_paired_with_the_r
 
 
 def test_headline_sentences_say_helped_or_not():
-    from contrastlab.reporting.graph import _tuning_sentence
+    from contrastlab.reporting.graph_text import _tuning_sentence
 
     ns = {"a": {"delta": 0.01, "p": 0.2, "p_holm": 0.4, "n_seeds": 10}}
     assert "Tuning did not help" in _tuning_sentence(ns, 3) and "10 seeds" in _tuning_sentence(ns, 3)

@@ -1,7 +1,7 @@
 """Code retrieval track section of the comparison report: one table per corpus (the default
 ``code``, the seed-corpus preset's and the GPU bi-encoder's :data:`GPU_TABLE`, when present),
-default vs tuned, the compute curve and :data:`FIGURES`. The rows live in :mod:`.code_rows`,
-the statistics in :mod:`.code_stats`; this module assembles the section and its tables.
+default vs tuned, the compute curve and the figures. The rows live in :mod:`.code_rows`,
+the statistics in :mod:`.code_stats`; this module assembles the section, its tables and figures.
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from ..models.grid_picks import FRAGILE_SHARE, PLATEAU_SHARE
 from . import Inputs, Plot, Section, Table, load_params_of
 from .code_figures import _rank_curve_figure, _training_figure
 from .code_headline import _ci, _headline
-from .code_rows import (CONTROL_HYBRID, REFERENCES, TITLES, _contrastive, _is_baseline, _is_hybrid,
-                        _order, _short, _title)
+from .code_rows import (CONTROL_HYBRID, REFERENCE_BASELINE, REFERENCES, TITLES, _contrastive,
+                        _is_baseline, _is_hybrid, _order, _short, _title)
 from .code_stats import (_load_table, _resolution, control_at_same_weight, default_vs_tuned,
                          strongest_baseline, table_stats)
-from .code_stats import only_in_top10  # noqa: F401 (re-exported)
 from .compute_curve import curve_finding, curve_plot, curve_table, gpu_points
 from .figures import Comparison, Panel, rows_from_stats
 from .picks import picks_table, runs_in
@@ -66,6 +65,11 @@ def _weight_cell(m: dict) -> str:
     return cell + ")" + (" †" if m.get("pick_rule_not_rerun") else "")
 
 
+def _mark(e: dict) -> str:
+    """``▲ `` / ``▼ `` of a row significantly above / below its baseline, else nothing."""
+    return "▲ " if e.get("beats_baseline") else "▼ " if e.get("below_baseline") else ""
+
+
 def _vs_control_cell(n: str, m: dict, vs_ctl: dict) -> str:
     """The trained fusion's Rank@10 difference to the control at its own weight."""
     e = vs_ctl.get(n)
@@ -73,9 +77,8 @@ def _vs_control_cell(n: str, m: dict, vs_ctl: dict) -> str:
         return "(the control)"
     if e is None:
         return "-"
-    mark = "▲ " if e.get("beats_baseline") else "▼ " if e.get("below_baseline") else ""
     # no interval: the coverage of a difference's interval is not simulated (the ° rule)
-    return (f"{mark}{100 * e['delta_vs_baseline']:+.1f} (control {100 * e['control_mean']:.1f} % at "
+    return (f"{_mark(e)}{100 * e['delta_vs_baseline']:+.1f} (control {100 * e['control_mean']:.1f} % at "
             f"w={m.get('weight'):g}; Holm {baseline_p(e)})")
 
 
@@ -99,11 +102,8 @@ def _row(n: str, m: dict, stats: dict, baseline: str | None, vs_ctl: dict, digit
     """One row of a code table: the Rank@k and MRR cells with CIs, then the rest."""
     b = {k: stats[k]["best"][n] for k in stats}
     r10 = b["rank_at_10"]
-    if n == baseline or "delta_vs_baseline" not in r10:
-        vs_base = "-" if n != baseline else "(strongest baseline)"
-    else:
-        mark = "▲ " if r10.get("beats_baseline") else "▼ " if r10.get("below_baseline") else ""
-        vs_base = f"{mark}{100 * r10['delta_vs_baseline']:+.1f} ({baseline_p(r10)})"
+    vs_base = ("(strongest baseline)" if n == baseline else "-" if "delta_vs_baseline" not in r10
+               else f"{_mark(r10)}{100 * r10['delta_vs_baseline']:+.1f} ({baseline_p(r10)})")
     return [_title(n, m), _ci(b["rank_at_1"], True, digits), _ci(b["rank_at_5"], True, digits),
             _ci(r10, True, digits), _ci(b["mrr"], False, digits),
             f"{m.get('median_rank', float('nan')):.0f}", *_hyperparameters(n, m),
@@ -177,22 +177,6 @@ def _table(loaded: dict, title: str, digits: int, references: bool) -> tuple[Tab
     return table, _headline(stats, metrics, names, *size, ranks, baseline)
 
 
-def _preset_provenance(root: Path, name: str, script: str) -> str:
-    """Provenance sentence of a table produced by ``script`` from ``presets/code-<name>.yaml``."""
-    from ..params import params_hash
-    from ..params.code import CodeParams
-
-    path = Path(root) / "presets" / f"code-{name}.yaml"
-    try:
-        import yaml
-
-        h = params_hash(CodeParams(**yaml.safe_load(path.read_text(encoding="utf-8"))["code"]))
-    except Exception:  # noqa: BLE001 - a missing or edited preset: say so, do not fail
-        h = "unavailable"
-    return (f"Produced by `bash {script}` with `presets/code-{name}.yaml` "
-            f"(params `code` hash `{h}`), not by params.yaml's `code` section.")
-
-
 #: The folder of the bi-encoder trained with every layer on a GPU (scripts/biencoder_gpu.sh).
 GPU_TABLE = "code_biencoder_gpu"
 
@@ -206,15 +190,12 @@ def _gpu_name(device: str) -> str:
 def _gpu_table(inp: Inputs, digits: int):
     """``(table, headline, device)`` of the GPU bi-encoder folder, or ``None``."""
     loaded = _load_table(inp, GPU_TABLE)
-    if loaded is None:
+    m = next((m for m in loaded["metrics"].values() if m.get("device")), None) if loaded else None
+    if m is None:
         return None
-    trained = [m for m in loaded["metrics"].values() if m.get("device")]
-    if not trained:
-        return None
-    dev = trained[0]["device"]
+    dev = m["device"]
     t, h = _table(loaded, f"Bi-encoder with every layer trained, one {dev} "
                   "(scripts/biencoder_gpu.sh; presets/code-biencoder-gpu.yaml)", digits, False)
-    m = trained[0]
     t.note += (f" Produced on one {dev} by the GPU route's stage scripts (`scripts/biencoder_gpu.sh`: "
                "train_biencoder through the launcher, then hybrid_biencoder) with "
                f"presets/code-biencoder-gpu.yaml over params.yaml (every layer and the embeddings "
@@ -237,14 +218,26 @@ PRESET_TABLES = (
 
 
 def _preset_table(inp: Inputs, spec: tuple, digits: int) -> tuple[Table, str] | None:
-    """A preset's table (``PRESET_TABLES`` entry) and headline, or ``None`` without results."""
+    """A preset's table (``PRESET_TABLES`` entry) and headline, or ``None`` without results;
+    the note names the hash of ``presets/code-<preset>.yaml``'s ``code`` section."""
+    from ..params import params_hash
+    from ..params.code import CodeParams
+
     folder, preset, script, title, references, _ = spec
     loaded = _load_table(inp, folder)
     if loaded is None:
         return None
     t, h = _table(loaded, f"{title} (bash {script}; presets/code-{preset}.yaml)", digits,
                   references)
-    t.note += " " + _preset_provenance(inp.root, preset, script)
+    path = Path(inp.root) / "presets" / f"code-{preset}.yaml"
+    try:
+        import yaml
+
+        ph = params_hash(CodeParams(**yaml.safe_load(path.read_text(encoding="utf-8"))["code"]))
+    except Exception:  # noqa: BLE001 - a missing or edited preset: say so, do not fail
+        ph = "unavailable"
+    t.note += (f" Produced by `bash {script}` with `presets/code-{preset}.yaml` "
+               f"(params `code` hash `{ph}`), not by params.yaml's `code` section.")
     return t, h
 
 
@@ -322,24 +315,18 @@ def _tuning_rule(inp: Inputs) -> str:
             + " or ".join(said.get(o, o) for o in objs) + " (code.tune.early_stopping). ")
 
 
-def _rank_curve_plot(inp: Inputs, loaded: dict) -> Plot:
+def _plots(inp: Inputs, loaded: dict) -> list[Plot]:
+    """The figures after the tables, of the default corpus's trained rows."""
     names, titles = _trained(loaded)
     corpus = max(int(m.get("corpus_size", 0)) for m in loaded["metrics"].values())
-    return Plot("Test Rank@k against k", "code_rank_at_k.png",
-                "Share of test signatures whose body is in the top k (mean over seeds); dotted: chance.",
-                lambda p: _rank_curve_figure(inp.data / "code", names, p, corpus, titles))
-
-
-def _training_plot(inp: Inputs, loaded: dict) -> Plot:
-    names, titles = _trained(loaded)
-    return Plot("Training curves (seed 0)", "code_training_curves.png",
-                "Left: training loss per epoch; right: validation Rank@10 against the full "
-                "corpus (early-stopping criterion).",
-                lambda p: _training_figure(inp.plots / "code", names, p, titles))
-
-
-#: The figures after the tables: each ``(inputs, the default corpus's table) -> Plot | None``.
-FIGURES = [_rank_curve_plot, _training_plot]
+    return [Plot("Test Rank@k against k", "code_rank_at_k.png",
+                 "Share of test signatures whose body is in the top k (mean over seeds); dotted: chance.",
+                 lambda p: _rank_curve_figure(inp.data / "code", names, p, corpus, titles,
+                                              loaded["ranks"].get(REFERENCE_BASELINE))),
+            Plot("Training curves (seed 0)", "code_training_curves.png",
+                 "Left: training loss per epoch; right: validation Rank@10 against the full "
+                 "corpus (early-stopping criterion).",
+                 lambda p: _training_figure(inp.plots / "code", names, p, titles))]
 
 
 def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Section | None:
@@ -351,8 +338,7 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
     layer = load_params_of(inp.root).code.teacher.layer
     table, headline = _table(loaded, "Signature -> body retrieval, default corpus "
                              f"(installed distributions, MiniLM layer {layer})", digits, False)
-    presets = [(spec, _preset_table(inp, spec, digits)) for spec in PRESET_TABLES]
-    presets = [(spec, t) for spec, t in presets if t is not None]
+    presets = [(spec, t) for spec in PRESET_TABLES if (t := _preset_table(inp, spec, digits)) is not None]
     gpu = _gpu_table(inp, digits)
     curve = _compute_curve(inp, table.comparison.panels[0].baseline())
     return Section(
@@ -362,7 +348,7 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
                 *(t[0] for _, t in presets), gpu and gpu[0], curve and curve[1]],
         notes=[*(f"{spec[3]}: {t[1]}" for spec, t in presets), gpu and "GPU bi-encoder table: " + gpu[1],
                curve and "Compute curve: " + curve[2]],
-        figures=[*(f(inp, loaded) for f in FIGURES), curve and curve[0]]).build(figures_dir)
+        figures=[*_plots(inp, loaded), curve and curve[0]]).build(figures_dir)
 
 
 def _compute_curve(inp: Inputs, bm25) -> tuple | None:

@@ -12,10 +12,10 @@ from .code_rows import REFERENCE_BASELINE, TITLES
 
 @style.styled
 def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int = 0,
-                       titles: dict | None = None) -> bool:
+                       titles: dict | None = None, reference=None) -> bool:
+    """``reference``: the ``[1, I]`` test ranks of :data:`REFERENCE_BASELINE`, or ``None``."""
     import matplotlib.pyplot as plt
     import numpy as np
-    import pandas as pd
 
     curves = style.frames(data_dir, names, "_rank_curve.csv")
     if not curves:
@@ -24,13 +24,9 @@ def _rank_curve_figure(data_dir: Path, names: list[str], path: Path, corpus: int
     for n, df in curves.items():
         ax.plot(df["k"], 100 * df["rank_at_k"], label=(titles or {}).get(n, n))
     k = np.arange(1, 101)
-    base = data_dir / "baselines_ranks.csv"
-    if base.exists():  # the centred zero-shot baseline, the row every loss is tested against
-        br = pd.read_csv(base)
-        r = br[br["baseline"] == REFERENCE_BASELINE]["rank"].to_numpy()
-        if len(r):
-            ax.plot(k, 100 * (r[:, None] <= k[None, :]).mean(0), ls="--", c="0.35", lw=1.4,
-                    label=TITLES[REFERENCE_BASELINE])
+    if reference is not None:  # the centred zero-shot baseline, every loss's reference
+        ax.plot(k, 100 * (reference[0][:, None] <= k[None, :]).mean(0), ls="--", c="0.35", lw=1.4,
+                label=TITLES[REFERENCE_BASELINE])
     if corpus:
         ax.plot(k, 100 * k / corpus, ls=":", c="k", lw=0.9, label=f"random (k / {corpus:,})")
     ax.set_xscale("log")

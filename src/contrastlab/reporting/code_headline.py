@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from ..models.grid_picks import FRAGILE_SHARE
-
 from ..evaluation.stats import baseline_p
+from ..models.grid_picks import FRAGILE_SHARE
 from . import Cell
 from .code_rows import (BM25, CONTROL_HYBRID, SENTENCE, _is_baseline, _is_hybrid, _title,
                         _trained_fusions)
@@ -18,18 +17,21 @@ def _ci(st: dict, pct: bool, digits: int) -> Cell:
                 source="mean over seeds, bootstrap CI over seeds and repository-clustered queries")
 
 
-def _same_weight_sentence(T: dict, r10: dict, metrics: dict, ctl_w: dict) -> str:
-    """The control at its validation pick, and the trained fusions against the control at
+def _above_below(tests: dict, names) -> tuple[list[str], list[str]]:
+    """The ``names`` significantly above / below the baseline of ``tests`` (Holm)."""
+    return ([n for n in names if tests[n].get("beats_baseline")],
+            [n for n in names if tests[n].get("below_baseline")])
+
+
+def _same_weight_sentence(T: dict, metrics: dict, ctl_w: dict) -> str:
+    """The control sentence's tail: its validation pick, and the trained fusions against it at
     each fusion's own weight (the best by that difference, with its CI and Holm p)."""
     pick = metrics[CONTROL_HYBRID].get("pick") or {}
     margin = pick.get("margin_items")
     tbest = max(ctl_w, key=lambda n: ctl_w[n]["mean"])
     e = ctl_w[tbest]
-    above = [n for n in ctl_w if ctl_w[n].get("beats_baseline")]
-    below = [n for n in ctl_w if ctl_w[n].get("below_baseline")]
-    return (f"The control, BM25 score-fused with the untrained sentence embedding, reaches "
-            f"{_ci(r10[CONTROL_HYBRID], True, 1)} % at its validation pick "
-            f"w={metrics[CONTROL_HYBRID].get('weight', float('nan')):g}"
+    above, below = _above_below(ctl_w, ctl_w)
+    return (f" at its validation pick w={metrics[CONTROL_HYBRID].get('weight', float('nan')):g}"
             + (f" (margin {margin:.1f} validation items"
                + (f", under {100 * FRAGILE_SHARE:g} % of them" if pick.get("fragile") else "") + ")"
                if margin is not None else "")
@@ -50,11 +52,10 @@ def _trained_sentences(T: dict, r10: dict, trained: list[str], tb: str,
     parts = [f"The best trained predictor on validation, {T[tb]}, reaches "
              f"{_ci(r10[tb], True, 1)} %" + (" against " + "; ".join(cmp) if cmp else "") + "."]
     if baseline and baseline in r10:
-        above = [T[n] for n in trained if r10[n].get("beats_baseline")]
-        below = [T[n] for n in trained if r10[n].get("below_baseline")]
+        above, below = _above_below(r10, trained)
         parts.append(f"Against the strongest baseline on validation ({T[baseline]}): "
-                     f"significantly above (Holm): {', '.join(above) or 'none'}; "
-                     f"significantly below: {', '.join(below) or 'none'}.")
+                     f"significantly above (Holm): {', '.join(T[n] for n in above) or 'none'}; "
+                     f"significantly below: {', '.join(T[n] for n in below) or 'none'}.")
     return parts
 
 
@@ -63,27 +64,25 @@ def _hybrid_sentences(T: dict, r10: dict, metrics: dict, hybrids: list[str], at1
     (at its pick, or at each fusion's own weight when evaluated there)."""
     hb = at10[BM25]
     hbest = max(hybrids, key=lambda n: r10[n]["mean"])
-    sig = [n for n in hybrids if hb[n].get("beats_baseline")]
+    sig = _above_below(hb, hybrids)[0]
     parts = [f"Best BM25 hybrid: {T[hbest]}, Rank@10 {_ci(r10[hbest], True, 1)} % "
              f"({100 * hb[hbest]['delta_vs_baseline']:+.1f} points over BM25 alone, "
              f"Holm {baseline_p(hb[hbest])}); hybrids significantly "
              f"above BM25: {len(sig)} of {len(hybrids)}."]
     ctl, ctl_w = at10.get("control"), at10.get("control_same_w")
+    if not (ctl or ctl_w):
+        return parts
+    said = (f"The control, BM25 score-fused with the untrained sentence embedding, reaches "
+            f"{_ci(r10[CONTROL_HYBRID], True, 1)} %")
     if ctl_w:
-        return parts + [_same_weight_sentence(T, r10, metrics, ctl_w)]
-    if ctl:
-        fused = _trained_fusions(hybrids)
-        tbest = max(fused, key=lambda n: r10[n]["mean"])
-        above = [n for n in fused if ctl[n].get("beats_baseline")]
-        below = [n for n in fused if ctl[n].get("below_baseline")]
-        parts.append(f"The control, BM25 score-fused with the untrained sentence embedding, "
-                     f"reaches {_ci(r10[CONTROL_HYBRID], True, 1)} %; the best fusion with a "
-                     f"trained predictor, {T[tbest]}, differs by "
-                     f"{100 * ctl[tbest]['delta_vs_baseline']:+.1f} points (Holm "
-                     f"{baseline_p(ctl[tbest])}); trained fusions "
-                     f"significantly above the control: {len(above)} of {len(fused)}, below: "
-                     f"{len(below)}.")
-    return parts
+        return parts + [said + _same_weight_sentence(T, metrics, ctl_w)]
+    fused = _trained_fusions(hybrids)
+    tbest = max(fused, key=lambda n: r10[n]["mean"])
+    above, below = _above_below(ctl, fused)
+    return parts + [f"{said}; the best fusion with a trained predictor, {T[tbest]}, differs by "
+                    f"{100 * ctl[tbest]['delta_vs_baseline']:+.1f} points (Holm "
+                    f"{baseline_p(ctl[tbest])}); trained fusions significantly above the control: "
+                    f"{len(above)} of {len(fused)}, below: {len(below)}."]
 
 
 def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: int,
@@ -102,14 +101,13 @@ def _headline(stats: dict, metrics: dict, names: list[str], n_q: int, n_groups: 
                 if tied else "; the 95 % model confidence set holds it alone.")]
     if _is_baseline(best):
         parts.append(f"A baseline wins: {T[best]}.")
-    tb = max(trained, key=lambda n: metrics[n].get("val_rank_at_10", float("-inf"))) if trained else None
     if trained:
+        tb = max(trained, key=lambda n: metrics[n].get("val_rank_at_10", float("-inf")))
         parts += _trained_sentences(T, r10, trained, tb, baseline)
     if hybrids and BM25 in stats["rank_at_10"]:
         parts += _hybrid_sentences(T, r10, metrics, hybrids, stats["rank_at_10"])
     if ranks is not None and trained and BM25 in ranks:
-        only_p = only_in_top10(ranks, tb, BM25)
-        only_b = only_in_top10(ranks, BM25, tb)
-        parts.append(f"{T[tb]} puts {only_p:.0f} test signatures' bodies in its top 10 that BM25 "
-                     f"does not (mean over seeds); BM25 does so for {only_b:.0f} that it misses.")
+        parts.append(f"{T[tb]} puts {only_in_top10(ranks, tb, BM25):.0f} test signatures' bodies in its "
+                     "top 10 that BM25 does not (mean over seeds); BM25 does so for "
+                     f"{only_in_top10(ranks, BM25, tb):.0f} that it misses.")
     return " ".join(parts)

@@ -40,6 +40,7 @@ def _trained_fusions(names) -> list[str]:
     """The score fusions of ``names`` other than the control (tested against it)."""
     return [n for n in names if n.startswith("fusion_") and n != CONTROL_HYBRID]
 
+
 REFERENCES = [  # the retrieval notes' rows
     # (name, Rank@1 %, Rank@10 %, corpus, Rank@10 - 5 % target in points)
     ("Retrieval notes Exp 1.3 SmoothL1 (test, Qwen2.5-Coder-3B L18, reported)", "0.03", "0.24", 49631, -4.76),
@@ -63,15 +64,11 @@ def _title(name: str, m: dict | None) -> str:
         kind = (f"BM25 + {what}, reciprocal-rank fusion" if name.startswith("rrf_") else
                 f"BM25 + {what}, score fusion (w={m.get('weight', float('nan')):g})")
         return f"{kind}: {_title(m.get('variant', name.split('_', 1)[1]), m.get('_variant_metrics'))}"
-    loss = m.get("loss")
-    try:
-        from ..losses import get_spec
-
-        base = get_spec(loss).title if loss else name
-    except UnknownNameError:  # a loss no longer registered keeps its key
-        base = name
+    if not m.get("loss"):
+        return name
+    spec = _spec(m["loss"])  # a loss no longer registered keeps its key
     start = "from the zero-shot map" if m.get("residual") else "from scratch"
-    return f"{base}, {start}" if loss else name
+    return f"{spec.title if spec else name}, {start}"
 
 
 def _short(name: str, m: dict | None) -> str:
@@ -95,14 +92,19 @@ def _short(name: str, m: dict | None) -> str:
     return f"{short_label('code', loss)} ({'zs' if m.get('residual') else 'scratch'})"
 
 
+def _spec(loss: str | None):
+    """The loss's registry spec, or ``None`` (no loss, or one no longer registered)."""
+    from ..losses import get_spec
+
+    try:
+        return get_spec(loss) if loss else None
+    except UnknownNameError:
+        return None
+
+
 def _contrastive(loss: str | None) -> bool:
     """The loss has in-batch negatives and a temperature (registry ``needs == "targets"``)."""
-    try:
-        from ..losses import get_spec
-
-        return bool(loss) and get_spec(loss).needs == "targets"
-    except UnknownNameError:  # a loss no longer registered
-        return False
+    return (spec := _spec(loss)) is not None and spec.needs == "targets"
 
 
 def _order(metrics: dict) -> list[str]:

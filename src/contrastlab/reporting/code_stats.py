@@ -17,11 +17,12 @@ from .code_rows import (BM25, CONTROL_HYBRID, _is_baseline, _is_hybrid, _title, 
                         _untrained)
 
 
-def _seed_matrix(part, seeds=None):
-    """``[S, I]`` ranks of a frame's rows per seed (sorted by seed and id), and seed 0's ids."""
-    seeds = sorted(part["seed"].unique()) if seeds is None else seeds
+def _seed_matrix(part):
+    """``[S, I]`` ranks of a frame's rows per seed (sorted by seed and id), and seed 0's rows."""
+    part = part.sort_values(["seed", "id"])
+    seeds = sorted(part["seed"].unique())
     return (np.stack([part[part["seed"] == s]["rank"].to_numpy() for s in seeds]),
-            part[part["seed"] == seeds[0]]["id"].to_numpy())
+            part[part["seed"] == seeds[0]])
 
 
 def _load_baselines(t: dict, mdir: Path, ddir: Path) -> None:
@@ -39,23 +40,25 @@ def _load_baselines(t: dict, mdir: Path, ddir: Path) -> None:
         t["ranks"][k] = part["rank"].to_numpy()[None, :]
 
 
-def _same_order(t: dict, ids) -> bool:
-    return len(ids) == len(t["order"]) and not (ids != t["order"]).any()
+def _keep(t: dict, name: str, m: dict, frame) -> bool:
+    """Store ``name``'s metrics and ``[S, I]`` ranks (``frame``'s) when its queries are the
+    table's (the first row read fixes them); False for a file evaluated on another split."""
+    mat, first = _seed_matrix(frame)
+    ids = first["id"].to_numpy()
+    if t["order"] is None:
+        t["order"], t["repo"] = ids, first["repo"].astype(str).to_numpy()
+    if len(ids) != len(t["order"]) or (ids != t["order"]).any():
+        return False
+    t["metrics"][name], t["ranks"][name] = m, mat
+    return True
 
 
 def _load_variants(t: dict, mdir: Path, ddir: Path) -> None:
     """Every trained variant's ranks (a stale file evaluated on another split is skipped)."""
     for f in sorted(mdir.glob("*.json")):
-        if f.stem == "baselines" or f.stem.startswith("hybrids") or not (ddir / f"{f.stem}_ranks.csv").exists():
-            continue
-        m = json.loads(f.read_text())
-        r = pd.read_csv(ddir / f"{f.stem}_ranks.csv").sort_values(["seed", "id"])
-        mat, ids = _seed_matrix(r)
-        if t["order"] is None:
-            t["order"] = ids
-            t["repo"] = r[r["seed"] == sorted(r["seed"].unique())[0]]["repo"].astype(str).to_numpy()
-        if _same_order(t, ids):
-            t["metrics"][f.stem], t["ranks"][f.stem] = m, mat
+        csv = ddir / f"{f.stem}_ranks.csv"
+        if f.stem != "baselines" and not f.stem.startswith("hybrids") and csv.exists():
+            _keep(t, f.stem, json.loads(f.read_text()), pd.read_csv(csv))
 
 
 def _load_hybrids(t: dict, mdir: Path, ddir: Path) -> None:
@@ -68,17 +71,12 @@ def _load_hybrids(t: dict, mdir: Path, ddir: Path) -> None:
         h = json.loads(hfile.read_text())
         hr = pd.read_csv(hranks)
         for k, m in h["hybrids"].items():
-            part = hr[hr["hybrid"] == k].sort_values(["seed", "id"])
-            if part.empty:
+            part = hr[hr["hybrid"] == k]
+            if part.empty or not _keep(t, k, {**m, "corpus_size": h["corpus_size"],
+                                              "_variant_metrics": t["metrics"].get(m.get("variant"))}, part):
                 continue
-            mat, ids = _seed_matrix(part)
-            if not _same_order(t, ids):
-                continue
-            t["metrics"][k] = {**m, "corpus_size": h["corpus_size"],
-                               "_variant_metrics": t["metrics"].get(m.get("variant"))}
-            t["ranks"][k] = mat
             for g in m.get("test_by_weight", []):  # the control evaluated at every grid weight
-                pw = hr[hr["hybrid"] == g["hybrid"]].sort_values(["seed", "id"])
+                pw = hr[hr["hybrid"] == g["hybrid"]]
                 if len(pw) == len(part):
                     t["controls"].setdefault(k, {})[float(g["weight"])] = _seed_matrix(pw)[0]
 
@@ -104,15 +102,20 @@ def control_at_same_weight(metrics: dict, controls: dict) -> dict:
             if "weight" in metrics[n] and float(metrics[n]["weight"]) in at}
 
 
+def _to_seeds(v: np.ndarray, s: int) -> np.ndarray:
+    """``[s, I]`` float ranks: a one-seed row repeated, a multi-seed row cut to ``s`` seeds."""
+    return (np.repeat(v[:1], s, 0) if v.shape[0] == 1 else v[:s]).astype(np.float64)
+
+
 def _same_weight_family(mats: dict, same_w: dict, f, draws, s: int) -> dict:
     """Each trained fusion against the control at the fusion's own weight: the paired per-item
     difference against a zero baseline on the table's draws (Holm over the fusions), and
     ``control_mean``, the control's estimate at that weight."""
     per, ctl = {}, {}
     for n, c in same_w.items():
-        c = np.repeat(c[:1], s, 0) if c.shape[0] == 1 else c[:s]
-        per[n] = f(mats[n]).astype(np.float64) - f(c.astype(np.float64))
-        ctl[n] = float(f(c.astype(np.float64)).mean())
+        c = _to_seeds(c, s)
+        per[n] = f(mats[n]).astype(np.float64) - f(c)
+        ctl[n] = float(f(c).mean())
     zero = "__zero__"
     per[zero] = np.zeros_like(next(iter(per.values())))
     point, reps = bootstrap_per_item(per, draws=draws)
@@ -158,8 +161,7 @@ def table_stats(ranks: dict, repo, n_resamples: int | None = None, seed: int = 0
     # untrained rows (baselines and their hybrids) have one deterministic run: repeated per seed
     multi = [k for k, v in ranks.items() if v.shape[0] > 1 or not _untrained(k)]
     s = min([ranks[k].shape[0] for k in multi], default=1)
-    mats = {k: (np.repeat(v[:1], s, 0) if v.shape[0] == 1 else v[:s]).astype(np.float64)
-            for k, v in ranks.items()}
+    mats = {k: _to_seeds(v, s) for k, v in ranks.items()}
     n_items = next(iter(mats.values())).shape[1]
     n_resamples = n_resamples or draws_for(max(1, len(ranks) - 1))
     draws = resample_counts(s, n_items, clusters=repo, n_resamples=n_resamples, seed=seed)
@@ -234,7 +236,7 @@ def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None 
         m, v = json.loads(f.read_text()), f.stem
         if not m.get("searched") or v not in loaded["ranks"] or not (ddir / f"{v}_ranks.csv").exists():
             continue
-        mat = _seed_matrix(pd.read_csv(ddir / f"{v}_ranks.csv").sort_values(["seed", "id"]))[0]
+        mat = _seed_matrix(pd.read_csv(ddir / f"{v}_ranks.csv"))[0]
         if mat.shape[1] != loaded["ranks"][v].shape[1]:
             continue  # evaluated on another split
         mats[f"{v}|default"], mats[f"{v}|tuned"] = mat, loaded["ranks"][v]

@@ -52,14 +52,6 @@ def _layer_key(p: dict) -> str:
     return "every layer" if p["layers"] == "all" else f"top {p['layers']}"  # not a loss name
 
 
-def _gpu_panel(g, gpu: Sequence[dict]) -> None:
-    """The GPU rows against their minutes of one GPU."""
-    for p in gpu:
-        g.plot([p["gpu_min"]], [100 * p["rank_at_10"]], marker="D", linestyle="none", color="C3")
-    g.set_xlabel(f"GPU-minutes ({gpu[0]['device'].replace('NVIDIA ', '')})")
-    g.set_xlim(0, 1.3 * max(p["gpu_min"] for p in gpu))
-
-
 def _caption(curve: Mapping[str, Any], name: str, gpu: Sequence[dict]) -> str:
     """The figure's caption, its numbers read from the curve's config and the GPU runs."""
     g0 = gpu[0] if gpu else {}
@@ -93,9 +85,9 @@ def curve_plot(curve: Mapping[str, Any], bm25: Mapping[str, float], gpu: Sequenc
                                  gridspec_kw={"width_ratios": [3, 1]} if gpu else None, sharey=True)
         ax = axes[0][0]
         for key in dict.fromkeys(_layer_key(p) for p in pts):
-            sub = [p for p in pts if _layer_key(p) == key]
             for tokens, marker in ((64, "o"), (128, "s"), (256, "D")):
-                s2 = sorted((p for p in sub if p["max_length"] == tokens), key=lambda p: p["steps"])
+                s2 = sorted((p for p in pts if _layer_key(p) == key and p["max_length"] == tokens),
+                            key=lambda p: p["steps"])
                 if s2:
                     ax.plot([p["total_cpu_min"] for p in s2], [100 * p["test"]["rank_at_10"] for p in s2],
                             marker=marker, label=f"{key}, {tokens} tokens")
@@ -108,18 +100,22 @@ def curve_plot(curve: Mapping[str, Any], bm25: Mapping[str, float], gpu: Sequenc
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("CPU-minutes (cache + training + selection), one seed")
         ax.set_ylabel("test Rank@10 (%)")
-        for a in [row[0] for row in axes] + ([axes[0][1]] if gpu else []):
+        for a in axes[0]:  # the band on every panel
             a.axhspan(100 * bm25["low"], 100 * bm25["high"], color="0.85", zorder=0)
             a.axhline(100 * bm25["value"], color="0.4", linestyle="--", zorder=1)
         ax.legend(loc="upper left", title="trained", ncols=2)
-        if gpu:
-            _gpu_panel(axes[0][1], gpu)
+        if gpu:  # the GPU rows against their minutes of one GPU
+            g = axes[0][1]
+            for p in gpu:
+                g.plot([p["gpu_min"]], [100 * p["rank_at_10"]], marker="D", linestyle="none", color="C3")
+            g.set_xlabel(f"GPU-minutes ({gpu[0]['device'].replace('NVIDIA ', '')})")
+            g.set_xlim(0, 1.3 * max(p["gpu_min"] for p in gpu))
         fig.suptitle(f"Bi-encoder ({curve.get('config', {}).get('loss')}): test Rank@10 against "
                      f"training compute; band: {name}")
         save(fig, path.with_suffix(".svg"), path)
 
-    caption = _caption(curve, name, gpu)
-    return Plot(f"How much compute it takes to beat {name}", "code_compute_curve.png", caption, draw)
+    return Plot(f"How much compute it takes to beat {name}", "code_compute_curve.png",
+                _caption(curve, name, gpu), draw)
 
 
 def curve_table(curve: Mapping[str, Any]):
@@ -193,7 +189,7 @@ def render_cpu_preset(root: Path, aim_cpu_min: float = 60.0) -> str:
     summary = root / "reports" / "summary.json"
     more = (json.loads(summary.read_text()).get("answer", {}).get("code", {}).get("more", [])
             if summary.exists() else [])
-    rows = sorted(mdir.glob("biencoder_*.json")) if mdir.exists() else []
+    rows = sorted(mdir.glob("biencoder_*.json"))
     if not more or not rows:
         return (f"{PRESET_BEGIN}\nNo results of the CPU-budget preset yet "
                 f"(`bash scripts/biencoder_cpu.sh`).\n{PRESET_END}")

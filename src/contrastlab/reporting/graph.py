@@ -15,19 +15,12 @@ from .figures import Comparison, Panel, rows_from_stats
 from .graph_figures import _bar_figure, _curve_figure, _pca_figure, _tuning_figure
 from .graph_stats import (_ALPHA, _DETERMINISTIC, BASELINES, SHORT_BASELINES, _read_json, _resolution,
                           default_vs_tuned, graph_statistics, loss_vs_supervised, supervised_rows)
-from .graph_stats import _paired_tests  # noqa: F401 (re-exported)
 from .graph_text import (REFERENCES, RERUNS, _ablation_table, _ci, _cite, _default_table, _headline,
-                         _hp, _sup_paper, _sup_title, _supervised_table)
-from .graph_text import _tuning_sentence  # noqa: F401 (re-exported)
+                         _hp, _objective, _sup_paper, _sup_title, _supervised_table)
 from .picks import picks_table, runs_in
 
 __all__ = ["build_section", "REFERENCES", "RERUNS", "BASELINES", "graph_statistics",
            "default_vs_tuned", "loss_vs_supervised", "supervised_rows"]
-
-
-def _order(variants, titles: dict[str, str]) -> list[str]:
-    known = [v for v in titles if v in variants]
-    return known + sorted(v for v in variants if v not in titles)
 
 
 def _comparison(g: dict):
@@ -55,12 +48,14 @@ def _stat_cells(st: dict, n: str, digits: int) -> list:
                 "▼ worse" if r.get("below_baseline") else "n.s.")
     else:
         delta, mark = "-", "-"
-    mean = Cell(r["mean"], r["ci_low"], r["ci_high"], digits=digits, show_ci=False, source=_SOURCE)
-    return [mean, _ci(r, digits, ""),
+    return [_mean(r, digits, ""), _ci(r, digits, ""),
             f"{r['p_best']:.2f}", "yes" if r.get("in_mcs") else "no", delta, mark]
 
 
-_SOURCE = "mean over seeds; bias-corrected bootstrap CI over seeds and nodes"
+def _mean(m: dict, digits: int, pre: str = "logreg_acc_") -> Cell:
+    """The accuracy cell of ``m``'s ``<pre>mean`` and CI (``<pre>ci_low``, ``<pre>ci_high``)."""
+    return Cell(m[pre + "mean"], m[pre + "ci_low"], m[pre + "ci_high"], digits=digits,
+                show_ci=False, source="mean over seeds; bias-corrected bootstrap CI over seeds and nodes")
 
 
 def _baseline_rows(inp: Inputs, st: dict, digits: int) -> list[list]:
@@ -80,14 +75,10 @@ def _reference_rows(refs: dict, fts: dict, digits: int, dataset: str) -> list[li
     results (italic, Cora only)."""
     rows = []
     for r, m in [*refs.items(), *fts.items()]:
-        mean = Cell(m["logreg_acc_mean"], m["logreg_acc_ci_low"], m["logreg_acc_ci_high"],
-                    digits=digits, show_ci=False, source=_SOURCE)
         kind = "reference" if r in refs else "fine-tuning"
-        rows.append([f"{kind}: {_sup_title(r)}", mean,
-                     _ci(m, digits),
-                     "-", "-", "-", f"{kind} (not a candidate: labels end to end)",
-                     m.get("n_seeds", "-"), _hp(m.get("tuned")),
-                     "; ".join(x for x in (_cite(r, ""), _sup_paper(r)) if x)])
+        rows.append([f"{kind}: {_sup_title(r)}", _mean(m, digits), _ci(m, digits), "-", "-", "-",
+                     f"{kind} (not a candidate: labels end to end)", m.get("n_seeds", "-"),
+                     _hp(m.get("tuned")), "; ".join(x for x in (_cite(r, ""), _sup_paper(r)) if x)])
     for name, acc, src in (REFERENCES if dataset == "Cora" else []):
         rerun = f"; {RERUNS[name]}" if name in RERUNS else ""
         rows.append([f"*{name} (published)*", f"*{acc:.{digits}f}*", *["-"] * 7, f"*{src}{rerun}*"])
@@ -140,11 +131,8 @@ def _tuning_table(g: dict, digits: int) -> Table:
     rows = []
     for n in g["names"]:
         t = g["tuned"][n] or {}
-        se = t.get("best_se")
-        rows.append([g["titles"].get(n, n), t.get("budget_trials", "-"), t.get("n_complete", "-"),
-                     t.get("n_pruned", "-"), t.get("n_failed", "-"),
-                     (f"{t['best_value']:.{digits}f}" + (f" ± {se:.3f}" if se is not None else "")
-                      if "best_value" in t else "-"), t.get("best_trial", "-"),
+        rows.append([g["titles"].get(n, n), *(t.get(k, "-") for k in ("budget_trials", "n_complete",
+                     "n_pruned", "n_failed")), _objective(t, digits), t.get("best_trial", "-"),
                      ", ".join(sorted((t.get("space") or {}).keys())) or "-"])
     tp = g["params"].graph.tune
     return Table("Tuning: the same budget for every loss", [
@@ -186,7 +174,7 @@ def _load(inp: Inputs, params) -> dict | None:
     if not variants:
         return None
     titles = params_titles(params, "graph")
-    names = _order(variants, titles)
+    names = [v for v in titles if v in variants] + sorted(v for v in variants if v not in titles)
     st = graph_statistics(inp, names)
     if st is None:
         return None
@@ -202,7 +190,6 @@ def _picks_table(inp: Inputs, g: dict) -> Table | None:
     """The graph track's validation picks (the probe's C, the baselines' configuration, the
     supervised references' early-stopping epoch) and their margins in validation nodes."""
     mdir = inp.metrics / "graph"
-
     runs = {"self-supervised, final runs": g["metrics"],
             "self-supervised, declared configuration": runs_in(mdir / "default"),
             "loss-batch ablation": runs_in(mdir / "ablation"),
@@ -218,7 +205,7 @@ def _picks_table(inp: Inputs, g: dict) -> Table | None:
              + _CRITERION[g["params"].graph.tune.probe_criterion] + " on validation "
              "(graph.tune.probe_criterion). The supervised "
              "references and the fine-tuned encoder keep the epoch of "
-             + _supervised_rule(runs_in(mdir / "supervised")) + ".")
+             + _supervised_rule(runs["supervised and fine-tuned references"]) + ".")
 
 
 def _probe_rule(runs: dict) -> str:

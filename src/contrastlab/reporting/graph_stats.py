@@ -62,13 +62,16 @@ def _paired_tests(pairs: dict, n_resamples: int | None = None) -> dict[str, dict
     return out
 
 
-def _common_seeds(x: tuple[np.ndarray, list[str]] | None, y: tuple[np.ndarray, list[str]] | None):
-    """The rows of two ``_correct`` results on the seed columns both have (same order); None
-    when either is missing or they share no seed."""
-    seeds = [c for c in x[1] if c in y[1]] if x is not None and y is not None else []
-    if not seeds:
-        return None
-    return (x[0][[x[1].index(c) for c in seeds]], y[0][[y[1].index(c) for c in seeds]])
+def _pairs(files: dict) -> dict:
+    """``key: (a, b)``, the ``_correct`` rows of each ``key: (a_csv, b_csv)`` on the seed
+    columns both have (same order); keys with a missing file or no common seed are left out."""
+    out = {}
+    for k, (fa, fb) in files.items():
+        x, y = _correct(fa), _correct(fb)
+        seeds = [c for c in x[1] if c in y[1]] if x is not None and y is not None else []
+        if seeds:
+            out[k] = (x[0][[x[1].index(c) for c in seeds]], y[0][[y[1].index(c) for c in seeds]])
+    return out
 
 
 def default_vs_tuned(root: Inputs | Path, names: list[str]) -> dict[str, dict]:
@@ -76,23 +79,17 @@ def default_vs_tuned(root: Inputs | Path, names: list[str]) -> dict[str, dict]:
     test nodes (:func:`_paired_tests`, Holm over the losses; ``a`` = tuned, ``b`` = default).
     Losses without both prediction files are left out."""
     data = Inputs.of(root).data / "graph"
-    pairs = {n: _common_seeds(_correct(data / f"{n}_test_pred.csv"),
-                              _correct(data / "default" / f"{n}_test_pred.csv")) for n in names}
-    return _paired_tests({n: p for n, p in pairs.items() if p is not None})
-
-
-def _entry_method(n: str) -> str:
-    """The name table's ``method`` of a supervised / fine-tuning row (default ``supervised``)."""
-    v = track_variants("graph").get(n)
-    return v.method if v is not None and v.method else "supervised"
+    return _paired_tests(_pairs({n: (data / f"{n}_test_pred.csv", data / "default" / f"{n}_test_pred.csv")
+                                 for n in names}))
 
 
 def supervised_rows(root: Inputs | Path, params, method: str = "supervised") -> dict[str, dict]:
     """``{name: metrics}`` of the rows of ``graph.supervised`` and ``graph.finetune`` of that
     ``method`` whose final runs exist, in params order."""
-    mdir = Inputs.of(root).metrics / "graph" / "supervised"
-    return {n: m for n in [*params.graph.supervised, *params.graph.finetune]
-            if _entry_method(n) == method and (m := _read_json(mdir / f"{n}.json")) is not None}
+    mdir, rows = Inputs.of(root).metrics / "graph" / "supervised", track_variants("graph")
+    return {n: m for n in [*params.graph.supervised, *params.graph.finetune]  # method: default supervised
+            if (getattr(rows.get(n), "method", None) or "supervised") == method
+            and (m := _read_json(mdir / f"{n}.json")) is not None}
 
 
 def loss_vs_supervised(root: Inputs | Path, names: list[str], refs: list[str],
@@ -100,10 +97,9 @@ def loss_vs_supervised(root: Inputs | Path, names: list[str], refs: list[str],
     """Each loss minus each supervised reference on their common seeds (``(loss, ref) ->
     test``; Holm over all pairs); ``sub``: the losses' predictions folder."""
     data = Inputs.of(root).data / "graph"
-    pairs = {(n, r): _common_seeds(_correct(data / sub / f"{n}_test_pred.csv"),
-                                   _correct(data / "supervised" / f"{r}_test_pred.csv"))
-             for r in refs for n in names}
-    return _paired_tests({k: p for k, p in pairs.items() if p is not None})
+    return _paired_tests(_pairs({(n, r): (data / sub / f"{n}_test_pred.csv",
+                                          data / "supervised" / f"{r}_test_pred.csv")
+                                 for r in refs for n in names}))
 
 
 def graph_statistics(root: Inputs | Path, variants: list[str]) -> dict | None:
@@ -118,8 +114,7 @@ def graph_statistics(root: Inputs | Path, variants: list[str]) -> dict | None:
     per_item: dict[str, np.ndarray] = {}
     vcols: list[str] = []
     for v in variants:
-        c = _correct(data / f"{v}_test_pred.csv")
-        if c is not None:
+        if (c := _correct(data / f"{v}_test_pred.csv")) is not None:
             per_item[v] = c[0]
             vcols = vcols or c[1]
     if not per_item:
@@ -129,17 +124,15 @@ def graph_statistics(root: Inputs | Path, variants: list[str]) -> dict | None:
         raise ValueError(f"graph variants have different seed counts: "
                          f"{ {k: a.shape[0] for k, a in per_item.items()} }")
     (S, I), = shapes
-    base = data / "baselines_test_pred.csv"
-    if base.exists():
-        for b in _DETERMINISTIC:
-            c = _correct(base, b)
-            if c is not None:
-                per_item[b] = np.repeat(c[0][:1], S, axis=0)
-        for b in (b for b in BASELINES if b not in _DETERMINISTIC):  # one run per seed
-            rnd = _correct(base, f"{b}_seed_")
-            want = [f"{b}_{c}" for c in vcols]  # seed k paired with seed k
-            if rnd is not None and all(c in rnd[1] for c in want) and want:
-                per_item[b] = rnd[0][[rnd[1].index(c) for c in want]]
+    base = data / "baselines_test_pred.csv"  # _correct: None without it
+    for b in _DETERMINISTIC:
+        if (c := _correct(base, b)) is not None:
+            per_item[b] = np.repeat(c[0][:1], S, axis=0)
+    for b in (b for b in BASELINES if b not in _DETERMINISTIC):  # one run per seed
+        rnd = _correct(base, f"{b}_seed_")
+        want = [f"{b}_{c}" for c in vcols]  # seed k paired with seed k
+        if rnd is not None and all(c in rnd[1] for c in want) and want:
+            per_item[b] = rnd[0][[rnd[1].index(c) for c in want]]
     bases = [b for b in BASELINES if b in per_item]
     cands = list(per_item)
     n_res = draws_for(len(cands) - 1, _ALPHA)  # family: every other row vs the strongest baseline

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..evaluation.stats import format_p, resolution_note
 from ..losses.registry import LOSSES, track_variants
 from . import Inputs, Table, key_values
-from .graph_stats import _ALPHA, BASELINES, _common_seeds, _correct, _paired_tests, _read_json
+from .graph_stats import _ALPHA, BASELINES, _paired_tests, _pairs, _read_json
 
 
 def _p(t: dict) -> str:
@@ -34,11 +34,8 @@ def _draws(tests: dict) -> str:
 def _cite(name: str, loss: str) -> str:
     """Source column of a variant: its ``variants.yaml`` cite, else its loss's registry cite,
     else the loss name."""
-    v = track_variants("graph").get(name)
-    if v is not None and v.cite:
-        return v.cite
-    spec = LOSSES.get(loss)
-    return spec.cite if spec is not None and spec.cite else loss
+    v, spec = track_variants("graph").get(name), LOSSES.get(loss)
+    return getattr(v, "cite", None) or getattr(spec, "cite", None) or loss
 
 
 #: (name, test accuracy, source with the split) of published self-supervised results on Cora.
@@ -73,17 +70,33 @@ def _sup_paper(n: str) -> str:
     return f"published {p['cora_public']:.3f} ({p.get('where', '')})" if "cora_public" in p else ""
 
 
+def _objective(t: dict, digits: int) -> str:
+    """A tuning study's ``best_value ± best_se`` (its choice's objective), or ``-``."""
+    se = t.get("best_se")
+    return (f"{t['best_value']:.{digits}f}" + (f" ± {se:.3f}" if se is not None else "")
+            if "best_value" in t else "-")
+
+
+def _verdict(t: dict, up: str, down: str, level: str) -> str:
+    """``up`` / ``down``: a paired test's Holm p under :data:`_ALPHA` with Δ > 0 / not; else ``level``."""
+    return (up if t["delta"] > 0 else down) if t["p_holm"] < _ALPHA else level
+
+
 def _hp(chosen: dict | None) -> str:
     return key_values(sorted(chosen.items())) if chosen else "-"
 
 
-def _title(n: str, titles: dict[str, str]) -> str:
-    return titles.get(n, BASELINES.get(n, n))
+def _title(n: str, titles: dict[str, str] | None) -> str:
+    return (titles or {}).get(n, BASELINES.get(n, n))
+
+
+def _sentence(head: str, parts: list[str]) -> str:
+    """``head`` and the ``parts`` joined by semicolons, or ``""`` without parts."""
+    return head + "; ".join(parts) + ". " if parts else ""
 
 
 def _tuning_sentence(tuning: dict, digits: int, titles: dict[str, str] | None = None) -> str:
     """The default-vs-tuned verdict ("tuning helped / did not") from :func:`default_vs_tuned`."""
-    titles = titles or {}
     if not tuning:
         return ""
     k = {t["n_seeds"] for t in tuning.values()}
@@ -104,24 +117,18 @@ def _tuning_sentence(tuning: dict, digits: int, titles: dict[str, str] | None = 
 def _supervised_sentence(best: str, refs: dict, tests: dict, digits: int,
                          titles: dict[str, str] | None = None) -> str:
     """The best contrastive loss against each supervised reference (issue 37's aim)."""
-    titles = titles or {}
     parts = []
     for r, m in refs.items():
         t = tests.get((best, r))
         if t is None:
             continue
-        if t["p_holm"] < _ALPHA:
-            verdict = "significantly above it" if t["delta"] > 0 else "significantly below it"
-        else:
-            verdict = ("not significantly different" +
-                       ("; at or above it on the point estimate" if t["delta"] >= 0 else
-                        "; below it on the point estimate"))
+        verdict = _verdict(t, "significantly above it", "significantly below it",
+                           "not significantly different; " + ("at or above it" if t["delta"] >= 0 else
+                                                              "below it") + " on the point estimate")
         parts.append(f"{_sup_title(r)} {_acc(m, digits)}: {_title(best, titles)} is "
                      f"{t['delta']:+.{digits}f} (paired {_p(t)} after Holm), {verdict}")
-    if not parts:
-        return ""
-    return ("Against the supervised references trained end to end on the same 140 labels "
-            "(tuned with the same budget, same seeds): " + "; ".join(parts) + ". ")
+    return _sentence("Against the supervised references trained end to end on the same 140 labels "
+                     "(tuned with the same budget, same seeds): ", parts)
 
 
 def _finetune_sentence(fts: dict, refs: dict, tests: dict, digits: int) -> str:
@@ -134,17 +141,13 @@ def _finetune_sentence(fts: dict, refs: dict, tests: dict, digits: int) -> str:
             t = tests.get((n, r))
             if t is None:
                 continue
-            verdict = (("significantly above" if t["delta"] > 0 else "significantly below")
-                       if t["p_holm"] < _ALPHA else "not significantly different")
+            verdict = _verdict(t, "significantly above", "significantly below", "not significantly different")
             parts.append(f"{t['delta']:+.{digits}f} against the {_sup_title(r).split(',')[0]} "
                          f"({_p(t)}, {verdict})")
         if parts:
             out.append(f"{_sup_title(n)}: {_acc(m, digits)}, " + ", ".join(parts))
-    if not out:
-        return ""
-    return ("Contrastive pre-training followed by fine-tuning on the same labels (tuned with "
-            "the same budget; paired on seeds and test nodes, Holm over the references): "
-            + "; ".join(out) + ". ")
+    return _sentence("Contrastive pre-training followed by fine-tuning on the same labels (tuned with "
+                     "the same budget; paired on seeds and test nodes, Holm over the references): ", out)
 
 
 def _headline(g: dict, digits: int, tuning: dict, ref_tests: dict, ft_tests: dict) -> str:
@@ -159,23 +162,20 @@ def _headline(g: dict, digits: int, tuning: dict, ref_tests: dict, ft_tests: dic
            f"variant, every loss tuned with the same budget on the validation nodes), the best "
            f"contrastive loss is **{_title(best, titles)}**: {_acc(b, digits, '')}. ")
     if base is not None:
-        bs = s[base]
-        d, p = b["delta_vs_baseline"], b["p_vs_baseline"]
-        ph = b["p_vs_baseline_holm"]
-        cmp = (f"The strongest baseline (highest {st.get('baseline_by', 'validation')} "
-               f"accuracy), **{BASELINES[base]}**, reaches {_acc(bs, digits, '')}; "
-               f"the best loss is {d:+.{digits}f} against it (paired bootstrap "
-               f"{format_p(p, b['n_resamples'])}, "
-               f"{format_p(ph, b['n_resamples'], b['family_size'])} after Holm). ")
+        d = b["delta_vs_baseline"]
+        txt += (f"The strongest baseline (highest {st.get('baseline_by', 'validation')} "
+                f"accuracy), **{BASELINES[base]}**, reaches {_acc(s[base], digits, '')}; "
+                f"the best loss is {d:+.{digits}f} against it (paired bootstrap "
+                f"{format_p(b['p_vs_baseline'], b['n_resamples'])}, "
+                f"{format_p(b['p_vs_baseline_holm'], b['n_resamples'], b['family_size'])} after Holm). ")
         if b.get("beats_baseline"):
-            cmp += "The best loss is significantly better than that baseline. "
+            txt += "The best loss is significantly better than that baseline. "
         elif b.get("below_baseline"):
-            cmp += "**The baseline wins: the best contrastive loss is significantly worse.** "
+            txt += "**The baseline wins: the best contrastive loss is significantly worse.** "
         else:
-            cmp += ("**The baseline ties with the best contrastive loss** (no significant "
+            txt += ("**The baseline ties with the best contrastive loss** (no significant "
                     f"difference at alpha {_ALPHA}"
                     + ("; the baseline's point estimate is higher" if d < 0 else "") + "). ")
-        txt += cmp
     mcs = [_title(n, titles) for n in st["candidates"] if s[n].get("in_mcs")]
     top = max(st["candidates"], key=lambda n: s[n]["mean"])
     txt += (f"Highest point estimate of all rows: {_title(top, titles)} (P(best) "
@@ -207,13 +207,10 @@ def _default_table(inp: Inputs, g: dict, digits: int, tests: dict) -> Table | No
         if d is None or m is None:
             continue
         seeds_d.add(d.get("n_seeds"))
-        t = tuned.get(n) or {}
-        se = t.get("best_se")
         rows.append([
             _title(n, titles),
             f.format(d["logreg_val_acc_mean"]), f.format(d["logreg_acc_mean"]), _ci(d, digits),
-            (f.format(t["best_value"]) + (f" ± {se:.3f}" if se is not None else "")
-             if "best_value" in t else "-"),
+            _objective(tuned.get(n) or {}, digits),
             f.format(m["logreg_val_acc_mean"]), f.format(m["logreg_acc_mean"]), _ci(m, digits),
             f"{m['logreg_acc_mean'] - d['logreg_acc_mean']:+.{digits}f}",
             *_test_cells(tests.get(n), digits),
@@ -243,11 +240,7 @@ def _default_table(inp: Inputs, g: dict, digits: int, tests: dict) -> Table | No
 
 def _test_cells(t: dict | None, digits: int, up: str = "helped", down: str = "worse") -> list[str]:
     """``[Δ (p), verdict]`` cells of a paired test (:func:`_paired_tests`), or dashes."""
-    if t is None:
-        return ["-", "-"]
-    sig = t["p_holm"] < _ALPHA
-    return [f"{t['delta']:+.{digits}f} ({_p(t)})",
-            (up if t["delta"] > 0 else down) if sig else "n.s."]
+    return ["-", "-"] if t is None else [f"{t['delta']:+.{digits}f} ({_p(t)})", _verdict(t, up, down, "n.s.")]
 
 
 def _supervised_table(g: dict, tests: dict, digits: int, ft_tests: dict) -> Table | None:
@@ -302,16 +295,13 @@ def _supervised_table(g: dict, tests: dict, digits: int, ft_tests: dict) -> Tabl
 def _ablation_table(inp: Inputs, g: dict, digits: int) -> Table | None:
     """Each tuned choice with every node in the loss batch against its tuned batch size."""
     data, mdir, titles = inp.data / "graph", inp.metrics / "graph", g["titles"]
-    pairs = {}
+    files = {}
     for n in g["names"]:
         am, mm = _read_json(mdir / "ablation" / f"{n}.json"), _read_json(mdir / f"{n}.json")
-        if am is not None and mm is not None and (
-                am.get("tuned") != mm.get("tuned") or am.get("epochs") != mm.get("epochs")):
-            continue  # an ablation of another configuration (not rerun since a retune)
-        p = _common_seeds(_correct(data / "ablation" / f"{n}_test_pred.csv"),
-                          _correct(data / f"{n}_test_pred.csv"))
-        if p is not None:
-            pairs[n] = p
+        # else an ablation of another configuration (not rerun since a retune)
+        if am is None or mm is None or all(am.get(k) == mm.get(k) for k in ("tuned", "epochs")):
+            files[n] = (data / "ablation" / f"{n}_test_pred.csv", data / f"{n}_test_pred.csv")
+    pairs = _pairs(files)
     if not pairs:
         return None
     tests = _paired_tests(pairs)  # a: every node in the loss batch, b: the tuned batch
