@@ -221,10 +221,9 @@ def test_docs_blocks_quote_the_report_sections(tmp_path):
 @committed
 def test_readme_prose_fine_tuning_answer_is_the_committed_one():
     """The README's reproducibility paragraph quotes the fine-tuning answer's difference as
-    committed and as a fresh clone's rerun gave it; the first must be the committed summary's
-    (points, one decimal)."""
+    the clean clone reproduced it; it must be the committed summary's (points, one decimal)."""
     text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    m = re.search(r"answer moved (-?\d+\.\d) → (-?\d+\.\d) points", text)
+    m = re.search(r"the fine-tuning answer, (-?\d+\.\d) points, is the committed one", text)
     assert m, "README no longer quotes the fine-tuning answer's difference"
     a = json.loads((ROOT / "reports" / "summary.json").read_text(encoding="utf-8"))["answer"]["finetune"]
     assert float(m.group(1)) == round(100 * a["delta"], 1)
