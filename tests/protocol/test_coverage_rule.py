@@ -44,6 +44,9 @@ def test_the_rule_reads_coverage_json():
     assert rule.coverage_key("code", "Seed-corpus preset (bash scripts/seed_corpus.sh)", "R@1 % [CI]", []) is None
     hidden = rule.strip(Cell(0.5, 0.4, 0.6), False)
     assert hidden.low is None and rule.MARK in hidden.marks
+    # a cell without an interval in a column that does not cover is marked too; one that covers is kept
+    assert rule.MARK in rule.strip(Cell(0.5), False).marks and rule.strip(Cell(0.5), True) == Cell(0.5)
+    assert rule.strip(Cell(0.5, 0.4, 0.6), True).low == 0.4
 
 
 @pytest.mark.slow

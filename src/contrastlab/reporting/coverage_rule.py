@@ -45,8 +45,9 @@ def covers(cov: dict, key: str | None) -> bool:
 
 
 def strip(cell, ok: bool):
-    """``cell`` (a :class:`~contrastlab.reporting.Cell`) without its interval and marked ° unless ``ok``."""
-    if ok or cell.low is None:
+    """``cell`` (a :class:`~contrastlab.reporting.Cell`) without its interval and marked ° unless
+    ``ok`` (a cell that never had an interval is marked too: its column does not cover)."""
+    if ok:
         return cell
     return dataclasses.replace(cell, low=None, high=None, marks=(*cell.marks, MARK))
 

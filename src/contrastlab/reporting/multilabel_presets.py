@@ -11,7 +11,6 @@ estimate alone, marked °.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -56,7 +55,7 @@ def preset_tables(metrics: Path, root: Path, digits: int = 2) -> list[Table]:
                 c = Cell(e["mean"], e.get("ci_low"), e.get("ci_high"), scale=100.0, digits=digits,
                          marks=tuple(k for k, on in (("↑", e.get("above")), ("↓", e.get("below"))) if on))
                 ok = not e.get("no_cover") and rule.covers(cov, rule.coverage_key("multilabel", title, col, []))
-                cells.append(c if ok else dataclasses.replace(c, low=None, high=None, marks=(*c.marks, rule.MARK)))
+                cells.append(rule.strip(c, ok))
             e = r["macro_f1_val_t"]
             vs = ("(strongest baseline)" if name == t["baseline"] else
                   f"{100 * e['delta']:+.{digits}f} ({format_p(e['p_holm'], e.get('n_resamples'), e.get('family_size', 1))})")
