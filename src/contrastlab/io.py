@@ -81,10 +81,13 @@ def write_json(path: str | os.PathLike, obj: Any, indent: int = 2) -> None:
     write_text(path, json.dumps(obj, indent=indent, sort_keys=True, default=_json_default) + "\n")
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    """Read a JSON file; raises ``FileNotFoundError`` naming the path when it is missing."""
+def read_json(path: str | os.PathLike, *, optional: bool = False) -> Any:
+    """Read a JSON file (UTF-8). A missing file raises ``FileNotFoundError`` naming the path,
+    or gives None when ``optional`` (an output of a stage that has not run)."""
     path = Path(path)
     if not path.exists():
+        if optional:
+            return None
         raise FileNotFoundError(f"{path}: no such file (run the stage that produces it)")
     return json.loads(path.read_text(encoding="utf-8"))
 

@@ -117,10 +117,11 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
         ``{"test_acc", "val_acc", "C", "c_grid", "val_correct", "val_score", "val_log_loss",
         "val_nll", "pick"}`` (accuracies in [0, 1]; ``c_grid`` the grid finally searched,
         ``val_correct`` its validation nodes classified right per ``C``, ``val_score`` the
-        criterion per ``C``, higher is better (accuracy, or minus the mean cross-entropy), ``val_log_loss`` its mean validation
-        cross-entropy per ``C`` in nats, ``val_nll`` float64 ``[len(c_grid), n_val]`` each
-        validation node's cross-entropy, ``pick`` the choice of ``C`` with its margin in
-        validation nodes, :func:`probe_pick`) and ``"test_pred"`` if asked.
+        criterion per ``C``, higher is better (accuracy, or minus the mean cross-entropy),
+        ``val_log_loss`` its mean validation cross-entropy per ``C`` in nats, ``val_nll``
+        float64 ``[len(c_grid), n_val]`` each validation node's cross-entropy, ``pick`` the
+        choice of ``C`` with its margin in validation nodes, :func:`probe_pick`) and
+        ``"test_pred"`` if asked.
 
     Raises:
         InputError: empty or non-positive ``c_grid``, unknown ``normalize``, ``edge`` or
@@ -148,9 +149,10 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
             clf.fit(x[tr], y[tr])
             col = {lab: k for k, lab in enumerate(clf.classes_)}
             k_true = np.array([col.get(v, -1) for v in y[va]])
-            p_true = np.where(k_true >= 0, clf.predict_proba(x[va])[np.arange(len(k_true)), k_true], 0.0)
+            proba = clf.predict_proba(x[va])
+            p_true = np.where(k_true >= 0, proba[np.arange(len(k_true)), k_true], 0.0)
             nll = -np.log(np.clip(p_true, 1e-15, 1.0))  # a class never trained on: -log(1e-15)
-            right = clf.predict(x[va]) == y[va]
+            right = clf.classes_[proba.argmax(1)] == y[va]  # what clf.predict returns
             score = float(right.mean()) if criterion == "accuracy" else -float(nll.mean())
             fits[c] = (score, right, nll, clf)
         return fits[c]
@@ -193,8 +195,8 @@ def logreg_probe(emb, y, train_mask, val_mask, test_mask, *,
 def notebook_probe(emb: torch.Tensor, y: torch.Tensor, train_mask: torch.Tensor,
                    test_mask: torch.Tensor, *, steps: int = 200, lr: float = 0.01,
                    seed: int = 0) -> dict[str, float]:
-    """A reference notebook implementation's probe: ``nn.Linear(D, C)`` trained ``steps`` full-batch Adam steps
-    (cross-entropy on the training nodes), accuracy on the test nodes.
+    """A reference notebook implementation's probe: ``nn.Linear(D, C)`` trained ``steps``
+    full-batch Adam steps (cross-entropy on the training nodes), accuracy on the test nodes.
 
     Args:
         emb: ``[N, D]`` float embeddings (detached inside).

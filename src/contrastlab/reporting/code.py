@@ -15,6 +15,7 @@ import numpy as np
 
 from ..evaluation.stats import baseline_p
 from ..models.grid_picks import FRAGILE_SHARE, PLATEAU_SHARE
+from ..io import read_json
 from . import Inputs, Plot, Section, Table, load_params_of
 from .code_figures import _rank_curve_figure, _training_figure
 from .code_headline import _ci, _headline
@@ -359,6 +360,6 @@ def _compute_curve(inp: Inputs, bm25) -> tuple | None:
         return None
     curve = json.loads(f.read_text())
     runs = inp.metrics / GPU_TABLE / "logs" / "device_runs.json"
-    gpu = gpu_points(json.loads(runs.read_text()) if runs.exists() else None)
+    gpu = gpu_points(read_json(runs, optional=True))
     band = {"value": bm25.estimate, "low": bm25.low, "high": bm25.high, "label": bm25.short}
     return curve_plot(curve, band, gpu), curve_table(curve), curve_finding(curve, band)

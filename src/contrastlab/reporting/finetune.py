@@ -10,6 +10,7 @@ from pathlib import Path
 from ..losses.registry import method_row, track_variants
 from ..params.finetune import REFERENCE_ROWS as BASELINE_ROWS
 from ..evaluation.stats import baseline_p, table_resolution
+from ..io import read_json
 from . import Cell, Inputs, Plot, Section, Table, style
 from .figures import Comparison, Panel, rows_from_stats
 from .picks import picks_table, runs_in
@@ -352,7 +353,7 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
     tuned = tuning_table(inp)
     tier = "tier" in summary
     gpu = inp.metrics / "finetune_gpu" / "summary.json"
-    g = json.loads(gpu.read_text()) if gpu.exists() else None
+    g = read_json(gpu, optional=True)
     return Section(
         "finetune", "Fine-tuning the code encoder (HumanEval problem x tier)",
         headline=headline(summary, _layers(inp.root)), comparison=_comparison(summary),

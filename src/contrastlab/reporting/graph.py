@@ -9,11 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..evaluation.stats import baseline_p
+from ..io import read_json
 from . import (Cell, Inputs, Plot, Section, Table, key_values, load_params_of, log_span,
                params_shorts, params_titles)
 from .figures import Comparison, Panel, rows_from_stats
 from .graph_figures import _bar_figure, _curve_figure, _pca_figure, _tuning_figure
-from .graph_stats import (_ALPHA, _DETERMINISTIC, BASELINES, SHORT_BASELINES, _read_json, _resolution,
+from .graph_stats import (_ALPHA, _DETERMINISTIC, BASELINES, SHORT_BASELINES, _resolution,
                           default_vs_tuned, graph_statistics, loss_vs_supervised, supervised_rows)
 from .graph_text import (REFERENCES, RERUNS, _ablation_table, _ci, _cite, _default_table, _headline,
                          _hp, _objective, _sup_paper, _sup_title, _supervised_table)
@@ -60,7 +61,7 @@ def _mean(m: dict, digits: int, pre: str = "logreg_acc_") -> Cell:
 
 def _baseline_rows(inp: Inputs, st: dict, digits: int) -> list[list]:
     """The feature baselines' rows, through the same probe."""
-    bjson = _read_json(inp.metrics / "graph" / "baselines.json") or {}
+    bjson = read_json(inp.metrics / "graph" / "baselines.json", optional=True) or {}
     rows = []
     for b in [b for b in BASELINES if b in st["stats"]]:
         info = bjson.get(b, {})
@@ -179,8 +180,8 @@ def _load(inp: Inputs, params) -> dict | None:
     if st is None:
         return None
     return {"params": params, "ds": params.graph.dataset, "st": st, "titles": titles,
-            "metrics": {v: _read_json(mdir / f"{v}.json") for v in variants},
-            "tuned": {n: _read_json(inp.tuned / "graph" / f"{n}.json") for n in names},
+            "metrics": {v: read_json(mdir / f"{v}.json", optional=True) for v in variants},
+            "tuned": {n: read_json(inp.tuned / "graph" / f"{n}.json", optional=True) for n in names},
             "names": sorted(names, key=lambda n: -st["stats"][n]["mean"]),
             "refs": supervised_rows(inp, params),
             "fts": supervised_rows(inp, params, method="finetune")}
@@ -193,7 +194,7 @@ def _picks_table(inp: Inputs, g: dict) -> Table | None:
     runs = {"self-supervised, final runs": g["metrics"],
             "self-supervised, declared configuration": runs_in(mdir / "default"),
             "loss-batch ablation": runs_in(mdir / "ablation"),
-            "baselines": _read_json(mdir / "baselines.json") or {},
+            "baselines": read_json(mdir / "baselines.json", optional=True) or {},
             "supervised and fine-tuned references": runs_in(mdir / "supervised")}
     return picks_table(
         runs, items="nodes", group="Rows",

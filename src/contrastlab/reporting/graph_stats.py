@@ -5,13 +5,13 @@ variant table's graph baselines but the supervised references) and the supervise
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from ..evaluation.stats import (bootstrap_per_item, draws_for, holm, paired_pvalue, settle_draws,
                                 summarize, table_resolution)
+from ..io import read_json
 from ..losses.registry import track_variants
 from . import Inputs
 
@@ -23,10 +23,6 @@ SHORT_BASELINES = {n: v.short for n, v in _ROWS.items()}
 _DETERMINISTIC = tuple(n for n, v in _ROWS.items() if v.deterministic)
 
 _ALPHA = 0.05
-
-
-def _read_json(path: Path) -> dict | None:
-    return json.loads(path.read_text()) if path.exists() else None
 
 
 def _correct(csv: Path, prefix: str = "seed_") -> tuple[np.ndarray, list[str]] | None:
@@ -89,7 +85,7 @@ def supervised_rows(root: Inputs | Path, params, method: str = "supervised") -> 
     mdir, rows = Inputs.of(root).metrics / "graph" / "supervised", track_variants("graph")
     return {n: m for n in [*params.graph.supervised, *params.graph.finetune]  # method: default supervised
             if (getattr(rows.get(n), "method", None) or "supervised") == method
-            and (m := _read_json(mdir / f"{n}.json")) is not None}
+            and (m := read_json(mdir / f"{n}.json", optional=True)) is not None}
 
 
 def loss_vs_supervised(root: Inputs | Path, names: list[str], refs: list[str],
@@ -137,7 +133,7 @@ def graph_statistics(root: Inputs | Path, variants: list[str]) -> dict | None:
     cands = list(per_item)
     n_res = draws_for(len(cands) - 1, _ALPHA)  # family: every other row vs the strongest baseline
     point, reps = bootstrap_per_item(per_item, n_resamples=n_res, seed=0)
-    bjson = _read_json(Inputs.of(root).metrics / "graph" / "baselines.json") or {}
+    bjson = read_json(Inputs.of(root).metrics / "graph" / "baselines.json", optional=True) or {}
     val = {b: bjson.get(b, {}).get("val_acc") for b in bases}
     by = "validation" if bases and all(v is not None for v in val.values()) else "test"
     key = (lambda b: val[b]) if by == "validation" else point.get

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from ..evaluation.stats import format_p, resolution_note
 from ..losses.registry import LOSSES, track_variants
+from ..io import read_json
 from . import Inputs, Table, key_values
-from .graph_stats import _ALPHA, BASELINES, _paired_tests, _pairs, _read_json
+from .graph_stats import _ALPHA, BASELINES, _paired_tests, _pairs
 
 
 def _p(t: dict) -> str:
@@ -202,7 +203,7 @@ def _default_table(inp: Inputs, g: dict, digits: int, tests: dict) -> Table | No
     f = f"{{:.{digits}f}}"
     rows, seeds_d = [], set()
     for n in names:
-        d = _read_json(mdir / "default" / f"{n}.json")
+        d = read_json(mdir / "default" / f"{n}.json", optional=True)
         m = metrics.get(n)
         if d is None or m is None:
             continue
@@ -297,7 +298,8 @@ def _ablation_table(inp: Inputs, g: dict, digits: int) -> Table | None:
     data, mdir, titles = inp.data / "graph", inp.metrics / "graph", g["titles"]
     files = {}
     for n in g["names"]:
-        am, mm = _read_json(mdir / "ablation" / f"{n}.json"), _read_json(mdir / f"{n}.json")
+        am, mm = (read_json(p, optional=True) for p in (mdir / "ablation" / f"{n}.json",
+                                                         mdir / f"{n}.json"))
         # else an ablation of another configuration (not rerun since a retune)
         if am is None or mm is None or all(am.get(k) == mm.get(k) for k in ("tuned", "epochs")):
             files[n] = (data / "ablation" / f"{n}_test_pred.csv", data / f"{n}_test_pred.csv")

@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..evaluation.stats import (bias_corrected_interval, format_p, friedman_nemenyi, holm,
                                 paired_pvalue, plot_cd, summarize)
+from ..io import read_json
 from . import Cell, Figure, Table
 from . import coverage_rule as rule
 from .multilabel_rows import _TABLE, ALIASES, ALPHA, BASELINES, METRICS, ROWS, Rows
@@ -66,7 +67,7 @@ def _frequent_k(coverage_json: Path, ds: str, runs: dict[str, dict], reps: dict[
     simulation at this set's shape, bench/bench_coverage.py). Copies ``map_min<k>`` of the
     metrics and replicates to the ``map_frequent`` column. Returns ``k``; -1 when the
     simulation ran for this set and found no such ``k``; None when it did not run."""
-    cov = json.loads(coverage_json.read_text()).get(ds) if coverage_json.exists() else None
+    cov = (read_json(coverage_json, optional=True) or {}).get(ds)
     if cov is None:
         return None
     keys = [m for m in cov if m.startswith("map_min")]
@@ -104,7 +105,8 @@ def _frequent_note(runs: dict[str, dict], dataset_json: Path, k: int | None) -> 
     nf = next((m[f"map_min{k}_labels"] for m in runs.values() if f"map_min{k}_labels" in m), None)
     if k is None or nf is None:
         return ""
-    n_lab = json.loads(dataset_json.read_text())["test"]["labels"] if dataset_json.exists() else None
+    ds_info = read_json(dataset_json, optional=True)
+    n_lab = ds_info["test"]["labels"] if ds_info is not None else None
     left = f"; the other {n_lab - int(nf)} label(s) left out" if n_lab is not None else ""
     return (f"mAP (frequent labels): mean AP over the {int(nf)} labels with at least {k} test "
             f"positives{left}. The AP of a label with fewer positives is biased upwards and the "

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..evaluation.stats import format_p  # the one p formatter (issue 55)
-from ..io import write_text
+from ..io import read_json, write_text
 from . import TRACKS
 from .compute_curve import PRESET_BEGIN, PRESET_END, render_cpu_preset
 from .coverage_rule import HI, LO
@@ -122,7 +122,7 @@ def render_block(reports: Path) -> str:
     summary = json.loads((reports / "summary.json").read_text(encoding="utf-8"))
     fig = first_figure((reports / "comparison.md").read_text(encoding="utf-8"))
     cov_file = reports / "metrics" / "coverage.json"
-    cov = json.loads(cov_file.read_text(encoding="utf-8")).get("delta") if cov_file.exists() else None
+    cov = (read_json(cov_file, optional=True) or {}).get("delta")
     parts = [BEGIN, answer_table(summary, cov), "", coverage_note(cov)]
     if fig:
         parts.append(f"\n![The report's first figure]({reports.name}/{fig})")

@@ -58,18 +58,22 @@ LOSS_NEEDS = ("targets", "regression")
 class StopRule(NamedTuple):
     """An early-stopping rule: the validation score its patience watches (a history
     column), the pick over the epochs run (``pick(epochs, scores, n_val)``, a
-    :mod:`contrastlab.models.grid_picks` record) and its criterion as the metrics name it."""
+    :mod:`contrastlab.models.grid_picks` record), its criterion as the metrics name it, and
+    whether it picks after training among every epoch's weights (``keeps_all``) or keeps the
+    best epoch so far while training."""
 
     score: str
     pick: Callable[..., dict]
     criterion: str
+    keeps_all: bool
 
 
 #: The rules of ``code.train.early_stopping`` (and ``code.tune.early_stopping``).
 STOP_RULES = {
     "mrr_plateau": StopRule("val_mrr", pick_on_grid, "validation MRR, centre of the plateau "
-                            f"within {100 * PLATEAU_SHARE:g} % of the queries"),
-    "rank_at_10": StopRule("val_rank_at_10", argmax_pick, "validation Rank@10, first best epoch"),
+                            f"within {100 * PLATEAU_SHARE:g} % of the queries", True),
+    "rank_at_10": StopRule("val_rank_at_10", argmax_pick, "validation Rank@10, first best epoch",
+                           False),
 }
 
 
@@ -252,7 +256,8 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     rule = train_p.early_stopping if early_stopping is None else early_stopping
     if rule not in STOP_RULES:
         raise ValueError(f"unknown early_stopping {rule!r}; use {' or '.join(STOP_RULES)}")
-    watch = STOP_RULES[rule].score
+    stop_rule = STOP_RULES[rule]
+    watch = stop_rule.score
     set_cpu_threads(train_p.threads)
     seed_everything(seed)
     world, rank = D.world_size(), D.rank()
@@ -288,14 +293,14 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     hard = None
     history: list[dict[str, Any]] = []
     stopper = EarlyStopping(train_p.patience)
-    # mrr_plateau (rank 0): epoch -> (validation MRR, weights) of the plateau candidates
+    # keeps_all (rank 0): epoch -> (validation MRR, weights) of the plateau candidates
     states: dict[int, tuple[float, dict[str, Tensor]]] = {}
     t0 = time.time()
     step = 0
 
     def _record(epoch: int, train_loss: float, lr_now: float, te: float | None) -> bool:
-        """Validate, append the history row, keep the checkpoint (rank_at_10: when improved;
-        mrr_plateau: every epoch's weights, picked after training); True when improved."""
+        """Validate, append the history row, keep the checkpoint (when improved; a keeps_all
+        rule: every epoch's weights, picked after training); True when improved."""
         row = {"epoch": epoch, "train_loss": train_loss,
                **validate(student, data, targets, va, dev, corpus_index),
                "lr": lr_now, "temperature": float(student.log_temperature.detach().exp())
@@ -309,7 +314,7 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
                                   dev)[0])
         improved = stopper.update(score, epoch)
         if rank == 0 and checkpoint is not None:
-            if rule == "mrr_plateau":
+            if stop_rule.keeps_all:
                 # an epoch more than the plateau's tolerance below the best so far can never
                 # join the final plateau (the best only rises): its weights are dropped
                 states[epoch] = (row["val_mrr"], {k: v.detach().to("cpu", copy=True)
@@ -350,15 +355,15 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
                     f"at epoch {stopper.best_epoch})")
             break
     kept = stopper.best_epoch
-    if rule == "mrr_plateau":
-        kept = int(STOP_RULES[rule].pick([r["epoch"] for r in history], [r[watch] for r in history],
-                                         len(va))["choice"])
+    if stop_rule.keeps_all:
+        kept = int(stop_rule.pick([r["epoch"] for r in history], [r[watch] for r in history],
+                                  len(va))["choice"])
         if states:
             student.load_state_dict(states[kept][1])
             save_student(checkpoint, student, hidden_size=hidden_size, model_p=model_p,
                          epoch=kept, val=next(r for r in history if r["epoch"] == kept))
-    kept_r10 = (stopper.best if rule == "rank_at_10"
-                else next(r["val_rank_at_10"] for r in history if r["epoch"] == kept))
+    # the kept epoch's Rank@10 (-inf: no epoch ever scored, a NaN validation)
+    kept_r10 = next((r["val_rank_at_10"] for r in history if r["epoch"] == kept), -math.inf)
     if rank == 0:
         log(f"[{loss} seed {seed}] kept epoch {kept} ({rule}; val R@10 {kept_r10:.2%}) of "
             f"{history[-1]['epoch'] if history else 0} run ({time.time() - t0:.0f}s)")
