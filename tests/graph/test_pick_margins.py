@@ -67,22 +67,30 @@ def test_every_committed_graph_pick_records_its_margin():
     assert seen >= 3 * 3 + 3 + 3  # final, default, ablation of 3 variants; 3 baselines; 3 references
 
 
-def test_the_committed_graph_studies_keep_their_names_under_the_accuracy_trial_rule():
+def test_the_committed_graph_studies_are_named_by_the_log_loss_trial_rule():
     """The final runs' probe criterion (graph.probe.criterion) never enters a study's
-    identity; the trials' rule (graph.tune.probe_criterion) enters it only when it is not
-    accuracy, the committed studies' rule, so they resume and another rule starts new ones."""
+    identity; the trials' rule (graph.tune.probe_criterion) enters it unless it is accuracy,
+    the rule of the studies run before the setting existed (their journals still resume). The
+    committed choices come from the log-loss studies, and accuracy names other (older) ones."""
+    from optuna import get_all_study_names
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
     from contrastlab.params import load_params
     from contrastlab.training.graph_tune import study_fixed, trial_probe
     from contrastlab.tuning.space import study_name
 
     g = load_params(ROOT / "params.yaml").graph
-    assert g.tune.probe_criterion == "accuracy" and g.probe.criterion == "log_loss"
-    assert trial_probe(g).criterion == "accuracy"
+    assert g.tune.probe_criterion == "log_loss" and g.probe.criterion == "log_loss"
+    assert trial_probe(g).criterion == "log_loss"
     for v in g.variants:
         tuned = json.loads((ROOT / "reports/tuned/graph" / f"{v}.json").read_text())
         space = g.variants[v].search
         assert study_name("graph", v, space, study_fixed(g, v)) == tuned["study"]
-        g_ll = g.model_copy(update={"tune": g.tune.model_copy(update={"probe_criterion": "log_loss"})})
-        assert study_name("graph", v, space, study_fixed(g_ll, v)) != tuned["study"]
-        g_acc = g.model_copy(update={"probe": g.probe.model_copy(update={"criterion": "accuracy"})})
-        assert study_fixed(g_acc, v) == study_fixed(g, v)
+        g_acc = g.model_copy(update={"tune": g.tune.model_copy(update={"probe_criterion": "accuracy"})})
+        assert "criterion" not in study_fixed(g_acc, v)["probe"]
+        old = study_name("graph", v, space, study_fixed(g_acc, v))
+        journal = JournalStorage(JournalFileBackend(str(ROOT / "reports/tune/graph" / v / "journal.log")))
+        assert old != tuned["study"] and {old, tuned["study"]} <= set(get_all_study_names(journal))
+        g_final = g.model_copy(update={"probe": g.probe.model_copy(update={"criterion": "accuracy"})})
+        assert study_fixed(g_final, v) == study_fixed(g, v)

@@ -50,9 +50,9 @@ class GraphTune(SeedTrialTune):
         "inherits it; a variant's own search is merged per key over it (GraphParams resolves "
         "it into variants.<name>.search).")
     probe_criterion: Literal["accuracy", "log_loss"] = Field(
-        "accuracy", description="How the trials' linear probe picks C on the validation "
-        "nodes (probe.criterion of the final runs): accuracy, the committed studies' rule; "
-        "another value enters the study's identity, so it starts new studies.")
+        "log_loss", description="How the trials' linear probe picks C on the validation "
+        "nodes (as probe.criterion of the final runs): log_loss, smooth in the nodes; "
+        "accuracy names the studies run before this setting existed (their journals resume).")
 
 
 class GraphFinal(Strict):

@@ -25,7 +25,7 @@ from .code_stats import (_load_table, _resolution, control_at_same_weight, defau
                          strongest_baseline, table_stats)
 from .compute_curve import curve_finding, curve_plot, curve_table, gpu_points
 from .figures import Comparison, Panel, rows_from_stats
-from .picks import picks_table, runs_in
+from .picks import picks_table, runs_in, unrecorded_note
 
 __all__ = ["build_section", "REFERENCES", "TITLES"]
 
@@ -203,7 +203,8 @@ def _gpu_table(inp: Inputs, digits: int):
                f"trained, {m['max_length']} tokens, batch {m['batch_size']} per GPU, bf16 autocast), "
                "not by `dvc repro` (the table above is the two-core pipeline). "
                f"{m.get('selection', '')}; the same for every row (equal budget). Search and "
-               f"hard-negative mining: {m.get('index', 'faiss')}. {m.get('run_note', '')}")
+               f"hard-negative mining: {m.get('index', 'faiss')}. {m.get('run_note', '')}"
+               + unrecorded_note(inp.metrics, GPU_TABLE))
     return t, h, dev
 
 
@@ -238,7 +239,8 @@ def _preset_table(inp: Inputs, spec: tuple, digits: int) -> tuple[Table, str] | 
     except Exception:  # noqa: BLE001 - a missing or edited preset: say so, do not fail
         ph = "unavailable"
     t.note += (f" Produced by `bash {script}` with `presets/code-{preset}.yaml` "
-               f"(params `code` hash `{ph}`), not by params.yaml's `code` section.")
+               f"(params `code` hash `{ph}`), not by params.yaml's `code` section."
+               + unrecorded_note(inp.metrics, folder))
     return t, h
 
 

@@ -13,7 +13,7 @@ from ..evaluation.stats import baseline_p, table_resolution
 from ..io import read_json
 from . import Cell, Inputs, Plot, Section, Table, style
 from .figures import Comparison, Panel, rows_from_stats
-from .picks import picks_table, runs_in
+from .picks import picks_table, runs_in, unrecorded_note
 
 #: The frozen encoder's row (the reference rows are the variant table's, BASELINE_ROWS).
 FROZEN = method_row("finetune", "frozen_encoder")
@@ -70,11 +70,12 @@ def _tier_title(name: str, tier: dict) -> str:
     return tier.get("reference_titles", {}).get(name) or TITLES.get(name, name)
 
 
-def _split_table(summary: dict, split: str, title: str, tier: bool = False) -> Table:
+def _split_table(summary: dict, split: str, title: str, tier: bool = False,
+                 extra: str = "") -> Table:
     """One split's table: every row, a cell per column present (``tier``: the within-problem tier
     table, its rows with the tier-blind reference and the ceiling; kNN@5 problem x tier as the
     secondary column); the caption gives the draws, family and smallest attainable Holm p of each
-    column's tests."""
+    column's tests; ``extra`` is appended to it."""
     src, heads = (summary["tier"], TIER_HEADS) if tier else (summary, HEADS)
     t, rows = src["tables"][split], src["rows" if tier else "variants"]
     cols = [c for c in (TIER_HEADS if tier else COLUMNS[split]) if c in t]
@@ -84,7 +85,8 @@ def _split_table(summary: dict, split: str, title: str, tier: bool = False) -> T
     notes.pop("", None)
     return Table(f"{title} ({size})", ["variant", *[heads[c] for c in cols]],
                  [[_tier_title(r, src), *[_cell(t[c][r]) for c in cols]] for r in rows],
-                 note=f"Paired tests against the strongest baseline: {' / '.join(notes)}." if notes else "")
+                 note=(f"Paired tests against the strongest baseline: {' / '.join(notes)}." if notes
+                       else "") + extra)
 
 
 def tier_headline(tier: dict) -> str:
@@ -361,7 +363,8 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
                g and gpu_note(g)],
         tables=[*[_split_table(summary, s, f"Tier within problem, split ({s})", True) for s in "ab" if tier],
                 *[_split_table(summary, s, title) for s, title in _SPLITS], tuned,
-                *[g and _split_table(g, s, f"GPU, all layers: split ({s})") for s in "ab"],
+                *[g and _split_table(g, s, f"GPU, all layers: split ({s})",
+                                     extra=unrecorded_note(inp.metrics, "finetune_gpu")) for s in "ab"],
                 _picks_table(inp)],
         figures=[Plot("kNN@5 problem x tier purity with 95% CIs", "finetune_knn_purity.png",
                       "Dashed: the highest purity any embedding can reach given the cell "

@@ -17,6 +17,7 @@ from pathlib import Path
 from ..evaluation.stats import format_p
 from . import Cell, Table, short_label
 from . import coverage_rule as rule
+from .picks import unrecorded_note
 
 __all__ = ["preset_tables", "COLUMNS"]
 
@@ -67,5 +68,5 @@ def preset_tables(metrics: Path, root: Path, digits: int = 2) -> list[Table]:
                                      "from `python scripts/multilabel_table.py --json`. Strongest "
                                      f"baseline by validation mAP: {short_label('multilabel', t['baseline'])}. "
                                      "↑/↓: significantly above / below it (paired bootstrap, Holm). "
-                                     + rule.NOTE)))
+                                     + rule.NOTE + unrecorded_note(metrics, f.parent.name))))
     return out

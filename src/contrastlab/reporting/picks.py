@@ -17,12 +17,33 @@ import numpy as np
 
 from . import Table
 
-__all__ = ["PICK_TITLES", "MULTILABEL_NOTE", "picks_table", "missing_picks", "runs_in"]
+__all__ = ["PICK_TITLES", "MULTILABEL_NOTE", "picks_table", "missing_picks", "runs_in",
+           "unrecorded_note"]
 
 #: The picks a run can record, in the table's order, with their names in the report.
 PICK_TITLES = {"threshold": "F1 threshold", "early_stopping": "early-stopping step",
                "early_stopping_pretrain": "early-stopping step (pre-training)",
                "C": "logistic-regression C"}
+
+
+def _records_picks(obj) -> bool:
+    """Some mapping in ``obj`` (a parsed JSON) holds a ``picks`` record or a ``margin*`` value."""
+    if isinstance(obj, dict):
+        return (any(k == "picks" or k.startswith("margin") for k in obj)
+                or any(_records_picks(v) for v in obj.values()))
+    return isinstance(obj, list) and any(_records_picks(v) for v in obj)
+
+
+def unrecorded_note(metrics: Path, folder: str) -> str:
+    """A sentence for the note of a table built from ``<metrics>/<folder>`` when none of its
+    ``*.json`` (at any depth) records a validation pick's margin: the runs predate the record
+    (a preset run before it existed); ``""`` when some run records one."""
+    if any(_records_picks(json.loads(f.read_text(encoding="utf-8")))
+           for f in sorted((Path(metrics) / folder).rglob("*.json"))):
+        return ""
+    return (f" Margins: the runs in reports/metrics/{folder}/ predate the record of validation "
+            "picks, so their picks (early stopping, thresholds, C, fusion weights) carry no "
+            "margin; a rerun of the preset records them.")
 
 
 def runs_in(folder: Path) -> dict[str, dict]:
