@@ -90,3 +90,25 @@ def test_a_worker_killed_mid_trial_is_failed_requeued_and_the_budget_met(pg_serv
     retry = [t for t in complete if t.system_attrs.get("failed_trial") == failed[0].number]
     assert len(retry) == 1 and retry[0].params == {"c": killed_choice}
     assert sorted(res["ran"]) == sorted(SCORES)  # the survivor ran all six, the retry included
+
+
+def test_a_trial_abandoned_right_after_it_was_asked_goes_stale(pg_server):
+    """A worker killed between asking for a trial and its objective's first heartbeat thread
+    beat: Optuna never fails a RUNNING trial without any heartbeat, so the other workers would
+    wait for it forever; ``run_study`` records the first beat right after asking
+    (``tuning.storage._first_beat``), so the trial goes stale and is failed."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from contrastlab.tuning.storage import _fail_stale, _first_beat, _rdb
+
+    url = pg_server.createdb("optuna_first_beat")
+    study = optuna.create_study(storage=_rdb(url, heartbeat=(1, 2)), study_name="first-beat",
+                                direction="maximize")
+    beaten, silent = study.ask(), study.ask()
+    _first_beat(beaten, study, url)
+    time.sleep(3.5)  # past the 2 s grace period
+    _fail_stale(study)
+    states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
+    assert states[beaten.number] == TrialState.FAIL
+    assert states[silent.number] == TrialState.RUNNING  # Optuna's rule: no beat, never stale

@@ -176,6 +176,15 @@ def _fail_stale(study) -> None:
         optuna.storages.fail_stale_trials(study)
 
 
+def _first_beat(trial, study, storage: str | None) -> None:
+    """Record ``trial``'s first heartbeat now, on an RDB (nothing for a journal file). Optuna
+    fails a stale RUNNING trial only once it has a heartbeat, and its heartbeat thread beats
+    asynchronously: a worker killed before that thread's first beat would leave a RUNNING
+    trial that no worker ever fails, and the others would wait for it forever."""
+    if storage is not None:
+        study._storage.record_heartbeat(trial._trial_id)
+
+
 def _heartbeat_of(trial, study, storage: str | None):
     """A context that beats ``trial``'s heartbeat while the objective runs (RDB studies; the
     thread Optuna's own ``study.optimize`` starts), a no-op for a journal file."""

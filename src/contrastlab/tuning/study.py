@@ -14,7 +14,8 @@ from typing import Any, Callable, Literal, Mapping
 from .space import (SearchDim, TuneResult, _check_default, make_pruner, sampler_seed,
                     study_name, suggest)
 from .storage import (_PROTOCOL_ATTRS, GRACE_S, HEARTBEAT_S, MAX_RETRY, _budget_trials,
-                      _fail_stale, _heartbeat_of, _open, _retried, _set_up, _wait_for_set_up)
+                      _fail_stale, _first_beat, _heartbeat_of, _open, _retried, _set_up,
+                      _wait_for_set_up)
 
 __all__ = ["run_study", "widen_space", "EDGE_SHARE"]
 
@@ -116,6 +117,7 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
             bar.total = budget
         while _next_slot(study, budget, storage, beat):
             trial = study.ask()
+            _first_beat(trial, study, storage)
             if storage is not None and _surplus(study, trial, budget):
                 continue  # wait until the trials ahead have finished or gone stale
             choices = suggest(trial, current)
