@@ -356,6 +356,7 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
     tier = "tier" in summary
     gpu = inp.metrics / "finetune_gpu" / "summary.json"
     g = read_json(gpu, optional=True)
+    gpu_margins = g and unrecorded_note(inp.metrics, "finetune_gpu")  # read once, two tables
     return Section(
         "finetune", "Fine-tuning the code encoder (HumanEval problem x tier)",
         headline=headline(summary, _layers(inp.root)), comparison=_comparison(summary),
@@ -363,8 +364,8 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
                g and gpu_note(g)],
         tables=[*[_split_table(summary, s, f"Tier within problem, split ({s})", True) for s in "ab" if tier],
                 *[_split_table(summary, s, title) for s, title in _SPLITS], tuned,
-                *[g and _split_table(g, s, f"GPU, all layers: split ({s})",
-                                     extra=unrecorded_note(inp.metrics, "finetune_gpu")) for s in "ab"],
+                *[g and _split_table(g, s, f"GPU, all layers: split ({s})", extra=gpu_margins)
+                  for s in "ab"],
                 _picks_table(inp)],
         figures=[Plot("kNN@5 problem x tier purity with 95% CIs", "finetune_knn_purity.png",
                       "Dashed: the highest purity any embedding can reach given the cell "
