@@ -293,7 +293,7 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     hard = None
     history: list[dict[str, Any]] = []
     stopper = EarlyStopping(train_p.patience)
-    # keeps_all (rank 0): epoch -> (validation MRR, weights) of the plateau candidates
+    # keeps_all (rank 0): epoch -> (the rule's score, weights) of the plateau candidates
     states: dict[int, tuple[float, dict[str, Tensor]]] = {}
     t0 = time.time()
     step = 0
@@ -317,9 +317,9 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
             if stop_rule.keeps_all:
                 # an epoch more than the plateau's tolerance below the best so far can never
                 # join the final plateau (the best only rises): its weights are dropped
-                states[epoch] = (row["val_mrr"], {k: v.detach().to("cpu", copy=True)
-                                                  for k, v in student.state_dict().items()})
-                for e in [e for e, (mrr, _) in states.items() if mrr < stopper.best - PLATEAU_SHARE]:
+                states[epoch] = (score, {k: v.detach().to("cpu", copy=True)
+                                         for k, v in student.state_dict().items()})
+                for e in [e for e, (s, _) in states.items() if s < stopper.best - PLATEAU_SHARE]:
                     del states[e]
             elif improved:
                 save_student(checkpoint, student, hidden_size=hidden_size, model_p=model_p,
