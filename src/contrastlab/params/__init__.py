@@ -43,6 +43,8 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -91,16 +93,15 @@ def _format_errors(path: Path, err: ValidationError) -> str:
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown key (not in the schema; check the spelling)"
-        text = str((e.get("ctx") or {}).get("error", ""))
-        if e["type"] == "value_error" and text.startswith(key + "."):
-            lines.append(f"  - {text}")  # the message names the key's full path itself
-            continue
-        if e["type"] == "value_error" and re.match(r"[A-Za-z_][\w-]*(\.[\w-]+)+: ", text):
-            lines.append(f"  - {key}.{text}")  # a path below the key (an inherited search space)
-            continue
+        text = str((e.get("ctx") or {}).get("error", "")) if e["type"] == "value_error" else ""
         got = e.get("input")
         got_s = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
-        lines.append(f"  - {key}: {msg}{got_s}")
+        if text.startswith(key + "."):
+            lines.append(f"  - {text}")  # the message names the key's full path itself
+        elif re.match(r"[A-Za-z_][\w-]*(\.[\w-]+)+: ", text):
+            lines.append(f"  - {key}.{text}")  # a path below the key (an inherited search space)
+        else:
+            lines.append(f"  - {key}: {msg}{got_s}")
     return "\n".join(lines)
 
 
@@ -140,23 +141,18 @@ def flatten(obj: Any, prefix: str = "", sep: str = ".") -> dict[str, Any]:
     """Flatten nested dicts/lists/pydantic models to ``{"a.b.c": value}`` (for MLflow params)."""
     if isinstance(obj, BaseModel):
         obj = obj.model_dump(mode="json")
+    if isinstance(obj, list) and any(isinstance(v, (dict, list)) for v in obj):
+        obj = dict(enumerate(obj))  # keyed by index
+    if not isinstance(obj, dict):
+        return {prefix: obj}
     out: dict[str, Any] = {}
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            out.update(flatten(v, f"{prefix}{sep}{k}" if prefix else str(k), sep))
-    elif isinstance(obj, list) and any(isinstance(v, (dict, list)) for v in obj):
-        for i, v in enumerate(obj):
-            out.update(flatten(v, f"{prefix}{sep}{i}" if prefix else str(i), sep))
-    else:
-        out[prefix] = obj
+    for k, v in obj.items():
+        out.update(flatten(v, f"{prefix}{sep}{k}" if prefix else str(k), sep))
     return out
 
 
 def params_hash(obj: Any) -> str:
     """Short stable hash (12 hex digits) of a params section, for tags and report captions."""
-    import hashlib
-    import json
-
     if isinstance(obj, BaseModel):
         obj = obj.model_dump(mode="json")
     blob = json.dumps(obj, sort_keys=True, default=str).encode()

@@ -83,13 +83,10 @@ class RepoSource(Strict):
 
     @property
     def repo_name(self) -> str:
-        if self.name:
-            return self.name
-        if self.dist:
-            return self.dist
+        if named := self.name or self.dist:
+            return named
         if self.git:
-            last = self.git.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
-            return last[:-4] if last.endswith(".git") else last
+            return self.git.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].removesuffix(".git")
         return self.path.rstrip("/").rsplit("/", 1)[-1]  # type: ignore[union-attr]
 
 

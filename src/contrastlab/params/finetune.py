@@ -68,12 +68,6 @@ class FinetuneEval(Strict):
 TUNABLE = ("temperature", "lr_encoder", "lr_head", "weight_decay", "warmup")
 
 
-def _default_search() -> dict[str, SearchDim]:
-    return {"temperature": SearchDim(type="float", low=0.03, high=1.0, log=True),
-            "lr_encoder": SearchDim(type="float", low=3e-5, high=3e-3, log=True),
-            "lr_head": SearchDim(type="float", low=1e-4, high=1e-2, log=True)}
-
-
 class FinetuneTune(SeedTrialTune):
     """``finetune.tune``: the shared protocol (:mod:`contrastlab.tuning`; Musgrave et al.
     2020): every trained row (the losses, BCE and the frozen + head baseline) gets ``trials``
@@ -88,8 +82,11 @@ class FinetuneTune(SeedTrialTune):
         "trial costs ~4.3 CPU-minutes; the other tracks' 20 fit a GPU)."))
     startup_trials: int = Field(4, ge=1, le=10_000,
                                 description="Random trials before TPE models the space.")
-    search: dict[str, SearchDim] = Field(default_factory=_default_search, description=(
-        f"Search space over {', '.join(TUNABLE)}."))
+    search: dict[str, SearchDim] = Field(default_factory=lambda: {
+        "temperature": SearchDim(type="float", low=0.03, high=1.0, log=True),
+        "lr_encoder": SearchDim(type="float", low=3e-5, high=3e-3, log=True),
+        "lr_head": SearchDim(type="float", low=1e-4, high=1e-2, log=True)},
+        description=f"Search space over {', '.join(TUNABLE)}.")
 
     @field_validator("search")
     @classmethod

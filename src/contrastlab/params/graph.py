@@ -70,10 +70,7 @@ class GraphFinal(Strict):
     ablation_batch_nodes: Optional[int] = Field(
         None, ge=2, le=10_000_000, description="Loss batch of the ablation (null: all nodes).")
 
-    @field_validator("seeds", "ablation_seeds", "default_seeds")
-    @classmethod
-    def _unique(cls, v: list[int]) -> list[int]:
-        return distinct_seeds(v)
+    _unique = field_validator("seeds", "ablation_seeds", "default_seeds")(distinct_seeds)
 
 
 class GraphModel(Strict):
@@ -213,8 +210,7 @@ class GraphVariant(BaseModel):
             if not isinstance(v, (bool, int, float, str)):
                 raise ValueError(f"{k}: a loss keyword must be a number, a string or a "
                                  f"boolean, got {type(v).__name__}")
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and not (
-                    abs(v) <= _KNOB_ABS_MAX):
+            if isinstance(v, (int, float)) and not abs(v) <= _KNOB_ABS_MAX:  # bools pass
                 raise ValueError(f"{k}={v!r}: must be finite and at most {_KNOB_ABS_MAX:g} "
                                  f"in absolute value")
         return self
@@ -284,12 +280,12 @@ class GraphParams(Strict):
             n_hard = (v.model_extra or {}).get("n_hard")
             if isinstance(n_hard, int) or "n_hard" in v.search:  # MoCHi's hardest negatives
                 n = NUM_NODES[self.dataset]
-                b = self.train.batch_nodes or n
+                most = 2 * min(self.train.batch_nodes or n, n) - 2
                 hi = v.search["n_hard"].high if "n_hard" in v.search else None
                 top = max(x for x in (n_hard, hi) if x is not None)
-                if top > 2 * min(b, n) - 2:
+                if top > most:
                     raise ValueError(f"variants.{name}.n_hard (up to {top:g}) exceeds the "
-                                     f"2B-2 = {2 * min(b, n) - 2} negatives per anchor")
+                                     f"2B-2 = {most} negatives per anchor")
         return self
 
     @property

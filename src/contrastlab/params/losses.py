@@ -42,12 +42,9 @@ def loss_keyword_errors(p: Params) -> list[str]:
     from .multilabel import variant_loss
 
     for name, v in p.multilabel.variants.items():
-        if name not in p.multilabel.losses:
-            continue
-        loss = variant_loss(name)[0]
-        if loss is None:  # a baseline (logistic regression, BCE MLP): no contrastive loss
-            continue
-        errs += _bad(loss, list(v.kwargs), f"multilabel.variants.{name}.kwargs")
+        loss = variant_loss(name)[0]  # None: a baseline (logistic regression, BCE MLP)
+        if name in p.multilabel.losses and loss is not None:
+            errs += _bad(loss, list(v.kwargs), f"multilabel.variants.{name}.kwargs")
     return errs
 
 

@@ -302,15 +302,8 @@ class MultilabelParams(Strict):
                              "alias_of); it is trained once, as its target: list the target")
         return v
 
-    @field_validator("hybrids")
-    @classmethod
-    def _known_hybrids(cls, v: list[str]) -> list[str]:
-        return known_names(v, HYBRIDS, "hybrid(s)")
-
-    @field_validator("seeds")
-    @classmethod
-    def _seeds(cls, v: list[int]) -> list[int]:
-        return distinct_seeds(v)
+    _known_hybrids = field_validator("hybrids")(lambda v: known_names(v, HYBRIDS, "hybrid(s)"))
+    _seeds = field_validator("seeds")(distinct_seeds)
 
     def _resolve(self, x: str, v: VariantParams) -> None:
         """Fill in what variant ``x`` inherits (module docstring): the table's ``kwargs``, the

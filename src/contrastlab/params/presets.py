@@ -23,6 +23,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
+from pydantic import ValidationError
+
 from . import Params, ParamsError, _format_errors, load_params
 
 __all__ = ["merge", "read_override", "apply_to_text", "load_with_overrides"]
@@ -50,8 +53,6 @@ def read_override(path: str | Path) -> tuple[dict, frozenset[str]]:
         contrastlab.params.ParamsError: the file is missing or does not parse, is not a
             mapping, names an unknown section, or ``_replace`` is not a list of dotted paths.
     """
-    import yaml
-
     path = Path(path)
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -76,16 +77,12 @@ def load_with_overrides(params_path: str | Path, overrides: list[str | Path] = (
         contrastlab.params.ParamsError: a file is unreadable or the merged params fail the
             schema (the message names the last preset).
     """
-    import yaml
-    from pydantic import ValidationError
-
+    base = load_params(params_path)  # the base file's own errors first
     if not overrides:
-        return load_params(params_path)
-    load_params(params_path)  # the base file's own errors first
+        return base
     raw = yaml.safe_load(Path(params_path).read_text(encoding="utf-8"))
     for f in overrides:
-        over, replace = read_override(f)
-        raw = merge(raw, over, replace)
+        raw = merge(raw, *read_override(f))
     try:
         return Params.model_validate(raw)
     except ValidationError as e:
@@ -107,17 +104,13 @@ def _yaml():
 
 def _section(text: str, name: str) -> tuple[int, int]:
     """Character span of the top-level ``name:`` block (comments just above the next
-    top-level key belong to that key).
-
-    Raises:
-        ParamsError: not exactly one such key.
-    """
+    top-level key belong to that key); ``ParamsError`` when not exactly one such key."""
     lines = text.splitlines(keepends=True)
     starts = [i for i, line in enumerate(lines) if re.match(rf"^{re.escape(name)}:", line)]
     if len(starts) != 1:
         raise ParamsError(f"params.yaml: expected exactly one top-level {name!r} key")
-    i = j = starts[0]
-    j += 1
+    i = starts[0]
+    j = i + 1
     while j < len(lines) and not re.match(r"^[A-Za-z_]", lines[j]):
         j += 1
     while j - 1 > i and lines[j - 1].startswith("#"):
@@ -148,8 +141,7 @@ def _styled(v: Any):
 
 
 def _merge_into(node, over: dict, replace: frozenset[str], path: str) -> None:
-    """Merge ``over`` into the ruamel mapping ``node`` in place (comments of untouched keys
-    stay)."""
+    """Merge ``over`` into the ruamel mapping ``node`` in place (untouched keys keep comments)."""
     for k, v in over.items():
         p = f"{path}.{k}"
         if isinstance(v, dict) and isinstance(node.get(k), dict) and p not in replace:
@@ -170,7 +162,7 @@ def apply_to_text(text: str, over: dict, replace: frozenset[str] = frozenset()) 
     for name, sec in over.items():
         a, b = _section(text, name)
         block = y.load(text[a:b])
-        if sec is None or not isinstance(sec, dict):
+        if not isinstance(sec, dict):
             raise ParamsError(f"preset section {name!r} must be a mapping")
         _merge_into(block[name], sec, replace, name)
         buf = io.StringIO()

@@ -35,9 +35,8 @@ class Inputs:
         """``where`` itself, or the standard layout under the repository root ``where``."""
         if isinstance(where, Inputs):
             return where
-        root = Path(where)
-        rep = root / "reports"
-        return cls(root, rep / "metrics", rep / "data", rep / "plots", rep / "tuned")
+        rep = Path(where) / "reports"
+        return cls(rep.parent, rep / "metrics", rep / "data", rep / "plots", rep / "tuned")
 
 
 def load_params_of(root: Path):
@@ -205,7 +204,8 @@ class Section:
                 f = None if f.draw(path) is False else Figure(f.title, path, f.caption)
             if f is not None:
                 figs.append(f)
-        self.figures, self.notes = figs, [n for n in self.notes if n]
+        self.figures = figs
+        self.notes = [n for n in self.notes if n]
         self.tables = [t for t in self.tables if t is not None]
         return self
 
@@ -223,8 +223,7 @@ class Plot:
 
 def markdown_table(table: Table) -> str:
     """A :class:`Table` as ``comparison.md`` shows it (Markdown, with its title and note)."""
-    s = Section("t", "t", tables=[table])
-    md = render_template("report.md.j2", sections=[s], header="")
+    md = render_markdown([Section("t", "t", tables=[table])])
     return md.split("## t\n\n", 1)[1].rstrip("\n")
 
 

@@ -50,7 +50,8 @@ def track_run(track: str, *, stage: str):
     return invocation_run(track, stage=stage)
 
 
-def collect_sections(root: Inputs | Path, figures_dir: Path, tracks: Sequence[str] = TRACKS) -> list[Section]:
+def collect_sections(root: Inputs | Path, figures_dir: Path,
+                     tracks: Sequence[str] = TRACKS) -> list[Section]:
     """Every available track's section from ``root`` (:class:`~contrastlab.reporting.Inputs`
     or a repository root); tracks whose module or metrics are missing are skipped. Every table
     then follows the coverage rule (:func:`contrastlab.reporting.coverage_rule.apply`)."""
@@ -99,8 +100,7 @@ def build_report(params, out_dir: str | Path, metrics_dir: str | Path | None = N
                    **metrics_summary(inputs.metrics, params.report.headline)}
         write_summary(out / "summary.json", summary)
         _log(tracker, summary, out)
-        times = write_stage_times(timings_dir(), prov.header())
-        if times is not None:
+        if (times := write_stage_times(timings_dir(), prov.header())) is not None:
             tracker.log_artifact(times)
         tracker.log_artifact(figures, "figures")
     return summary

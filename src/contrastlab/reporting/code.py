@@ -73,10 +73,9 @@ def _mark(e: dict) -> str:
 
 def _vs_control_cell(n: str, m: dict, vs_ctl: dict) -> str:
     """The trained fusion's Rank@10 difference to the control at its own weight."""
-    e = vs_ctl.get(n)
     if n == CONTROL_HYBRID:
         return "(the control)"
-    if e is None:
+    if (e := vs_ctl.get(n)) is None:
         return "-"
     # no interval: the coverage of a difference's interval is not simulated (the ° rule)
     return (f"{_mark(e)}{100 * e['delta_vs_baseline']:+.1f} (control {100 * e['control_mean']:.1f} % at "
@@ -101,12 +100,10 @@ def _hyperparameters(n: str, m: dict) -> tuple[str, str, str]:
 
 def _row(n: str, m: dict, stats: dict, baseline: str | None, vs_ctl: dict, digits: int) -> list:
     """One row of a code table: the Rank@k and MRR cells with CIs, then the rest."""
-    b = {k: stats[k]["best"][n] for k in stats}
-    r10 = b["rank_at_10"]
+    r10 = stats["rank_at_10"]["best"][n]
     vs_base = ("(strongest baseline)" if n == baseline else "-" if "delta_vs_baseline" not in r10
                else f"{_mark(r10)}{100 * r10['delta_vs_baseline']:+.1f} ({baseline_p(r10)})")
-    return [_title(n, m), _ci(b["rank_at_1"], True, digits), _ci(b["rank_at_5"], True, digits),
-            _ci(r10, True, digits), _ci(b["mrr"], False, digits),
+    return [_title(n, m), *(_ci(st["best"][n], k != "mrr", digits) for k, st in stats.items()),
             f"{m.get('median_rank', float('nan')):.0f}", *_hyperparameters(n, m),
             f"{r10.get('p_best', float('nan')):.2f}", "yes" if r10.get("in_mcs") else "no",
             vs_base] + ([_vs_control_cell(n, m, vs_ctl)] if vs_ctl else [])
@@ -248,19 +245,16 @@ def _with_panels(c, presets: list, gpu: tuple | None):
     """The comparison with the preset tables' panels (``PRESET_TABLES``' panel title) and the
     GPU table's: the GPU panel is the secondary (the headline states it), the presets' follow
     in the summary and the README (``more``)."""
-    cpu_p = c.panels[0]
     extra = [(t[0].comparison.panels[0], spec[5]) for spec, t in presets if spec[5]]
-    if gpu is None and not extra:
-        return c
-    cpu_p.title = "2 CPU cores"
-    for p, title in extra:
-        p.title = title
-    panels = [cpu_p, *(p for p, _ in extra)]
+    more = tuple(range(1, 1 + len(extra)))
     if gpu is not None:
-        panels.append(gpu[0].comparison.panels[0])
-        panels[-1].title = f"one {_gpu_name(gpu[2])}, every layer trained"
-    return dataclasses.replace(c, panels=panels, more=tuple(range(1, 1 + len(extra))),
-                               secondary=None if gpu is None else len(panels) - 1)
+        extra.append((gpu[0].comparison.panels[0], f"one {_gpu_name(gpu[2])}, every layer trained"))
+    if not extra:
+        return c
+    for p, title in [(c.panels[0], "2 CPU cores"), *extra]:
+        p.title = title
+    return dataclasses.replace(c, panels=[c.panels[0], *(p for p, _ in extra)], more=more,
+                               secondary=None if gpu is None else len(extra))
 
 
 def _trained(loaded: dict) -> tuple[list[str], dict[str, str]]:
@@ -281,9 +275,8 @@ def _picks_table(inp: Inputs, loaded: dict) -> Table | None:
             if "early_stopping" in (r.get("picks") or {})]
     rules = {}  # rule -> [runs, runs the other rule would stop elsewhere, fragile runs]
     for r in recs:
-        rule = r.get("rule", "rank_at_10")
         alt = r.get("other_rule_seed", r.get("mrr_plateau_seed", []))
-        c = rules.setdefault(rule, [0, 0, 0])
+        c = rules.setdefault(r.get("rule", "rank_at_10"), [0, 0, 0])
         c[0] += len(r["chosen_seed"])
         c[1] += sum(a != b for a, b in zip(r["chosen_seed"], alt))
         c[2] += r["fragile_seeds"]
@@ -311,11 +304,11 @@ def _tuning_rule(inp: Inputs) -> str:
     code = load_params_of(inp.root).code
     files = [inp.tuned / "code" / f"{v}.json" for v, var in code.variants.items() if var.search]
     objs = sorted({json.loads(f.read_text()).get("objective") for f in files if f.is_file()} - {None})
-    said = {"val_mrr": "validation MRR (the MRR rule)", "val_rank_at_10": "validation Rank@10 (the Rank@10 rule)"}
-    if not objs:
-        return ""
+    said = {"val_mrr": "validation MRR (the MRR rule)",
+            "val_rank_at_10": "validation Rank@10 (the Rank@10 rule)"}
     return ("The tuning studies scored each trial by the kept epochs' "
-            + " or ".join(said.get(o, o) for o in objs) + " (code.tune.early_stopping). ")
+            + " or ".join(said.get(o, o) for o in objs) + " (code.tune.early_stopping). "
+            if objs else "")
 
 
 def _plots(inp: Inputs, loaded: dict) -> list[Plot]:
@@ -361,7 +354,6 @@ def _compute_curve(inp: Inputs, bm25) -> tuple | None:
     if bm25 is None or bm25.low is None or not f.exists():
         return None
     curve = json.loads(f.read_text())
-    runs = inp.metrics / GPU_TABLE / "logs" / "device_runs.json"
-    gpu = gpu_points(read_json(runs, optional=True))
+    runs = read_json(inp.metrics / GPU_TABLE / "logs" / "device_runs.json", optional=True)
     band = {"value": bm25.estimate, "low": bm25.low, "high": bm25.high, "label": bm25.short}
-    return curve_plot(curve, band, gpu), curve_table(curve), curve_finding(curve, band)
+    return curve_plot(curve, band, gpu_points(runs)), curve_table(curve), curve_finding(curve, band)

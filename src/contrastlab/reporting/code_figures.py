@@ -49,10 +49,8 @@ def _training_figure(plots_dir: Path, names: list[str], path: Path,
         a1.plot(df["epoch"], df["train_loss"], marker="o", ms=3, label=lab)
         a2.plot(df["epoch"], 100 * df["val_rank_at_10"], marker="o", ms=3, label=lab)
     a1.set_yscale("symlog", linthresh=1e-3)
-    a1.set_xlabel("epoch")
-    a1.set_ylabel("train loss (log; scales differ by loss)")
-    a2.set_xlabel("epoch")
-    a2.set_ylabel("val Rank@10 (%)")
+    a1.set(xlabel="epoch", ylabel="train loss (log; scales differ by loss)")
+    a2.set(xlabel="epoch", ylabel="val Rank@10 (%)")
     # one legend under both panels: inside the right panel it covered the curves
     h, lab = a2.get_legend_handles_labels()
     fig.legend(h, lab, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)

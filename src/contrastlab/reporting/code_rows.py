@@ -112,8 +112,6 @@ def _order(metrics: dict) -> list[str]:
     base = [n for n in TITLES if n in metrics] + sorted(
         n for n in metrics if _is_baseline(n) and n not in TITLES)
     trained = [n for n in metrics if not _is_baseline(n) and not _is_hybrid(n)]
-    hybrids = [n for n in metrics if _is_hybrid(n)]
-    return (base + [n for n in trained if metrics[n].get("residual")]
-            + [n for n in trained if not metrics[n].get("residual")]
-            + sorted(hybrids, key=lambda n: (n.split("_", 1)[1], n)))
+    return (base + sorted(trained, key=lambda n: not metrics[n].get("residual"))
+            + sorted((n for n in metrics if _is_hybrid(n)), key=lambda n: (n.split("_", 1)[1], n)))
 

@@ -64,7 +64,7 @@ def _load_variants(t: dict, mdir: Path, ddir: Path) -> None:
 def _load_hybrids(t: dict, mdir: Path, ddir: Path) -> None:
     """``hybrids*.json`` with the control at every grid weight (ranks may be gzipped)."""
     for hfile in sorted(mdir.glob("hybrids*.json")):
-        hranks = next((p for p in (ddir / f"{hfile.stem}_ranks.csv", ddir / f"{hfile.stem}_ranks.csv.gz")
+        hranks = next((p for p in (ddir / f"{hfile.stem}_ranks.csv{z}" for z in ("", ".gz"))
                        if p.exists()), None)
         if hranks is None or t["order"] is None:
             continue
@@ -128,9 +128,7 @@ def _same_weight_family(mats: dict, same_w: dict, f, draws, s: int) -> dict:
 def strongest_baseline(metrics: dict) -> str | None:
     """The baseline row with the best validation Rank@10 (``val_rank_at_10``; ties: name order)."""
     cands = [n for n in metrics if _is_baseline(n) and "val_rank_at_10" in metrics[n]]
-    if not cands:
-        return None
-    return max(sorted(cands), key=lambda n: metrics[n]["val_rank_at_10"])
+    return max(sorted(cands), key=lambda n: metrics[n]["val_rank_at_10"], default=None)
 
 
 def only_in_top10(ranks: dict, a: str, b: str, k: int = 10) -> float:
@@ -166,8 +164,7 @@ def table_stats(ranks: dict, repo, n_resamples: int | None = None, seed: int = 0
     n_resamples = n_resamples or draws_for(max(1, len(ranks) - 1))
     draws = resample_counts(s, n_items, clusters=repo, n_resamples=n_resamples, seed=seed)
 
-    names = list(ranks)
-    return {metric: _metric_stats(mats, f, draws, names, repo, seed, baseline, same_w, s)
+    return {metric: _metric_stats(mats, f, draws, list(ranks), repo, seed, baseline, same_w, s)
             for metric, f in _PER_METRIC.items()}
 
 
@@ -205,9 +202,8 @@ def _resolution(stats: dict) -> str:
     rows = stats["rank_at_10"]["best"]
     tested = [e for e in rows.values() if "test" in e]
     n_res = next(iter(rows.values()))["n_resamples"]
-    if not tested:
-        return f"{n_res:,} bootstrap draws"
-    return resolution_note(n_res, tested[0]["family_size"])
+    return (resolution_note(n_res, tested[0]["family_size"]) if tested
+            else f"{n_res:,} bootstrap draws")
 
 
 def _declared(code, names: list[str]) -> str:
@@ -216,9 +212,9 @@ def _declared(code, names: list[str]) -> str:
     pairs = {}
     for v in names:
         var = code.variants.get(v)
-        lr = var.lr if var is not None and var.lr is not None else code.train.lr
-        t0 = (var.temperature if var is not None and var.temperature is not None
-              else code.train.init_temperature)
+        lr = code.train.lr if getattr(var, "lr", None) is None else var.lr
+        t0 = (code.train.init_temperature if getattr(var, "temperature", None) is None
+              else var.temperature)
         pairs.setdefault(f"lr {lr:g}, τ0 {t0:g}", []).append(v)
     if len(pairs) == 1:
         return next(iter(pairs))
@@ -243,30 +239,27 @@ def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None 
         vals[v] = (m["val_rank_at_10"], loaded["metrics"][v].get("val_rank_at_10"))
     if not mats:
         return None
-    s = min(x.shape[0] for x in mats.values())
+    s, n_test = min(x.shape[0] for x in mats.values()), next(iter(mats.values())).shape[1]
     names = list(vals)
     per = {k: (x[:s] <= 10).astype(np.float64) for k, x in mats.items()}
 
     def run(r: int):
-        draws = resample_counts(s, next(iter(mats.values())).shape[1], clusters=loaded["repo"],
-                                n_resamples=r, seed=0)
+        draws = resample_counts(s, n_test, clusters=loaded["repo"], n_resamples=r, seed=0)
         point, reps = bootstrap_per_item(per, draws=draws)
         ps = [paired_pvalue(reps[f"{v}|tuned"] - reps[f"{v}|default"]) for v in names]
         return (point, reps, ps), ps
 
     (point, reps, ps), n_resamples = settle_draws(run, len(names), start=n_resamples)
     st, p = summarize(point, reps), holm(ps)
-    n_test = next(iter(mats.values())).shape[1]
     declared = _declared(load_params_of(inp.root).code, names)
+    src = "test Rank@10, bootstrap over seeds and repository-clustered queries"
     rows = []
     for v, ph in zip(names, p):
-        d, t = st[f"{v}|default"], st[f"{v}|tuned"]
-        src = "test Rank@10, bootstrap over seeds and repository-clustered queries"
+        d, t = (Cell(e["mean"], e["ci_low"], e["ci_high"], scale=100, digits=1, source=src)
+                for e in (st[f"{v}|default"], st[f"{v}|tuned"]))
         diff = point[f"{v}|tuned"] - point[f"{v}|default"]
-        rows.append([_title(v, loaded["metrics"][v]), f"{100 * vals[v][0]:.1f}",
-                     Cell(d["mean"], d["ci_low"], d["ci_high"], scale=100, digits=1, source=src),
-                     f"{100 * vals[v][1]:.1f}" if vals[v][1] is not None else "-",
-                     Cell(t["mean"], t["ci_low"], t["ci_high"], scale=100, digits=1, source=src),
+        rows.append([_title(v, loaded["metrics"][v]), f"{100 * vals[v][0]:.1f}", d,
+                     f"{100 * vals[v][1]:.1f}" if vals[v][1] is not None else "-", t,
                      f"{100 * diff:+.1f} ({format_p(ph, n_resamples, len(names))})"])
     return Table("Default vs tuned retrieval: each loss's declared configuration and its tuned choice",
                  ["loss", "default val R@10 %", "default test R@10 % [CI]", "tuned val R@10 %",

@@ -34,18 +34,13 @@ def gpu_points(device_runs: Mapping[str, Any] | None) -> list[dict]:
     """The GPU rows of ``reports/metrics/code_biencoder_gpu/logs/device_runs.json``: per row
     of each run, the mean test Rank@10 over its seeds and the mean training minutes
     (``gpu_min``: wall time on the one GPU, the run's ``device``)."""
-    out = []
-    for run in (device_runs or {}).get("runs", []):
-        for row, seeds in run.get("finals", {}).items():
-            if not seeds:
-                continue
-            n = len(seeds)
-            out.append({"row": row, "device": run.get("device", "GPU"), "steps": run["choice"]["steps"],
-                        "max_length": run.get("max_length"), "batch_size": run.get("batch_size"),
-                        "layers": run.get("layers"),
-                        "rank_at_10": sum(s["test_rank_at_10"] for s in seeds) / n,
-                        "gpu_min": sum(s["seconds"] for s in seeds) / n / 60, "n_seeds": n})
-    return out
+    return [{"row": row, "device": run.get("device", "GPU"), "steps": run["choice"]["steps"],
+             "max_length": run.get("max_length"), "batch_size": run.get("batch_size"),
+             "layers": run.get("layers"),
+             "rank_at_10": sum(s["test_rank_at_10"] for s in seeds) / len(seeds),
+             "gpu_min": sum(s["seconds"] for s in seeds) / len(seeds) / 60, "n_seeds": len(seeds)}
+            for run in (device_runs or {}).get("runs", [])
+            for row, seeds in run.get("finals", {}).items() if seeds]
 
 
 def _layer_key(p: dict) -> str:
@@ -141,9 +136,8 @@ def curve_table(curve: Mapping[str, Any]):
                        f"(seed {cfg.get('val_seed')}); the margin is the Rank@10 hits of the "
                        f"pick minus the runner-up's on {cfg.get('n_val')} validation queries "
                        f"(fragile: under {100 * FRAGILE_SHARE:g} % of them; a negative margin: "
-                       "the runner-up had more "
-                       "hits but a lower MRR); "
-                       f"total = cache + training + the other learning rates' runs; "
+                       "the runner-up had more hits but a lower MRR); "
+                       "total = cache + training + the other learning rates' runs; "
                        f"{cfg.get('threads')} threads. scripts/compute_curve.py."))
 
 
@@ -222,4 +216,5 @@ def render_cpu_preset(root: Path, aim_cpu_min: float = 60.0) -> str:
                        if pick.get("fragile") else "")
             text += (f". Its BM25 score fusion (w = {f['weight']:g}, picked on validation{fragile}) "
                      f"reaches {100 * f['rank_at_10']:.1f} %")
-    return f"{PRESET_BEGIN}\n{text}. ° as in the report: no interval where its coverage was not simulated in [0.92, 0.98].\n{PRESET_END}"
+    return (f"{PRESET_BEGIN}\n{text}. ° as in the report: no interval where its coverage was not "
+            f"simulated in [0.92, 0.98].\n{PRESET_END}")

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from . import Cell
+from .finetune import HEADS, TIER_HEADS
 
 LO, HI = 0.92, 0.98
 MARK = "°"
@@ -47,19 +48,14 @@ def covers(cov: dict, key: str | None) -> bool:
 def strip(cell, ok: bool):
     """``cell`` (a :class:`~contrastlab.reporting.Cell`) without its interval and marked ° unless
     ``ok`` (a cell that never had an interval is marked too: its column does not cover)."""
-    if ok:
-        return cell
-    return dataclasses.replace(cell, low=None, high=None, marks=(*cell.marks, MARK))
+    return cell if ok else dataclasses.replace(cell, low=None, high=None, marks=(*cell.marks, MARK))
 
 
+#: fine-tuning column header -> metric (split prefixed), from the fine-tuning tables' own headers
+_FT = {h: c for d in (HEADS, TIER_HEADS) for c, h in d.items()}
 #: multi-label column header -> metric of the set's coverage.json entry
 _ML = {"micro-F1 @0.5": "micro_f1", "macro-F1 @0.5": "macro_f1", "micro-F1 @val-t": "micro_f1_val_t",
        "macro-F1 @val-t": "macro_f1_val_t", "mAP": "map", "default": "map", "tuned": "map"}
-#: fine-tuning column header -> metric (split prefixed)
-_FT = {"kNN@5 problem x tier": "knn5_pxt", "kNN@5 tier": "knn5_tier", "kNN@5 problem": "knn5_problem",
-       "mAP (same problem & tier)": "ap", "Rank@1": "rank1", "Rank@5": "rank5", "tier probe acc.": "probe_tier",
-       "same-tier AUC within problem": "wp_auc", "nearest same-problem neighbour's tier": "wp_nn_tier",
-       "one-token mutants separated": "wp_pair_sep", "kNN@5 problem x tier (secondary)": "knn5_pxt"}
 _CODE = {"R@1 % [CI]": "rank_at_1", "R@5 % [CI]": "rank_at_5", "R@10 % [CI]": "rank_at_10", "MRR [CI]": "mrr",
          "default test R@10 % [CI]": "rank_at_10", "tuned test R@10 % [CI]": "rank_at_10"}
 

@@ -129,21 +129,15 @@ def rows_from_stats(stats: Mapping[str, Mapping[str, Any]], names: Sequence[str]
     def get(f, n, default):
         return f(n) if callable(f) else f.get(n, default)
 
-    rows = []
-    for n in names:
-        st = stats.get(n)
-        if st is None or st.get("mean") is None:
-            continue
-        rows.append(Row(n, get(short, n, n), get(title, n, n), get(kind, n, "loss"),
-                        float(st["mean"]), st.get("ci_low"), st.get("ci_high"),
-                        bool(st.get("in_mcs", st.get("tied_for_best"))), n == baseline,
-                        st.get("delta_vs_baseline"), st.get("p_vs_baseline_holm"),
-                        bool(st.get("beats_baseline")), bool(st.get("below_baseline")),
-                        st.get("delta_ci_low"), st.get("delta_ci_high"), st.get("p_floor")))
-    for label, v in published:
-        rows.append(Row(f"published:{label}", label, f"{label} (published result)",
-                        "published", float(v)))
-    return rows
+    rows = [Row(n, get(short, n, n), get(title, n, n), get(kind, n, "loss"),
+                float(st["mean"]), st.get("ci_low"), st.get("ci_high"),
+                bool(st.get("in_mcs", st.get("tied_for_best"))), n == baseline,
+                st.get("delta_vs_baseline"), st.get("p_vs_baseline_holm"),
+                bool(st.get("beats_baseline")), bool(st.get("below_baseline")),
+                st.get("delta_ci_low"), st.get("delta_ci_high"), st.get("p_floor"))
+            for n in names if (st := stats.get(n) or {}).get("mean") is not None]
+    return rows + [Row(f"published:{label}", label, f"{label} (published result)", "published",
+                       float(v)) for label, v in published]
 
 
 def legend(comparisons: Sequence[Comparison]) -> dict[str, str]:
@@ -156,8 +150,7 @@ def legend(comparisons: Sequence[Comparison]) -> dict[str, str]:
 
 
 def _order(c: Comparison) -> list[str]:
-    """Row order shared by every panel: mean rank of the estimate across panels (best first),
-    published rows last."""
+    """Every panel's row order: mean rank of the estimate (best first), published rows last."""
     ranks: dict[str, list[float]] = {}
     for p in c.panels:
         live = sorted((r for r in p.rows if r.kind != "published"), key=lambda r: -r.estimate)
@@ -169,8 +162,7 @@ def _order(c: Comparison) -> list[str]:
 
 
 def _draw_row(ax, r, yi: float, k: float, digits: int, single: bool) -> list[float]:
-    """One row of a panel: estimate (and CI), marker by kind, and in a single panel its numbers
-    right of the axes; returns the values drawn."""
+    """Draw a row (estimate, CI, kind's marker; single panel: its numbers); returns the values."""
     m, col, _ = KINDS.get(r.kind, KINDS["loss"])
     if r.kind == "published":
         ax.plot(k * r.estimate, yi, m, ms=13, mew=2.2, color=col, zorder=3)

@@ -81,8 +81,7 @@ def _split_table(summary: dict, split: str, title: str, tier: bool = False,
     cols = [c for c in (TIER_HEADS if tier else COLUMNS[split]) if c in t]
     items = [f"{t[c][rows[0]]['n_items']} {heads[c].split(' (')[0]}" for c in cols]
     size = f"queries: {', '.join(items)}" if tier else f"{t[cols[0]][rows[0]]['n_items']} queries"
-    notes = dict.fromkeys(table_resolution(t[c]) for c in cols)
-    notes.pop("", None)
+    notes = dict.fromkeys(n for c in cols if (n := table_resolution(t[c])))
     return Table(f"{title} ({size})", ["variant", *[heads[c] for c in cols]],
                  [[_tier_title(r, src), *[_cell(t[c][r]) for c in cols]] for r in rows],
                  note=(f"Paired tests against the strongest baseline: {' / '.join(notes)}." if notes
@@ -194,10 +193,9 @@ def _purity_figure(summary: dict, path: Path) -> None:
             ax.axhline(ceil, ls="--", color="0.45", lw=1.2)
             ax.annotate(f"ceiling {100 * ceil:.1f}%", (len(names) - 0.6, ceil), xytext=(0, 4),
                         textcoords="offset points", ha="right", va="bottom", color="0.35")
-        ax.set_xlim(-0.5, len(names) - 0.5)
+        ax.set(xlim=(-0.5, len(names) - 0.5), title=title)
         ax.set_xticks(range(len(names)), [SHORT.get(v, v) for v in names], rotation=35, ha="right")
         ax.grid(axis="x", visible=False)
-        ax.set_title(title)
     style.score_axis(axes[0], vals)
     axes[0].set_ylabel("kNN@5 problem x tier purity")
     fig.suptitle("Fine-tuned losses (blue) and baselines (gray): mean and 95% CI")
@@ -211,26 +209,23 @@ def _comparison(summary: dict):
     tier = summary.get("tier")
     if tier and "wp_auc" in tier["tables"].get("a", {}):
         refs = set(tier.get("references", []))
-        rows_all = [r for r in tier["rows"] if r != "ceiling"]
-        panels = [Panel(t, rows_from_stats(
-            tier["tables"][s]["wp_auc"], rows_all,
-            kind=lambda v: "baseline" if v in BASELINE_ROWS or v in refs else "loss",
-            short=lambda v: SHORT.get(v, "tier-blind" if v == tier.get("chance") else v),
-            title=lambda v: _tier_title(v, tier), baseline=tier["baseline"],
-            published=[("ceiling", tier["tables"][s]["wp_auc"]["ceiling"]["mean"])]
-            if "ceiling" in tier["tables"][s]["wp_auc"] else ()))
-            for s, t in (("a", "seen problems (split a)"), ("b", "unseen problems (split b)"))
-            if "wp_auc" in tier["tables"].get(s, {})]
-        return Comparison("within-problem same-tier AUC", panels, primary=0, noun="split",
-                          title="Within-problem same-tier AUC, 95 % CI")
+        src, metric, rows = tier, "wp_auc", [r for r in tier["rows"] if r != "ceiling"]
+        kw = {"kind": lambda v: "baseline" if v in BASELINE_ROWS or v in refs else "loss",
+              "short": lambda v: SHORT.get(v, "tier-blind" if v == tier.get("chance") else v),
+              "title": lambda v: _tier_title(v, tier)}
+        name, title = "within-problem same-tier AUC", "Within-problem same-tier AUC, 95 % CI"
+    else:
+        src, metric, rows = summary, "knn5_pxt", summary["variants"]
+        kw = {"kind": lambda v: "baseline" if v in BASELINE_ROWS else "loss", "short": SHORT,
+              "title": TITLES}
+        name, title = "kNN@5 problem x tier purity", "kNN@5 problem x tier purity, 95 % CI"
     panels = [Panel(t, rows_from_stats(
-        summary["tables"][s]["knn5_pxt"], summary["variants"],
-        kind=lambda v: "baseline" if v in BASELINE_ROWS else "loss", short=SHORT, title=TITLES,
-        baseline=summary["baseline"]))
+        st[metric], rows, baseline=src["baseline"], **kw,
+        published=[("ceiling", st[metric]["ceiling"]["mean"])]
+        if src is tier and "ceiling" in st[metric] else ()))
         for s, t in (("a", "seen problems (split a)"), ("b", "unseen problems (split b)"))
-        if "knn5_pxt" in summary["tables"].get(s, {})]
-    return Comparison("kNN@5 problem x tier purity", panels, primary=0, noun="split",
-                      title="kNN@5 problem x tier purity, 95 % CI")
+        if metric in (st := src["tables"].get(s, {}))]
+    return Comparison(name, panels, primary=0, noun="split", title=title)
 
 
 def gpu_note(g: dict) -> str:
@@ -354,8 +349,7 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
     summary = json.loads(f.read_text())
     tuned = tuning_table(inp)
     tier = "tier" in summary
-    gpu = inp.metrics / "finetune_gpu" / "summary.json"
-    g = read_json(gpu, optional=True)
+    g = read_json(inp.metrics / "finetune_gpu" / "summary.json", optional=True)
     gpu_margins = g and unrecorded_note(inp.metrics, "finetune_gpu")  # read once, two tables
     return Section(
         "finetune", "Fine-tuning the code encoder (HumanEval problem x tier)",

@@ -72,8 +72,7 @@ def _baseline_rows(inp: Inputs, st: dict, digits: int) -> list[list]:
 
 
 def _reference_rows(refs: dict, fts: dict, digits: int, dataset: str) -> list[list]:
-    """The supervised references and fine-tuning rows (not candidates), then the published
-    results (italic, Cora only)."""
+    """Supervised reference and fine-tuning rows (no candidates), then published ones (italic)."""
     rows = []
     for r, m in [*refs.items(), *fts.items()]:
         kind = "reference" if r in refs else "fine-tuning"
@@ -176,8 +175,7 @@ def _load(inp: Inputs, params) -> dict | None:
         return None
     titles = params_titles(params, "graph")
     names = [v for v in titles if v in variants] + sorted(v for v in variants if v not in titles)
-    st = graph_statistics(inp, names)
-    if st is None:
+    if (st := graph_statistics(inp, names)) is None:
         return None
     return {"params": params, "ds": params.graph.dataset, "st": st, "titles": titles,
             "metrics": {v: read_json(mdir / f"{v}.json", optional=True) for v in variants},
@@ -233,8 +231,7 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3, param
     """The graph track's report section, or ``None`` when no graph metrics exist yet;
     ``params`` (default: ``root/params.yaml``) selects and orders the variants."""
     inp = Inputs.of(root)
-    g = _load(inp, params if params is not None else load_params_of(inp.root))
-    if g is None:
+    if (g := _load(inp, params if params is not None else load_params_of(inp.root))) is None:
         return None
     names, refs = g["names"], g["refs"]
     tuning = default_vs_tuned(inp, names)

@@ -23,10 +23,9 @@ def _bar_figure(st: dict, names: list[str], path: Path, dataset: str = "Cora",
     references as dashed lines labelled in the right margin (labels kept apart)."""
     import matplotlib.pyplot as plt
 
-    titles = titles or {}
     s = st["stats"]
     rows = names + [b for b in BASELINES if b in s]
-    labels = [textwrap.fill(titles.get(n, BASELINES.get(n, n)), 18) for n in rows]
+    labels = [textwrap.fill((titles or {}).get(n, BASELINES.get(n, n)), 18) for n in rows]
     means, lows, highs = (np.array([s[n][k] for n in rows]) for k in ("mean", "ci_low", "ci_high"))
     fig, ax = plt.subplots(figsize=style.figsize(4.6))
     x = np.arange(len(rows))
@@ -67,9 +66,9 @@ def _tuning_figure(plots_dir: Path, names: list[str], path: Path,
 @style.styled
 def _curve_figure(plots_dir: Path, names: list[str], path: Path,
                   titles: dict[str, str]) -> bool:
-    import matplotlib.pyplot as plt
-
     curves = style.frames(plots_dir, names)
+    if not curves:
+        return False
     fig, axes = style.panels(len(names), height=3.4)
     for ax, n in zip(axes, names):
         if n not in curves:
@@ -83,11 +82,8 @@ def _curve_figure(plots_dir: Path, names: list[str], path: Path,
         ax.set_xlabel("epoch")
     axes[0].set_ylabel("training loss (nats)")
     axes[0].legend()
-    if curves:
-        style.save(fig, path)
-    else:
-        plt.close(fig)
-    return bool(curves)
+    style.save(fig, path)
+    return True
 
 
 @style.styled
@@ -100,8 +96,7 @@ def _pca_figure(data_dir: Path, names: list[str], path: Path,
     for ax, (n, df) in zip(axes, have.items()):
         sc = ax.scatter(df["pc1"], df["pc2"], c=df["label"], cmap="tab10", s=3, vmin=0, vmax=9)
         ax.set_title(f"{titles.get(n, n)} (seed {int(df['seed'].iloc[0])})")
-        ax.set_xticks([])
-        ax.set_yticks([])
+        ax.set(xticks=[], yticks=[])
     handles, _ = sc.legend_elements()
     axes[-1].legend(handles, [f"class {i}" for i in range(len(handles))],
                     loc="center left", bbox_to_anchor=(1.0, 0.5))

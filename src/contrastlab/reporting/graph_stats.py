@@ -136,8 +136,7 @@ def graph_statistics(root: Inputs | Path, variants: list[str]) -> dict | None:
     bjson = read_json(Inputs.of(root).metrics / "graph" / "baselines.json", optional=True) or {}
     val = {b: bjson.get(b, {}).get("val_acc") for b in bases}
     by = "validation" if bases and all(v is not None for v in val.values()) else "test"
-    key = (lambda b: val[b]) if by == "validation" else point.get
-    strongest = max(bases, key=key) if bases else None
+    strongest = max(bases, key=val.get if by == "validation" else point.get, default=None)
     stats = summarize(point, reps, baseline=strongest, candidates=cands, alpha=_ALPHA,
                       redraw=lambda r: bootstrap_per_item(per_item, n_resamples=r, seed=0))
     return {"stats": stats, "baseline": strongest, "baseline_by": by, "n_seeds": S,

@@ -33,8 +33,7 @@ def _draws(tests: dict) -> str:
 
 
 def _cite(name: str, loss: str) -> str:
-    """Source column of a variant: its ``variants.yaml`` cite, else its loss's registry cite,
-    else the loss name."""
+    """A variant's source: its ``variants.yaml`` cite, else its loss's registry cite, or loss."""
     v, spec = track_variants("graph").get(name), LOSSES.get(loss)
     return getattr(v, "cite", None) or getattr(spec, "cite", None) or loss
 
@@ -59,15 +58,12 @@ RERUNS: dict[str, str] = {
 
 
 def _sup_title(n: str) -> str:
-    v = track_variants("graph").get(n)
-    return v.title if v is not None else f"{n} (supervised)"
+    return getattr(track_variants("graph").get(n), "title", f"{n} (supervised)")
 
 
 def _sup_paper(n: str) -> str:
-    """``"published 0.815 (Kipf & Welling 2017, Table 2, public split)"`` from the variant
-    table's ``paper`` field, or ``""``."""
-    v = track_variants("graph").get(n)
-    p = v.paper if v is not None else {}
+    """``"published 0.815 (<where>)"`` from the variant table's ``paper`` field, or ``""``."""
+    p = getattr(track_variants("graph").get(n), "paper", {})
     return f"published {p['cora_public']:.3f} ({p.get('where', '')})" if "cora_public" in p else ""
 
 
@@ -118,16 +114,12 @@ def _tuning_sentence(tuning: dict, digits: int, titles: dict[str, str] | None = 
 def _supervised_sentence(best: str, refs: dict, tests: dict, digits: int,
                          titles: dict[str, str] | None = None) -> str:
     """The best contrastive loss against each supervised reference (issue 37's aim)."""
-    parts = []
-    for r, m in refs.items():
-        t = tests.get((best, r))
-        if t is None:
-            continue
-        verdict = _verdict(t, "significantly above it", "significantly below it",
-                           "not significantly different; " + ("at or above it" if t["delta"] >= 0 else
-                                                              "below it") + " on the point estimate")
-        parts.append(f"{_sup_title(r)} {_acc(m, digits)}: {_title(best, titles)} is "
-                     f"{t['delta']:+.{digits}f} (paired {_p(t)} after Holm), {verdict}")
+    level = "not significantly different; {} on the point estimate"
+    parts = [f"{_sup_title(r)} {_acc(m, digits)}: {_title(best, titles)} is "
+             f"{t['delta']:+.{digits}f} (paired {_p(t)} after Holm), "
+             + _verdict(t, "significantly above it", "significantly below it",
+                        level.format("at or above it" if t["delta"] >= 0 else "below it"))
+             for r, m in refs.items() if (t := tests.get((best, r))) is not None]
     return _sentence("Against the supervised references trained end to end on the same 140 labels "
                      "(tuned with the same budget, same seeds): ", parts)
 
@@ -137,14 +129,10 @@ def _finetune_sentence(fts: dict, refs: dict, tests: dict, digits: int) -> str:
     supervised reference (its own Holm family): the label-using form of issue 37's aim."""
     out = []
     for n, m in fts.items():
-        parts = []
-        for r in refs:
-            t = tests.get((n, r))
-            if t is None:
-                continue
-            verdict = _verdict(t, "significantly above", "significantly below", "not significantly different")
-            parts.append(f"{t['delta']:+.{digits}f} against the {_sup_title(r).split(',')[0]} "
-                         f"({_p(t)}, {verdict})")
+        parts = [f"{t['delta']:+.{digits}f} against the {_sup_title(r).split(',')[0]} ({_p(t)}, "
+                 + _verdict(t, "significantly above", "significantly below",
+                            "not significantly different") + ")"
+                 for r in refs if (t := tests.get((n, r))) is not None]
         if parts:
             out.append(f"{_sup_title(n)}: {_acc(m, digits)}, " + ", ".join(parts))
     return _sentence("Contrastive pre-training followed by fine-tuning on the same labels (tuned with "
@@ -199,24 +187,22 @@ def _default_table(inp: Inputs, g: dict, digits: int, tests: dict) -> Table | No
     """Each loss's declared configuration next to its tuned choice (validation and test), with
     the paired test of tuned - default (``tests``: :func:`default_vs_tuned`)."""
     names, tuned, metrics, titles = g["names"], g["tuned"], g["metrics"], g["titles"]
-    mdir = inp.metrics / "graph"
     f = f"{{:.{digits}f}}"
+
+    def accs(x: dict) -> list:  # validation and test accuracy, test CI
+        return [f.format(x["logreg_val_acc_mean"]), f.format(x["logreg_acc_mean"]), _ci(x, digits)]
+
     rows, seeds_d = [], set()
     for n in names:
-        d = read_json(mdir / "default" / f"{n}.json", optional=True)
+        d = read_json(inp.metrics / "graph" / "default" / f"{n}.json", optional=True)
         m = metrics.get(n)
         if d is None or m is None:
             continue
         seeds_d.add(d.get("n_seeds"))
-        rows.append([
-            _title(n, titles),
-            f.format(d["logreg_val_acc_mean"]), f.format(d["logreg_acc_mean"]), _ci(d, digits),
-            _objective(tuned.get(n) or {}, digits),
-            f.format(m["logreg_val_acc_mean"]), f.format(m["logreg_acc_mean"]), _ci(m, digits),
-            f"{m['logreg_acc_mean'] - d['logreg_acc_mean']:+.{digits}f}",
-            *_test_cells(tests.get(n), digits),
-            f"{d.get('n_seeds', '-')} / {m.get('n_seeds', '-')}",
-        ])
+        rows.append([_title(n, titles), *accs(d), _objective(tuned.get(n) or {}, digits), *accs(m),
+                     f"{m['logreg_acc_mean'] - d['logreg_acc_mean']:+.{digits}f}",
+                     *_test_cells(tests.get(n), digits),
+                     f"{d.get('n_seeds', '-')} / {m.get('n_seeds', '-')}"])
     if not rows:
         return None
     n_test = max(m.get("n_test", 0) for m in metrics.values() if m)

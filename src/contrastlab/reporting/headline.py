@@ -86,8 +86,7 @@ def _secondary(c: Comparison) -> str:
 
 def _most(rows: Sequence[Row], key: Callable[[Row], str],
           count: Callable[[list[Row]], int]) -> tuple[str, list[Row]]:
-    """``(key, its rows)`` of the group of ``rows`` with the highest ``count``, ties broken by
-    the group's mean estimate."""
+    """``(key, its rows)`` of the group with the highest ``count`` (ties: the higher mean)."""
     groups: dict[str, list[Row]] = {}
     for r in rows:
         groups.setdefault(key(r), []).append(r)
@@ -159,8 +158,7 @@ def headline(c: Comparison) -> str:
         if words(text) > MAX_HEADLINE_WORDS:  # the take-away without its advice
             text = f"{first} {second.split(';')[0].rstrip('.')}.".strip()
         return text
-    extra = _secondary(c)
-    if extra:  # compact first sentence; the take-away's verdict, then the other panel's best loss
+    if extra := _secondary(c):  # compact first sentence; verdict, then the other panel's best loss
         first, second = _panel_verdict(c, c.panels[c.primary], 0, compact=True)
         for text in (f"{first} {second.split(';')[0]}; {extra}.",   # verdict; other panel
                      f"{first} Take-away: {extra}.",                  # the other panel alone

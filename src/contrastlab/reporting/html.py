@@ -47,8 +47,7 @@ def cell_view(v: Any, column: str) -> dict[str, Any]:
     plain = re.sub(r"[*_\u2020\u2021]", "", txt).strip()  # **bold**, daggers
     num = isinstance(v, (int, float)) and not isinstance(v, bool) or _NUM.match(plain)
     cls = ["num"] if num or cell else []  # a statistic: right-aligned like every number
-    col = column.lower()
-    if num and ("\u0394" in column or "diff" in col or "delta" in col):
+    if num and ("\u0394" in column or any(w in column.lower() for w in ("diff", "delta"))):
         if plain.startswith("+") and plain.strip("+0.% ") != "":
             cls.append("pos")
         elif plain[:1] in "-\u2212" and plain.strip("-\u22120.% ") != "":
@@ -67,9 +66,7 @@ def png_size(path: Path) -> tuple[int, int] | None:
 
 
 def _figure_view(f: Figure, base_dir: Path | None) -> dict[str, Any]:
-    p = Path(f.path)
-    if not p.is_absolute() and base_dir is not None:
-        p = Path(base_dir) / p
+    p = Path(base_dir or "") / f.path  # an absolute path stays itself
     size = png_size(p) if p.is_file() else None
     return {"uri": data_uri(p),  # raises FileNotFoundError naming the file first
             "title": f.title, "caption": f.caption,
@@ -95,11 +92,12 @@ def render_html(sections: Sequence[Section], *, title: str = "contrastlab: loss 
                    "rows": [[cell_view(v, str(t.columns[i]) if i < len(t.columns) else "")
                              for i, v in enumerate(row)] for row in t.rows]}
                   for t in s.tables]
-        comp = getattr(s, "comparison", None)
+        comp = s.comparison
         views.append({"id": sid, "title": s.title, "headline": s.headline, "notes": s.notes,
                       "tables": tables,
                       "figures": [_figure_view(f, base_dir) for f in s.figures],
                       "lead": [_figure_view(f, base_dir) for f in s.lead],
                       "legend": dict(s.legend),
                       "labels": list(comp.labels()) if comp is not None and s.lead else []})
-    return render_template("report.html.j2", sections=views, title=title, header=header, long_rows=LONG_ROWS)
+    return render_template("report.html.j2", sections=views, title=title, header=header,
+                           long_rows=LONG_ROWS)

@@ -19,10 +19,10 @@ Modules: :mod:`.multilabel_rows` (the rows and labels, from the variant table an
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..evaluation.stats import paired_pvalue, table_resolution
+from ..io import read_json
 from . import Inputs, Plot, Section, Table, key_values, load_params_of, log_span
 from . import coverage_rule as rule
 from .figures import Comparison, Panel, rows_from_stats
@@ -42,15 +42,13 @@ __all__ = ["build_section", "load_metrics", "load_reps", "dataset_stats", "headl
 
 
 def _comparison(stats: dict[str, dict], uncovered: dict[str, set[str]], lead: list, rows: Rows):
-    """Test mAP per data set (small multiples) as the report's first figure and headline
-    (:mod:`.figures`); per set the mAP column whose interval covers (``uncovered[ds]``: the
-    columns that do not, :func:`uncovered_keys`); ``lead``: the critical-difference
-    diagram, shown beside it."""
+    """Test mAP per data set (small multiples), the first figure and headline (:mod:`.figures`);
+    per set the mAP column whose interval covers (``uncovered``: :func:`uncovered_keys`) at its
+    shape: all labels, or the frequent ones; ``lead``: the critical-difference diagram."""
     kind = {v: "baseline" if v in BASELINES else "hybrid" if v in HYBRID_ROWS else "loss"
             for v in rows.table1}
     panels = []
     for ds, st in stats.items():
-        # per set the mAP whose interval covers at its shape: all labels, or the frequent ones
         miss = uncovered.get(ds, set())
         key = "map" if "map" not in miss else "map_frequent"
         if not st.get(key) or key in miss:
@@ -183,8 +181,7 @@ def _dataset_plots(g: dict, ds: str, r: dict) -> list[Plot]:
 
 
 def _friedman(g: dict, figures_dir: Path) -> tuple[list, list, list, tuple]:
-    """Friedman + Nemenyi across data sets, on mAP and on macro-F1 @val-t: ``(notes,
-    figures, tables, (result on mAP, result on macro-F1))``."""
+    """Friedman + Nemenyi on mAP and macro-F1 @val-t: ``(notes, figures, tables, (fr, fr_f1))``."""
     runs, rowset = g["runs"], g["rowset"]
     union = [v for v in rowset.table1 if v not in HYBRID_ROWS and any(v in r for r in runs.values())]
     full = [ds for ds, r in runs.items() if all(v in r and "tuned_source" in r[v] for v in union)]
@@ -220,15 +217,12 @@ def _tuned_table(g: dict) -> Table | None:
     """The tuned choices per variant and tuned data set, beside trial 0 (the params.yaml values)."""
     rows = []
     for v in g["rowset"].table1:
-        f = g["tdir"] / f"{v}.json"
-        if not f.exists():
+        if (t := read_json(g["tdir"] / f"{v}.json", optional=True)) is None:
             continue
-        t = json.loads(f.read_text())
         t0 = trial0_values(g["inp"].plots / "tune" / "multilabel" / f"{v}.csv")
         for ds, e in sorted((t.get("datasets") or {}).items()):
             se, d0 = e.get("best_value_se"), t0.get(ds)
-            rows.append([g["rowset"].titles[v], ds,
-                         key_values(sorted(e["params"].items())),
+            rows.append([g["rowset"].titles[v], ds, key_values(sorted(e["params"].items())),
                          "-" if d0 is None else f"{100 * d0[0]:.2f}" + (f" ± {100 * d0[1]:.2f}" if d0[1] == d0[1] else ""),
                          f"{100 * e['best_value']:.2f}" + (f" ± {100 * se:.2f}" if se is not None else ""),
                          str(e.get("best_trial", "-")), f"{e.get('n_complete', '-')}/{t.get('budget_trials', '-')}"])
@@ -299,8 +293,7 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
     """The multi-label section, or None when no multi-label metrics exist. ``root``: the
     report's :class:`~contrastlab.reporting.Inputs` or a repository root."""
     inp = Inputs.of(root)
-    g = _load(inp)
-    if g is None:
+    if (g := _load(inp)) is None:
         return None
     cov = rule.load(inp.metrics)
     g["stats"] = {ds: _dataset_stats(g, ds, r, cov) for ds, r in g["runs"].items()}

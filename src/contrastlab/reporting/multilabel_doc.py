@@ -25,15 +25,9 @@ _METRICS = (("map", "Test mAP"), ("macro_f1_val_t", "Test macro-F1 at the valida
 
 
 def _report_prose(comparison_md: Path) -> list[str]:
-    """The multi-label section's generated headline and "In full" paragraphs of the report
-    (``comparison.md``), or nothing before the report exists."""
-    if not comparison_md.exists():
-        return []
-    text = comparison_md.read_text(encoding="utf-8")
-    i = text.find("## Multi-label")
-    if i < 0:
-        return []
-    section = text[i:].split("\n## ", 1)[0]
+    """The multi-label headline and "In full" lines of ``comparison_md`` (none before it exists)."""
+    text = comparison_md.read_text(encoding="utf-8") if comparison_md.exists() else ""
+    section = text.partition("## Multi-label")[2].split("\n## ", 1)[0]
     return [line for line in section.splitlines() if line.startswith(("**Headline.**", "**In full.**"))]
 
 
@@ -63,8 +57,7 @@ def render_block(root: Path) -> str:
     lines = [BEGIN]
     for key, heading in _METRICS:
         lines += _table(runs, rowset.table1, rowset.titles, key, heading)
-    prose = _report_prose(root / "reports" / "comparison.md")
-    if prose:
+    if prose := _report_prose(root / "reports" / "comparison.md"):
         lines += ["From the report (generated, with its tests):", ""] + [f"> {p}\n" for p in prose]
     return "\n".join([*lines, END])
 
@@ -81,10 +74,9 @@ def render_operating_point(root: Path) -> str:
     coverage under the per-label and whole-row laws (``*``: simulated more than 0.03 from
     the real value, so that column is not at the operating point and gets °)."""
     cov = json.loads((root / "reports" / "metrics" / "coverage.json").read_text(encoding="utf-8"))
-    ops = cov.get("_operating_point", {})
     lines = [OP_BEGIN, "| set | real F1 (micro / macro @0.5, @val-t) | simulated | threshold val "
              "(real / sim) | per-label law | whole rows |", "|---|---|---|---|---|---|"]
-    for ds, op in ops.items():
+    for ds, op in cov.get("_operating_point", {}).items():
         real, sim = op["real_median_row"], op["simulated_mean"]
         per = [(f"{cov[ds][k]:.3f}" if k in cov[ds] else "-")
                + ("*" if abs(sim[k] - real[k]) > 0.03 else "") for k in _F1]

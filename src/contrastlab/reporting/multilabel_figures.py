@@ -16,33 +16,26 @@ def _curve_figure(ds: str, plots_dir: Path, variants: list[str], path: Path, row
     one colour per variant in both panels, one legend beside them."""
     import matplotlib.pyplot as plt
 
+    frames = style.frames(plots_dir, [f"{ds}_{v}" for v in variants])
+    # a scikit-learn baseline has no steps (logreg: its C grid)
+    curves = [(i, v, df) for i, v in enumerate(variants)
+              if "step" in (df := frames.get(f"{ds}_{v}", {}))]
+    if not curves:
+        return False
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=style.figsize(3.8))
-    any_curve = False
-    curves = style.frames(plots_dir, [f"{ds}_{v}" for v in variants])
-    for i, v in enumerate(variants):
-        df = curves.get(f"{ds}_{v}")
-        if df is None or "step" not in df:  # a scikit-learn baseline: no steps (logreg: its C grid)
-            continue
+    for i, v, df in curves:
         g = df.groupby("step").mean(numeric_only=True).reset_index()
         label = _legend(v, rows)
         if v not in BASELINES:  # the BCE MLP's loss is not a contrastive loss
             ax1.plot(g["step"], g["loss"], color=f"C{i % 10}", label=label)
         ax2.plot(g["step"], g["val_map"], color=f"C{i % 10}", label=label)
-        any_curve = True
-    ax1.set_title(f"{ds}: contrastive training loss")
-    ax1.set_ylabel("training loss")
-    ax2.set_title(f"{ds}: validation mAP")
-    ax2.set_ylabel("val mAP (ridge probe; BCE: own head)")
-    for ax in (ax1, ax2):
-        ax.set_xlabel("optimiser step")
-    handles, labels = ax2.get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="outside right center")
-    if any_curve:
-        style.save(fig, path)
-    else:
-        plt.close(fig)
-    return any_curve
+    ax1.set(title=f"{ds}: contrastive training loss", ylabel="training loss",
+            xlabel="optimiser step")
+    ax2.set(title=f"{ds}: validation mAP", ylabel="val mAP (ridge probe; BCE: own head)",
+            xlabel="optimiser step")
+    fig.legend(*ax2.get_legend_handles_labels(), loc="outside right center")
+    style.save(fig, path)
+    return True
 
 
 def _legend(v: str, rows: Rows) -> str:

@@ -14,8 +14,7 @@ F1_KEY, F1_LABEL = "macro_f1_val_t", "macro-F1 @val-t"
 
 
 def _friedman_sentences(fr: dict, label: str, rows: Rows) -> list[str]:
-    """The Friedman winner on ``label``, the methods within the critical difference, and the
-    best-ranked contrastive loss against the best-ranked baseline."""
+    """Friedman winner on ``label``, the methods within the CD, best-ranked loss vs baseline."""
     ranks = fr["avg_ranks"]
     order = sorted(ranks, key=ranks.get)
     best = order[0]
@@ -35,9 +34,8 @@ def _friedman_sentences(fr: dict, label: str, rows: Rows) -> list[str]:
 
 
 def _duels(stats: dict[str, dict], key: str, rows: Rows) -> dict[str, list[str]]:
-    """Per data set, the best contrastive row against the strongest baseline on ``key``,
-    sorted into ``sig_wins`` / ``wins`` (the baseline ahead, significantly or not) and
-    ``closs`` / ``sig_closs`` (the contrastive row ahead)."""
+    """Per data set, the best contrastive row against the strongest baseline on ``key``, sorted
+    into ``sig_wins`` / ``wins`` (the baseline ahead) and ``closs`` / ``sig_closs`` (the row)."""
     out = {"sig_wins": [], "wins": [], "closs": [], "sig_closs": []}
     for ds, st in stats.items():
         m, base = st.get(key), st.get("_baseline")
@@ -100,12 +98,10 @@ def headline(runs: dict[str, dict[str, dict]], stats: dict[str, dict], fr: dict 
                for v in rows.contrastive if base in m and v in m and m[v].get("beats_baseline")]
         pairs = st.get("_pairs", {})
         for h, ref in rows.hybrid_pairs():
-            cells = []
-            for k in ("map", F1_KEY):
-                m = st.get(k, {})
-                if h in m and ref in m and (h, ref, k) in pairs:
-                    cells.append(f"{100 * (m[h]['mean'] - m[ref]['mean']):+.1f} "
-                                 f"({format_p(pairs[(h, ref, k)], m[h].get('n_resamples'))})")
+            cells = [f"{100 * (m[h]['mean'] - m[ref]['mean']):+.1f} "
+                     f"({format_p(pairs[(h, ref, k)], m[h].get('n_resamples'))})"
+                     for k in ("map", F1_KEY)
+                     if h in (m := st.get(k, {})) and ref in m and (h, ref, k) in pairs]
             if len(cells) == 2:
                 hy.append(f"{ds} {rows.short(h)} − {rows.short(ref)} = {cells[0]} / {cells[1]}")
     if up:

@@ -27,8 +27,7 @@ COLUMNS = {"mAP": "map", "macro-F1 @val-t": "macro_f1_val_t", "micro-F1 @0.5": "
 
 
 def _dataset(folder: Path, table: dict) -> str:
-    """The data set of a preset table: the prefix of its baseline's run file
-    (``<source>/<dataset>_<baseline>.json``)."""
+    """A preset table's data set: the prefix of ``<source>/<dataset>_<baseline>.json``."""
     src = Path(table["source"][table["baseline"]])
     hits = sorted(src.glob(f"*_{table['baseline']}.json"))
     if not hits:

@@ -6,7 +6,6 @@ Friedman / Nemenyi family of one metric and the default-vs-tuned table.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +26,7 @@ def load_metrics(metrics_dir: Path, rows: Rows = ROWS) -> dict[str, dict[str, di
     for f in sorted(Path(metrics_dir).glob("*.json")):
         for v in names:
             if f.stem.endswith("_" + v):
-                out.setdefault(f.stem[: -len(v) - 1], {})[v] = json.loads(f.read_text())
+                out.setdefault(f.stem[: -len(v) - 1], {})[v] = read_json(f)
                 break
     return out
 
@@ -158,22 +157,16 @@ def uncovered_map_keys(k: int | None) -> set[str]:
     """The mAP columns whose intervals are not shown, given a set's ``k`` from
     :func:`_frequent_k`: none when the plain mAP covers (``k = 1``) or the coverage was not
     simulated (None); the plain mAP when a ``k >= 5`` does; both when no ``k`` does (-1)."""
-    if k is None or k == 1:
-        return set()
-    return {"map"} if k > 1 else {"map", "map_frequent"}
+    return set() if k is None or k == 1 else {"map"} if k > 1 else {"map", "map_frequent"}
 
 
 def dataset_stats(ddir: Path, datasets: list[str]) -> list[list]:
-    rows = []
-    for ds in datasets:
-        f = Path(ddir) / f"{ds}_dataset.json"
-        if f.exists():
-            m = json.loads(f.read_text())
-            dropped = m.get("dropped_attributes") or []
-            rows.append([ds, m["train"]["n"], m.get("val", {}).get("n", "-"), m["test"]["n"],
-                         m.get("train_full", "-"), m.get("n_features", "-"), m.get("n_labels", "-"),
-                         f"{m['train']['cardinality']:.2f}", ", ".join(dropped) or "none"])
-    return rows
+    return [[ds, m["train"]["n"], m.get("val", {}).get("n", "-"), m["test"]["n"],
+             m.get("train_full", "-"), m.get("n_features", "-"), m.get("n_labels", "-"),
+             f"{m['train']['cardinality']:.2f}",
+             ", ".join(m.get("dropped_attributes") or []) or "none"]
+            for ds in datasets
+            if (m := read_json(Path(ddir) / f"{ds}_dataset.json", optional=True)) is not None]
 
 
 def friedman_family(runs: dict[str, dict[str, dict]], methods: list[str], datasets: list[str], key: str,
@@ -222,19 +215,15 @@ def trial0_values(history_csv: Path) -> dict[str, tuple[float, float]]:
 
 
 def _dvt_pairs(mdir: Path, tdir: Path, v: str, rowset: Rows, cov: dict | None) -> list[tuple]:
-    """Variant ``v``'s default and tuned runs per tuned data set: ``(row, tuned - default
-    replicates, tuned - default, trial 0 chosen)``."""
-    f = tdir / f"{v}.json"
-    if not f.exists():
-        return []
-    out = []
-    for ds, e in sorted((json.loads(f.read_text()).get("datasets") or {}).items()):
+    """Per tuned set of ``v``: ``(row, tuned - default reps, tuned - default, trial 0 won)``."""
+    out, tuned = [], read_json(tdir / f"{v}.json", optional=True) or {}
+    for ds, e in sorted((tuned.get("datasets") or {}).items()):
         dd = mdir / "default" / ds
         files = [dd / f"{ds}_{v}.json", mdir / f"{ds}_{v}.json",
                  dd / "reps" / f"{ds}_{v}.npz", mdir / "reps" / f"{ds}_{v}.npz"]
         if not all(x.exists() for x in files):
             continue
-        (d, t), (dr, tr) = ([json.loads(x.read_text())["map"] for x in files[:2]],
+        (d, t), (dr, tr) = ([read_json(x)["map"] for x in files[:2]],
                             [np.load(x)["map"].astype(np.float64) for x in files[2:]])
         cells = []
         ok = cov is None or rule.covers(cov, rule.coverage_key("multilabel", "Default (params.yaml",

@@ -84,11 +84,10 @@ def picks_table(runs: dict[str, dict[str, dict]], note: str = MULTILABEL_NOTE,
             if not recs:
                 continue
             margins = np.concatenate([rec["margin_seed"] for rec in recs])
-            n_val = recs[0]["n_val"]
-            fragile = sum(rec["fragile_seeds"] for rec in recs)
+            n_val, fragile = recs[0]["n_val"], sum(rec["fragile_seeds"] for rec in recs)
             rows.append([ds, title, str(len(margins)), str(n_val),
-                         f"{np.median(margins):g} ({100 * np.median(margins) / n_val:.1f} %)",
-                         f"{margins.min():g} ({100 * margins.min() / n_val:.1f} %)",
+                         *(f"{m:g} ({100 * m / n_val:.1f} %)"
+                           for m in (np.median(margins), margins.min())),
                          f"{fragile} ({100 * fragile / len(margins):.0f} %)"])
     if not rows:
         return None

@@ -38,17 +38,14 @@ class Provenance:
         """One sentence for a table's note: ``Params `graph` hash `…`, git commit `…`.``"""
         h = self.params_hashes.get(track)
         parts = [f"params `{track}` hash `{h}`" if h else "params: none",
-                 f"git commit `{self.git_commit}`"]
-        if self.dvc_exp_name:
-            parts.append(f"DVC experiment `{self.dvc_exp_name}`")
+                 f"git commit `{self.git_commit}`",
+                 *([f"DVC experiment `{self.dvc_exp_name}`"] if self.dvc_exp_name else [])]
         return "Produced by " + ", ".join(parts) + "."
 
     def header(self) -> str:
         """One line for the top of the report."""
-        s = f"Generated from git commit `{self.git_commit}`"
-        if self.dvc_exp_name:
-            s += f" in DVC experiment `{self.dvc_exp_name}`"
-        return s + "."
+        exp = f" in DVC experiment `{self.dvc_exp_name}`" if self.dvc_exp_name else ""
+        return f"Generated from git commit `{self.git_commit}`{exp}."
 
 
 def collect_provenance(params: Params, commit: str) -> Provenance:
@@ -114,7 +111,7 @@ def metrics_summary(metrics_dir: Path, headline: Mapping[str, Sequence[str]] | N
     if "multilabel" in out:  # <dataset>_<variant> files: one column per variant, mean over data sets
         per: dict[str, dict[str, list[float]]] = {}
         for name, vals in out["multilabel"].items():
-            variant = name.split("_", 1)[1] if "_" in name else name
+            variant = name.split("_", 1)[-1]
             for k, v in vals.items():
                 per.setdefault(variant, {}).setdefault(k, []).append(float(v))
         out["multilabel"] = {v: {k: round(sum(xs) / len(xs), 6) for k, xs in m.items()}

@@ -51,26 +51,23 @@ def _row(title: str, a: dict, coverage: float | None = None) -> str:
         verdict = (f"above on {a['n_above']}, below on {a['n_below']} of {a['n_panels']} sets "
                    f"(Wilcoxon {_p(a)})")
     else:
-        ci = ""
-        if a.get("delta_low") is not None:
-            ci = (f" [{s * a['delta_low']:+.1f}, {s * a['delta_high']:+.1f}]"
-                  if coverage is not None and LO <= coverage <= HI else "°")
+        ci = "" if a.get("delta_low") is None else (
+            f" [{s * a['delta_low']:+.1f}, {s * a['delta_high']:+.1f}]"
+            if coverage is not None and LO <= coverage <= HI else "°")
         diff = f"{s * a['delta']:+.1f}{ci}"
         verdict = f"{_VERDICT[a['verdict']]} (Holm {_p(a)})"
     return f"| {title} | {base} | {best} | {diff} | {verdict} |"
 
 
 def _rows_of(track: str, a: dict) -> list[tuple[str, dict]]:
-    """``(coverage key, entry)`` of each README row of one track's answer: the primary panel,
-    then its ``secondary`` (key ``<track>_secondary``), then each of ``more``
-    (``<track>_more<k>``, k from 1)."""
+    """``(coverage key, entry)`` per README row of a track's answer: the primary panel, then
+    ``secondary`` (key ``<track>_secondary``), then each of ``more`` (``<track>_more<k>``)."""
     rows = [(track, a)] + ([(f"{track}_secondary", {**a, **a["secondary"]})] if "secondary" in a else [])
     return rows + [(f"{track}_more{k}", {**a, **m}) for k, m in enumerate(a.get("more", []), start=1)]
 
 
 def _row_order(key: str) -> tuple[str, int]:
-    """``(track, row)`` of a coverage key, rows in table order: ``code`` 0, ``code_secondary``
-    1, ``code_more<k>`` 1 + k."""
+    """``(track, row)`` of a key: ``code`` 0, ``code_secondary`` 1, ``code_more<k>`` 1 + k."""
     m = re.match(r"(.+?)(?:_(secondary)|_more(\d+))?$", key)
     return m.group(1), 1 if m.group(2) else 1 + int(m.group(3)) if m.group(3) else 0
 
@@ -121,8 +118,7 @@ def render_block(reports: Path) -> str:
     """The README's generated block from ``<reports>``."""
     summary = json.loads((reports / "summary.json").read_text(encoding="utf-8"))
     fig = first_figure((reports / "comparison.md").read_text(encoding="utf-8"))
-    cov_file = reports / "metrics" / "coverage.json"
-    cov = (read_json(cov_file, optional=True) or {}).get("delta")
+    cov = (read_json(reports / "metrics" / "coverage.json", optional=True) or {}).get("delta")
     parts = [BEGIN, answer_table(summary, cov), "", coverage_note(cov)]
     if fig:
         parts.append(f"\n![The report's first figure]({reports.name}/{fig})")

@@ -44,9 +44,7 @@ def inline_markdown(text: Any) -> str:
 
 def md_cell(v: Any) -> str:
     """One Markdown table cell: a float with 4 significant digits, pipes escaped, one line."""
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v).replace("|", "\\|").replace("\n", " ")
+    return f"{v:.4g}" if isinstance(v, float) else str(v).replace("|", "\\|").replace("\n", " ")
 
 
 @functools.lru_cache(maxsize=1)
@@ -73,8 +71,6 @@ def render_template(name: str, **context: Any) -> str:
         jinja2.UndefinedError: the template uses a name ``context`` lacks.
     """
     out = environment().get_template(name).render(**context)
-    if name.endswith(".md.j2"):
-        out = re.sub(r"\n{3,}", "\n\n", out).strip() + "\n"
-    return out
+    return re.sub(r"\n{3,}", "\n\n", out).strip() + "\n" if name.endswith(".md.j2") else out
 
 

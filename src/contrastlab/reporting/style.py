@@ -131,10 +131,7 @@ def _nice_step(span: float, n: int = 5) -> float:
     """A 1-2-5 step giving about ``n`` intervals over ``span``."""
     raw = span / max(n, 1)
     mag = 10 ** math.floor(math.log10(raw))
-    for m in (1, 2, 2.5, 5, 10):
-        if raw <= m * mag:
-            return m * mag
-    return 10 * mag
+    return next((m * mag for m in (1, 2, 2.5, 5) if raw <= m * mag), 10 * mag)
 
 
 def score_axis(ax, values: Sequence[float], *, lower: float | None = 0.0,
@@ -177,8 +174,7 @@ def reference_lines(ax, refs: Mapping[str, float], *, color: str = "0.45",
     if min_gap is None:
         import matplotlib
 
-        size = matplotlib.font_manager.FontProperties(
-            size=matplotlib.rcParams["font.size"]).get_size_in_points()
+        size = matplotlib.rcParams["font.size"]  # points
         min_gap = 1.4 * size * ax.figure.dpi / 72 / max(ax.bbox.height, 1.0)
     y0, y1 = ax.get_ylim()
     frac = {k: (v - y0) / (y1 - y0) for k, v in refs.items()}
@@ -186,9 +182,8 @@ def reference_lines(ax, refs: Mapping[str, float], *, color: str = "0.45",
     placed: list[float] = []
     for k in order:  # each label at least min_gap above the one below
         placed.append(placed[-1] + min_gap if placed and frac[k] - placed[-1] < min_gap else frac[k])
-    if placed and placed[-1] > 1.0:  # shift the stack down if it runs off the top
-        shift = placed[-1] - 1.0
-        placed = [p - shift for p in placed]
+    shift = max(placed[-1] - 1.0, 0.0)  # shift the stack down if it runs off the top
+    placed = [p - shift for p in placed]
     texts = []
     for k, y in zip(order, placed):
         ax.axhline(refs[k], ls="--", lw=0.9, color=color, zorder=1)

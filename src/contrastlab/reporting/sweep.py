@@ -43,10 +43,8 @@ def _flat(obj: Any, prefix: str = "") -> dict[str, Any]:
     """Nested dicts to ``{"a.b.c": value}`` (lists stay values, as DVC shows them)."""
     if not isinstance(obj, dict):
         return {prefix: obj}
-    out: dict[str, Any] = {}
-    for k, v in obj.items():
-        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
-    return out
+    return {kk: vv for k, v in obj.items()
+            for kk, vv in _flat(v, f"{prefix}.{k}" if prefix else str(k)).items()}
 
 
 def _file_data(section: Any, file: str) -> dict[str, Any] | None:
@@ -78,10 +76,8 @@ def _entry_row(entry: dict[str, Any], kind: str, metrics_file: str, name: str | 
                executor: Any = None) -> ExpRow:
     rev = str(entry.get("rev") or "")
     data = entry.get("data") if isinstance(entry.get("data"), dict) else {}
-    if isinstance(executor, dict) and executor.get("state"):
-        state = {"success": "done"}.get(executor["state"], str(executor["state"]))
-    else:
-        state = "failed" if entry.get("error") else "done"
+    x = executor.get("state") if isinstance(executor, dict) else None  # the executor's state
+    state = {"success": "done"}.get(x, str(x)) if x else "failed" if entry.get("error") else "done"
     label = name or entry.get("name") or (rev if rev == "workspace" else rev[:7])
     return ExpRow(label, rev, kind, state, _params(data), _metrics(data, metrics_file))
 
@@ -102,8 +98,7 @@ def experiment_rows(exp_show: Any, metrics_file: str = METRICS_FILE,
     rows: list[ExpRow] = []
     for base in exp_show:
         if base["rev"] == "workspace":
-            if include_workspace:
-                rows.append(_entry_row(base, "workspace", metrics_file))
+            rows += [_entry_row(base, "workspace", metrics_file)] if include_workspace else []
             continue
         rows.append(_entry_row(base, "baseline", metrics_file))
         for exp in base.get("experiments") or []:
@@ -153,10 +148,10 @@ def sweep_tables(rows: Sequence[ExpRow], digits: int | None = None) -> list[Tabl
         digits = next((r.params["report.digits"] for r in rows if r.kind == "baseline"
                        and isinstance(r.params.get("report.digits"), int)), 4)
     cols = [r.name for r in rows]
-    settings = [["rev", *[r.rev if r.rev == "workspace" else r.rev[:7] for r in rows]],
-                ["state", *[r.state for r in rows]]]
     diff = differing_params(rows)
-    settings += [[k, *[_fmt(r.params.get(k)) for r in rows]] for k in diff]
+    settings = [["rev", *[r.rev if r.rev == "workspace" else r.rev[:7] for r in rows]],
+                ["state", *[r.state for r in rows]],
+                *([k, *[_fmt(r.params.get(k)) for r in rows]] for k in diff)]
     note = ("Params: only those that differ between the columns."
             if diff else "Params: the same in every column.")
     tables = [Table("Settings", ["setting", *cols], settings, note=note)]
@@ -170,8 +165,8 @@ def sweep_tables(rows: Sequence[ExpRow], digits: int | None = None) -> list[Tabl
         body = [[v if one else f"{v} {m}",
                  *[_fmt(r.metrics.get(track, {}).get(v, {}).get(m), digits) for r in rows]]
                 for v, m in pairs]
-        title = f"{track}: {metric_names[0]}" if one else f"{track}: {', '.join(metric_names)}"
-        tables.append(Table(title, ["variant" if one else "variant metric", *cols], body))
+        tables.append(Table(f"{track}: {', '.join(metric_names)}",
+                            ["variant" if one else "variant metric", *cols], body))
     return tables
 
 
