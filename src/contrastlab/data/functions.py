@@ -285,8 +285,7 @@ def extract_repositories(repos_dir: Path, names: list[str], *, include_docstring
     cols = ["repo", "path", "qualname", "signature", "body", "lineno", "end_lineno", "body_hash"]
     df = pd.DataFrame(rows, columns=cols)
     df.insert(0, "id", np.arange(len(df), dtype=np.int64))
-    df["lineno"] = df["lineno"].astype(np.int64)
-    df["end_lineno"] = df["end_lineno"].astype(np.int64)
+    df = df.astype({"lineno": np.int64, "end_lineno": np.int64})
     stats = {
         "functions": int(len(df)),
         "repositories": int(df["repo"].nunique()) if len(df) else 0,

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -145,17 +146,10 @@ def load_mulan(name: str, vendor_root: str | Path, optional_root: str | Path,
             raise FileNotFoundError(f"{p[k]}: {name} {k} file not found{hint}")
     if verify and p["sums"].exists():
         verify_sha256sums(p["sums"].parent, p["sums"])
-    labels = read_label_xml(p["xml"])
-    xtr, ytr, feats, dropped = read_arff(p["train"], labels, return_dropped=True)
-    xte, yte, feats_te = read_arff(p["test"], labels, drop=dropped)
-    if feats != feats_te:
-        raise ArffError(f"{p['test']}: feature attributes differ from {p['train']}")
-    rows = MULAN[name].rows
-    check_rows(name, "train", len(xtr), rows[0] if rows else None)
-    check_rows(name, "test", len(xte), rows[1] if rows else None)
-    return MultilabelData(name, xtr, ytr, xte, yte, feats, labels,
-                          meta={"source": {k: str(v) for k, v in p.items() if k != "sums"},
-                                "dropped": dropped})
+    # from here on a MULAN set is a user ARFF set with its published row counts
+    spec = SimpleNamespace(format="arff", train=p["train"], test=p["test"], labels_xml=p["xml"],
+                           rows=MULAN[name].rows, sha256=None)
+    return load_user_dataset(name, spec)
 
 
 def load_user_dataset(name: str, spec: Any, root: str | Path = ".") -> MultilabelData:
@@ -181,17 +175,12 @@ def load_user_dataset(name: str, spec: Any, root: str | Path = ".") -> Multilabe
     """
     from ..io import sha256_file
 
-    root = Path(root)
-
-    def res(f: str) -> Path:
-        q = Path(f)
-        return q if q.is_absolute() else root / q
-
-    files = {"train": res(spec.train), "test": res(spec.test)}
+    root = Path(root)  # `root / f` keeps an absolute f
+    files = {"train": root / spec.train, "test": root / spec.test}
     if spec.format == "arff":
         if not spec.labels_xml:
             raise InputError(f"custom data set {name!r}: format arff needs labels_xml")
-        files["xml"] = res(spec.labels_xml)
+        files["xml"] = root / spec.labels_xml
     for k, f in files.items():
         if not f.exists():
             raise FileNotFoundError(f"{f}: custom data set {name!r} {k} file not found")

@@ -40,8 +40,7 @@ def read_label_xml(path: str | Path) -> list[str]:
         raise ArffError(f"{path}: malformed label XML: {e}") from None
     names = []
     for el in root.iter():
-        tag = el.tag.rsplit("}", 1)[-1]
-        if tag == "label":
+        if el.tag.rsplit("}", 1)[-1] == "label":
             name = el.get("name")
             if not name:
                 raise ArffError(f"{path}: a <label> element has no name attribute")
@@ -73,11 +72,7 @@ def _columns(values: np.ndarray, attr: tuple, path: Path, drop: bool) -> tuple[n
     n = len(values)
     if drop:
         return np.zeros((n, 0), np.float32), []
-    if isinstance(typ, list):
-        if _is_numeric_nominal(typ):
-            if any(v is None for v in values):
-                raise ArffError(f"{path}: attribute {name!r} has missing values ('?')")
-            return np.asarray(values, dtype=object).astype(np.float32)[:, None], [name]
+    if isinstance(typ, list) and not _is_numeric_nominal(typ):
         col = {c: i for i, c in enumerate(typ)}
         out = np.zeros((n, len(typ)), np.float32)
         for r, v in enumerate(values):
@@ -89,23 +84,21 @@ def _columns(values: np.ndarray, attr: tuple, path: Path, drop: bool) -> tuple[n
                 raise ArffError(f"{path}: attribute {name!r} has undeclared value {v!r}")
             out[r, col[v]] = 1.0
         return out, [f"{name}={c}" for c in typ]
-    if str(typ).upper() in {"NUMERIC", "REAL", "INTEGER"}:
-        if any(v is None for v in values):
-            raise ArffError(f"{path}: attribute {name!r} has missing values ('?')")
-        return np.asarray(values, dtype=object).astype(np.float32)[:, None], [name]
-    raise ArffError(f"{path}: attribute {name!r} has unsupported type {typ!r} "
-                    "(a string attribute is accepted only as an identifier, one value per row)")
+    if not isinstance(typ, list) and str(typ).upper() not in {"NUMERIC", "REAL", "INTEGER"}:
+        raise ArffError(f"{path}: attribute {name!r} has unsupported type {typ!r} "
+                        "(a string attribute is accepted only as an identifier, one value per row)")
+    if any(v is None for v in values):
+        raise ArffError(f"{path}: attribute {name!r} has missing values ('?')")
+    return np.asarray(values, dtype=object).astype(np.float32)[:, None], [name]
 
 
 def _identifier_like(values: np.ndarray, attr: tuple) -> bool:
     """A nominal (non-numeric) or string attribute with a distinct value on every row."""
     _, typ = attr
-    if isinstance(typ, list):
-        if _is_numeric_nominal(typ):
-            return False
-    elif str(typ).upper() != "STRING":
+    nominal = isinstance(typ, list) and not _is_numeric_nominal(typ)
+    if not (nominal or str(typ).upper() == "STRING"):
         return False
-    vals = [v for v in values]
+    vals = list(values)
     return len(vals) > 1 and None not in vals and len(set(vals)) == len(vals)
 
 
@@ -160,8 +153,7 @@ def read_arff(path: str | Path, label_names: list[str], drop: list[str] | None =
     if sparse:
         vals, rows, cols = obj["data"]
         vals = np.asarray(vals, dtype=object)
-        rows = np.asarray(rows, dtype=np.int64)
-        cols = np.asarray(cols, dtype=np.int64)
+        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
         # number of rows: count data lines (a row may be all zeros and absent from the COO)
         n = max(int(rows.max()) + 1 if len(rows) else 0,
                 sum(1 for ln in body.splitlines() if ln.strip().startswith("{")))

@@ -1,7 +1,6 @@
 """Building one multi-label data set as train/validation/test tensors (stage
 ``build_multilabel@<dataset>``; callable from a notebook): :func:`build_dataset`.
 
-
 MULAN sets: ARFF + XML -> (optional seeded train subsample) -> validation split carved from
 the training set by iterative stratification (``multilabel.train.val_fraction``,
 ``split_seed``) -> z-scored features (mean/std of the training part).
@@ -99,19 +98,16 @@ def build_dataset(p, name: str, out_dir: str | Path, report_dir: str | Path,
             not a known data set. FileNotFoundError: its files are missing offline.
     """
     ml = p.multilabel
-    ml = p.multilabel
     if name not in ml.data:
         raise UnknownNameError(f"{params_file}: multilabel.data has no entry {name!r}")
     dp = ml.data[name]
-    root = repo_root()
+    root = repo_root()  # relative paths are under it; `root / path` keeps an absolute path
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
     extra: dict = {}
     if name in MULAN or name in ml.custom:
         if name in MULAN:
-            opt = Path(ml.optional_root)
-            opt = opt if opt.is_absolute() else root / opt
-            d = load_mulan(name, root / ml.vendor_root, opt)
+            d = load_mulan(name, root / ml.vendor_root, root / ml.optional_root)
         else:
             d = load_user_dataset(name, ml.custom[name], root)
         arrays = {"x_train": d.x_train, "y_train": d.y_train, "x_test": d.x_test, "y_test": d.y_test}
@@ -121,8 +117,7 @@ def build_dataset(p, name: str, out_dir: str | Path, report_dir: str | Path,
     elif name == "reuters":
         from .reuters import modapte_90, read_reuters
 
-        raw = Path(ml.reuters.raw_dir)
-        m = modapte_90(read_reuters(raw if raw.is_absolute() else root / raw))
+        m = modapte_90(read_reuters(root / ml.reuters.raw_dir))
         for split, cap in (("train", dp.max_train), ("test", dp.max_test)):
             if cap and len(m[f"{split}_text"]) > cap:  # subsample before the (slow) teacher pass
                 keep = np.sort(np.random.default_rng(0).permutation(len(m[f"{split}_text"]))[:cap])

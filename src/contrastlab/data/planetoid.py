@@ -11,11 +11,10 @@ and loads it offline; :func:`load_planetoid` reads a prepared root. Statistics c
 
 from __future__ import annotations
 
-from ..errors import InputError
-
 import shutil
 from pathlib import Path
 
+from ..errors import InputError
 from ..io import atomic_dir, read_sha256sums, verify_sha256sums
 
 __all__ = ["PLANETOID_NAMES", "PUBLIC_STATS", "canonical_name", "raw_files", "graph_stats",
@@ -126,9 +125,8 @@ def prepare_planetoid(raw_dir: str | Path, out_root: str | Path, name: str = "Co
         ds = Planetoid(str(tmp), name=name, split="public")
         if source == "download" and sums.exists():
             verify_sha256sums(raw, sums)
-        stats = check_stats(name, ds[0], ds.num_classes) if check else graph_stats(
-            ds[0], ds.num_classes)
-    return stats
+        return check_stats(name, ds[0], ds.num_classes) if check else graph_stats(
+            ds[0], ds.num_classes)  # returning runs atomic_dir's exit: the folder is in place
 
 
 def load_planetoid(root: str | Path, name: str = "Cora", check: bool = True):

@@ -51,8 +51,7 @@ def _ssh_user_host(url: str) -> tuple[str, str] | None:
         auth = url[len("ssh://"):].split("/", 1)[0]
         user, _, host = auth.rpartition("@")
         return user, host.split(":", 1)[0]
-    m = _SCP_RE.match(url)
-    if m:
+    if _SCP_RE.match(url):
         user, _, rest = url.partition("@")
         return user, rest.split(":", 1)[0]
     return None
@@ -141,8 +140,7 @@ def fetch_dist(name: str, dest: Path) -> dict[str, Any]:
         raise FileNotFoundError(f"code.repos: distribution {name!r} is not installed") from None
     if not dist.files:
         raise FileNotFoundError(f"code.repos: distribution {name!r} has no RECORD file list")
-    n = 0
-    licence = None
+    n, licence = 0, None
     for rel in sorted(dist.files, key=str):
         s = str(rel)
         if s.startswith(("..", "/")) or "__pycache__" in s:
@@ -166,8 +164,7 @@ def _copy(src: Path, target: Path) -> None:
 
 
 def _copy_tree_py(src: Path, dest: Path) -> tuple[int, str | None]:
-    n = 0
-    licence = None
+    n, licence = 0, None
     for root, dirs, files in os.walk(src):
         dirs[:] = sorted(d for d in dirs if d != ".git" and not d.startswith("."))
         for f in sorted(files):
@@ -257,18 +254,13 @@ def fetch_sources(sources: list, out_dir: Path) -> dict[str, Any]:
         (All of these are checked before anything is fetched.)
         GitError, FileNotFoundError: fetching a source failed.
     """
-    entries = []
     seen: set[str] = set()
     plan = []
     root = Path(out_dir).resolve()
     for i, s in enumerate(sources):
-        if s.name:
-            raw = s.name
-        elif s.kind == "path":  # the folder's real name: {path: a/b/..} is "a", not ".."
-            raw = Path(s.path).expanduser().resolve().name
-        else:
-            raw = s.repo_name
-        name = safe_repo_name(raw)
+        # a path's real folder name: {path: a/b/..} is "a", not ".."
+        name = safe_repo_name(s.name or (Path(s.path).expanduser().resolve().name
+                                         if s.kind == "path" else s.repo_name))
         if name in seen:
             raise InputError(f"code.repos.sources: repository name {name!r} used twice")
         seen.add(name)
@@ -281,6 +273,7 @@ def fetch_sources(sources: list, out_dir: Path) -> dict[str, Any]:
             except UnsafeGitSource as e:
                 raise UnsafeGitSource(f"code.repos.sources.{i}: {e}") from None
         plan.append((name, s))
+    entries = []
     for name, s in plan:
         dest = out_dir / name
         dest.mkdir(parents=True, exist_ok=True)
@@ -291,5 +284,4 @@ def fetch_sources(sources: list, out_dir: Path) -> dict[str, Any]:
         else:
             e = fetch_path(s.path, dest)
         entries.append({"name": name, **e})
-    entries.sort(key=lambda e: e["name"])
-    return {"repositories": entries}
+    return {"repositories": sorted(entries, key=lambda e: e["name"])}

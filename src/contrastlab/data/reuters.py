@@ -67,9 +67,8 @@ def read_reuters(raw_dir: str | Path) -> list[ReutersDoc]:
             body = m.group("body")
             tm = _TOPICS.search(body)
             topics = [t.strip() for t in _D.findall(tm.group(1))] if tm else []
-            title = _TITLE.search(body)
-            main = _BODY.search(body)
-            txt = " ".join(_clean(x.group(1)) for x in (title, main) if x)
+            parts = (_TITLE.search(body), _BODY.search(body))
+            txt = " ".join(_clean(x.group(1)) for x in parts if x)
             docs.append(ReutersDoc(int(attrs.get("NEWID", -1)), attrs.get("LEWISSPLIT", ""),
                                    attrs.get("TOPICS", "") == "YES", topics, txt))
         if len(docs) == n0:

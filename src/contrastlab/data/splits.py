@@ -179,8 +179,7 @@ def near_duplicate_groups(bodies: Sequence[str], threshold: float = 0.8, k: int 
         m = MinHash(num_perm=num_perm, seed=seed)
         m.update_batch([x.encode("utf-8") for x in s])
         for j in lsh.query(m):
-            inter = len(s & sh[j])
-            if inter / max(1, len(s | sh[j])) >= threshold:
+            if len(s & sh[j]) / max(1, len(s | sh[j])) >= threshold:
                 uf.union(i, j)
         lsh.insert(i, m)
     return np.array([uf.find(i) for i in range(len(bodies))], dtype=np.int64)
@@ -208,8 +207,7 @@ def assign_splits(repos: Sequence[str], groups: Mapping[str, str], dup_group: np
     assign = split_by_repository({str(k): int(v) for k, v in sizes.items()}, fractions, seed)
     split = np.array([assign[g] for g in gnames], dtype=object)
     first = split[np.asarray(dup_group)]
-    out = np.where(first == split, split, "excluded").astype(object)
-    return out
+    return np.where(first == split, split, "excluded").astype(object)
 
 
 def split_functions(df, s) -> tuple[Any, dict[str, Any]]:

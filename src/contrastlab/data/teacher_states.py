@@ -44,9 +44,7 @@ def _content_hash(ids: Sequence[int], sigs: Sequence[str], bodies: Sequence[str]
 
 
 def _shard_ok(path: Path, fingerprint: str, content: str) -> bool:
-    if not path.exists():
-        return False
-    try:
+    try:  # a missing or unreadable shard raises here
         from safetensors import safe_open
 
         with safe_open(str(path), framework="pt") as f:
@@ -123,9 +121,7 @@ def write_teacher_states(out_dir: Path, ids: Sequence[int], signatures: Sequence
     partial.mkdir()
     fp = settings_fingerprint(settings)
     n = len(ids)
-    shards = []
-    reused = 0
-    todo = []
+    shards, todo, reused = [], [], 0
     for s, start in enumerate(range(0, n, shard_size)):
         sl = slice(start, min(n, start + shard_size))
         sid, ssig, sbody = list(ids[sl]), list(signatures[sl]), list(bodies[sl])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -29,7 +30,7 @@ class OpenRun(Protocol):
 _OPEN: dict[str, Any] = {}  # run_id -> client, for runs this process has not closed yet
 _OPEN_LOCK = threading.Lock()
 _HANDLED = (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None))
-_installed = False
+_previous: dict[int, Any] = {}  # signal -> the handler it had before ours
 
 
 def _fail_open_runs() -> None:
@@ -52,15 +53,9 @@ def _on_signal(signum, frame) -> None:
         os.kill(os.getpid(), signum)  # the signal's usual effect (exit status -signum)
 
 
-_previous: dict[int, Any] = {}
-
-
+@functools.cache  # once per process
 def _install_handlers() -> None:
     """Install the SIGTERM/SIGINT/SIGHUP handlers and the atexit hook once (main thread only)."""
-    global _installed
-    if _installed:
-        return
-    _installed = True
     atexit.register(_fail_open_runs)
     if threading.current_thread() is not threading.main_thread():
         return
@@ -118,8 +113,13 @@ def _closing(t: OpenRun, fluent: bool = False) -> Iterator[None]:
     finally:
         with _OPEN_LOCK:
             _OPEN.pop(rid, None)
-        if fluent:
-            _deactivate_fluent(status)
+        if fluent:  # end the fluent active run (then set the same status by id)
+            try:
+                import mlflow
+
+                mlflow.end_run(status=status)
+            except Exception as e:  # noqa: BLE001
+                log.debug("fluent MLflow run not ended: %s", e)
         try:
             t._client.set_terminated(rid, status)
         except Exception as e:  # noqa: BLE001
@@ -140,13 +140,3 @@ def _activate_fluent(tracker: OpenRun) -> bool:
     except Exception as e:  # noqa: BLE001
         log.debug("fluent MLflow run not activated: %s", e)
         return False
-
-
-def _deactivate_fluent(status: str) -> None:
-    """End the fluent active run (``_closing`` then sets the same status by id)."""
-    try:
-        import mlflow
-
-        mlflow.end_run(status=status)
-    except Exception as e:  # noqa: BLE001
-        log.debug("fluent MLflow run not ended: %s", e)

@@ -9,7 +9,7 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, ContextManager, Iterator, Mapping
 
 from ..invocation import current
 from ..params import params_hash
@@ -24,12 +24,9 @@ log = logging.getLogger(__name__)
 
 def _dvc_tags() -> dict[str, str]:
     """The experiment's tags (names kept from DVC, whose ``dvc exp run`` names experiments)."""
-    inv, tags = current(), {}
-    if inv.experiment:
-        tags["dvc_exp_name"] = inv.experiment
-    if inv.baseline_rev:
-        tags["dvc_exp_baseline"] = inv.baseline_rev
-    return tags
+    inv = current()
+    tags = {"dvc_exp_name": inv.experiment, "dvc_exp_baseline": inv.baseline_rev}
+    return {k: v for k, v in tags.items() if v}
 
 
 def run_key(root: Path | None = None) -> tuple[str, str]:
@@ -102,9 +99,8 @@ def _parent_run(client, exp_id: str, exp_name: str, track: str) -> str:
     return rid
 
 
-@contextlib.contextmanager
-def variant_run(track: str, variant: str, params: Mapping[str, Any] | Any = None, *,
-                stage: str, tags: Mapping[str, Any] | None = None) -> Iterator[Tracker]:
+def variant_run(track: str, variant: str, params: Mapping[str, Any] | Any = None, *, stage: str,
+                tags: Mapping[str, Any] | None = None) -> ContextManager[Tracker]:
     """Open (or find again) the one MLflow run of a variant in this pipeline invocation.
 
     Args:
@@ -122,9 +118,7 @@ def variant_run(track: str, variant: str, params: Mapping[str, Any] | Any = None
         than 0, or after any MLflow error, which is a warning). The run ends FINISHED, or
         FAILED when the block raises or the process is signalled.
     """
-    with open_run(track, lambda st: _open_variant_run(st, track, variant, params, stage,
-                                                      tags)) as t:
-        yield t
+    return open_run(track, lambda st: _open_variant_run(st, track, variant, params, stage, tags))
 
 
 def _open_variant_run(st: Store, track, variant, params, stage, tags) -> Tracker:
@@ -138,11 +132,8 @@ def _open_variant_run(st: Store, track, variant, params, stage, tags) -> Tracker
                 f"tags.run_key = '{key}' and tags.`contrastlab.role` = 'variant'")
         same_key = client.search_runs([exp_id], filt, order_by=["attributes.start_time DESC"],
                                       max_results=100)
-        match = [r for r in same_key if r.data.tags.get("variant_hash") == vhash]
-        reuse = None
-        if match and stage not in match[0].data.tags.get("contrastlab.stages", "").split(","):
-            reuse = match[0]
-        if reuse is None:
+        reuse = next((r for r in same_key if r.data.tags.get("variant_hash") == vhash), None)
+        if reuse is None or stage in reuse.data.tags.get("contrastlab.stages", "").split(","):
             run_tags = {"track": track, "variant": variant, "run_key": key,
                         "variant_hash": vhash, "params_hash": vhash,
                         "contrastlab.role": "variant", "git_commit": git_commit(root),
@@ -159,8 +150,8 @@ def _open_variant_run(st: Store, track, variant, params, stage, tags) -> Tracker
         client.log_batch(rid, tags=[_tag(k, v) for k, v in {
             "dvc_stage": stage, "contrastlab.stages": ",".join([*stages, stage]),
             **_process_tags(), **(tags or {})}.items()])
-    info = {"uri": uri, "experiment_id": exp_id, "run_name": name, "track": track, "variant": variant,
-            "run_key": key, "dvc_stage": stage}
+    info = {"uri": uri, "experiment_id": exp_id, "run_name": name, "track": track,
+            "variant": variant, "run_key": key, "dvc_stage": stage}
     tracker = Tracker(client=client, run_id=rid, info=info)
     if params is not None:
         tracker.log_params(params)
@@ -168,9 +159,8 @@ def _open_variant_run(st: Store, track, variant, params, stage, tags) -> Tracker
 
 
 # ------------------------------------------------------------------ stage runs (older API)
-@contextlib.contextmanager
 def stage_run(track: str, stage: str, params: Mapping[str, Any] | Any = None,
-              tags: Mapping[str, Any] | None = None) -> Iterator[Tracker]:
+              tags: Mapping[str, Any] | None = None) -> ContextManager[Tracker]:
     """Open one MLflow run for a stage invocation and close it (FAILED on an exception or a
     signal). Prefer :func:`variant_run` for a variant's stages.
 
@@ -196,13 +186,11 @@ def stage_run(track: str, stage: str, params: Mapping[str, Any] | Any = None,
         tracker.log_params(params)
         return tracker
 
-    with open_run(track, create) as t:
-        yield t
+    return open_run(track, create)
 
 
 # ------------------------------------------------------------------ invocation runs
-@contextlib.contextmanager
-def invocation_run(track: str, *, stage: str) -> Iterator[Tracker]:
+def invocation_run(track: str, *, stage: str) -> ContextManager[Tracker]:
     """The MLflow run standing for this pipeline invocation in ``track``'s experiment (the
     report stage logs the track's answer numbers there).
 
@@ -236,5 +224,4 @@ def invocation_run(track: str, *, stage: str) -> Iterator[Tracker]:
                        info={"uri": st.uri, "experiment_id": exp_id, "run_name": label,
                              "track": track, "run_key": key, "dvc_stage": stage})
 
-    with open_run(track, create) as t:
-        yield t
+    return open_run(track, create)

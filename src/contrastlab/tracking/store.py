@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import tempfile
@@ -25,8 +26,7 @@ def tracking_uri(root: Path | None = None) -> str:
         from ..tuning import rdb_url
 
         return rdb_url(uri)
-    root = _store_root(root)
-    return f"sqlite:///{(root / 'mlflow.db').resolve()}"
+    return f"sqlite:///{(_store_root(root) / 'mlflow.db').resolve()}"
 
 
 def _store_root(root: Path | None = None) -> Path:
@@ -47,8 +47,6 @@ def _lock_path(uri: str) -> Path:
     file, else one per URI in the temporary directory."""
     if uri.startswith("sqlite:///"):
         return Path(uri[len("sqlite:///"):] + ".lock")
-    import hashlib
-
     h = hashlib.sha256(uri.encode()).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"contrastlab-mlflow-{h}.lock"
 
@@ -98,6 +96,5 @@ def _experiment_id(client, uri: str, track: str, root: Path) -> str:
 
 
 def _enabled() -> bool:
-    if os.environ.get("CONTRASTLAB_MLFLOW", "1").lower() in {"0", "false", "no", "off"}:
-        return False
-    return int(os.environ.get("RANK", "0")) == 0
+    off = os.environ.get("CONTRASTLAB_MLFLOW", "1").lower() in {"0", "false", "no", "off"}
+    return not off and int(os.environ.get("RANK", "0")) == 0

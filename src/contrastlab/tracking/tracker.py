@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
 from typing import Any, Callable, Iterator, Mapping
 
@@ -26,7 +27,6 @@ class Tracker(ArtifactLogging):
             run_id = run.info.run_id
         self._client = client
         self._run_id = run_id
-        self._run = run
         self._info = dict(info or {})  # experiment_id, name, key tags, for seed_run
         if run_id is not None and client is None:
             from mlflow.tracking import MlflowClient
@@ -42,18 +42,15 @@ class Tracker(ArtifactLogging):
     def run_id(self) -> str | None:
         return self._run_id
 
-    def _disable(self, what: str, err: BaseException) -> None:
-        log.warning("MLflow tracking disabled for this run (%s failed: %s: %s); the stage "
-                    "goes on without tracking", what, type(err).__name__, err)
-        self._run_id = None
-
     def _safe(self, what: str, fn: Callable[[], Any]) -> Any:
         if self._run_id is None:
             return None
         try:
             return fn()
         except Exception as e:  # noqa: BLE001 - tracking must never fail a stage
-            self._disable(what, e)
+            log.warning("MLflow tracking disabled for this run (%s failed: %s: %s); the stage "
+                        "goes on without tracking", what, type(e).__name__, e)
+            self._run_id = None
             return None
 
     # -- logging
@@ -62,8 +59,6 @@ class Tracker(ArtifactLogging):
         name becomes ``_at_``). ``step``: epoch or other integer axis (default 0)."""
         if self._run_id is None:
             return
-        import math
-
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
@@ -95,9 +90,7 @@ class Tracker(ArtifactLogging):
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         if self._run_id is None:
             return
-        from mlflow.entities import RunTag
-
-        items = [RunTag(k, str(v)) for k, v in tags.items()]
+        items = [_tag(k, v) for k, v in tags.items()]
         self._safe("set_tags", lambda: self._client.log_batch(self._run_id, tags=items))
 
     # -- nested runs
@@ -110,11 +103,9 @@ class Tracker(ArtifactLogging):
             yield Tracker(None)
             return
         t = Tracker(client=self._client, run_id=child, info=self._info)
-        if params:
-            t.log_params(params)
+        t.log_params(params)  # nothing when None or empty
         with _closing(t):
             yield t
-
 
 
 def _child_run(parent: Tracker, seed: int) -> str:

@@ -73,8 +73,8 @@ from __future__ import annotations
 # (journal / RDB, opening a study, the budget's trials), study (run_study), results (history,
 # the tuned-choices JSON).
 from .results import read_tuned, study_history, write_tuned
-from .space import (PROTOCOL, PrunerName, SearchDim, SeedTrialTune, Strict, TuneParams, TuneResult,
-                    apply_choices, distinct_seeds, make_pruner, sampler_seed,
+from .space import (PROTOCOL, PrunerName, SearchDim, SeedTrialTune, Strict, TuneParams,
+                    TuneResult, apply_choices, distinct_seeds, make_pruner, sampler_seed,
                     space_digest, study_name, suggest, tune_kwargs)
 from .storage import GRACE_S, HEARTBEAT_S, MAX_RETRY, rdb_url
 from .storage import _open, _storage  # noqa: F401 - for tests that open a study directly

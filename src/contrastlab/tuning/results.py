@@ -54,19 +54,16 @@ def write_tuned(path: str | Path, result: TuneResult, *, track: str, variant: st
     final training stage with :func:`read_tuned`."""
     from ..io import write_json
 
-    out = {
-        "track": track, "variant": variant, "objective": objective,
-        "direction": result.direction, "budget_trials": n_trials,
-        "n_complete": result.n_complete, "n_failed": result.n_failed,
-        "n_pruned": result.n_pruned, "select": "best_mean",
-        "best_trial": result.best_trial,
-        "best_value": round(result.best_value, 6),
-        "best_se": None if result.best_se is None else round(result.best_se, 6),
-        "params": {k: (round(v, 6) if isinstance(v, float) else v)
-                   for k, v in result.best_params.items()},
-        "space": {k: v.model_dump(exclude_none=True) for k, v in space.items()},
-        "study": result.study_name,
-    }
+    out = {"track": track, "variant": variant, "objective": objective,
+           "direction": result.direction, "budget_trials": n_trials,
+           "n_complete": result.n_complete, "n_failed": result.n_failed,
+           "n_pruned": result.n_pruned, "select": "best_mean", "best_trial": result.best_trial,
+           "best_value": round(result.best_value, 6),
+           "best_se": None if result.best_se is None else round(result.best_se, 6),
+           "params": {k: (round(v, 6) if isinstance(v, float) else v)
+                      for k, v in result.best_params.items()},
+           "space": {k: v.model_dump(exclude_none=True) for k, v in space.items()},
+           "study": result.study_name}
     if result.sampler_seed is not None:
         out["sampler_seed"] = result.sampler_seed
     if result.widened:  # the space as it was after widening, and each round

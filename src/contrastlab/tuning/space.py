@@ -14,9 +14,9 @@ from typing import Annotated, Any, Literal, Mapping, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["Strict", "SearchDim", "StudyParams", "TuneParams", "SeedTrialTune", "TuneResult", "PROTOCOL", "PrunerName",
-           "space_digest", "study_name", "sampler_seed", "make_pruner", "tune_kwargs", "suggest",
-           "apply_choices", "distinct_seeds", "known_names"]
+__all__ = ["Strict", "SearchDim", "StudyParams", "TuneParams", "SeedTrialTune", "TuneResult",
+           "PROTOCOL", "PrunerName", "space_digest", "study_name", "sampler_seed", "make_pruner",
+           "tune_kwargs", "suggest", "apply_choices", "distinct_seeds", "known_names"]
 
 #: Version of the protocol in the module docstring; part of every study's name, so studies
 #: run under an earlier protocol (one sampler seed for all variants, no default trial, pruned
@@ -213,13 +213,11 @@ def make_pruner(pruner: Any = "none", *, min_resource: int = 1,
         return pruner
     if pruner in (None, "none"):
         return optuna.pruners.NopPruner()
+    rungs = {"min_resource": int(min_resource), "reduction_factor": int(reduction_factor)}
     if pruner == "hyperband":
-        return optuna.pruners.HyperbandPruner(min_resource=int(min_resource),
-                                              max_resource=max_resource,
-                                              reduction_factor=int(reduction_factor))
+        return optuna.pruners.HyperbandPruner(max_resource=max_resource, **rungs)
     if pruner == "successive_halving":
-        return optuna.pruners.SuccessiveHalvingPruner(min_resource=int(min_resource),
-                                                      reduction_factor=int(reduction_factor))
+        return optuna.pruners.SuccessiveHalvingPruner(**rungs)
     if pruner == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=int(startup_trials),
                                            n_warmup_steps=int(min_resource) - 1)
@@ -227,10 +225,10 @@ def make_pruner(pruner: Any = "none", *, min_resource: int = 1,
                      "median or none")
 
 def tune_kwargs(tune: Any) -> dict[str, Any]:
-    """:func:`run_study` keyword arguments from a track's ``tune`` params (a
-    :class:`TuneParams` or any object with ``trials``, ``seed``, ``storage`` and optionally
-    ``startup_trials``, ``pruner``, ``min_resource``, ``max_resource``,
-    ``reduction_factor``, ``widen``, ``widen_trials``): ``run_study(..., **tune_kwargs(p.graph.tune))``."""
+    """:func:`run_study` keyword arguments from a track's ``tune`` params (a :class:`TuneParams`
+    or any object with ``trials``, ``seed``, ``storage`` and optionally ``startup_trials``,
+    ``pruner``, ``min_resource``, ``max_resource``, ``reduction_factor``, ``widen``,
+    ``widen_trials``): ``run_study(..., **tune_kwargs(p.graph.tune))``."""
     out = {"n_trials": tune.trials, "seed": tune.seed, "storage": tune.storage}
     for k in ("startup_trials", "pruner", "min_resource", "max_resource", "reduction_factor",
               "widen", "widen_trials"):
@@ -264,13 +262,10 @@ def apply_choices(config: Mapping[str, Any], choices: Mapping[str, Any]) -> dict
         head, _, tail = name.partition(".")
         if not tail:
             out[head] = value
-            continue
-        if head not in out:
+        elif head not in out:
             raise KeyError(f"search dimension {name!r}: {head!r} is not a hyperparameter here")
-        if isinstance(out[head], list):
-            out[head][int(tail)] = value
         else:
-            out[head][tail] = value
+            out[head][int(tail) if isinstance(out[head], list) else tail] = value
     return out
 
 def _check_default(default: Mapping[str, Any], space: Mapping[str, SearchDim]) -> dict:

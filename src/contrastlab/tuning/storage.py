@@ -4,7 +4,12 @@ against the budget (protocol and "Workers can die": :mod:`contrastlab.tuning`)."
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
+import time
 import warnings
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +53,6 @@ def _rdb(url: str, attempts: int = 8, heartbeat: tuple[int, int] = (HEARTBEAT_S,
     (``RetryFailedTrialCallback(max_retry=MAX_RETRY)``). Workers started at once on an empty
     database race on Optuna's schema creation (PostgreSQL: a duplicate ``CREATE TYPE``, a
     unique-key violation); the loser retries, then finds the schema."""
-    import time
-
     import optuna
     import sqlalchemy.exc
     from optuna.storages import RetryFailedTrialCallback
@@ -90,16 +93,9 @@ def _open(name: str, *, out_dir: Path, storage: str | None, seed: int, startup: 
     # (tests/protocol/test_postgres.py): there each process also mixes in its host and pid
     # (a shared study's order depends on the workers' interleaving anyway).
     if storage is not None:
-        import os
-        import socket
-        import zlib
-
         seed = seed ^ zlib.crc32(f"{socket.gethostname()}:{os.getpid()}".encode())
     sampler = optuna.samplers.TPESampler(seed=(seed + n_done) % 2**32, n_startup_trials=startup)
     store = optuna.storages.get_storage(_storage(out_dir, storage, heartbeat))
-    kw = {"sampler": sampler}
-    if pruner is not None:
-        kw["pruner"] = pruner
     try:
         store.get_study_id_from_name(name)
     except KeyError:
@@ -107,14 +103,14 @@ def _open(name: str, *, out_dir: Path, storage: str | None, seed: int, startup: 
             raise
         try:
             study = optuna.create_study(storage=store, study_name=name, direction=direction,
-                                        load_if_exists=False, **kw)
+                                        load_if_exists=False, sampler=sampler, pruner=pruner)
             study._created_here = True
             return study
         except DuplicatedStudyError:
             pass  # another worker created it a moment ago
     # an existing study is loaded, not "created if missing": a journal's create_study
     # appends a log line even when the study exists, so a rerun would change the file
-    study = optuna.load_study(study_name=name, storage=store, **kw)
+    study = optuna.load_study(study_name=name, storage=store, sampler=sampler, pruner=pruner)
     study._created_here = False
     return study
 
@@ -122,21 +118,19 @@ def _open(name: str, *, out_dir: Path, storage: str | None, seed: int, startup: 
 _PROTOCOL_ATTRS = ("sampler_seed", "default", "pruner")
 
 
-def _retried(trials) -> set[int]:
-    """Numbers of trials failed for a stopped heartbeat and re-queued (a later trial's
-    ``retry_history``, set by ``RetryFailedTrialCallback``)."""
-    return {n for t in trials for n in t.system_attrs.get("retry_history", ())}
-
-
-def _budget_trials(study):
-    """Trials that count against the budget: finished (COMPLETE, PRUNED, FAIL), except
-    interrupted, surplus and failed-and-retried (stale heartbeat) ones."""
+def _budget_trials(study, running: bool = False):
+    """Trials that count against the budget: finished (COMPLETE, PRUNED, FAIL; with
+    ``running``, RUNNING too), except interrupted, surplus and failed-and-retried (stale
+    heartbeat) ones."""
     from optuna.trial import TrialState
 
     trials = study.get_trials(deepcopy=False)
-    retried = _retried(trials)
-    return [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED,
-                                             TrialState.FAIL)
+    # failed for a stopped heartbeat and re-queued: in a later trial's ``retry_history``
+    # (set by ``RetryFailedTrialCallback``)
+    retried = {n for t in trials for n in t.system_attrs.get("retry_history", ())}
+    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL,
+              *((TrialState.RUNNING,) if running else ()))
+    return [t for t in trials if t.state in states
             and not (t.user_attrs.get("interrupted") or t.user_attrs.get("surplus"))
             and t.number not in retried]
 
@@ -154,8 +148,6 @@ def _set_up(study, default, proto: dict) -> None:
 def _wait_for_set_up(study, timeout_s: float = 30.0, poll_s: float = 0.2) -> dict:
     """The study's user attributes once its creator has stored the protocol attributes, or
     what is there after ``timeout_s`` (the creator died: the caller sets the study up)."""
-    import time
-
     deadline = time.monotonic() + timeout_s
     attrs = study.user_attrs
     while not all(k in attrs for k in _PROTOCOL_ATTRS) and time.monotonic() < deadline:
@@ -167,8 +159,6 @@ def _wait_for_set_up(study, timeout_s: float = 30.0, poll_s: float = 0.2) -> dic
 def _fail_stale(study) -> None:
     """Fail the RUNNING trials whose heartbeat stopped and re-queue them (the storage's
     ``RetryFailedTrialCallback``); Optuna marks the function experimental."""
-    import warnings
-
     import optuna
 
     with warnings.catch_warnings():
@@ -188,8 +178,6 @@ def _first_beat(trial, study, storage: str | None) -> None:
 def _heartbeat_of(trial, study, storage: str | None):
     """A context that beats ``trial``'s heartbeat while the objective runs (RDB studies; the
     thread Optuna's own ``study.optimize`` starts), a no-op for a journal file."""
-    import contextlib
-
     if storage is None:
         return contextlib.nullcontext()
     from optuna.storages._heartbeat import get_heartbeat_thread

@@ -14,7 +14,7 @@ from typing import Any, Callable, Literal, Mapping
 from .space import (SearchDim, TuneResult, _check_default, make_pruner, sampler_seed,
                     study_name, suggest)
 from .storage import (_PROTOCOL_ATTRS, GRACE_S, HEARTBEAT_S, MAX_RETRY, _budget_trials,
-                      _fail_stale, _first_beat, _heartbeat_of, _open, _retried, _set_up,
+                      _fail_stale, _first_beat, _heartbeat_of, _open, _set_up,
                       _wait_for_set_up)
 
 __all__ = ["run_study", "widen_space", "EDGE_SHARE"]
@@ -126,9 +126,7 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
             _log_trial(tracker, f"{variant} · trial {trial.number}", choices, value, state, se)
             bar.update(1)
     bar.close()
-    res = _result(study, name, direction, s_seed)
-    res.widened = rounds or None
-    return res
+    return _result(study, name, direction, s_seed, widened=rounds or None)
 
 
 #: Share of a log-scale dimension's log range, at either end, where a pick counts as on the edge.
@@ -260,15 +258,10 @@ def _next_slot(study, n_trials: int, storage: str | None, beat: float) -> bool:
     """True when the budget has a free slot for one more trial; False when it is met. On a
     shared storage, first fails (and re-queues) dead workers' trials, and while the slots are
     taken by other workers' running trials, waits until they finish or go stale."""
-    from optuna.trial import TrialState
-
     while True:
         if storage is not None:
             _fail_stale(study)  # a dead worker's trial: FAIL, and re-queued
-        finished = len(_budget_trials(study))
-        running = sum(not t.user_attrs.get("interrupted") for t in study.get_trials(
-            deepcopy=False, states=(TrialState.RUNNING,)))
-        if finished + running < n_trials:
+        if len(_budget_trials(study, running=True)) < n_trials:  # finished + running
             return True
         if storage is None or len(_budget_trials(study)) >= n_trials:
             return False
@@ -281,12 +274,7 @@ def _surplus(study, trial, n_trials: int) -> bool:
     is recorded FAIL with user attribute ``surplus`` (not counted, not listed)."""
     from optuna.trial import TrialState
 
-    trials = study.get_trials(deepcopy=False)
-    retried = _retried(trials)
-    ahead = [t for t in trials if t.state in (
-        TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
-        and t.number < trial.number and t.number not in retried
-        and not (t.user_attrs.get("interrupted") or t.user_attrs.get("surplus"))]
+    ahead = [t for t in _budget_trials(study, running=True) if t.number < trial.number]
     if len(ahead) >= n_trials:
         trial.set_user_attr("surplus", True)
         study.tell(trial, state=TrialState.FAIL)
@@ -362,7 +350,8 @@ def _wants_report(objective: Callable) -> bool:
     return len(pos) >= 2 and pos[1].default is inspect.Parameter.empty
 
 
-def _result(study, name: str, direction: str, s_seed: int | None) -> TuneResult:
+def _result(study, name: str, direction: str, s_seed: int | None,
+            widened: list | None = None) -> TuneResult:
     from optuna.trial import TrialState
 
     budget = _budget_trials(study)
@@ -378,7 +367,7 @@ def _result(study, name: str, direction: str, s_seed: int | None) -> TuneResult:
                       n_failed=sum(t.state == TrialState.FAIL for t in budget),
                       n_pruned=sum(t.state == TrialState.PRUNED for t in budget),
                       direction=direction, best_se=None if se is None else float(se),
-                      sampler_seed=s_seed)
+                      sampler_seed=s_seed, widened=widened)
 
 
 def _log_trial(tracker, name: str, choices: Mapping[str, Any], value: float | None,
@@ -386,7 +375,7 @@ def _log_trial(tracker, name: str, choices: Mapping[str, Any], value: float | No
     """One nested MLflow run per trial under the study's parent run (no-op when inactive):
     a child run (tag ``mlflow.parentRunId``) holding the trial's params, ``objective`` and
     ``objective_se``; status FINISHED, KILLED (pruned) or FAILED."""
-    parent = getattr(tracker, "run_id", None) if tracker is not None else None
+    parent = getattr(tracker, "run_id", None)
     if not parent:
         return
     try:
@@ -401,10 +390,9 @@ def _log_trial(tracker, name: str, choices: Mapping[str, Any], value: float | No
         rid = run.info.run_id
         for k, v in choices.items():
             client.log_param(rid, k, str(v))
-        if value is not None:
-            client.log_metric(rid, "objective", value)
-        if se is not None:
-            client.log_metric(rid, "objective_se", se)
+        for metric, v in (("objective", value), ("objective_se", se)):
+            if v is not None:
+                client.log_metric(rid, metric, v)
         status = {"FINISHED": "FINISHED", "PRUNED": "KILLED"}.get(state, "FAILED")
         client.set_terminated(rid, status=status)
     except Exception as e:  # tracking must never fail a tuning run
