@@ -34,6 +34,29 @@ def test_infonce_matches_reference_with_offset():
         assert torch.allclose(got, _ref_infonce(pred, targets, 0.1, off))
 
 
+def test_masked_hard_negatives_leave_a_finite_temperature_gradient():
+    """A masked slot is left out of anchor i's denominator (per-anchor reference over the kept
+    negatives only), for the loss and for the gradients of pred and of the log-temperature,
+    which was NaN when the slot was set to -inf before dividing by tau (-inf / tau)."""
+    g = torch.Generator().manual_seed(3)
+    pred = torch.randn(4, 6, generator=g, dtype=torch.float64)
+    targets = torch.randn(4, 6, generator=g, dtype=torch.float64)
+    hard = torch.randn(4, 3, 6, generator=g, dtype=torch.float64)
+    mask = torch.tensor([[1, 0, 1], [0, 0, 0], [1, 1, 1], [0, 1, 0]], dtype=torch.bool)
+    p1, lt1 = pred.clone().requires_grad_(), torch.tensor(math.log(0.2), dtype=torch.float64,
+                                                          requires_grad=True)
+    got = infonce_hardneg_loss(p1, targets, lt1, hard, hard_negative_mask=mask)
+    got.backward()
+    p2, lt2 = pred.clone().requires_grad_(), torch.tensor(math.log(0.2), dtype=torch.float64,
+                                                          requires_grad=True)
+    want = torch.stack([_ref_infonce(p2[i:i + 1], targets, lt2.exp(), i, hard[i:i + 1, mask[i]])
+                        for i in range(4)]).mean()
+    want.backward()
+    assert torch.allclose(got, want)
+    assert torch.isfinite(lt1.grad) and torch.allclose(lt1.grad, lt2.grad)
+    assert torch.allclose(p1.grad, p2.grad)
+
+
 def test_infonce_hardneg_matches_reference_and_mask():
     g = torch.Generator().manual_seed(1)
     pred = torch.randn(4, 6, generator=g, dtype=torch.float64)

@@ -105,11 +105,9 @@ def run_baselines(g, data_dir: str) -> tuple[dict, pd.DataFrame]:
             rnd.append(r["test_acc"])
             rnd_val.append(r["val_acc"])
             rnd_picks.append(r["pick"])
-        per_item = {
-            raw_n: (cols[raw_n] == y_test)[None].astype(float),
-            sgc_n: (cols[sgc_n] == y_test)[None].astype(float),
-            rnd_n: np.stack([cols[f"{rnd_n}_seed_{s}"] == y_test for s in g.final.seeds]).astype(float),
-        }
+        per_item = {n: (cols[n] == y_test)[None].astype(float) for n in (raw_n, sgc_n)}
+        per_item[rnd_n] = np.stack([cols[f"{rnd_n}_seed_{s}"] == y_test
+                                    for s in g.final.seeds]).astype(float)
         for name, arr in per_item.items():
             point, reps = bootstrap_per_item({name: arr}, n_resamples=2000, seed=0)
             st = summarize(point, reps)[name]

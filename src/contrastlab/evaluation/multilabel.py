@@ -47,8 +47,7 @@ def precision_at_k(y_true: np.ndarray, scores: np.ndarray, k: int) -> float:
     Raises:
         ValueError: shapes differ or k out of range.
     """
-    y_true = np.asarray(y_true)
-    scores = np.asarray(scores)
+    y_true, scores = np.asarray(y_true), np.asarray(scores)
     if y_true.shape != scores.shape:
         raise InputError(f"precision_at_k: y_true {y_true.shape} vs scores {scores.shape}")
     if not 1 <= k <= y_true.shape[1]:
@@ -156,8 +155,7 @@ def threshold_pick(y_val: np.ndarray, s_val: np.ndarray, grid: np.ndarray = THRE
     """
     from .picks import loo_f1_criterion, pick_record
 
-    y = np.asarray(y_val).astype(np.int64)
-    s = np.asarray(s_val)
+    y, s = np.asarray(y_val).astype(np.int64), np.asarray(s_val)
     crit, loo = [], []
     for t in grid:
         pred = (s >= t).astype(np.int64)
@@ -186,8 +184,7 @@ def choose_threshold(y_val: np.ndarray, s_val: np.ndarray, grid: np.ndarray = TH
 def label_thresholds(y_val: np.ndarray, s_val: np.ndarray, grid: np.ndarray = THRESHOLD_GRID) -> np.ndarray:
     """Per-label thresholds ``[C]``: each label's validation-F1 maximiser on ``grid`` (0.5 for
     a label without validation positives)."""
-    y = np.asarray(y_val).astype(np.int64)
-    s = np.asarray(s_val)
+    y, s = np.asarray(y_val).astype(np.int64), np.asarray(s_val)
     f = np.stack([_f1s(y, (s >= t).astype(np.int64))[1] for t in grid])  # [T, C]
     out = grid[np.argmax(f, axis=0)].astype(np.float64)
     out[y.sum(0) == 0] = 0.5
@@ -303,10 +300,7 @@ def stratified_metric_reps(y_true: np.ndarray, scores: np.ndarray, val_threshold
     seed_idx = rng.integers(0, n_s, (n_resamples, max(1, n_s - 1)))  # n - 1 bootstrap (stats.resample_counts)
     # per (draw, seed) sums over labels; row R holds each seed's value on the test set itself
     rr = n_resamples + 1
-    tp = {t: np.zeros((rr, n_s)) for t in ("fix", "val")}
-    fp = {t: np.zeros((rr, n_s)) for t in ("fix", "val")}
-    fn = {t: np.zeros((rr, n_s)) for t in ("fix", "val")}
-    f1sum = {t: np.zeros((rr, n_s)) for t in ("fix", "val")}
+    tp, fp, fn, f1sum = ({t: np.zeros((rr, n_s)) for t in ("fix", "val")} for _ in range(4))
     apsum = np.zeros((rr, n_s))
     apfreq = {k: np.zeros((rr, n_s)) for k in MAP_MIN_POSITIVES}  # labels with >= k positives
     n_ap = 0

@@ -45,7 +45,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .stats_resample import Counts, per_item_arrays, resample_counts
+from .stats_resample import Counts, cluster_sums, per_item_draws
 
 __all__ = ["interaction_variance", "crossed_reps", "bootstrap_per_item_crossed"]
 
@@ -140,29 +140,15 @@ def bootstrap_per_item_crossed(per_item: Mapping[str, np.ndarray], *, clusters=N
     Raises:
         ValueError: empty input, methods of different shapes, draws of another size.
     """
-    arrs, n_s, n_i = per_item_arrays(per_item)
-    if draws is None:
-        draws = resample_counts(n_s, n_i, clusters=clusters, n_resamples=n_resamples, seed=seed)
-    if draws.seeds.shape[1] != n_s:
-        raise ValueError(f"draws are over {draws.seeds.shape[1]} seeds; the scores have {n_s}")
-    point = {k: float(a.mean()) for k, a in arrs.items()}
-    reps = {}
-    if draws.items is None:
-        g = draws.cluster_of
-        if g is None or g.shape != (n_i,):
-            raise ValueError("cluster draws do not match the number of items")
+    arrs, draws, point = per_item_draws(per_item, draws, clusters=clusters,
+                                        n_resamples=n_resamples, seed=seed)
+    if draws.items is None:  # the metric of each seed on each draw: its drawn clusters' mean
         wc = draws.clusters
-        sizes = np.bincount(g, minlength=wc.shape[1]).astype(np.float64)
+        sizes, sums = cluster_sums(draws, arrs)
         denom = (wc @ sizes)[:, None]
-        for k, a in arrs.items():
-            per_cluster = np.stack([np.bincount(g, weights=row, minlength=wc.shape[1]) for row in a])
-            reps[k], _ = crossed_reps((wc @ per_cluster.T) / denom, a.mean(1), draws.seeds)
-        return point, reps
-    wi = draws.items
-    if wi.shape[1] != n_i:
-        raise ValueError(f"draws are over {wi.shape[1]} items; the scores have {n_i}")
-    wf = wi.astype(np.float64)
-    denom = wf.sum(1)[:, None]
-    for k, a in arrs.items():
-        reps[k], _ = crossed_reps((wf @ a.T) / denom, a.mean(1), draws.seeds)
-    return point, reps
+        per_draw = {k: (wc @ x.T) / denom for k, x in sums.items()}
+    else:
+        wf = draws.items.astype(np.float64)
+        denom = wf.sum(1)[:, None]
+        per_draw = {k: (wf @ a.T) / denom for k, a in arrs.items()}
+    return point, {k: crossed_reps(m, arrs[k].mean(1), draws.seeds)[0] for k, m in per_draw.items()}

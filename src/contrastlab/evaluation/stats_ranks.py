@@ -72,8 +72,7 @@ def plot_cd(result: dict, path: str | Path, *, title: str = "") -> Path:
 
     from ..io import atomic_path
 
-    ranks = result["avg_ranks"]
-    cd = result["cd"]
+    ranks, cd = result["avg_ranks"], result["cd"]
     k = len(ranks)
     names = sorted(ranks, key=ranks.get)
     order = [ranks[m] for m in names]

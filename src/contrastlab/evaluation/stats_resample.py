@@ -97,11 +97,13 @@ def resample_counts(n_seeds: int, n_items: int, *, clusters: Sequence | np.ndarr
     return Counts(ws, clusters=wc, cluster_of=inv.astype(np.int64))
 
 
-def per_item_arrays(per_item: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int, int]:
-    """Method -> ``[S, I]`` float64 arrays (``[I]`` read as one seed) and ``(S, I)``.
+def per_item_draws(per_item: Mapping[str, np.ndarray], draws: Counts | None, **draw_args
+                   ) -> tuple[dict[str, np.ndarray], Counts, dict[str, float]]:
+    """Method -> ``[S, I]`` float64 arrays (``[I]`` read as one seed), the draws (``draws``, else
+    :func:`resample_counts` of ``(S, I)`` and ``draw_args``) and each method's mean.
 
     Raises:
-        ValueError: empty input or methods of different shapes.
+        ValueError: empty input, methods of different shapes, draws of another size.
     """
     if not per_item:
         raise ValueError("per_item is empty")
@@ -110,7 +112,25 @@ def per_item_arrays(per_item: Mapping[str, np.ndarray]) -> tuple[dict[str, np.nd
     if len(shapes) != 1:
         raise ValueError(f"methods have different [seeds, items] shapes: {sorted(shapes)}")
     (n_s, n_i), = shapes
-    return arrs, n_s, n_i
+    if draws is None:
+        draws = resample_counts(n_s, n_i, **draw_args)
+    if draws.seeds.shape[1] != n_s:
+        raise ValueError(f"draws are over {draws.seeds.shape[1]} seeds; the scores have {n_s}")
+    if draws.items is None and (draws.cluster_of is None or draws.cluster_of.shape != (n_i,)):
+        raise ValueError("cluster draws do not match the number of items")
+    if draws.items is not None and draws.items.shape[1] != n_i:
+        raise ValueError(f"draws are over {draws.items.shape[1]} items; the scores have {n_i}")
+    return arrs, draws, {k: float(a.mean()) for k, a in arrs.items()}
+
+
+def cluster_sums(draws: Counts, arrs: Mapping[str, np.ndarray]
+                 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The ``[G]`` float64 item count of each cluster of ``draws`` and, per method, the
+    ``[S, G]`` sums of its ``[S, I]`` scores over each cluster's items."""
+    g, n_g = draws.cluster_of, draws.clusters.shape[1]
+    sums = {k: np.stack([np.bincount(g, weights=row, minlength=n_g) for row in a])
+            for k, a in arrs.items()}
+    return np.bincount(g, minlength=n_g).astype(np.float64), sums
 
 
 def bootstrap_per_item(per_item: Mapping[str, np.ndarray], *, clusters=None,
@@ -137,34 +157,20 @@ def bootstrap_per_item(per_item: Mapping[str, np.ndarray], *, clusters=None,
     Raises:
         ValueError: empty input or methods of different shapes.
     """
-    arrs, S, I = per_item_arrays(per_item)
-    if draws is None:
-        draws = resample_counts(S, I, clusters=clusters, n_resamples=n_resamples, seed=seed)
+    arrs, draws, point = per_item_draws(per_item, draws, clusters=clusters,
+                                        n_resamples=n_resamples, seed=seed)
     ws = draws.seeds
-    if ws.shape[1] != S:
-        raise ValueError(f"draws are over {ws.shape[1]} seeds; the scores have {S}")
-    point = {k: float(a.mean()) for k, a in arrs.items()}
     # rep_r = sum_s sum_i ws[r,s] x[s,i] wi[r,i] / (sum ws[r] * sum wi[r])
     if draws.items is None:  # clusters: sum the items of each cluster first ([S, G])
-        g = draws.cluster_of
-        if g is None or g.shape != (I,):
-            raise ValueError("cluster draws do not match the number of items")
         wc = draws.clusters
-        sizes = np.bincount(g, minlength=wc.shape[1]).astype(np.float64)
+        sizes, sums = cluster_sums(draws, arrs)
         denom = ws.sum(1) * (wc @ sizes)
-        reps = {}
-        for k, a in arrs.items():
-            per_cluster = np.stack([np.bincount(g, weights=row, minlength=wc.shape[1]) for row in a])
-            reps[k] = ((ws @ per_cluster) * wc).sum(1) / denom
-        return point, reps
-    wi_all = draws.items
-    if wi_all.shape[1] != I:
-        raise ValueError(f"draws are over {wi_all.shape[1]} items; the scores have {I}")
+        return point, {k: ((ws @ x) * wc).sum(1) / denom for k, x in sums.items()}
     R = len(draws)
     reps = {k: np.empty(R) for k in arrs}
     for lo in range(0, R, chunk):
         hi = min(R, lo + chunk)
-        wi = wi_all[lo:hi].astype(np.float64)
+        wi = draws.items[lo:hi].astype(np.float64)
         denom = ws[lo:hi].sum(1) * wi.sum(1)
         for k, a in arrs.items():
             reps[k][lo:hi] = ((ws[lo:hi] @ a) * wi).sum(1) / denom

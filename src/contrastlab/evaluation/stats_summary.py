@@ -190,8 +190,7 @@ def summarize(point: Mapping[str, float], reps: Mapping[str, np.ndarray], *,
             d_lo, d_hi = bias_corrected_interval(
                 delta, np.asarray(reps[c], dtype=np.float64) - np.asarray(reps[baseline]), confidence)
             out[c].update(delta_vs_baseline=delta, delta_ci_low=d_lo, delta_ci_high=d_hi,
-                          p_vs_baseline=p,
-                          p_vs_baseline_holm=float(ph),
+                          p_vs_baseline=p, p_vs_baseline_holm=float(ph),
                           beats_baseline=sig and sign * delta > 0,
                           below_baseline=sig and sign * delta < 0,
                           test="bootstrap", family_size=len(tested), p_floor=floor)

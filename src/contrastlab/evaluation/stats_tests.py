@@ -47,9 +47,7 @@ def pvalue_floor(n_resamples: int, m: int = 1) -> float:
     ``min(1, m * 2 / (R + 1))`` (the raw floor of :func:`paired_pvalue` times Holm's first
     multiplier; every later adjusted p is at least that). ``m = 1``: the raw floor; ``m = 0``
     gives 0."""
-    if m <= 0:
-        return 0.0
-    return float(min(1.0, 2.0 * m / (n_resamples + 1)))
+    return float(min(1.0, 2.0 * m / (n_resamples + 1))) if m > 0 else 0.0
 
 
 def draws_for(m: int, alpha: float = 0.05, *, ratio: float = 10.0, minimum: int = 2000,

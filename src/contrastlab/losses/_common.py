@@ -70,8 +70,7 @@ def reduce_terms(per: Tensor, valid: Tensor | None, reduction: str, return_stats
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
     n_anchors = torch.tensor(per.shape[0], device=per.device) if valid is None else valid.sum()
-    if n_terms is None:
-        n_terms = n_anchors
+    n_terms = n_anchors if n_terms is None else n_terms
     if reduction == "mean":
         # per is 0 on excluded rows and stays connected to the graph: no positive -> 0 with grad
         out = per.sum() / n_terms.clamp_min(1).to(per.dtype)
@@ -109,7 +108,7 @@ def recompute_grads(plain: Callable[..., Tensor], inputs: tuple, needs: tuple, g
     gives first derivatives that autograd can differentiate again (Hessian-vector products,
     gradient penalties). Returns one entry per input (None where not needed).
     """
-    if not any(nd for x, nd in zip(inputs, needs)):
+    if not any(needs):
         return [None] * len(inputs)
     with torch.enable_grad():
         # a fresh view per input: an argument passed twice (anchors = contrast) must get
@@ -120,11 +119,8 @@ def recompute_grads(plain: Callable[..., Tensor], inputs: tuple, needs: tuple, g
         got = iter(torch.autograd.grad(out, want, grad_out, create_graph=True, allow_unused=True))
     res = []
     for x, nd in zip(inputs, needs):
-        if not nd:
-            res.append(None)
-            continue
-        gx = next(got)
-        res.append(torch.zeros_like(x) if gx is None else gx)
+        gx = next(got) if nd else None
+        res.append(torch.zeros_like(x) if nd and gx is None else gx)
     return res
 
 

@@ -67,9 +67,8 @@ def temperature_from_log(log_temperature: Tensor | float, min_temperature: float
 def _prep(pred: Tensor, targets: Tensor, anchor_offset: int, normalize: bool) -> tuple[Tensor, Tensor, Tensor]:
     check_2d("pred", pred)
     check_2d("targets", targets)
-    b, d = pred.shape
-    m, d2 = targets.shape
-    if d != d2:
+    b, m = pred.shape[0], targets.shape[0]
+    if pred.shape[1] != targets.shape[1]:
         raise ValueError(f"pred [B, D] and targets [M, D] must share D, got {tuple(pred.shape)} and {tuple(targets.shape)}")
     if not 0 <= anchor_offset or anchor_offset + b > m:
         raise ValueError(f"positives targets[anchor_offset:anchor_offset+B] must exist: "
@@ -106,11 +105,10 @@ def infonce_loss(pred: Tensor, targets: Tensor,
     Raises:
         ValueError: non-2-D inputs, mismatched D, ``anchor_offset + B > M``, bad reduction.
     """
-    pred, targets, pos = _prep(pred, targets, anchor_offset, normalize)
-    tau = temperature_from_log(log_temperature, min_temperature, max_temperature, like=pred)
-    logits = (pred @ targets.T) / tau
-    per = F.cross_entropy(logits, pos, reduction="none")
-    return reduce_terms(per, None, reduction, return_stats)
+    return infonce_hardneg_loss(pred, targets, log_temperature, None, anchor_offset=anchor_offset,
+                                reduction=reduction, normalize=normalize,
+                                min_temperature=min_temperature, max_temperature=max_temperature,
+                                return_stats=return_stats)
 
 
 def infonce_hardneg_loss(pred: Tensor, targets: Tensor,
@@ -138,7 +136,7 @@ def infonce_hardneg_loss(pred: Tensor, targets: Tensor,
     """
     pred_n, targets_n, pos = _prep(pred, targets, anchor_offset, normalize)
     tau = temperature_from_log(log_temperature, min_temperature, max_temperature, like=pred_n)
-    logits = pred_n @ targets_n.T
+    logits, keep = pred_n @ targets_n.T, None
     if hard_negatives is not None and hard_negatives.shape[1:2] != (0,):
         b, d = pred.shape
         if hard_negatives.dim() != 3 or hard_negatives.shape[0] != b or hard_negatives.shape[2] != d:
@@ -148,9 +146,13 @@ def infonce_hardneg_loss(pred: Tensor, targets: Tensor,
         if hard_negative_mask is not None:
             if hard_negative_mask.shape != hl.shape:
                 raise ValueError(f"hard_negative_mask must be [B, K]={tuple(hl.shape)}, got {tuple(hard_negative_mask.shape)}")
-            hl = hl.masked_fill(~hard_negative_mask.bool(), float("-inf"))
+            keep = torch.cat([torch.ones_like(logits, dtype=torch.bool),
+                              hard_negative_mask.bool()], dim=1)
         logits = torch.cat([logits, hl], dim=1)
-    per = F.cross_entropy(logits / tau, pos, reduction="none")
+    logits = logits / tau
+    if keep is not None:  # after the scaling: -inf / tau would give tau a NaN gradient
+        logits = logits.masked_fill(~keep, float("-inf"))
+    per = F.cross_entropy(logits, pos, reduction="none")
     return reduce_terms(per, None, reduction, return_stats)
 
 

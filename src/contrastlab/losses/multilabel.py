@@ -37,6 +37,7 @@ from ._common import (
     scale_factor,
     weighted_log_softmax,
 )
+from .supcon import _dense, _weighted_dense, grouped_loss
 
 __all__ = ["all_loss", "any_loss", "mulsupcon_loss", "label_rows", "overlap_pass"]
 
@@ -181,8 +182,6 @@ def _setwise(kind: str, features, labels, temperature, base_temperature, contras
         per = weighted_log_softmax(rows.anchors, rows.contrast, coef, rows.self_index, temperature, wfn)
         valid = cnt > 0
     elif _common.use_dense(ya.shape[0], yc.shape[0]):  # all, small batch: equal sets from the overlaps
-        from .supcon import _weighted_dense
-
         inter = ya @ yc.T
         na = ya.sum(1, keepdim=True).clamp_min_(1.0)  # an empty anchor set counts as size 1: never equal
         # S = T  <=>  |S| + |T| - 2 |S ∩ T| = 0 (the size of the symmetric difference, a whole
@@ -192,8 +191,6 @@ def _setwise(kind: str, features, labels, temperature, base_temperature, contras
     else:  # all: positives share the exact label set -> group ids of the sets
         n = ya.shape[0]
         ids = _set_ids(torch.cat([ya, yc]))
-        from .supcon import grouped_loss
-
         per, valid = grouped_loss(rows, ids[:n], ids[n:], temperature)
         nonempty = ya.sum(1) > 0
         valid = valid & nonempty
@@ -271,24 +268,19 @@ def mulsupcon_loss(features: Tensor, labels: Tensor, *, temperature: float = 0.0
     n_il = yc.sum(0, keepdim=True) - ya
     valid = (ya > 0) & (n_il > 0)
     a = torch.where(valid, 1.0 / n_il.clamp_min(1), torch.zeros_like(n_il))
-    n_rows, m_rows = rows.anchors.shape[0], rows.contrast.shape[0]
-    if _common.use_dense(n_rows, m_rows):
+    n_pairs = valid.sum(1)
+    anchors, contrast, si = rows.anchors, rows.contrast, rows.self_index
+    if _dense(rows):
         # small batch: the dense weights W_ij = sum_l a_il y_jl (0 on the own column)
-        w = (a @ yc.T).scatter_(1, rows.self_index.view(-1, 1), 0.0)
-        n_pairs = valid.sum(1)
-        per = dense_weighted_log_softmax(rows.anchors, rows.contrast, n_pairs, rows.self_index, temperature, w)
-        if scale != 1.0:
-            per = per * scale
-        red = {"pairs": "mean", "anchors": "mean"}.get(reduction, reduction)
-        return reduce_terms(per, n_pairs > 0, red, return_stats, None if reduction == "anchors" else n_pairs.sum())
-    # sum_j W_ij z_j with W_ij = sum_l a_il y_jl (j != i): label sums of the contrast rows, O((n + M) C D)
-    v = a @ (yc.T @ rows.contrast) - (a * ya).sum(1, keepdim=True) * rows.contrast[rows.self_index]
-    pos_term = torch.linalg.vecdot(rows.anchors, v) / temperature
-    coef = valid.sum(1)
-    per = weighted_log_softmax(rows.anchors, rows.contrast, coef, rows.self_index, temperature) - pos_term
+        w = (a @ yc.T).scatter_(1, si.view(-1, 1), 0.0)
+        per = dense_weighted_log_softmax(anchors, contrast, n_pairs, si, temperature, w)
+    else:
+        # sum_j W_ij z_j, W_ij = sum_l a_il y_jl (j != i): contrast rows' label sums, O((n + M) C D)
+        v = a @ (yc.T @ contrast) - (a * ya).sum(1, keepdim=True) * contrast[si]
+        pos_term = torch.linalg.vecdot(anchors, v) / temperature
+        per = weighted_log_softmax(anchors, contrast, n_pairs, si, temperature) - pos_term
     if scale != 1.0:
         per = per * scale
-    n_pairs = valid.sum(1)
     red = {"pairs": "mean", "anchors": "mean"}.get(reduction, reduction)
     n_terms = None if reduction == "anchors" else n_pairs.sum()
     return reduce_terms(per, n_pairs > 0, red, return_stats, n_terms)

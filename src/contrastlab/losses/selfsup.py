@@ -30,12 +30,13 @@ __all__ = [
 ]
 
 
-def _check_views(z1: torch.Tensor, z2: torch.Tensor) -> None:
+def _check_views(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> None:
     if z1.dim() != 2 or z1.shape != z2.shape:
         raise ValueError(f"z1 and z2 must both be [N, D] with the same shape, got "
                          f"{tuple(z1.shape)} and {tuple(z2.shape)}")
     if z1.shape[0] < 2:
         raise ValueError(f"need at least 2 samples (N >= 2), got N={z1.shape[0]}")
+    check_temperature(temperature)
 
 
 def _ntxent_plain(zs: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
@@ -95,8 +96,7 @@ def ntxent_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.5)
     Raises:
         ValueError: mismatched shapes, N < 2, or temperature <= 0.
     """
-    _check_views(z1, z2)
-    check_temperature(temperature)
+    _check_views(z1, z2, temperature)
     n = z1.shape[0]
     z = F.normalize(torch.cat([z1, z2], dim=0), dim=1)
     pos = torch.arange(2 * n, device=z.device).roll(n)  # a -> (a + N) mod 2N
@@ -161,8 +161,7 @@ def mixco_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.5,
     Raises:
         ValueError: bad shapes, temperature <= 0, alpha <= 0, weight < 0.
     """
-    _check_views(z1, z2)
-    check_temperature(temperature)
+    _check_views(z1, z2, temperature)
     if weight < 0:
         raise ValueError(f"weight must be >= 0, got {weight}")
     base = ntxent_loss(z1, z2, temperature=temperature)
@@ -262,8 +261,7 @@ def mochi_loss(z1: torch.Tensor, z2: torch.Tensor, *, temperature: float = 0.5,
     Raises:
         ValueError: bad shapes, temperature <= 0, n_hard out of range, s or s' < 0.
     """
-    _check_views(z1, z2)
-    check_temperature(temperature)
+    _check_views(z1, z2, temperature)
     n = z1.shape[0]
     a_count = 2 * n
     if not 1 <= n_hard <= a_count - 2:

@@ -28,6 +28,8 @@ features.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor
 
@@ -152,21 +154,15 @@ def simdis_loss(features: Tensor, labels: Tensor, *, temperature: float = 0.07,
     """
     if weighting not in ("numerator", "log_prob", "log_prob_sum"):
         raise ValueError(f"weighting must be 'numerator', 'log_prob' or 'log_prob_sum', got {weighting!r}")
-    normalise_by_weight = weighting == "log_prob_sum"
-    if normalise_by_weight:
-        weighting = "log_prob"
     scale = scale_factor(temperature, base_temperature)
     rows, ya, yc = label_rows(features, labels, contrast_features, contrast_labels, anchor_offset, contrast_mode)
     _check_factor_args(mode, dissimilarity, alpha)  # validate arguments early
-
-    def factor(inter: Tensor, na: Tensor, nc: Tensor) -> Tensor:
-        return _factor(inter, na, nc, mode, dissimilarity, alpha)
-
-    cnt, coef, const, wfn = overlap_pass(rows, ya, yc, factor, weighting)
+    factor = functools.partial(_factor, mode=mode, dissimilarity=dissimilarity, alpha=alpha)
+    cnt, coef, const, wfn = overlap_pass(rows, ya, yc, factor, weighting.removesuffix("_sum"))
     per = weighted_log_softmax(rows.anchors, rows.contrast, coef, rows.self_index, temperature, wfn)
     if weighting == "numerator":
         per = per + const
-    if normalise_by_weight:
+    if weighting == "log_prob_sum":
         # coef_i = sum_p K_ip / |P(i)| (> 0 when i has a positive): rescale 1/|P| -> 1/sum_p K
         per = per / torch.where(cnt > 0, coef, torch.ones_like(coef)).to(per.dtype)
     if scale != 1.0:

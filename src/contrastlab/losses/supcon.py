@@ -118,10 +118,11 @@ def grouped_loss(rows: Rows, a_ids: Tensor, c_ids: Tensor, temperature: float) -
     ``rows``: flattened anchors ``[n, D]`` / contrast ``[M, D]``; ``a_ids [n]``, ``c_ids [M]``
     long group ids. Returns ``(per [n], valid [n] bool)``, 0 where no positive. Small
     problems (``n * M < FUSED_MIN_ELEMENTS``) take a dense path with few operations
-    (:func:`_grouped_dense`; the same values up to rounding: at small batches the
-    per-operation overhead dominates)."""
+    (:func:`_weighted_dense` on the mask of equal ids, which only need to compare equal, not
+    to be consecutive; the same values up to rounding: at small batches the per-operation
+    overhead dominates)."""
     if _dense(rows):
-        return _grouped_dense(rows, a_ids, c_ids, temperature)
+        return _weighted_dense(rows, _equal_mask(a_ids, c_ids).to(rows.anchors.dtype), temperature)
     mean_pos, cnt = grouped_positive_term(rows.anchors, rows.contrast, a_ids, c_ids, rows.self_index, temperature)
     valid = cnt > 0
     lse = weighted_log_softmax(rows.anchors, rows.contrast, valid, rows.self_index, temperature)
@@ -131,12 +132,6 @@ def grouped_loss(rows: Rows, a_ids: Tensor, c_ids: Tensor, temperature: float) -
 def _dense(rows: Rows) -> bool:
     """Small problem (:func:`~contrastlab.losses._common.use_dense`): take the dense path."""
     return _common.use_dense(rows.anchors.shape[0], rows.contrast.shape[0])
-
-
-def _grouped_dense(rows: Rows, a_ids: Tensor, c_ids: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
-    """:func:`grouped_loss` with a dense ``[n, M]`` positive mask (small batches); ``a_ids``,
-    ``c_ids`` only need to compare equal, not to be consecutive."""
-    return _weighted_dense(rows, _equal_mask(a_ids, c_ids).to(rows.anchors.dtype), temperature)
 
 
 _EXACT_F32 = 1 << 24  # every integer of magnitude <= 2^24 is exact in float32

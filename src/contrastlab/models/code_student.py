@@ -7,6 +7,7 @@ not import training (tests/foundation/test_imports.py).
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,8 +172,6 @@ def save_student(path: str | Path, student: CodeStudent, *, hidden_size: int, mo
     ``hidden_size``, ``model`` (``model_p`` as a dict), ``residual``, ``sig_kind``, ``epoch``
     and the validation row ``val`` (wall times dropped, NaN as null).
     """
-    import json
-
     from ..io import save_safetensors
 
     meta = {"loss": student.loss_name, "hidden_size": int(hidden_size),
@@ -192,8 +191,6 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, Tensor], dict[str, Any]
         FileNotFoundError: no such file.
         ValueError: the file is not a contrastlab code checkpoint.
     """
-    import json
-
     from safetensors import SafetensorError, safe_open
 
     path = Path(path)
