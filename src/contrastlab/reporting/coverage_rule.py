@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import Cell
 from .finetune import HEADS, TIER_HEADS
+from .multilabel_rows import METRICS
 
 LO, HI = 0.92, 0.98
 MARK = "°"
@@ -53,9 +54,9 @@ def strip(cell, ok: bool):
 
 #: fine-tuning column header -> metric (split prefixed), from the fine-tuning tables' own headers
 _FT = {h: c for d in (HEADS, TIER_HEADS) for c, h in d.items()}
-#: multi-label column header -> metric of the set's coverage.json entry
-_ML = {"micro-F1 @0.5": "micro_f1", "macro-F1 @0.5": "macro_f1", "micro-F1 @val-t": "micro_f1_val_t",
-       "macro-F1 @val-t": "macro_f1_val_t", "mAP": "map", "default": "map", "tuned": "map"}
+#: multi-label column header -> metric of the set's coverage.json entry, from the multi-label
+#: tables' own headers ("default", "tuned": the default-vs-tuned table's mAP columns)
+_ML = {h: m for m, h in METRICS if m != "map_frequent"} | {"default": "map", "tuned": "map"}
 _CODE = {"R@1 % [CI]": "rank_at_1", "R@5 % [CI]": "rank_at_5", "R@10 % [CI]": "rank_at_10", "MRR [CI]": "mrr",
          "default test R@10 % [CI]": "rank_at_10", "tuned test R@10 % [CI]": "rank_at_10"}
 
