@@ -12,6 +12,7 @@ Any other exception is a bug and keeps its traceback (exit status 1);
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import sys
 import traceback
@@ -106,11 +107,9 @@ def params_file(path: str) -> str:
     import yaml
 
     try:
-        text = read_text_file(path, "params file")
+        yaml.safe_load(read_text_file(path, "params file"))
     except InputError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-    try:
-        yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -125,8 +124,6 @@ def python_source(text: str, path: str | Path) -> str:
     Raises:
         InputError: a syntax error (line and message in the text).
     """
-    import ast
-
     try:
         ast.parse(text)
     except SyntaxError as e:

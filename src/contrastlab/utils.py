@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import random
 import subprocess
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -89,9 +91,6 @@ def fork_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int) -> It
     """``fn(item)`` for every item in ``min(workers, len(items))`` forked processes, yielded in
     ``items`` order; ``fn`` and what it refers to (models, tensors) are inherited by the fork,
     only the items and results are pickled. An exception in a worker is re-raised here."""
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
     items = list(items)
     _FORK_JOB["fn"] = fn
     try:

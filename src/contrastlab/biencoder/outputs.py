@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 
 __all__ = ["row_title", "row_metrics", "write_rank_files", "write_row_outputs"]
 
@@ -89,8 +90,8 @@ def write_row_outputs(be, name: str, res: dict[str, Any], pairs, tuned: bool, *,
     out = Path(models_dir) / name
     save_safetensors(out / "embeddings.safetensors",
                      {"sig": res["emb"]["sig"].contiguous(), "body": res["emb"]["body"].contiguous(),
-                      "sig_rows": __import__("torch").as_tensor(res["sig_rows"]),
-                      "seeds": __import__("torch").as_tensor([inf["seed"] for inf in res["info"]])})
+                      "sig_rows": torch.as_tensor(res["sig_rows"]),
+                      "seeds": torch.as_tensor([inf["seed"] for inf in res["info"]])})
     sig_enc, _ = res["models"][0]
     write_code_index(out / "index", res["emb"]["body"][0], pairs.meta, sig_enc,
                      {"row": name, "seed": res["info"][0]["seed"], "title": m["title"]})

@@ -15,7 +15,9 @@ import numpy as np
 import torch
 
 from ..errors import UnknownNameError
+from ..finetune.train import embed_inputs, use_bf16
 from .data import Pairs, make_encoder
+from .train import BiEncoder, faiss_index, index_label, pair_batches, train_biencoder
 
 __all__ = ["train_row", "embed_all", "score_row", "run_row", "run_tuning", "apply_choices", "row_of"]
 
@@ -53,8 +55,6 @@ def train_row(be, row, pairs: Pairs, sig_inp, body_inp, seed: int, device: str |
         shared) and ``{"tokens", "seconds", "curve", "temperature"}`` (``seconds`` is wall
         time, for benchmarks only).
     """
-    from .train import BiEncoder, pair_batches, train_biencoder
-
     dev = device or _device(be)
     tr = pairs.rows("train")
     torch.manual_seed(seed)
@@ -76,8 +76,6 @@ def train_row(be, row, pairs: Pairs, sig_inp, body_inp, seed: int, device: str |
 def embed_all(be, sig_enc, body_enc, sig_inp, body_inp, q_rows, device: str | None = None):
     """``(queries [len(q_rows), D], corpus [N, D])`` float32 unit rows: the signatures of
     ``q_rows`` and every body."""
-    from ..finetune.train import embed_inputs, use_bf16
-
     dev = torch.device(device or _device(be))
     bf16 = use_bf16(be.bf16, dev)
     sig_enc.to(dev)
@@ -94,7 +92,6 @@ def score_row(q: torch.Tensor, corpus: torch.Tensor, true_rows, k_max: int = 100
     """1-based rank of each query's own body among all ``corpus`` rows (exact, ties against;
     the FAISS index on ``device``: :func:`contrastlab.biencoder.train.faiss_index`)."""
     from ..evaluation.retrieval import true_ranks
-    from .train import faiss_index
 
     return true_ranks(q, corpus, np.asarray(true_rows), k_max, index=faiss_index(corpus, device))
 
@@ -110,8 +107,6 @@ def run_row(be, name: str, pairs: Pairs, sig_inp, body_inp, seeds=None, tuned: d
         row used, "index": the search that ranked them (:func:`contrastlab.biencoder.train.
         index_label`)}``.
     """
-    from .train import index_label
-
     row = row_of(be, name)
     if tuned:
         row = apply_choices(row, tuned)

@@ -69,13 +69,8 @@ class BiEncoder(nn.Module):
         self.loss = InfoNCELoss(temperature, learnable=learn_temperature)
 
     def encoder_parameters(self) -> list[nn.Parameter]:
-        seen, out = set(), []
-        for t in (self.sig, self.body):
-            for p in t.encoder_parameters():
-                if id(p) not in seen:
-                    seen.add(id(p))
-                    out.append(p)
-        return out
+        towers = (self.sig,) if self.body is self.sig else (self.sig, self.body)
+        return [p for t in towers for p in t.encoder_parameters()]
 
 
 def pair_batches(train_idx: np.ndarray, batch: int, steps: int, seed: int) -> np.ndarray:

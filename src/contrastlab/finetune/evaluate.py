@@ -11,9 +11,12 @@ Holm-corrected tests against the strongest baseline).
 
 from __future__ import annotations
 
+from collections import Counter
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
+
 from ..errors import InputError
 from .metrics import BASELINES, average_precision_rows, item_metrics, knn_purity  # noqa: F401
 
@@ -86,22 +89,18 @@ def purity_ceiling(problems, tiers, split, k: int) -> dict[str, np.ndarray]:
     keys = np.array([f"{a}|{b}" for a, b in zip(problems, tiers)], dtype=object)
     split = np.asarray(split, dtype=object)
     out = {}
-    train = {}
-    for x in keys[split == "train"]:
-        train[x] = train.get(x, 0) + 1
+    train = Counter(keys[split == "train"])
     for name, s in (("a", "test_a"), ("val", "val")):
         n = np.array([train.get(x, 0) for x in keys[split == s]], dtype=np.float64)
         out[name] = np.minimum(n, k) / k
     kb = keys[split == "test_b"]
-    cnt = {x: int((kb == x).sum()) for x in set(kb)}
+    cnt = Counter(kb)
     out["b"] = np.minimum(np.array([cnt[x] - 1 for x in kb], dtype=np.float64), k) / k
     return out
 
 
 def _items_file(metrics_dir, row: str):
     """``<metrics_dir>/items/<row>.npz``; InputError when missing."""
-    from pathlib import Path
-
     f = Path(metrics_dir) / "items" / f"{row}.npz"
     if not f.exists():
         raise InputError(f"{f}: missing; run finetune_encoder@{row} first")
@@ -160,8 +159,6 @@ def row_embeddings(ft, df, runs_dir, row: str):
     Raises:
         contrastlab.errors.InputError: the row's run folder is missing.
     """
-    from pathlib import Path
-
     from safetensors.torch import load_file
 
     from .tfidf import tfidf_embeddings
@@ -211,8 +208,6 @@ def summary(ft, df, metrics_dir) -> dict:
     Raises:
         contrastlab.errors.InputError: a row's arrays are missing.
     """
-    from pathlib import Path
-
     out = summarize_variants(ft, df, metrics_dir)
     f = Path(metrics_dir) / "tier_items.npz"
     if f.exists():
@@ -241,8 +236,6 @@ def tier_arrays(ft, df, runs_dir, metrics_dir) -> dict[str, np.ndarray]:
         contrastlab.errors.InputError: a row's run folder or stored arrays are missing, or
             the recomputed TF-IDF embeddings do not reproduce its stored kNN arrays.
     """
-    from pathlib import Path
-
     from .tiers import REFERENCES, reference_metrics, split_sets, tier_items
 
     problems = df["problem"].astype(str).to_numpy()

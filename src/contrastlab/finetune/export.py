@@ -43,14 +43,11 @@ def sentence_transformer(encoder: FinetuneEncoder, folder: str | Path):
 
     mods: list[nn.Module] = [Transformer(str(folder), max_seq_length=encoder.max_length),
                              Pooling(encoder.hidden_size, encoder.pooling)]
-    if encoder.proj_dim:
-        first, last = encoder.head[0], encoder.head[2]
-        mods += [Dense(first.in_features, first.out_features, activation_function=nn.ReLU(),
-                       init_weight=first.weight.detach().clone(),
-                       init_bias=first.bias.detach().clone()),
-                 Dense(last.in_features, last.out_features, activation_function=nn.Identity(),
-                       init_weight=last.weight.detach().clone(),
-                       init_bias=last.bias.detach().clone())]
+    if encoder.proj_dim:  # head = Linear, ReLU, Linear
+        for lin, act in ((encoder.head[0], nn.ReLU()), (encoder.head[2], nn.Identity())):
+            mods.append(Dense(lin.in_features, lin.out_features, activation_function=act,
+                              init_weight=lin.weight.detach().clone(),
+                              init_bias=lin.bias.detach().clone()))
     mods.append(Normalize())
     return SentenceTransformer(modules=mods, device="cpu")
 

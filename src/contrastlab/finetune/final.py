@@ -5,6 +5,7 @@ tracking code."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +30,12 @@ def run_final_variant(params_path: str | Path, overrides: list[str | Path], vari
         The variant's summary (:func:`~contrastlab.finetune.run.write_variant_outputs`) on rank 0, ``None`` on the
         other ranks (which write nothing).
     """
-    import time
-
     import pandas as pd
 
     from ..distributed import init_distributed
+    from ..params.finetune import ROW_METHOD
     from ..timings import write_timing
     from ..tracking import variant_run
-
-    from ..params.finetune import ROW_METHOD
     from .tune import load_tuned
 
     ft = load_tuned(load_with_overrides(params_path, overrides).finetune, tuned)

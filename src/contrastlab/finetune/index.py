@@ -135,7 +135,6 @@ def log_to_mlflow(folder: str | Path, name: str = "encoder") -> str | None:
     """
     import mlflow
     import sentence_transformers
-    import torch as _torch
     import transformers
 
     if mlflow.active_run() is None:
@@ -145,7 +144,7 @@ def log_to_mlflow(folder: str | Path, name: str = "encoder") -> str | None:
     model = SentenceTransformer(str(Path(folder) / "model"), device="cpu")
     reqs = [f"sentence-transformers=={sentence_transformers.__version__}",
             f"transformers=={transformers.__version__}",
-            f"torch=={_torch.__version__.split('+')[0]}"]
+            f"torch=={torch.__version__.split('+')[0]}"]
     info = mlflow.sentence_transformers.log_model(model, name=name, pip_requirements=reqs)
     mlflow.log_artifacts(str(folder), artifact_path="index")
     return info.model_uri

@@ -53,6 +53,19 @@ def average_precision_rows(sim: torch.Tensor, relevant: np.ndarray, ks: Sequence
     return ap.astype(np.float64), out
 
 
+def _split_rows(split: np.ndarray) -> dict[str, np.ndarray]:
+    """Row indices of each split name (``train``/``val``/``test_a``/``test_b``).
+
+    Raises:
+        InputError: ``train``, ``test_a`` or ``test_b`` is empty.
+    """
+    idx = {s: np.flatnonzero(split == s) for s in ("train", "val", "test_a", "test_b")}
+    for s in ("train", "test_a", "test_b"):
+        if not len(idx[s]):
+            raise InputError(f"split {s!r} is empty")
+    return idx
+
+
 def _split_metrics(emb_c, emb_q, prob_c, prob_q, tier_c, tier_q, knn_k, rank_k, loo: bool) -> dict:
     pxt_c = np.array([f"{a}|{b}" for a, b in zip(prob_c, tier_c)], dtype=object)
     pxt_q = np.array([f"{a}|{b}" for a, b in zip(prob_q, tier_q)], dtype=object)
@@ -103,10 +116,7 @@ def item_metrics(emb: torch.Tensor, problems, tiers, split, *, knn_k: Sequence[i
     if not (len(emb) == len(problems) == len(tiers) == len(split)):
         raise InputError(f"emb {tuple(emb.shape)} and labels ({len(problems)}, {len(tiers)}, "
                          f"{len(split)}) differ in length")
-    idx = {s: np.flatnonzero(split == s) for s in ("train", "val", "test_a", "test_b")}
-    for s in ("train", "test_a", "test_b"):
-        if not len(idx[s]):
-            raise InputError(f"split {s!r} is empty")
+    idx = _split_rows(split)
     tr = idx["train"]
     res = {"a": _split_metrics(emb[tr], emb[idx["test_a"]], problems[tr], problems[idx["test_a"]],
                                tiers[tr], tiers[idx["test_a"]], knn_k, rank_k, loo=False)}
@@ -124,7 +134,6 @@ def item_metrics(emb: torch.Tensor, problems, tiers, split, *, knn_k: Sequence[i
                             knn_k, rank_k, loo=False)
         res["val"] = {k: vm[k] for k in vm if k.startswith("knn")}  # not a row name (metric)
     return res
-
 
 
 def knn_purity(corpus: torch.Tensor, corpus_keys, queries: torch.Tensor, query_keys, k: int,

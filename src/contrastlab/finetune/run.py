@@ -8,6 +8,7 @@ tokens, Salton & Buckley 1988, unigrams + bigrams, fitted on the training rows).
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from ..evaluation.picks import seed_summary
 from ..params.finetune import DETERMINISTIC_ROWS, FINETUNE_VARIANTS, HEAD_LOSS, ROW_METHOD
 from ..params.presets import load_with_overrides  # noqa: F401 (re-exported for the stages)
 from .data import label_matrix, label_names
-from .encoder import FinetuneEncoder
+from .encoder import FinetuneEncoder, pad_states
 from .metrics import BASELINES, item_metrics
 from .tfidf import tfidf_embeddings
 from .train import Inputs, embed_inputs, train_encoder
@@ -77,10 +78,6 @@ def load_cache(tensors: dict[str, torch.Tensor]) -> Inputs:
 
 def _advance(enc: FinetuneEncoder, inp: Inputs, level: int, batch_size: int) -> Inputs:
     """States moved up from ``inp.level`` to ``level`` through frozen blocks (no gradient)."""
-    from .encoder import pad_states
-
-    if inp.states is None:
-        raise InputError("no cached states (layers: all): the head-only baseline needs them")
     if level == inp.level:
         return inp
     out: list[torch.Tensor] = []
@@ -178,11 +175,9 @@ def run_variant(ft, df, cache: dict[str, torch.Tensor] | None, variant: str, *,
         if cache is None:
             raise InputError(f"variant {variant!r} needs the lower-layer cache")
         base = load_cache(cache)
-        names = label_names(problems)
-        y = label_matrix(problems, tiers, names)
+        y = label_matrix(problems, tiers, label_names(problems))
         keys = np.array([f"{a}|{b}" for a, b in zip(problems, tiers)], dtype=object)
-        tr = np.flatnonzero(split == "train")
-        va = np.flatnonzero(split == "val")
+        tr, va = np.flatnonzero(split == "train"), np.flatnonzero(split == "val")
         for i, seed in enumerate(seeds):
             enc, inp, r = train_seed(ft, base, variant, seed, y=y, problems=problems, keys=keys,
                                      train_idx=tr, val_idx=va, device=dev)
@@ -219,8 +214,6 @@ def write_variant_outputs(res: dict[str, Any], variant: str, metrics_dir: str | 
     mean of every per-query metric; no wall time) and ``<run_dir>/embeddings.safetensors``
     (``[S, N, D]`` float32; absent for ``tfidf``, whose ``run_dir`` is created empty).
     """
-    import io
-
     from ..io import atomic_path, save_safetensors, write_json
 
     items = {f"{s}/{m}": a for s, d in res["items"].items() for m, a in d.items()}

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import InputError
+from .metrics import _split_rows
 
 __all__ = ["TIER_METRICS", "REFERENCES", "Reference", "CHANCE", "CEILING", "ProblemSets", "code_tokens", "within_one_edit",
            "problem_sets", "within_problem_metrics", "reference_metrics", "split_sets",
@@ -212,10 +213,7 @@ def split_sets(problems, tiers, split, texts) -> dict[str, tuple[np.ndarray, np.
     if not (len(problems) == len(tiers) == len(split) == len(texts)):
         raise InputError("problems, tiers, split and texts differ in length")
     toks = [code_tokens(t) for t in texts]
-    idx = {s: np.flatnonzero(split == s) for s in ("train", "val", "test_a", "test_b")}
-    for s in ("train", "test_a", "test_b"):
-        if not len(idx[s]):
-            raise InputError(f"split {s!r} is empty")
+    idx = _split_rows(split)
     out = {}
     for name, qs, cs, loo in (("a", "test_a", "train", False), ("b", "test_b", "test_b", True),
                               ("val", "val", "train", False)):

@@ -76,10 +76,7 @@ def _forward_rows(enc: FinetuneEncoder, inp: Inputs, idx: Sequence[int], raw: bo
     order = sorted(range(len(idx)), key=lambda j: (lens[j], j))
     parts = [_forward_padded(enc, inp, [idx[j] for j in order[s:s + sub_batch]], raw)
              for s in range(0, len(order), sub_batch)]
-    out = torch.cat(parts)
-    inv = torch.empty(len(order), dtype=torch.long)
-    inv[torch.as_tensor(order)] = torch.arange(len(order))
-    return out[inv]
+    return torch.cat(parts)[torch.argsort(torch.as_tensor(order))]  # back to the order of idx
 
 
 def _forward_padded(enc: FinetuneEncoder, inp: Inputs, idx: Sequence[int], raw: bool = False) -> torch.Tensor:
@@ -181,12 +178,8 @@ def train_encoder(enc: FinetuneEncoder, inp: Inputs, y: torch.Tensor, groups, tr
     dev = torch.device(device)
     bf16 = use_bf16(cfg.bf16, dev)
     torch.manual_seed(seed)
-    clf = None
-    if loss is None:
-        clf = nn.Linear(enc.out_dim, y.shape[1]).to(dev)
-        loss_fn = None
-    else:
-        loss_fn = resolve_loss(loss, loss_kwargs or {})
+    clf = nn.Linear(enc.out_dim, y.shape[1]).to(dev) if loss is None else None
+    loss_fn = None if loss is None else resolve_loss(loss, loss_kwargs or {})
     enc.to(dev).train()
     groups_enc = enc.encoder_parameters()
     head = enc.head_parameters() + (list(clf.parameters()) if clf is not None else [])

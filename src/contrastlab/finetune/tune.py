@@ -16,23 +16,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import UnknownNameError
+from ..errors import InputError, UnknownNameError
 from ..io import write_csv, write_json
-from ..params.finetune import ROW_METHOD, UNTRAINED_ROWS  # UNTRAINED_ROWS re-exported
+from ..params.finetune import (  # UNTRAINED_ROWS re-exported
+    FINETUNE_VARIANTS, ROW_METHOD, TUNABLE, UNTRAINED_ROWS, FinetuneParams)
 from ..tracking import stage_run
 from ..tuning import SearchDim, TuneResult, read_tuned, run_study, study_history, tune_kwargs, write_tuned
+from .data import label_matrix, label_names
+from .run import ALL_VARIANTS, load_cache, train_seed
 
 __all__ = ["run_tuning", "row_space", "apply_tuned", "load_tuned", "TUNED_ROWS", "UNTRAINED_ROWS"]
 
-
-def _rows() -> tuple[str, ...]:
-    from .run import ALL_VARIANTS
-
-    return tuple(v for v in ALL_VARIANTS if v not in UNTRAINED_ROWS)
-
-
 #: Rows that are tuned: every fine-tuning variant and the ``head`` baseline.
-TUNED_ROWS = _rows()
+TUNED_ROWS = tuple(v for v in ALL_VARIANTS if v not in UNTRAINED_ROWS)
 
 
 def row_space(ft, row: str) -> dict[str, SearchDim]:
@@ -48,8 +44,6 @@ def row_space(ft, row: str) -> dict[str, SearchDim]:
     if row not in TUNED_ROWS:
         raise UnknownNameError(f"unknown fine-tuning row {row!r}; known: "
                                f"{', '.join(TUNED_ROWS + UNTRAINED_ROWS)}")
-    from ..params.finetune import FINETUNE_VARIANTS
-
     space = dict(ft.tune.search)
     if row in FINETUNE_VARIANTS and FINETUNE_VARIANTS[row][0] is None:  # no loss: the BCE classifier
         space.pop("temperature", None)
@@ -65,8 +59,6 @@ def apply_tuned(ft, choices: dict[str, Any]):
     Raises:
         ValueError: a choice that the schema rejects or that is not a tunable field.
     """
-    from ..params.finetune import TUNABLE, FinetuneParams
-
     bad = sorted(set(choices) - set(TUNABLE))
     if bad:
         raise ValueError(f"tuned choices {bad} are not tunable fine-tuning params ({', '.join(TUNABLE)})")
@@ -101,10 +93,6 @@ def run_tuning(ft, row: str, df: pd.DataFrame, cache: dict | None, tuned_dir: st
         UnknownNameError: not a row of the track.
         contrastlab.errors.InputError: the cache is missing for a trained row.
     """
-    from ..errors import InputError
-    from .data import label_matrix, label_names
-    from .run import load_cache, train_seed
-
     space = row_space(ft, row)
     out_dir = Path(journal_dir) / row
     t = ft.tune

@@ -27,6 +27,7 @@ function keeps its ``K`` nearest bodies outside its own near-duplicate group.
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from pathlib import Path
@@ -34,6 +35,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
@@ -45,6 +47,7 @@ from ..models.grid_picks import PLATEAU_SHARE, argmax_pick, pick_on_grid
 from ..models.code_student import (CodeData, CodeStudent, Targets, checkpoint_path,
                                    is_contrastive, load_student, predict, prepare_targets,
                                    read_checkpoint, save_student, trim_padding)
+from ..utils import fork_map, pick_device, seed_everything, set_cpu_threads
 
 __all__ = ["CodeStudent", "CodeData", "Targets", "prepare_targets", "train_step", "validate",
            "EarlyStopping", "train_code", "train_seeds", "predict", "warmup_cosine",
@@ -79,8 +82,6 @@ STOP_RULES = {
 
 def takes_hard_negatives(loss: str) -> bool:
     """The loss function accepts a hard-negative tensor (registry signature)."""
-    import inspect
-
     return "hard_negatives" in inspect.signature(get_loss(loss)).parameters
 
 
@@ -99,8 +100,6 @@ def _from_rank0(t: Tensor, device: torch.device) -> Tensor:
     group's backend serves)."""
     if D.world_size() == 1:
         return t
-    import torch.distributed as dist
-
     x = t.to(device).contiguous()
     dist.broadcast(x, src=0)
     return x.cpu()
@@ -247,8 +246,6 @@ def train_code(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
         FloatingPointError: the loss became NaN/inf.
         ValueError: no training or validation functions.
     """
-    from ..utils import pick_device, seed_everything, set_cpu_threads
-
     seed = train_p.seed if seed is None else seed
     lr = train_p.lr if lr is None else lr
     temperature = train_p.init_temperature if temperature is None else temperature
@@ -396,8 +393,6 @@ def train_seeds(data: CodeData, hidden_size: int, loss: str, model_p, train_p,
     Raises:
         Whatever :func:`train_code` raises for a seed (re-raised in the parent).
     """
-    from ..utils import fork_map, pick_device, set_cpu_threads
-
     seeds = [int(s) for s in seeds]
     parallel = (workers > 1 and len(seeds) > 1 and D.world_size() == 1
                 and pick_device(train_p.device).type == "cpu")

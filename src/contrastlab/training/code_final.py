@@ -7,6 +7,7 @@ checkpoints, ``summary.json`` and the per-epoch history, and tracks the variant 
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from pathlib import Path
 
@@ -16,10 +17,12 @@ import pandas as pd
 from .. import distributed as D
 from ..data.code_inputs import load_code_data
 from ..errors import InputError
+from ..evaluation.code_eval import evaluate_variant
+from ..evaluation.picks import seed_summary
 from ..io import write_csv, write_json
 from ..timings import write_timing
 from ..tracking import variant_run
-from .code import checkpoint_path, prepare_targets, train_seeds
+from .code import STOP_RULES, checkpoint_path, prepare_targets, train_seeds
 from .code_inputs import run_params, variant_settings
 
 __all__ = ["run_final", "run_evaluation", "run_default", "early_stopping_pick", "HIST_COLS"]
@@ -27,13 +30,18 @@ __all__ = ["run_final", "run_evaluation", "run_default", "early_stopping_pick", 
 
 def teacher_digest(teacher: str) -> str:
     """SHA-256 prefix of the teacher states' ``index.json`` (ids, settings, shard hashes)."""
-    import hashlib
-
     return hashlib.sha256((Path(teacher) / "index.json").read_bytes()).hexdigest()[:16]
 
 
 HIST_COLS = ["seed", "epoch", "train_loss", "val_rank_at_10", "val_rank_at_1", "val_mrr",
              "val_mean_cosine", "lr", "temperature"]  # no wall times: reruns give equal bytes
+
+
+def _variant(code, variant: str):
+    """``code.variants[variant]``; a ``KeyError`` naming the known variants when absent."""
+    if variant not in code.variants:
+        raise KeyError(f"code.variants has no {variant!r} (known: {', '.join(code.variants)})")
+    return code.variants[variant]
 
 
 def _train(code, variant: str, cfg: dict, splits: str, teacher: str, out: Path) -> list[dict]:
@@ -72,9 +80,6 @@ def early_stopping_pick(history: pd.DataFrame, n_val: int, rule: str = "mrr_plat
     Raises:
         ValueError: an empty history, ``n_val < 1`` or an unknown rule.
     """
-    from ..evaluation.picks import seed_summary
-    from .code import STOP_RULES
-
     if history.empty:
         raise ValueError("early_stopping_pick: empty history")
     if rule not in STOP_RULES:
@@ -114,19 +119,17 @@ def run_final(code, variant: str, tuned_dir: str | None, splits: str, teacher: s
     Raises:
         KeyError: no such variant. FileNotFoundError: an input is missing.
     """
-    if variant not in code.variants:
-        raise KeyError(f"code.variants has no {variant!r} (known: {', '.join(code.variants)})")
-    v = code.variants[variant]
+    v = _variant(code, variant)
     cfg = variant_settings(code, variant,
                            Path(tuned_dir) / f"{variant}.json" if tuned_dir else None)
     info = D.init_distributed(code.train.device)  # the stage owns the process group
     try:
         out = Path(models_dir) / variant
-        logged = {**run_params(variant, v.loss, cfg), "model": code.model,
-                  "train": code.train, "target": code.target, "teacher": code.teacher}
+        params = run_params(variant, v.loss, cfg)
+        logged = {**params, "model": code.model, "train": code.train, "target": code.target,
+                  "teacher": code.teacher}
         hist, times = [], {}
-        with variant_run("code", variant, run_params(variant, v.loss, cfg),
-                         stage=f"train_code@{variant}") as tracker:
+        with variant_run("code", variant, params, stage=f"train_code@{variant}") as tracker:
             tracker.log_params(logged)
             tracker.log_dataset("code-teacher-states", digest=teacher_digest(teacher),
                                 source=str(teacher), context="training")
@@ -176,11 +179,7 @@ def run_default(code, variant: str, splits: str, teacher: str,
     Raises:
         KeyError: no such variant. FileNotFoundError: an input is missing.
     """
-    from ..evaluation.code_eval import evaluate_variant
-
-    if variant not in code.variants:
-        raise KeyError(f"code.variants has no {variant!r} (known: {', '.join(code.variants)})")
-    v = code.variants[variant]
+    v = _variant(code, variant)
     if not v.search:  # an ablation at its declared configuration: the final run is the default
         return ({"variant": variant, "searched": False,
                  "note": "no search space: the final run is the declared configuration"},
@@ -220,8 +219,6 @@ def run_evaluation(code, variant: str, splits: str, teacher: str, models_dir: st
     Raises:
         InputError: the history's early-stopping epochs are not the checkpoints'.
     """
-    from ..evaluation.code_eval import evaluate_variant
-
     out, per_seed, ranks, curve = evaluate_variant(code, Path(models_dir) / variant, splits, teacher)
     if history is not None:
         pick = early_stopping_pick(pd.read_csv(history), _n_val(splits), code.train.early_stopping)

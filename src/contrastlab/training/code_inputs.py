@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..tuning import read_tuned
+
 __all__ = ["variant_settings", "run_params"]
 
 
 def variant_settings(code, variant: str, tuned: Path | None) -> dict:
     """lr / temperature / residual of a variant (tuned file > variant > code.train)."""
-    from contrastlab.tuning import read_tuned
-
     v = code.variants[variant]
     out = {"lr": v.lr if v.lr is not None else code.train.lr,
            "temperature": v.temperature if v.temperature is not None else code.train.init_temperature,

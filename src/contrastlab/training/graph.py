@@ -16,11 +16,12 @@ from typing import Callable, Sequence
 
 import torch
 
-from ..errors import InputError
+from ..errors import InputError, UnknownNameError
 from ..models.gcn import GCNEncoder, ProjectionHead
 # re-exported: the propagation and the frozen-encoder output live in their own module so the
 # probe-only baselines (stage baselines_graph) do not depend on the training code (issue 39)
 from ..models.graph_features import embed, propagate_features, sgc_operator
+from ..tuning import apply_choices
 
 __all__ = ["mask_features", "drop_edges", "augment", "make_graph_loss", "GraphSSLResult",
            "GraphRunConfig", "graph_run_config", "fit_and_probe", "default_choices",
@@ -186,8 +187,6 @@ class GraphRunConfig:
         Raises:
             KeyError: a name that is neither.
         """
-        from ..tuning import apply_choices
-
         loss_c = {k: v for k, v in choices.items() if k in self.loss_kwargs}
         train_c = {k: v for k, v in choices.items() if k not in self.loss_kwargs}
         return GraphRunConfig(self.loss, apply_choices(self.loss_kwargs, loss_c),
@@ -205,8 +204,6 @@ def graph_run_config(g, variant: str) -> GraphRunConfig:
         UnknownNameError: no such variant (a ``KeyError``).
     """
     if variant not in g.variants:
-        from ..errors import UnknownNameError
-
         raise UnknownNameError(f"graph.variants has no {variant!r} (known: {', '.join(g.variants)})")
     v = g.variants[variant]
     train = dict(epochs=g.train.epochs, batch_nodes=g.train.batch_nodes,

@@ -18,10 +18,13 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..data.planetoid import load_planetoid
 from ..evaluation.picks import seed_summary
 from ..evaluation.stats import bootstrap_per_item, summarize
-from ..io import atomic_path
-from .graph import GraphRunConfig, fit_and_probe
+from ..io import atomic_path, write_csv, write_json
+from ..tracking import variant_run
+from ..tuning import read_tuned
+from .graph import GraphRunConfig, fit_and_probe, graph_run_config
 
 __all__ = ["FinalRuns", "dataset_digest", "seed_cache_file", "train_seed", "run_final",
            "pca_frame", "final_mode", "run_stage_final"]
@@ -183,9 +186,6 @@ def final_mode(g, variant: str, tuned_dir: str | Path | None, ablation: bool = F
         ValueError: both modes, the mode's seed list is empty (those runs are off), or a
             tuned mode without ``tuned_dir`` (the folder of tune_graph's choices).
     """
-    from ..tuning import read_tuned
-    from .graph import graph_run_config
-
     if ablation and default:
         raise ValueError("--ablation and --default exclude each other")
     if tuned_dir is None and not default:
@@ -218,10 +218,6 @@ def run_stage_final(g, variant: str, *, ablation: bool = False, default: bool = 
     MLflow: one run with the configuration, the dataset (``log_input``), the history and the
     metrics as artifacts, and a nested run per seed. Wall times go to MLflow and the log only.
     """
-    from ..data.planetoid import load_planetoid
-    from ..io import write_csv, write_json
-    from ..tracking import variant_run
-
     cfg, chosen, kind, seeds, sub, run_name = final_mode(g, variant, tuned_dir, ablation, default)
     torch.set_num_threads(g.threads)
     data, _ = load_planetoid(data_path, g.dataset)

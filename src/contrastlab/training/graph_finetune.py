@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..errors import InputError
+from ..errors import InputError, UnknownNameError
+from ..tuning import read_tuned
+from .graph import graph_run_config, make_graph_loss, train_graph_ssl
 from .graph_supervised import run_supervised_final, run_supervised_tuning, supervised_config
 
 __all__ = ["pretrained_encoder", "pretrain_choices", "run_finetune_tuning", "run_finetune_final"]
@@ -25,8 +27,6 @@ def pretrain_choices(cfg: dict, ssl_tuned_dir: str | None) -> dict:
     Raises:
         InputError: no ``ssl_tuned_dir``. FileNotFoundError: the choices are missing.
     """
-    from ..tuning import read_tuned
-
     if not ssl_tuned_dir:
         raise InputError(f"a fine-tuning row ({cfg['pretrain']}) needs the variants' tuned choices "
                          "(--ssl-tuned reports/tuned/graph)")
@@ -52,8 +52,6 @@ def pretrained_encoder(g, cfg: dict, data, seed: int, ssl_tuned_dir: str | None,
         InputError: no ``ssl_tuned_dir``. FileNotFoundError: the variant's tuned choices are
             missing (run tune_graph first).
     """
-    from .graph import graph_run_config, make_graph_loss, train_graph_ssl
-
     if cache is not None and seed in cache:
         return cache[seed]
     run = graph_run_config(g, cfg["pretrain"]).with_choices(pretrain_choices(cfg, ssl_tuned_dir))
@@ -66,8 +64,6 @@ def pretrained_encoder(g, cfg: dict, data, seed: int, ssl_tuned_dir: str | None,
 
 def _hook(g, name: str, ssl_tuned_dir: str | None, cache: dict | None):
     if name not in g.finetune:
-        from ..errors import UnknownNameError
-
         raise UnknownNameError(f"graph.finetune has no {name!r} (known: {', '.join(g.finetune)})")
     cfg = supervised_config(g, name)
     identity = {"pretrain_choices": pretrain_choices(cfg, ssl_tuned_dir)}

@@ -21,14 +21,22 @@ the pick records how many validation nodes decide it (a jackknife removal count,
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..errors import InputError
+from ..data.planetoid import load_planetoid
+from ..errors import InputError, UnknownNameError
 from ..evaluation.picks import seed_summary
-from ..evaluation.probe import mean_loss_pick
+from ..evaluation.probe import mean_loss_pick, row_normalize
+from ..evaluation.stats import bootstrap_per_item, summarize
+from ..io import write_csv, write_json
+from ..tracking import stage_run
+from ..tuning import apply_choices, read_tuned, run_study, study_history, tune_kwargs, write_tuned
 
 __all__ = ["SupervisedGNN", "FineTunedEncoder", "build_model", "train_supervised",
            "run_supervised_tuning", "supervised_config", "run_supervised_final", "ARCHS"]
@@ -96,8 +104,6 @@ class FineTunedEncoder(nn.Module):
 
     def __init__(self, encoder: nn.Module, n_classes: int, *, dropout: float = 0.5):
         super().__init__()
-        import copy
-
         if n_classes < 1:
             raise InputError("supervised GNN sizes must be >= 1")
         self.encoder = copy.deepcopy(encoder)
@@ -146,8 +152,6 @@ def _features(data, cfg: dict | None = None) -> torch.Tensor:
     (:func:`contrastlab.training.graph.train_graph_ssl`)."""
     if cfg is not None and cfg["arch"] == "pretrained":  # not a row name
         return data.x.to_sparse_coo().coalesce()
-    from ..evaluation.probe import row_normalize
-
     return torch.from_numpy(row_normalize(data.x)).float().to_sparse_coo().coalesce()
 
 
@@ -234,12 +238,8 @@ def supervised_config(g, name: str, choices: dict | None = None) -> dict:
     Raises:
         UnknownNameError: no such reference (a ``KeyError``).
     """
-    from ..tuning import apply_choices
-
     rows = {**g.supervised, **g.finetune}
     if name not in rows:
-        from ..errors import UnknownNameError
-
         raise UnknownNameError(f"graph.supervised / graph.finetune have no {name!r} "
                                f"(known: {', '.join(rows)})")
     cfg = rows[name].model_dump(exclude={"search"})
@@ -260,11 +260,6 @@ def run_supervised_tuning(g, name: str, data_path: str, study_dir: str, tuned_di
     ``<plots_dir>/<name>.csv`` (trial history). Returns the
     :class:`contrastlab.tuning.TuneResult`.
     """
-    from ..data.planetoid import load_planetoid
-    from ..io import write_csv
-    from ..tracking import stage_run
-    from ..tuning import run_study, study_history, tune_kwargs, write_tuned
-
     base = supervised_config(g, name)
     space = {**g.supervised, **g.finetune}[name].search
     torch.set_num_threads(g.threads)
@@ -315,14 +310,6 @@ def run_supervised_final(g, name: str, *, data_path: str, tuned_dir: str, metric
     the whole configuration) and ``<report_data_dir>/<name>_test_pred.csv`` (``node``, ``y``,
     ``seed_<k>``). Returns the metrics.
     """
-    import pandas as pd
-
-    from ..data.planetoid import load_planetoid
-    from ..evaluation.stats import bootstrap_per_item, summarize
-    from ..io import write_csv, write_json
-    from ..tracking import stage_run
-    from ..tuning import read_tuned
-
     chosen = read_tuned(f"{tuned_dir}/{name}.json")
     cfg = supervised_config(g, name, chosen)
     seeds = list(g.final.seeds)

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import multiprocessing as mp
 import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable
@@ -66,6 +67,7 @@ from ..errors import InputError, UnknownNameError
 from ..evaluation.multilabel import (knn_label_purity, threshold_pick, label_thresholds,
                                      mean_average_precision, multilabel_metrics)
 from ..losses.registry import track_variants
+from ..utils import seed_everything
 from .multilabel_bce import train_bce
 from .multilabel_contrastive import fit_linear, train_contrastive
 from .multilabel_core import (MemoryQueue, SeedResult, TrainConfig, mask_views, resolve_loss, ridge_probe_scores,
@@ -167,8 +169,6 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int, margins: 
         validation threshold (``threshold_val``), ``*_label_t`` with per-label thresholds,
         ``map``, ``val_map``, precision@k, ``steps`` (best checkpoint's step).
     """
-    from ..utils import seed_everything
-
     torch.set_num_threads(max(1, cfg.threads))
     t0 = time.perf_counter()
     gen = seed_everything(seed)
@@ -212,7 +212,7 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int, margins: 
                     clf = fit_linear(htr, ytr, cfg.clf_l2, cfg.clf_max_iter)
                     s_val = torch.sigmoid(clf(hva)).numpy()
                     s_te = torch.sigmoid(clf(hte)).numpy()
-    if "step" in curve and curve["step"]:
+    if curve.get("step"):
         chosen["best_step"] = float(curve["step"][int(np.argmax(curve["val_map"]))])
         chosen["steps_run"] = float(curve["step"][-1])
     t_glob, t_rec = threshold_pick(yva, s_val, margin=margins)
@@ -238,7 +238,6 @@ def run_seed(data: dict[str, np.ndarray], cfg: TrainConfig, seed: int, margins: 
                       np.asarray(s_te, dtype=np.float32),
                       {"global": t_glob, "per_label": None if t_lab is None else t_lab.tolist()},
                       chosen, time.perf_counter() - t0, {k: v for k, v in (picks or {}).items() if v})
-
 
 
 def cv_folds(y: np.ndarray, n_folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -311,8 +310,6 @@ def run_seeds(data: dict[str, np.ndarray], cfg: TrainConfig, seeds: list[int], w
             if progress:
                 progress(out[-1])
         return out
-    import multiprocessing as mp
-
     import sklearn.metrics  # noqa: F401  (imported once here, inherited by the forked workers)
 
     ctx = mp.get_context("fork")
@@ -373,8 +370,8 @@ def make_config(ml, dataset: str, variant: str, encoder: str = "mlp",
         if cfg.hybrid == "finetune" and (mo is None or _TABLE[mo].method != "mlp_bce"):
             raise InputError(f"hybrid {variant!r} (method finetune) takes its fine-tuning lr and mask_rate "
                              f"from its model_of, which must name a baseline of method mlp_bce (got {mo!r})")
-        if _TABLE[variant].model_of is not None:
-            ref = make_config(ml, dataset, _TABLE[variant].model_of, encoder, model_choices)
+        if mo is not None:
+            ref = make_config(ml, dataset, mo, encoder, model_choices)
             # a fine-tuning hybrid takes the BCE MLP's learning rate and masking rate for its
             # end-to-end phase; the other hybrids the baseline's scikit-learn model
             if cfg.hybrid == "finetune":

@@ -8,6 +8,8 @@ share.
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -171,9 +173,6 @@ class MemoryQueue:
 def resolve_loss(name: str, kwargs: dict[str, Any] | None = None) -> Callable[..., torch.Tensor]:
     """``get_loss(name)`` with ``kwargs`` bound; raises ``ValueError`` naming a keyword the
     loss does not accept."""
-    import functools
-    import inspect
-
     from ..losses import get_loss
 
     fn = get_loss(name)

@@ -42,14 +42,19 @@ test metrics.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+from safetensors.numpy import load_file
 
 from ..errors import InputError
+from ..evaluation.multilabel import seed_score_correlation, stratified_metric_reps
+from ..evaluation.picks import seed_summary
 from ..io import atomic_path, write_csv, write_json
 from ..tracking import Tracker, variant_run
 from .multilabel import HYBRIDS, make_config, resolve_loss, run_seeds, summarize
@@ -85,8 +90,6 @@ def dataset_digest(folder: Path) -> str:
     Raises:
         FileNotFoundError: one of the two files is missing.
     """
-    import hashlib
-
     h = hashlib.sha256()
     for name in ("data.safetensors", "meta.json"):
         f = Path(folder) / name
@@ -105,8 +108,6 @@ def mlflow_params(dataset: str, variant: str, stage: str, seeds: list[int], cfg,
     ``seeds``, ``loss`` (the registry loss, or the variant's name for a baseline, with
     ``baseline`` true), every :class:`~contrastlab.training.multilabel.TrainConfig` field
     (``temperature``, ``lr``, ``mask_rate``, ...) and ``tuned.<name>`` for each tuned choice."""
-    from dataclasses import asdict
-
     conf = asdict(cfg)
     conf.pop("variant", None)
     conf["loss"] = cfg.loss or variant
@@ -160,8 +161,6 @@ def pick_summary(results) -> dict:
     its criterion, the number of validation rows, and per seed the chosen and runner-up
     values and the margin (rows; :func:`contrastlab.evaluation.picks.removal_margin`), with
     the count of fragile seeds (margin under 1 % of the validation rows)."""
-    from ..evaluation.picks import seed_summary
-
     names = [k for k in results[0].picks if all(k in r.picks for r in results)]
     return {k: seed_summary([r.picks[k] for r in results]) for k in names}
 
@@ -217,8 +216,6 @@ def run_final(ml, ds: str, variant: str, paths: FinalPaths, default: bool = Fals
     if not meta_path.exists():
         raise FileNotFoundError(f"{meta_path}: missing (run build_multilabel@{ds} first)")
     meta = json.loads(meta_path.read_text())
-    from safetensors.numpy import load_file
-
     data = load_file(str(src / "data.safetensors"))
     base = ml.hybrid_base if variant in HYBRIDS else variant
     row = track_row(variant)
@@ -258,8 +255,6 @@ def run_final(ml, ds: str, variant: str, paths: FinalPaths, default: bool = Fals
         out["picks"] = pick_summary(results)
         # identity of each seed's test scores (float32 bytes): identical outputs of two rows
         # can be checked (a variant table alias_of is one method, trained once)
-        import hashlib
-
         out["test_scores_sha256"] = [hashlib.sha256(np.ascontiguousarray(r.scores, dtype=np.float32).tobytes())
                                      .hexdigest() for r in results]
         out["config"] = {"temperature": cfg.temperature if cfg.loss else None, "lr": cfg.lr,
@@ -271,8 +266,6 @@ def run_final(ml, ds: str, variant: str, paths: FinalPaths, default: bool = Fals
                                    if cfg.hybrid == "finetune" else cfg.model),
                          "hybrid": cfg.hybrid}
         out["n_train"], out["n_val"], out["n_test"] = (int(len(data[k])) for k in ("x_train", "x_val", "x_test"))
-        from ..evaluation.multilabel import seed_score_correlation, stratified_metric_reps
-
         # shared share of the seeds' test-score noise (the coverage simulation's calibration);
         # a model run once has no seed noise to share
         rho = (seed_score_correlation(data["y_test"], np.stack([r.scores for r in results]))
@@ -290,8 +283,6 @@ def run_final(ml, ds: str, variant: str, paths: FinalPaths, default: bool = Fals
         with atomic_path(reps_path) as tmp:
             with open(tmp, "wb") as fh:
                 np.savez_compressed(fh, **{k: v.astype(np.float32) for k, v in reps.items()})
-        import pandas as pd
-
         rows = []
         for r in results:
             keys = list(r.curve)

@@ -31,7 +31,8 @@ Outputs: ``reports/tuned/multilabel/<variant>.json`` (``datasets.<d>.params``: t
 ``reports/plots/tune/multilabel/<variant>.csv`` (trial history, column ``dataset``),
 ``reports/tune/multilabel/<variant>/journal.log`` (the Optuna studies; persist, committed so a
 fresh clone does not retune and an interrupted run continues) and, beside it,
-``fold_se.json`` (each trial's standard error over folds, keyed by its choices).
+``fold_se.json`` (each trial's standard error over folds, keyed by its choices; written by
+studies run before :func:`contrastlab.tuning.run_study` kept the standard errors, now only read).
 
 ``--only <d>`` runs the study of ``d`` alone and writes the JSON with the data sets whose
 studies are complete (a partial run; the DVC command runs every data set).
@@ -39,7 +40,6 @@ studies are complete (a partial run; the DVC command runs every data set).
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
 import zlib
@@ -97,21 +97,6 @@ def study_seed_key(tune, variant: str, dataset: str) -> str | None:
     return f"{alias}-{dataset}" if alias else None
 
 
-def _enqueue_default(name: str, space, fixed, out_dir: Path, tune, seed: int, default: dict) -> None:
-    """Enqueue ``default`` as the first trial of a new study (for a ``run_study`` without a
-    ``default`` argument): the study is created under ``run_study``'s name and left empty but
-    for the waiting trial, which ``run_study``'s first ``ask`` takes."""
-    import optuna
-
-    from ..tuning import _open, study_name
-
-    study = _open(study_name("multilabel", name, space, fixed), out_dir=out_dir, storage=tune.storage,
-                  seed=seed, startup=tune.startup_trials, direction="maximize")
-    if not study.get_trials(deepcopy=False):
-        study.enqueue_trial(default)
-    del optuna
-
-
 def run_tuning(ml, variant: str, only: str | None, data_dir: str, tuned_dir: str, plots_dir: str,
                study_dir: str, params_file: str = "params.yaml") -> dict:
     """Tune ``variant`` of ``ml`` (the ``multilabel`` params section) on every data set of
@@ -154,7 +139,6 @@ def run_tuning(ml, variant: str, only: str | None, data_dir: str, tuned_dir: str
     # trial 0: the variant's params.yaml values (what the untuned data sets use)
     base_cfg = make_config(ml, (tune.datasets or ml.datasets)[0], variant)
     default = {k: (base_cfg.model.get(k) if base_cfg.model else getattr(base_cfg, k)) for k in space}
-    run_kw = set(inspect.signature(run_study).parameters)
     todo = [only] if only else list(tune.datasets)
     results, hists = {}, []
     t_all = time.perf_counter()
@@ -164,13 +148,6 @@ def run_tuning(ml, variant: str, only: str | None, data_dir: str, tuned_dir: str
             fixed = study_identity(ml, variant, ds, default)
             seed = study_seed(tune.seed, tune.seed_alias.get(variant, variant), ds)
             name = f"{variant}-{ds}"
-            kw = {"default": default} if "default" in run_kw else {}
-            if "pruner" in run_kw:
-                kw.update(pruner=tune.pruner, min_resource=tune.min_resource,
-                          max_resource=tune.folds, reduction_factor=tune.reduction_factor,
-                          widen=tune.widen, widen_trials=tune.widen_trials)
-            if study_seed_key(tune, variant, ds):
-                kw["seed_key"] = study_seed_key(tune, variant, ds)
             if ds not in todo:
                 # a partial run (--only): keep the data sets whose studies are already complete
                 try:
@@ -198,25 +175,19 @@ def run_tuning(ml, variant: str, only: str | None, data_dir: str, tuned_dir: str
                     cfg = make_config(ml, _ds, variant, _enc, choices)
                     return cv_objective(_x, _y, _folds, cfg, list(tune.run_seeds), report)
 
-            se_file = out_dir / "fold_se.json"  # the objective's standard errors (older run_study)
-            se_all = json.loads(se_file.read_text()) if se_file.exists() else {}
-            ses: dict[str, float] = se_all.setdefault(name, {})
-            if "default" not in run_kw:
-                # an older contrastlab.tuning: enqueue trial 0 here, objective returns the mean
-                _enqueue_default(name, space, fixed, out_dir, tune, seed, default)
-                inner = objective
-
-                def objective(choices: dict, _inner=inner) -> float:  # noqa: F811
-                    m, e = _inner(choices)
-                    ses[json.dumps(choices, sort_keys=True, default=str)] = e
-                    write_json(se_file, se_all)
-                    return m
-
+            # the objective's standard errors as written by studies run before run_study
+            # recorded them (read only)
+            se_file = out_dir / "fold_se.json"
+            ses = json.loads(se_file.read_text()).get(name, {}) if se_file.exists() else {}
             t0 = time.perf_counter()
             res = run_study(track="multilabel", variant=name, space=space, objective=objective,
                             n_trials=tune.trials, seed=seed, out_dir=out_dir, storage=tune.storage,
                             startup_trials=tune.startup_trials, fixed=fixed, tracker=tracker,
-                            progress=False, **kw)
+                            progress=False, default=default, pruner=tune.pruner,
+                            min_resource=tune.min_resource, max_resource=tune.folds,
+                            reduction_factor=tune.reduction_factor, widen=tune.widen,
+                            widen_trials=tune.widen_trials,
+                            seed_key=study_seed_key(tune, variant, ds))
             hist = study_history(track="multilabel", variant=name, space=space, out_dir=out_dir,
                                  storage=tune.storage, fixed=fixed)
             se = ses.get(json.dumps(res.best_params, sort_keys=True, default=str))
