@@ -370,3 +370,16 @@ def test_map_over_frequent_labels_matches_a_per_label_reference():
     y2 = y[:, 2:]
     r2 = stratified_metric_reps(y2, s[None, :, 2:], np.array([0.5]), n_resamples=50, seed=0)
     np.testing.assert_allclose(r2["map_min10"], r2["map"])    # both labels have >= 10
+
+
+def test_accuracy_summary_is_the_seed_and_item_mean_with_its_interval():
+    from contrastlab.evaluation.stats import accuracy_summary
+
+    rng = np.random.default_rng(0)
+    correct = (rng.random((3, 200)) < 0.8).astype(float)
+    s = accuracy_summary(correct)
+    assert set(s) == {"logreg_acc_mean", "logreg_acc_ci_low", "logreg_acc_ci_high"}
+    assert s["logreg_acc_mean"] == pytest.approx(correct.mean())
+    assert s["logreg_acc_ci_low"] < s["logreg_acc_mean"] < s["logreg_acc_ci_high"]
+    assert 0.02 < s["logreg_acc_ci_high"] - s["logreg_acc_ci_low"] < 0.25  # seeds and items resampled
+    assert accuracy_summary(correct, "acc")["acc_mean"] == s["logreg_acc_mean"]

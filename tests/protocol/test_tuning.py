@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from contrastlab.tuning import (SearchDim, apply_choices, read_tuned, run_study,
+from contrastlab.tuning import (SearchDim, apply_choices, read_tuned, run_study, seed_mean,
                                 study_history, study_name, write_tuned)
 
 
@@ -179,6 +179,25 @@ def test_standard_error_is_stored_per_trial(tmp_path):
     hist = study_history(track="t", variant="se", space=SPACE, out_dir=tmp_path)
     assert hist["se"].tolist() == pytest.approx((0.01 * hist["k"]).tolist())
     assert r.best_se == pytest.approx(0.01 * r.best_params["k"])
+
+
+def test_seed_mean_reports_running_means_and_returns_the_standard_error():
+    reported, scored = [], []
+
+    def score(seed):
+        scored.append(seed)
+        return {3: 0.5, 7: 0.7, 11: 0.9}[seed]
+
+    mean, se = seed_mean([3, 7, 11], score, lambda k, v: reported.append((k, v)))
+    assert scored == [3, 7, 11]
+    assert reported == [(1, 0.5), (2, pytest.approx(0.6))]  # not after the last seed
+    assert mean == pytest.approx(0.7) and se == pytest.approx(0.2 / 3 ** 0.5)  # sd 0.2, n 3
+    assert seed_mean([5], lambda s: 0.25) == (0.25, 0.0)
+
+    def prune(k, v):
+        raise RuntimeError("pruned")
+    with pytest.raises(RuntimeError):  # the hook's exception (Optuna's TrialPruned) stops it
+        seed_mean([3, 7], score, prune)
 
 
 @pytest.mark.parametrize("pruner", ["median", "hyperband", "successive_halving"])

@@ -146,7 +146,7 @@ def run_tuning(be, name: str, pairs: Pairs, sig_inp, body_inp, tuned_dir, histor
     """
     from ..io import write_csv
     from ..tracking import stage_run
-    from ..tuning import run_study, study_history, tune_kwargs, write_tuned
+    from ..tuning import run_study, seed_mean, study_history, tune_kwargs, write_tuned
 
     row = row_of(be, name)
     t = be.tune
@@ -160,14 +160,14 @@ def run_tuning(be, name: str, pairs: Pairs, sig_inp, body_inp, tuned_dir, histor
 
     def objective(choices: dict):
         cfg = apply_choices(row, choices)
-        scores = []
-        for seed in t.seeds:
+
+        def score(seed: int) -> float:
             s_enc, b_enc, _ = train_row(be, cfg, pairs, sig_inp, body_inp, seed)
             q, c = embed_all(be, s_enc, b_enc, sig_inp, body_inp, va)
-            scores.append(float(np.mean(score_row(q, c, va, 10, _device(be)) <= 10)))
-            print(f"tune_biencoder {name} {choices}: val R@10 {scores[-1]:.2%}", flush=True)
-        se = float(np.std(scores, ddof=1) / np.sqrt(len(scores))) if len(scores) > 1 else 0.0
-        return float(np.mean(scores)), se
+            r10 = float(np.mean(score_row(q, c, va, 10, _device(be)) <= 10))
+            print(f"tune_biencoder {name} {choices}: val R@10 {r10:.2%}", flush=True)
+            return r10
+        return seed_mean(t.seeds, score)
 
     out_dir = Path(journal_dir) / name
     with stage_run("code", f"tune_biencoder@{name}", {"variant": name, **fixed}) as tracker:

@@ -23,7 +23,7 @@ from ..models.graph_features import embed, propagate_features
 from ..tracking import stage_run
 from .picks import seed_summary
 from .probe import logreg_probe, probe_pick, row_normalize
-from .stats import bootstrap_per_item, summarize
+from .stats import accuracy_summary
 
 __all__ = ["run_baselines", "select_on_validation", "PROBE_METHODS", "probe_rows"]
 
@@ -109,11 +109,7 @@ def run_baselines(g, data_dir: str) -> tuple[dict, pd.DataFrame]:
         per_item[rnd_n] = np.stack([cols[f"{rnd_n}_seed_{s}"] == y_test
                                     for s in g.final.seeds]).astype(float)
         for name, arr in per_item.items():
-            point, reps = bootstrap_per_item({name: arr}, n_resamples=2000, seed=0)
-            st = summarize(point, reps)[name]
-            out[name] = {"logreg_acc_mean": round(st["mean"], 6),
-                         "logreg_acc_ci_low": round(st["ci_low"], 6),
-                         "logreg_acc_ci_high": round(st["ci_high"], 6),
+            out[name] = {**{k: round(v, 6) for k, v in accuracy_summary(arr).items()},
                          "n_seeds": int(arr.shape[0])}
         out[raw_n].update(C=raw["C"], normalize=raw_norm, val_acc=round(raw["val_acc"], 6),
                           picks={"configuration": seed_summary([raw_pick])})

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from ..errors import InputError
 from ..params.finetune import REFERENCE_ROWS
 
-__all__ = ["item_metrics", "average_precision_rows", "knn_purity", "BASELINES"]
+__all__ = ["item_metrics", "average_precision_rows", "knn_purity", "split_rows", "BASELINES"]
 
 
 #: Reference rows of the comparison (no fine-tuning or no neural encoder): the fine-tuning
@@ -53,7 +53,7 @@ def average_precision_rows(sim: torch.Tensor, relevant: np.ndarray, ks: Sequence
     return ap.astype(np.float64), out
 
 
-def _split_rows(split: np.ndarray) -> dict[str, np.ndarray]:
+def split_rows(split: np.ndarray) -> dict[str, np.ndarray]:
     """Row indices of each split name (``train``/``val``/``test_a``/``test_b``).
 
     Raises:
@@ -116,7 +116,7 @@ def item_metrics(emb: torch.Tensor, problems, tiers, split, *, knn_k: Sequence[i
     if not (len(emb) == len(problems) == len(tiers) == len(split)):
         raise InputError(f"emb {tuple(emb.shape)} and labels ({len(problems)}, {len(tiers)}, "
                          f"{len(split)}) differ in length")
-    idx = _split_rows(split)
+    idx = split_rows(split)
     tr = idx["train"]
     res = {"a": _split_metrics(emb[tr], emb[idx["test_a"]], problems[tr], problems[idx["test_a"]],
                                tiers[tr], tiers[idx["test_a"]], knn_k, rank_k, loo=False)}

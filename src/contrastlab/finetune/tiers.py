@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import InputError
-from .metrics import _split_rows
+from .metrics import split_rows
 
 __all__ = ["TIER_METRICS", "REFERENCES", "Reference", "CHANCE", "CEILING", "ProblemSets", "code_tokens", "within_one_edit",
            "problem_sets", "within_problem_metrics", "reference_metrics", "split_sets",
@@ -213,7 +213,7 @@ def split_sets(problems, tiers, split, texts) -> dict[str, tuple[np.ndarray, np.
     if not (len(problems) == len(tiers) == len(split) == len(texts)):
         raise InputError("problems, tiers, split and texts differ in length")
     toks = [code_tokens(t) for t in texts]
-    idx = _split_rows(split)
+    idx = split_rows(split)
     out = {}
     for name, qs, cs, loo in (("a", "test_a", "train", False), ("b", "test_b", "test_b", True),
                               ("val", "val", "train", False)):

@@ -21,7 +21,8 @@ from ..io import write_csv, write_json
 from ..params.finetune import (  # UNTRAINED_ROWS re-exported
     FINETUNE_VARIANTS, ROW_METHOD, TUNABLE, UNTRAINED_ROWS, FinetuneParams)
 from ..tracking import stage_run
-from ..tuning import SearchDim, TuneResult, read_tuned, run_study, study_history, tune_kwargs, write_tuned
+from ..tuning import (SearchDim, TuneResult, read_tuned, run_study, seed_mean, study_history,
+                      tune_kwargs, write_tuned)
 from .data import label_matrix, label_names
 from .run import ALL_VARIANTS, load_cache, train_seed
 
@@ -121,15 +122,12 @@ def run_tuning(ft, row: str, df: pd.DataFrame, cache: dict | None, tuned_dir: st
 
     def objective(choices: dict, report=None):
         cfg = apply_tuned(ft, choices)
-        scores = []
-        for k, seed in enumerate(t.seeds, start=1):
+
+        def score(seed: int) -> float:
             _, _, r = train_seed(cfg, base, row, seed, y=y, problems=problems, keys=keys,
                                  train_idx=tr, val_idx=va, device=ft.device)
-            scores.append(float(max(r.curve["val_map"])))
-            if report is not None and k < len(t.seeds):
-                report(k, float(np.mean(scores)))  # may raise optuna.TrialPruned
-        se = float(np.std(scores, ddof=1) / np.sqrt(len(scores))) if len(scores) > 1 else 0.0
-        return float(np.mean(scores)), se
+            return max(r.curve["val_map"])
+        return seed_mean(t.seeds, score, report)
 
     with stage_run("finetune", f"tune_finetune@{row}", {"variant": row, **fixed}) as tracker:
         res = run_study(track="finetune", variant=row, space=space, objective=objective,

@@ -81,11 +81,16 @@ def _split_table(summary: dict, split: str, title: str, tier: bool = False,
     cols = [c for c in (TIER_HEADS if tier else COLUMNS[split]) if c in t]
     items = [f"{t[c][rows[0]]['n_items']} {heads[c].split(' (')[0]}" for c in cols]
     size = f"queries: {', '.join(items)}" if tier else f"{t[cols[0]][rows[0]]['n_items']} queries"
-    notes = dict.fromkeys(n for c in cols if (n := table_resolution(t[c])))
+    notes: dict[str, list[str]] = {}  # resolution note -> the columns tested at it
+    for c in cols:
+        if n := table_resolution(t[c]):
+            notes.setdefault(n, []).append(heads[c].split(" (")[0])
+    by_col = " ".join(f"{', '.join(cs)}: {n}." for n, cs in notes.items())
     return Table(f"{title} ({size})", ["variant", *[heads[c] for c in cols]],
                  [[_tier_title(r, src), *[_cell(t[c][r]) for c in cols]] for r in rows],
-                 note=(f"Paired tests against the strongest baseline: {' / '.join(notes)}." if notes
-                       else "") + extra)
+                 note=(f"Paired tests against the strongest baseline: {next(iter(notes))}."
+                       if len(notes) == 1 else "Paired tests against the strongest baseline, by "
+                       f"column. {by_col}" if notes else "") + extra)
 
 
 def tier_headline(tier: dict) -> str:

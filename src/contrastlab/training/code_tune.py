@@ -16,13 +16,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from ..data.code_inputs import load_code_data
 from ..io import write_csv, write_json
 from ..tracking import stage_run
-from ..tuning import TuneResult, run_study, study_history, tune_kwargs, write_tuned
+from ..tuning import TuneResult, run_study, seed_mean, study_history, tune_kwargs, write_tuned
 from .code import STOP_RULES, prepare_targets, train_code
 
 __all__ = ["run_tuning", "study_fixed"]
@@ -71,17 +70,13 @@ def run_tuning(code, variant: str, splits: str, teacher: str, tuned_dir: str,
     score = STOP_RULES[t.early_stopping].score  # the kept epoch's validation score
 
     def objective(choices: dict, report=None):
-        scores = []
-        for k, seed in enumerate(t.seeds, start=1):
+        def kept(seed: int) -> float:
             s = train_code(data, hidden, v.loss, code.model, code.train, None, targets=targets,
                            seed=seed, lr=choices.get("lr"),
                            temperature=choices.get("temperature"), residual=v.residual,
                            epochs=t.epochs, early_stopping=t.early_stopping, progress=False)
-            scores.append(float(next(r[score] for r in s["history"] if r["epoch"] == s["best_epoch"])))
-            if report is not None and k < len(t.seeds):
-                report(k, float(np.mean(scores)))  # may raise optuna.TrialPruned
-        se = float(np.std(scores, ddof=1) / np.sqrt(len(scores))) if len(scores) > 1 else 0.0
-        return float(np.mean(scores)), se
+            return next(r[score] for r in s["history"] if r["epoch"] == s["best_epoch"])
+        return seed_mean(t.seeds, kept, report)
 
     out_dir = Path(journal_dir) / variant
     with stage_run("code", f"tune_code@{variant}", {"variant": variant, **fixed}) as tr:

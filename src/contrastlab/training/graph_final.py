@@ -20,7 +20,7 @@ import torch
 
 from ..data.planetoid import load_planetoid
 from ..evaluation.picks import seed_summary
-from ..evaluation.stats import bootstrap_per_item, summarize
+from ..evaluation.stats import accuracy_summary
 from ..io import atomic_path, write_csv, write_json
 from ..tracking import variant_run
 from ..tuning import read_tuned
@@ -133,14 +133,11 @@ def run_final(data, cfg: GraphRunConfig, seeds: Sequence[int], probe, *, variant
         print(f"{stage} seed {seed}: val {r['val_acc']:.4f} test {r['test_acc']:.4f} "
               f"({time.perf_counter() - t0:.1f} s)", flush=True)
     correct = np.stack([preds[f"seed_{s}"] == y_test for s in seeds]).astype(float)
-    point, reps = bootstrap_per_item({variant: correct}, n_resamples=2000, seed=0)
-    st = summarize(point, reps)[variant]
     metrics = {
         "variant": variant, "loss": cfg.loss, "n_seeds": len(seeds), "seeds": list(seeds),
         "n_test": int(len(y_test)), "epochs": cfg.train["epochs"],
         "batch_nodes": cfg.train["batch_nodes"],
-        "logreg_acc_mean": st["mean"], "logreg_acc_ci_low": st["ci_low"],
-        "logreg_acc_ci_high": st["ci_high"],
+        **accuracy_summary(correct),
         "logreg_acc_std": float(np.std(test_acc, ddof=1)) if len(test_acc) > 1 else 0.0,
         "logreg_val_acc_mean": float(np.mean(val_acc)),
         "notebook_acc_mean": float(np.mean(nb_acc)),

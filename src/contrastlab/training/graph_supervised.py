@@ -33,10 +33,11 @@ from ..data.planetoid import load_planetoid
 from ..errors import InputError, UnknownNameError
 from ..evaluation.picks import seed_summary
 from ..evaluation.probe import mean_loss_pick, row_normalize
-from ..evaluation.stats import bootstrap_per_item, summarize
+from ..evaluation.stats import accuracy_summary
 from ..io import write_csv, write_json
 from ..tracking import stage_run
-from ..tuning import apply_choices, read_tuned, run_study, study_history, tune_kwargs, write_tuned
+from ..tuning import (apply_choices, read_tuned, run_study, seed_mean, study_history, tune_kwargs,
+                      write_tuned)
 
 __all__ = ["SupervisedGNN", "FineTunedEncoder", "build_model", "train_supervised",
            "run_supervised_tuning", "supervised_config", "run_supervised_final", "ARCHS"]
@@ -271,14 +272,11 @@ def run_supervised_tuning(g, name: str, data_path: str, study_dir: str, tuned_di
 
     def objective(choices: dict, report=None):
         cfg = supervised_config(g, name, choices)
-        accs = []
-        for k, s in enumerate(tune.seeds, start=1):
+
+        def score(s: int) -> float:
             enc = encoder_for(data, s) if encoder_for is not None else None
-            accs.append(train_supervised(data, cfg, s, x=x, encoder=enc)["val_acc"])
-            if report is not None and k < len(tune.seeds):
-                report(k, float(np.mean(accs)))  # may raise optuna.TrialPruned
-        se = float(np.std(accs, ddof=1) / np.sqrt(len(accs))) if len(accs) > 1 else 0.0
-        return float(np.mean(accs)), se
+            return train_supervised(data, cfg, s, x=x, encoder=enc)["val_acc"]
+        return seed_mean(tune.seeds, score, report)
 
     default = {k: base[k.partition(".")[0]] for k in space}
     with stage_run("graph", f"{stage}@{name}",
@@ -328,13 +326,10 @@ def run_supervised_final(g, name: str, *, data_path: str, tuned_dir: str, metric
             print(f"{stage}@{name} seed {s}: val {r['val_acc']:.4f} "
                   f"test {r['test_acc']:.4f} (epoch {r['epoch']})", flush=True)
         correct = np.stack([preds[f"seed_{s}"] == y_test for s in seeds]).astype(float)
-        point, reps = bootstrap_per_item({name: correct}, n_resamples=2000, seed=0)
-        st = summarize(point, reps)[name]
         test = [r["test_acc"] for r in runs]
         m = {"reference": name, "arch": cfg["arch"], "n_seeds": len(seeds), "seeds": seeds,
              "n_test": int(len(y_test)), "epochs": cfg["epochs"],
-             "logreg_acc_mean": st["mean"], "logreg_acc_ci_low": st["ci_low"],
-             "logreg_acc_ci_high": st["ci_high"],
+             **accuracy_summary(correct),
              "logreg_acc_std": float(np.std(test, ddof=1)) if len(test) > 1 else 0.0,
              "logreg_val_acc_mean": float(np.mean([r["val_acc"] for r in runs])),
              "logreg_val_acc": [r["val_acc"] for r in runs],

@@ -13,14 +13,13 @@ space is scored once.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import torch
 
 from ..data.planetoid import load_planetoid
 from ..io import write_csv
 from ..tracking import stage_run
-from ..tuning import TuneResult, run_study, study_history, tune_kwargs, write_tuned
+from ..tuning import TuneResult, run_study, seed_mean, study_history, tune_kwargs, write_tuned
 from .graph import default_choices, fit_and_probe, graph_run_config
 
 __all__ = ["run_tuning", "study_fixed", "trial_probe"]
@@ -67,13 +66,8 @@ def run_tuning(g, variant: str, data_path: str, study_dir: str, tuned_dir: str,
 
     def objective(choices: dict, report=None):
         cfg = base.with_choices(choices)
-        accs = []
-        for k, s in enumerate(tune.seeds, start=1):
-            accs.append(fit_and_probe(data, cfg, s, probe)["val_acc"])
-            if report is not None and k < len(tune.seeds):
-                report(k, float(np.mean(accs)))  # may raise optuna.TrialPruned
-        se = float(np.std(accs, ddof=1) / np.sqrt(len(accs))) if len(accs) > 1 else 0.0
-        return float(np.mean(accs)), se
+        return seed_mean(tune.seeds, lambda s: fit_and_probe(data, cfg, s, probe)["val_acc"],
+                         report)
 
     out_dir = f"{study_dir}/{variant}"
     logged = {"variant": variant, "tune": tune.model_dump(), "base": base.flat(),

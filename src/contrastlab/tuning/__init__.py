@@ -78,10 +78,10 @@ from .space import (PROTOCOL, PrunerName, SearchDim, SeedTrialTune, Strict, Tune
                     space_digest, study_name, suggest, tune_kwargs)
 from .storage import GRACE_S, HEARTBEAT_S, MAX_RETRY, rdb_url
 from .storage import _open, _storage  # noqa: F401 - for tests that open a study directly
-from .study import run_study, widen_space
+from .study import run_study, seed_mean, widen_space
 
 __all__ = ["SearchDim", "TuneParams", "TuneResult", "PROTOCOL", "suggest", "study_name",
            "sampler_seed", "make_pruner", "tune_kwargs", "run_study", "study_history",
            "write_tuned", "read_tuned", "apply_choices", "rdb_url", "space_digest",
            "PrunerName", "HEARTBEAT_S", "GRACE_S", "MAX_RETRY", "SeedTrialTune",
-           "distinct_seeds", "Strict", "widen_space"]
+           "distinct_seeds", "Strict", "widen_space", "seed_mean"]

@@ -9,7 +9,9 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping, Sequence
+
+import numpy as np
 
 from .space import (SearchDim, TuneResult, _check_default, make_pruner, sampler_seed,
                     study_name, suggest)
@@ -17,7 +19,7 @@ from .storage import (_PROTOCOL_ATTRS, GRACE_S, HEARTBEAT_S, MAX_RETRY, _budget_
                       _fail_stale, _first_beat, _heartbeat_of, _open, _set_up,
                       _wait_for_set_up)
 
-__all__ = ["run_study", "widen_space", "EDGE_SHARE"]
+__all__ = ["run_study", "widen_space", "seed_mean", "EDGE_SHARE"]
 
 
 def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
@@ -131,6 +133,25 @@ def run_study(*, track: str, variant: str, space: Mapping[str, SearchDim],
 
 #: Share of a log-scale dimension's log range, at either end, where a pick counts as on the edge.
 EDGE_SHARE = 0.1
+
+
+def seed_mean(seeds: Sequence[int], score: Callable[[int], float],
+              report: Callable[[int, float], None] | None = None) -> tuple[float, float]:
+    """An objective's value over training seeds: ``score(seed)`` for each seed in order, with
+    the running mean reported after every seed but the last (``report(k, mean)``, the pruning
+    hook :func:`run_study` passes; it may raise ``optuna.TrialPruned``).
+
+    Returns:
+        ``(mean, standard error)``: the standard error is the sample standard deviation
+        (ddof 1) over ``sqrt(n)``, 0.0 for one seed.
+    """
+    scores = []
+    for k, seed in enumerate(seeds, start=1):
+        scores.append(float(score(seed)))
+        if report is not None and k < len(seeds):
+            report(k, float(np.mean(scores)))
+    se = float(np.std(scores, ddof=1) / np.sqrt(len(scores))) if len(scores) > 1 else 0.0
+    return float(np.mean(scores)), se
 
 
 def widen_space(space: Mapping[str, SearchDim], best: Mapping[str, Any],
