@@ -156,3 +156,22 @@ def test_the_section_reads_the_folders_it_is_given(tmp_path):
     sec = build_section(inp, tmp_path)
     assert sec is not None and sec.headline.startswith("Yes")
     assert Inputs.of(inp) is inp and Inputs.of(tmp_path).metrics == tmp_path / "reports" / "metrics"
+
+
+def test_the_tests_note_names_the_columns_of_each_draw_count(tmp_path):
+    """Columns tested at different draw counts: the note pairs each count with its columns
+    (a single count: one sentence, as before)."""
+    s = _summary(0.2)
+    rng = np.random.default_rng(1)
+    items = {v: rng.random((3, 60)) * 0.6 for v in s["variants"]}
+    s["tables"]["a"]["ap"] = table(items, np.repeat(np.arange(12), 5), baseline="frozen",
+                                   n_resamples=6000)
+    d = tmp_path / "reports" / "metrics" / "finetune"
+    d.mkdir(parents=True)
+    (d / "summary.json").write_text(json.dumps(s))
+    a, b = build_section(tmp_path, tmp_path).tables[:2]
+    r = {c: s["tables"]["a"][c]["mulsupcon"]["n_resamples"] for c in ("knn5_pxt", "ap")}
+    assert r["knn5_pxt"] != r["ap"]
+    assert f"For mAP: {r['ap']:,} paired bootstrap draws" in a.note
+    assert f"problem x tier: {r['knn5_pxt']:,} paired bootstrap draws" in a.note
+    assert b.note.startswith("Paired tests against the strongest baseline: ") and "For " not in b.note

@@ -88,7 +88,6 @@ def test_further_panels_follow_with_their_own_coverage_keys():
     assert len(rows) == 3 and "CPU budget" in rows[2] and "| +4.0° |" in rows[2]
     ok = readme.answer_table({"answer": {"graph": a}}, {"graph_more1": 0.95}).splitlines()[4]
     assert "| +4.0 [+1.0, +7.0] |" in ok
-    assert "graph (third row) 0.950" in readme.coverage_note({"graph_more1": 0.95})
     labels = readme.row_labels({"answer": {"graph": a}})
     assert list(labels) == ["graph", "graph_secondary", "graph_more1"]
     note = readme.coverage_note({"graph_more1": 0.95, "graph": 0.96}, labels)

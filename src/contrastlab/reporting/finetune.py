@@ -85,12 +85,15 @@ def _split_table(summary: dict, split: str, title: str, tier: bool = False,
     for c in cols:
         if n := table_resolution(t[c]):
             notes.setdefault(n, []).append(heads[c].split(" (")[0])
-    by_col = " ".join(f"{', '.join(cs)}: {n}." for n, cs in notes.items())
+    if len(notes) > 1:  # say which columns each draw count belongs to
+        note = "Paired tests against the strongest baseline. " + " ".join(
+            f"For {', '.join(cs[:-1])}{' and ' * (len(cs) > 1)}{cs[-1]}: {n}."
+            for n, cs in notes.items())
+    else:
+        note = "".join(f"Paired tests against the strongest baseline: {n}." for n in notes)
     return Table(f"{title} ({size})", ["variant", *[heads[c] for c in cols]],
                  [[_tier_title(r, src), *[_cell(t[c][r]) for c in cols]] for r in rows],
-                 note=(f"Paired tests against the strongest baseline: {next(iter(notes))}."
-                       if len(notes) == 1 else "Paired tests against the strongest baseline, by "
-                       f"column. {by_col}" if notes else "") + extra)
+                 note=note + extra)
 
 
 def tier_headline(tier: dict) -> str:

@@ -71,18 +71,6 @@ def _rows_of(track: str, a: dict) -> list[tuple[str, dict]]:
     return rows + [(f"{track}_more{k}", {**a, **m}) for k, m in enumerate(a.get("more", []), start=1)]
 
 
-def _row_order(key: str) -> tuple[str, int]:
-    """``(track, row)`` of a key: ``code`` 0, ``code_secondary`` 1, ``code_more<k>`` 1 + k."""
-    m = re.match(r"(.+?)(?:_(secondary)|_more(\d+))?$", key)
-    return m.group(1), 1 if m.group(2) else 1 + int(m.group(3)) if m.group(3) else 0
-
-
-def _row_label(key: str) -> str:
-    """``code_secondary`` -> ``code (second row)``; ``code_more1`` -> ``code (third row)``."""
-    track, i = _row_order(key)
-    return f"{track} ({['second', 'third', 'fourth', 'fifth', 'sixth'][i - 1]} row)" if i else key
-
-
 def answer_table(summary: dict, coverage: dict | None = None) -> str:
     """The Markdown table of ``summary["answer"]`` (a track's secondary panel, then its further
     panels, in the rows after it: :func:`_rows_of`); ``coverage``: ``{"<track>",
@@ -113,13 +101,12 @@ def row_labels(summary: dict) -> dict[str, str]:
 
 def coverage_note(coverage: dict | None, labels: dict[str, str] | None = None) -> str:
     """The line under the table: the simulated coverage of each printed difference interval,
-    named by ``labels`` (:func:`row_labels`; in their order) or else by the key's track and row."""
+    named by ``labels`` (:func:`row_labels`; in their order), a key without a label by itself."""
     if not coverage:
         return "° no simulated coverage of the difference's interval: not shown."
     labels = labels or {}
-    order = [*[k for k in labels if k in coverage],
-             *sorted((k for k in coverage if k not in labels), key=_row_order)]
-    vals = "; ".join(f"{labels.get(k) or _row_label(k)} {coverage[k]:.3f}" for k in order)
+    order = [*[k for k in labels if k in coverage], *sorted(set(coverage) - set(labels))]
+    vals = "; ".join(f"{labels.get(k, k)} {coverage[k]:.3f}" for k in order)
     return (f"Each interval shown covers {LO:.2f}-{HI:.2f} of the time in a simulation at "
             f"its own per-item data ({vals}; docs/statistics.md); ° none in that range: not shown.")
 
@@ -198,6 +185,10 @@ REPORT_EXCERPTS = tuple((f, *_excerpt_block(*spec)) for f, *spec in (
      "No GPU bi-encoder results yet (`bash scripts/biencoder_gpu.sh` on a CUDA machine)."),
     ("docs/finetune.md", "finetune results", "## Fine-tuning the code encoder", "## ", None, False,
      "No fine-tuning results yet (`dvc repro finetune_summary report`)."),
+    ("docs/multilabel.md", "bibtex preset", "### bibtex, preset multilabel-bibtex", "#", None,
+     False, "No results of the bibtex preset in the report yet (`dvc repro report`)."),
+    ("docs/multilabel.md", "tmc full preset", "### tmc2007-500, preset multilabel-tmc-full", "#",
+     None, False, "No tmc2007-500 all-rows preset results in the report yet (`dvc repro report`)."),
 ))
 
 

@@ -1,0 +1,88 @@
+"""docs/multilabel.md's preset sections (bibtex, tmc2007-500 on all rows) against the committed
+runs: every test percentage the prose quotes is a committed value, and the generated
+subsample-vs-all-rows tables restate the runs they name."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from contrastlab.reporting.multilabel_doc import render_tmc_full
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "multilabel.md"
+METRICS = ROOT / "reports" / "metrics"
+
+committed = pytest.mark.skipif(not (METRICS / "multilabel_tmc_full").exists() or not DOC.exists(),
+                               reason="no committed preset results in this tree")
+
+
+def _preset_prose() -> str:
+    """The section from "### bibtex, measured" to the next "### " heading, generated blocks cut."""
+    lines = DOC.read_text(encoding="utf-8").splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("### bibtex, measured"))
+    j = next(k for k, ln in enumerate(lines) if k > i and ln.startswith("### "))
+    text = "\n".join(lines[i:j])
+    return re.sub(r"<!-- ([^/][^:]*): generated.*?<!-- /\1 -->", "", text, flags=re.S)
+
+
+def _committed_values() -> set[str]:
+    """Every float of the presets' folders and of the report's tmc2007-500 / bibtex runs, as a
+    fraction and as a percentage, to two decimals."""
+    out: set[str] = set()
+
+    def walk(x):
+        if isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+        elif isinstance(x, float):
+            out.update(f"{abs(s):.2f}" for s in (x, 100 * x))
+    files = [*(METRICS / "multilabel_bibtex").rglob("*.json"),
+             *(METRICS / "multilabel_tmc_full").rglob("*.json"),
+             *(f for f in (METRICS / "multilabel").rglob("*.json")
+               if f.name.startswith(("tmc2007-500_", "bibtex_")))]
+    for f in files:
+        walk(json.loads(f.read_text(encoding="utf-8")))
+    return out
+
+
+@committed
+def test_every_percentage_the_preset_prose_quotes_is_a_committed_value():
+    prose = _preset_prose()
+    assert "<!-- tmc2007-500 all rows" not in prose and "| row |" not in prose  # blocks cut
+    quoted = re.findall(r"(?<![\d.])\d{1,2}\.\d{2}(?!\d)", prose)
+    assert len(quoted) > 50  # the prose quotes many of its tables' numbers
+    known = _committed_values()
+    stale = sorted({q for q in quoted if q not in known})
+    assert not stale, f"docs/multilabel.md quotes values no committed run has: {stale}"
+
+
+@committed
+@pytest.mark.parametrize("kind", ["default", "tuned"])
+def test_subsample_vs_all_rows_tables_restate_the_runs(kind):
+    table = render_tmc_full(ROOT, kind)
+    assert table in DOC.read_text(encoding="utf-8")
+    full = METRICS / "multilabel_tmc_full"
+    sub = METRICS / "multilabel" / ("default/tmc2007-500" if kind == "default" else "")
+    rows = [ln for ln in table.splitlines() if ln.startswith("| ") and not ln.startswith("| row")]
+    assert len(rows) == 13
+    all_map = []
+    for ln in rows:
+        cells = [c.strip() for c in ln.strip("|").split(" | ")]
+        a, b, d = re.match(r"([\d.]+) -> \**([\d.]+)\** \(([+-][\d.]+)\)", cells[1]).groups()
+        all_map.append(float(b))
+        # find the run whose mAP the cell shows on all rows, then check its subsample partner
+        hits = [f for f in [*(full / "default").glob("*.json"), *(full / "tuned").glob("*.json")]
+                if f"{100 * json.loads(f.read_text())['map']:.2f}" == b]
+        assert hits, f"{cells[0]}: no run on all rows has mAP {b}"
+        m = {f.name: json.loads(f.read_text()) for f in hits}
+        pairs = [(n, json.loads((sub / n).read_text())) for n in m if (sub / n).exists()]
+        assert any(f"{100 * s['map']:.2f}" == a
+                   and f"{100 * (m[n]['map'] - s['map']):+.1f}" == d for n, s in pairs), cells[0]
+    assert all_map == sorted(all_map, reverse=True)  # rows by mAP on all rows
