@@ -78,17 +78,17 @@ def test_subsample_vs_all_rows_tables_restate_the_runs(kind):
     sub = METRICS / "multilabel" / ("default/tmc2007-500" if kind == "default" else "")
     rows = [ln for ln in table.splitlines() if ln.startswith("| ") and not ln.startswith("| row")]
     assert len(rows) == 13
+    runs = [(f.name, json.loads(f.read_text())["map"])  # every run on all rows, read once
+            for f in [*(full / "default").glob("*.json"), *(full / "tuned").glob("*.json")]]
+    sub_map = {f.name: json.loads(f.read_text())["map"] for f in sub.glob("*.json")}
     all_map = []
     for ln in rows:
         cells = [c.strip() for c in ln.strip("|").split(" | ")]
         a, b, d = re.match(r"([\d.]+) -> \**([\d.]+)\** \(([+-][\d.]+)\)", cells[1]).groups()
         all_map.append(float(b))
-        # find the run whose mAP the cell shows on all rows, then check its subsample partner
-        hits = [f for f in [*(full / "default").glob("*.json"), *(full / "tuned").glob("*.json")]
-                if f"{100 * json.loads(f.read_text())['map']:.2f}" == b]
+        # the runs whose mAP the cell shows on all rows, then their subsample partner
+        hits = [(n, v) for n, v in runs if f"{100 * v:.2f}" == b]
         assert hits, f"{cells[0]}: no run on all rows has mAP {b}"
-        m = {f.name: json.loads(f.read_text()) for f in hits}
-        pairs = [(n, json.loads((sub / n).read_text())) for n in m if (sub / n).exists()]
-        assert any(f"{100 * s['map']:.2f}" == a
-                   and f"{100 * (m[n]['map'] - s['map']):+.1f}" == d for n, s in pairs), cells[0]
+        assert any(n in sub_map and f"{100 * sub_map[n]:.2f}" == a
+                   and f"{100 * (v - sub_map[n]):+.1f}" == d for n, v in hits), cells[0]
     assert all_map == sorted(all_map, reverse=True)  # rows by mAP on all rows
