@@ -17,9 +17,9 @@ from pathlib import Path
 from ..evaluation.stats import format_p
 from . import Cell, Table, short_label
 from . import coverage_rule as rule
-from .picks import unrecorded_note
+from .picks import missing_picks, unrecorded_note
 
-__all__ = ["preset_tables", "COLUMNS"]
+__all__ = ["preset_tables", "preset_runs", "COLUMNS"]
 
 #: table column -> the metric key of ``combined_table.json`` rows
 COLUMNS = {"mAP": "map", "macro-F1 @val-t": "macro_f1_val_t", "micro-F1 @0.5": "micro_f1",
@@ -35,6 +35,46 @@ def _dataset(folder: Path, table: dict) -> str:
     return hits[0].name[: -len(f"_{table['baseline']}.json")]
 
 
+def _presets(metrics: Path, root: Path):
+    """``(folder, combined table with absolute sources, data set, preset name, {row: run})``
+    of each ``<metrics>/multilabel_*/combined_table.json``; a row's run is its metrics JSON
+    ``<source>/<dataset>_<row>.json``."""
+    for f in sorted(Path(metrics).glob("multilabel_*/combined_table.json")):
+        t = json.loads(f.read_text(encoding="utf-8"))
+        t["source"] = {k: str(Path(root) / v) for k, v in t["source"].items()}
+        ds = _dataset(f.parent, t)
+        runs = {n: json.loads((Path(t["source"][n]) / f"{ds}_{n}.json").read_text(encoding="utf-8"))
+                for n in t["rows"]}
+        yield f.parent, t, ds, f.parent.name.replace("_", "-"), runs
+
+
+def preset_runs(metrics: Path, root: Path) -> dict[str, dict[str, dict]]:
+    """``{"<dataset> (preset <name>)": {row: run metrics}}``: the runs behind each preset table,
+    grouped as :func:`~contrastlab.reporting.picks.picks_table` takes them."""
+    return {f"{ds} (preset {preset})": runs for _, _, ds, preset, runs in _presets(metrics, root)}
+
+
+#: The threshold rule of runs made before picks were recorded (the record and the plateau rule
+#: came together).
+FORMER_THRESHOLD = (" Their F1 threshold follows the former rule, the grid point of highest "
+                    "validation (micro-F1 + macro-F1) / 2 without the averaging over its neighbours, "
+                    "so their F1 at the validation threshold may differ from a rerun's; mAP and "
+                    "F1 at 0.5 do not depend on it.")
+
+
+def _margins_note(metrics: Path, folder: Path, runs: dict[str, dict]) -> str:
+    """The sentences on the rows whose runs record no pick margin (made under the former
+    threshold rule, :data:`FORMER_THRESHOLD`): ``""`` when every run records one, the folder's
+    :func:`~contrastlab.reporting.picks.unrecorded_note` when no run in the folder does, else
+    the rows named."""
+    missing = [short_label("multilabel", n) for n, r in runs.items() if missing_picks(r)]
+    if not missing:
+        return ""
+    return ((len(missing) == len(runs) and unrecorded_note(metrics, folder.name))
+            or f" Margins: the runs of {', '.join(missing)} predate the record of validation "
+               "picks, so their picks carry no margin.") + FORMER_THRESHOLD
+
+
 def preset_tables(metrics: Path, root: Path, digits: int = 2) -> list[Table]:
     """One :class:`~contrastlab.reporting.Table` per ``<metrics>/multilabel_*/combined_table.json``
     (``root``: where the table's ``source`` folders are relative to): every row with mAP, macro-F1
@@ -42,10 +82,7 @@ def preset_tables(metrics: Path, root: Path, digits: int = 2) -> list[Table]:
     the preset's coverage simulation does not cover) and macro-F1 @val-t against the strongest
     baseline (by validation mAP) with its Holm-corrected p; ``[]`` when no preset has one."""
     out, cov = [], rule.load(metrics)
-    for f in sorted(Path(metrics).glob("multilabel_*/combined_table.json")):
-        t = json.loads(f.read_text(encoding="utf-8"))
-        t["source"] = {k: str(Path(root) / v) for k, v in t["source"].items()}
-        ds, preset = _dataset(f.parent, t), f.parent.name.replace("_", "-")
+    for folder, t, ds, preset, runs in _presets(metrics, root):
         title = f"{ds}, preset {preset} (presets/{preset}.yaml): test, %"
         rows = []
         for name, r in t["rows"].items():
@@ -63,9 +100,9 @@ def preset_tables(metrics: Path, root: Path, digits: int = 2) -> list[Table]:
         out.append(Table(title,
                          ["row", "seeds", *COLUMNS, "Δ macro-F1 @val-t vs strongest baseline (Holm p)"],
                          rows, note=(f"Runs made under presets/{preset}.yaml, outside the default "
-                                     f"pipeline (docs/multilabel.md); {f.parent.name}/{f.name} "
+                                     f"pipeline (docs/multilabel.md); {folder.name}/combined_table.json "
                                      "from `python scripts/multilabel_table.py --json`. Strongest "
                                      f"baseline by validation mAP: {short_label('multilabel', t['baseline'])}. "
                                      "↑/↓: significantly above / below it (paired bootstrap, Holm). "
-                                     + rule.NOTE + unrecorded_note(metrics, f.parent.name))))
+                                     + rule.NOTE + _margins_note(metrics, folder, runs))))
     return out
