@@ -171,8 +171,9 @@ def test_committed_multilabel_runs_record_every_pick_margin():
 
 def test_committed_bibtex_preset_runs_record_every_pick_margin():
     """The runs behind the bibtex preset's tables (reports/metrics/multilabel_bibtex/: the report's
-    combined table, i.e. the tuned rows and logistic regression at its declared values, and the
-    2,000-step cap and contrastive pre-training + BCE runs the docs compare with it) were made
+    combined table, i.e. the tuned rows and logistic regression at its declared values, the
+    2,000-step cap and contrastive pre-training + BCE runs the docs compare with it, and the
+    declared-values runs but HistGradientBoosting's) were made
     under the current pick rules and record the margin of every validation pick; a run kept from
     before them fails here."""
     import json
@@ -186,7 +187,10 @@ def test_committed_bibtex_preset_runs_record_every_pick_margin():
     files = [root / src / f"bibtex_{row}.json" for row, src in combined["source"].items()]
     files += [f for d in ("steps2000", "hybrid", "hybrid2000")
               for f in sorted((mdir / d).glob("bibtex_*.json"))]
-    assert len(files) == 13 + 8 + 1 + 1
+    # the declared-values runs too, but HistGradientBoosting's, not yet rerun (docs/multilabel.md)
+    files += [f for f in sorted((mdir / "default").glob("bibtex_*.json"))
+              if f.name != "bibtex_hgb.json" and f not in files]
+    assert len(files) == 13 + 8 + 1 + 1 + 11
     missing = {f.relative_to(mdir).as_posix(): m for f in files
                if (m := missing_picks(json.loads(f.read_text())))}
     assert not missing, f"{len(missing)} run(s) without a recorded pick margin: {sorted(missing)}"
