@@ -50,7 +50,12 @@ def _presets(metrics: Path, root: Path):
 
 def preset_runs(metrics: Path, root: Path) -> dict[str, dict[str, dict]]:
     """``{"<dataset> (preset <name>)": {row: run metrics}}``: the runs behind each preset table,
-    grouped as :func:`~contrastlab.reporting.picks.picks_table` takes them."""
+    grouped as :func:`~contrastlab.reporting.picks.picks_table` takes them; ``{}`` when no
+    ``<metrics>/multilabel_*/combined_table.json`` exists.
+
+    Raises:
+        FileNotFoundError: a table's row has no run file ``<source>/<dataset>_<row>.json``.
+    """
     return {f"{ds} (preset {preset})": runs for _, _, ds, preset, runs in _presets(metrics, root)}
 
 
