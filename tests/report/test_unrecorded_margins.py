@@ -51,7 +51,7 @@ def test_the_report_names_every_shown_folder_without_margins_and_no_other():
 def test_a_preset_table_names_the_rows_whose_runs_record_no_margin(tmp_path):
     """A preset table whose rows come from runs that partly record their picks names those
     that do not; its runs also reach the picks table, grouped under the preset's name."""
-    from contrastlab.reporting.multilabel_presets import _margins_note, preset_runs
+    from contrastlab.reporting.multilabel_presets import _margins_note, preset_runs, read_presets
 
     picks = {"threshold": {"margin_seed": [3], "n_val": 100, "fragile_seeds": 0}}
     _write(tmp_path / "multilabel_toy" / "tuned" / "toy_all.json", {"picks": picks})
@@ -59,7 +59,7 @@ def test_a_preset_table_names_the_rows_whose_runs_record_no_margin(tmp_path):
     _write(tmp_path / "multilabel_toy" / "combined_table.json",
            {"baseline": "logreg", "rows": {"all": {}, "logreg": {}},
             "source": {"all": "multilabel_toy/tuned", "logreg": "multilabel_toy/default"}})
-    runs = preset_runs(tmp_path, tmp_path)
+    runs = preset_runs(read_presets(tmp_path, tmp_path))
     assert list(runs) == ["toy (preset multilabel-toy)"]
     group = runs["toy (preset multilabel-toy)"]
     assert group["all"]["picks"] == picks and group["logreg"] == {"C": 1.0}

@@ -29,7 +29,7 @@ from .figures import Comparison, Panel, rows_from_stats
 from .multilabel_figures import _curve_figure, _weights_figure
 from .multilabel_headline import F1_KEY, F1_LABEL, headline
 from .picks import picks_table
-from .multilabel_presets import preset_runs, preset_tables  # bibtex, tmc2007-500 on all rows: own tables
+from .multilabel_presets import preset_runs, preset_tables, read_presets  # bibtex, tmc2007-500 on all rows: own tables
 from .multilabel_rows import (_TABLE, ALIASES, BASELINES, CONTRASTIVE, HYBRID_ROWS, METRICS, PAPER_TABLE1,
                               PAPER_TABLE4, ROWS, TABLE1_ROWS, TITLES, Rows, _paper_name, rows_for, short)
 from .multilabel_stats import (NO_CI_NOTE, NO_COVER_NOTE, _cell, _frequent_k, _frequent_note,
@@ -302,12 +302,13 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
     notes, figs, tabs, (fr, fr_f1) = _friedman(g, Path(figures_dir))
     cd_map = [f for f in figs if f.path.name == "multilabel_cd_map.png"]
     dvt = default_vs_tuned(g["mdir"], g["tdir"], g["rowset"], cov)
-    picks = picks_table({**g["runs"], **preset_runs(inp.metrics, inp.root)})  # presets' too
+    presets = read_presets(inp.metrics, inp.root)
+    picks = picks_table({**g["runs"], **preset_runs(presets)})  # presets' too
     return Section(
         "multilabel", "Multi-label supervised contrastive learning",
         headline=headline(g["runs"], g["stats"], fr, fr_f1, g["rowset"]) + _tuning_sentence(dvt, g["runs"]),
         comparison=_comparison(g["stats"], g["uncovered"], cd_map, g["rowset"]),
         notes=[_protocol_note(g), NO_CI_NOTE, _SIMDIS_NOTE, *notes],
         tables=[_datasets_table(g), *tables, *tabs, _ablation_table(g), _tuned_table(g),
-                dvt, picks, *preset_tables(inp.metrics, inp.root), *_paper_tables()],
+                dvt, picks, *preset_tables(inp.metrics, presets), *_paper_tables()],
         figures=[*plots, *figs]).build(figures_dir)

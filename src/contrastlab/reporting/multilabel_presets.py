@@ -19,7 +19,7 @@ from . import Cell, Table, short_label
 from . import coverage_rule as rule
 from .picks import missing_picks, unrecorded_note
 
-__all__ = ["preset_tables", "preset_runs", "COLUMNS"]
+__all__ = ["read_presets", "preset_tables", "preset_runs", "COLUMNS"]
 
 #: table column -> the metric key of ``combined_table.json`` rows
 COLUMNS = {"mAP": "map", "macro-F1 @val-t": "macro_f1_val_t", "micro-F1 @0.5": "micro_f1",
@@ -35,28 +35,31 @@ def _dataset(folder: Path, table: dict) -> str:
     return hits[0].name[: -len(f"_{table['baseline']}.json")]
 
 
-def _presets(metrics: Path, root: Path):
-    """``(folder, combined table with absolute sources, data set, preset name, {row: run})``
-    of each ``<metrics>/multilabel_*/combined_table.json``; a row's run is its metrics JSON
-    ``<source>/<dataset>_<row>.json``."""
+def read_presets(metrics: Path, root: Path) -> list[tuple[Path, dict, str, str, dict[str, dict]]]:
+    """``[(folder, combined table with absolute sources, data set, preset name, {row: run})]``
+    of each ``<metrics>/multilabel_*/combined_table.json`` (``root``: where the table's
+    ``source`` folders are relative to); a row's run is its metrics JSON
+    ``<source>/<dataset>_<row>.json``. ``[]`` when no preset has a table.
+
+    Raises:
+        FileNotFoundError: a table's row has no run file ``<source>/<dataset>_<row>.json``.
+    """
+    out = []
     for f in sorted(Path(metrics).glob("multilabel_*/combined_table.json")):
         t = json.loads(f.read_text(encoding="utf-8"))
         t["source"] = {k: str(Path(root) / v) for k, v in t["source"].items()}
         ds = _dataset(f.parent, t)
         runs = {n: json.loads((Path(t["source"][n]) / f"{ds}_{n}.json").read_text(encoding="utf-8"))
                 for n in t["rows"]}
-        yield f.parent, t, ds, f.parent.name.replace("_", "-"), runs
+        out.append((f.parent, t, ds, f.parent.name.replace("_", "-"), runs))
+    return out
 
 
-def preset_runs(metrics: Path, root: Path) -> dict[str, dict[str, dict]]:
-    """``{"<dataset> (preset <name>)": {row: run metrics}}``: the runs behind each preset table,
-    grouped as :func:`~contrastlab.reporting.picks.picks_table` takes them; ``{}`` when no
-    ``<metrics>/multilabel_*/combined_table.json`` exists.
-
-    Raises:
-        FileNotFoundError: a table's row has no run file ``<source>/<dataset>_<row>.json``.
-    """
-    return {f"{ds} (preset {preset})": runs for _, _, ds, preset, runs in _presets(metrics, root)}
+def preset_runs(presets: list) -> dict[str, dict[str, dict]]:
+    """``{"<dataset> (preset <name>)": {row: run metrics}}`` of :func:`read_presets`' list: the
+    runs behind each preset table, grouped as :func:`~contrastlab.reporting.picks.picks_table`
+    takes them."""
+    return {f"{ds} (preset {preset})": runs for _, _, ds, preset, runs in presets}
 
 
 #: The threshold rule of runs made before picks were recorded (the record and the plateau rule
@@ -80,14 +83,14 @@ def _margins_note(metrics: Path, folder: Path, runs: dict[str, dict]) -> str:
                "picks, so their picks carry no margin.") + FORMER_THRESHOLD
 
 
-def preset_tables(metrics: Path, root: Path, digits: int = 2) -> list[Table]:
-    """One :class:`~contrastlab.reporting.Table` per ``<metrics>/multilabel_*/combined_table.json``
-    (``root``: where the table's ``source`` folders are relative to): every row with mAP, macro-F1
+def preset_tables(metrics: Path, presets: list, digits: int = 2) -> list[Table]:
+    """One :class:`~contrastlab.reporting.Table` per preset of :func:`read_presets`' list
+    (``metrics``: the folder holding the coverage files): every row with mAP, macro-F1
     at the validation threshold, micro-/macro-F1 at 0.5 (mean over seeds [95 % CI], or ° where
     the preset's coverage simulation does not cover) and macro-F1 @val-t against the strongest
     baseline (by validation mAP) with its Holm-corrected p; ``[]`` when no preset has one."""
     out, cov = [], rule.load(metrics)
-    for folder, t, ds, preset, runs in _presets(metrics, root):
+    for folder, t, ds, preset, runs in presets:
         title = f"{ds}, preset {preset} (presets/{preset}.yaml): test, %"
         rows = []
         for name, r in t["rows"].items():
