@@ -7,6 +7,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("CONTRASTLAB_MLFLOW", "0")  # tests that check MLflow turn it back on
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# one BLAS/OpenMP thread per process: the suite runs several pytest-xdist workers on few cores,
+# and a second thread per worker only spins. Measured on 2 cores (the graph end-to-end test):
+# 41 s wall and 61 CPU-s with the default two threads, 26 s and 26 CPU-s with one. Tests of
+# thread counts set theirs explicitly; stage subprocesses inherit this.
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 # stages called from tests write their wall times here, not into the checkout's reports/timings
 os.environ.setdefault("CONTRASTLAB_TIMINGS", tempfile.mkdtemp(prefix="contrastlab-timings-"))
 

@@ -48,10 +48,10 @@ def test_the_report_names_every_shown_folder_without_margins_and_no_other():
     assert not unrecorded & {"code", "graph", "multilabel", "finetune"}
 
 
-def test_a_preset_table_names_the_rows_whose_runs_record_no_margin(tmp_path):
-    """A preset table whose rows come from runs that partly record their picks names those
-    that do not; its runs also reach the picks table, grouped under the preset's name."""
-    from contrastlab.reporting.multilabel_presets import _margins_note, preset_runs, read_presets
+def test_a_preset_folders_runs_reach_the_picks_table_under_its_name(tmp_path):
+    """The runs behind a preset table (each row's metrics JSON under its source folder) reach
+    the picks table, grouped under the data set and the preset's name."""
+    from contrastlab.reporting.multilabel_presets import preset_runs, read_presets
 
     picks = {"threshold": {"margin_seed": [3], "n_val": 100, "fragile_seeds": 0}}
     _write(tmp_path / "multilabel_toy" / "tuned" / "toy_all.json", {"picks": picks})
@@ -63,11 +63,5 @@ def test_a_preset_table_names_the_rows_whose_runs_record_no_margin(tmp_path):
     assert list(runs) == ["toy (preset multilabel-toy)"]
     group = runs["toy (preset multilabel-toy)"]
     assert group["all"]["picks"] == picks and group["logreg"] == {"C": 1.0}
-    note = _margins_note(tmp_path, tmp_path / "multilabel_toy", group)
-    assert "runs of Logistic regression" in note and "ALL" not in note
-    assert "former rule" in note  # such runs picked their F1 threshold by the former rule
-    assert _margins_note(tmp_path, tmp_path / "multilabel_toy", {"all": group["all"]}) == ""
-    # no run in the folder records a margin: the folder's sentence
-    _write(tmp_path / "multilabel_old" / "toy_logreg.json", {"C": 1.0})
-    assert "reports/metrics/multilabel_old/" in _margins_note(
-        tmp_path, tmp_path / "multilabel_old", {"logreg": group["logreg"]})
+    # the folder records a margin: the preset table's note says nothing of unrecorded picks
+    assert unrecorded_note(tmp_path, "multilabel_toy") == ""

@@ -310,5 +310,5 @@ def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
         comparison=_comparison(g["stats"], g["uncovered"], cd_map, g["rowset"]),
         notes=[_protocol_note(g), NO_CI_NOTE, _SIMDIS_NOTE, *notes],
         tables=[_datasets_table(g), *tables, *tabs, _ablation_table(g), _tuned_table(g),
-                dvt, picks, *preset_tables(inp.metrics, presets), *_paper_tables()],
+                dvt, picks, *preset_tables(cov, inp.metrics, presets), *_paper_tables()],
         figures=[*plots, *figs]).build(figures_dir)

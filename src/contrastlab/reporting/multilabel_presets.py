@@ -17,7 +17,7 @@ from pathlib import Path
 from ..evaluation.stats import format_p
 from . import Cell, Table, short_label
 from . import coverage_rule as rule
-from .picks import missing_picks, unrecorded_note
+from .picks import unrecorded_note
 
 __all__ = ["read_presets", "preset_tables", "preset_runs", "COLUMNS"]
 
@@ -62,34 +62,14 @@ def preset_runs(presets: list) -> dict[str, dict[str, dict]]:
     return {f"{ds} (preset {preset})": runs for _, _, ds, preset, runs in presets}
 
 
-#: The threshold rule of runs made before picks were recorded (the record and the plateau rule
-#: came together).
-FORMER_THRESHOLD = (" Their F1 threshold follows the former rule, the grid point of highest "
-                    "validation (micro-F1 + macro-F1) / 2 without the averaging over its neighbours, "
-                    "so their F1 at the validation threshold may differ from a rerun's; mAP and "
-                    "F1 at 0.5 do not depend on it.")
-
-
-def _margins_note(metrics: Path, folder: Path, runs: dict[str, dict]) -> str:
-    """The sentences on the rows whose runs record no pick margin (made under the former
-    threshold rule, :data:`FORMER_THRESHOLD`): ``""`` when every run records one, the folder's
-    :func:`~contrastlab.reporting.picks.unrecorded_note` when no run in the folder does, else
-    the rows named."""
-    missing = [short_label("multilabel", n) for n, r in runs.items() if missing_picks(r)]
-    if not missing:
-        return ""
-    return ((len(missing) == len(runs) and unrecorded_note(metrics, folder.name))
-            or f" Margins: the runs of {', '.join(missing)} predate the record of validation "
-               "picks, so their picks carry no margin.") + FORMER_THRESHOLD
-
-
-def preset_tables(metrics: Path, presets: list, digits: int = 2) -> list[Table]:
+def preset_tables(cov: dict, metrics: Path, presets: list, digits: int = 2) -> list[Table]:
     """One :class:`~contrastlab.reporting.Table` per preset of :func:`read_presets`' list
-    (``metrics``: the folder holding the coverage files): every row with mAP, macro-F1
+    (``cov``: the coverage files, :func:`.coverage_rule.load`; ``metrics``: the folder holding
+    the presets' folders): every row with mAP, macro-F1
     at the validation threshold, micro-/macro-F1 at 0.5 (mean over seeds [95 % CI], or ° where
     the preset's coverage simulation does not cover) and macro-F1 @val-t against the strongest
     baseline (by validation mAP) with its Holm-corrected p; ``[]`` when no preset has one."""
-    out, cov = [], rule.load(metrics)
+    out = []
     for folder, t, ds, preset, runs in presets:
         title = f"{ds}, preset {preset} (presets/{preset}.yaml): test, %"
         rows = []
@@ -112,5 +92,5 @@ def preset_tables(metrics: Path, presets: list, digits: int = 2) -> list[Table]:
                                      "from `python scripts/multilabel_table.py --json`. Strongest "
                                      f"baseline by validation mAP: {short_label('multilabel', t['baseline'])}. "
                                      "↑/↓: significantly above / below it (paired bootstrap, Holm). "
-                                     + rule.NOTE + _margins_note(metrics, folder, runs))))
+                                     + rule.NOTE + unrecorded_note(metrics, folder.name))))
     return out
