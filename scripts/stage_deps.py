@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import hashlib
 import re
 import shlex
@@ -157,6 +158,13 @@ class Closure:
     table: set[Path] = field(default_factory=set)       # modules importing registry names
 
 
+@functools.lru_cache(maxsize=None)
+def _parse(text: str) -> ast.Module:
+    """The syntax tree of a file's text, shared by every :class:`Analyzer` of this process (a
+    copy of the project parses no file twice; the trees are only read, never changed)."""
+    return ast.parse(text)
+
+
 class Analyzer:
     """Import closures inside ``<root>/src/contrastlab`` (cached per file)."""
 
@@ -224,7 +232,12 @@ class Analyzer:
 
     def _tree(self, path: Path) -> ast.Module:
         if path not in self._trees:
-            self._trees[path] = ast.parse(path.read_text(encoding="utf-8"), str(path))
+            text = path.read_text(encoding="utf-8")
+            try:
+                self._trees[path] = _parse(text)
+            except SyntaxError:  # again, for the message with the file's name
+                ast.parse(text, str(path))
+                raise
         return self._trees[path]
 
     def top_names(self, dotted: str) -> set[str]:
