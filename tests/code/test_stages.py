@@ -41,13 +41,14 @@ def test_code_stages_end_to_end(tmp_path):
     params.write_text(
         "code:\n  repos:\n    dists: []\n    sources:\n" + sources + "\n"
         "  split: {train: 0.34, val: 0.33, test: 0.33}\n"
-        "  teacher: {layer: 2, max_body_tokens: 32, max_sig_tokens: 16, shard_size: 16}\n"
+        "  extract: {workers: 1}\n"
+        "  teacher: {layer: 2, max_body_tokens: 32, max_sig_tokens: 16, shard_size: 16, workers: 1}\n"
         "  model: {d_model: 16, n_layers: 1, n_heads: 2, ffn: 32}\n"
         "  train: {epochs: 2, batch_size: 4, device: cpu, seeds: [0]}\n"
         "  variants:\n    infonce:\n      loss: infonce\n      search:\n"
         "        lr: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}\n"
         "    plain: {loss: cosine, search: null}\n"
-        "  baselines: {zeroshot_layers: [6]}\n"
+        "  baselines: {zeroshot_layers: [6], workers: 2}\n"
         "  tune: {trials: 2, startup_trials: 1, epochs: 1, seeds: [100, 101], pruner: none}\n")
     d = tmp_path / "data"
     common = ["--params", str(params)]

@@ -65,10 +65,10 @@ def preset_runs(presets: list) -> dict[str, dict[str, dict]]:
 def preset_tables(cov: dict, metrics: Path, presets: list, digits: int = 2) -> list[Table]:
     """One :class:`~contrastlab.reporting.Table` per preset of :func:`read_presets`' list
     (``cov``: the coverage files, :func:`.coverage_rule.load`; ``metrics``: the folder holding
-    the presets' folders): every row with mAP, macro-F1
-    at the validation threshold, micro-/macro-F1 at 0.5 (mean over seeds [95 % CI], or ° where
-    the preset's coverage simulation does not cover) and macro-F1 @val-t against the strongest
-    baseline (by validation mAP) with its Holm-corrected p; ``[]`` when no preset has one."""
+    the presets' folders): every row with mAP, macro-F1 at the validation threshold,
+    micro-/macro-F1 at 0.5 (mean over seeds [95 % CI], or ° where the preset's coverage
+    simulation does not cover) and macro-F1 @val-t against the strongest baseline (by
+    validation mAP) with its Holm-corrected p; ``[]`` when no preset has one."""
     out = []
     for folder, t, ds, preset, runs in presets:
         title = f"{ds}, preset {preset} (presets/{preset}.yaml): test, %"
