@@ -13,7 +13,7 @@
 # idle, another machine: 1,367 tests in 6 min 56 s on a clean clone, 6 min 48 s in a checkout.
 # 2026-12-01, idle, an AMD EPYC machine with AVX2 only: 1,389 tests in 14 min 59 s on a clean clone.
 # The same machine after tests/conftest.py set one BLAS/OpenMP thread per test process (the
-# workers' second threads only spun): 10 min 25 s to 11 min 13 s on a clean clone (three runs).
+# workers' second threads only spun): 10 min 25 s to 11 min 13 s on a clean clone (four runs).
 # CONTRASTLAB_TEST_WORKERS=0 runs it in this process.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
