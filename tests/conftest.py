@@ -13,6 +13,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # thread counts set theirs explicitly; stage subprocesses inherit this.
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+# every `mlflow server` the tests start runs without its job runner (a huey consumer process per
+# server that no test uses, a few CPU-seconds each)
+os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
 # stages called from tests write their wall times here, not into the checkout's reports/timings
 os.environ.setdefault("CONTRASTLAB_TIMINGS", tempfile.mkdtemp(prefix="contrastlab-timings-"))
 

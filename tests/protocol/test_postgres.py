@@ -240,11 +240,6 @@ with stage_run("graph", f"tune_pg@{i}", {"i": i}) as tr:
 """
 
 
-#: ``mlflow server`` without its job runner (a huey consumer per server, which the tests never
-#: use; its start costs a few CPU seconds).
-NO_JOBS = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-
-
 def test_mlflow_server_on_postgres_takes_concurrent_stages(pg_server, tmp_path):
     """``mlflow server`` with a PostgreSQL backend store; three processes run a tracked stage
     (contrastlab.tracking.stage_run + a 2-trial study with nested trial runs) at once."""
@@ -258,8 +253,7 @@ def test_mlflow_server_on_postgres_takes_concurrent_stages(pg_server, tmp_path):
     server = subprocess.Popen(
         [str(mlflow_bin), "server", "--backend-store-uri", url, "--default-artifact-root",
          str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, **NO_JOBS})
+         "--workers", "1"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 180  # schema creation; slow on a loaded machine

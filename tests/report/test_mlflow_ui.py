@@ -78,8 +78,7 @@ def server(tracked_store):
         [str(mlflow) if mlflow.exists() else "mlflow", "server", "--backend-store-uri", uri,
          "--default-artifact-root", (tmp / "mlartifacts").as_uri(),
          "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp,
-        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})  # no job runner
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
