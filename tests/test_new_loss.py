@@ -176,7 +176,7 @@ def test_new_two_view_loss_reaches_the_graph_table(tmp_path):
         g = raw["graph"]
         g["train"].update(epochs=3, batch_nodes=512)
         g["final"] = {"seeds": [0, 1], "ablation_seeds": []}
-        g["tune"]["seeds"] = [100]
+        g["tune"].update(seeds=[100], trials=2, startup_trials=1)
         g["model"] = {"hidden_dim": 16, "out_dim": 16, "proj_dim": 16, "activation": "prelu"}
         g["probe"]["c_grid"] = [1.0]
         g["probe"]["notebook_steps"] = 5
@@ -201,10 +201,13 @@ def test_new_two_view_loss_reaches_the_graph_table(tmp_path):
     run(root, "scripts/stage_deps.py", "--write")
     run(root, "scripts/stage_deps.py")
 
-    # tuning (nothing searched: the declared configuration, scored once on validation),
+    # tuning (two trials over the search space the variant inherits from graph.tune.search),
     # final training (3 steps, 2 seeds) with its test evaluation, then the report
     run(root, *stage_argv(root, "fetch_graph"), "--vendor", str(ROOT / "data/vendor/planetoid/Cora"))
     run(root, *stage_argv(root, "tune_graph@dcl"))
+    tuned = json.loads((root / "reports/tuned/graph/dcl.json").read_text())
+    assert tuned["n_complete"] == 2 and set(tuned["space"]) == set(
+        yaml.safe_load((root / "params.yaml").read_text())["graph"]["tune"]["search"])
     run(root, *stage_argv(root, "train_graph@dcl"))
     m = json.loads((root / "reports/metrics/graph/dcl.json").read_text())
     assert m["n_seeds"] == 2 and m["loss"] == "dcl" and 0.0 < m["logreg_acc_mean"] <= 1.0

@@ -188,12 +188,10 @@ def test_biencoder_stages_end_to_end(model_dir, tmp_path):
     """biencoder_cache -> tune_biencoder -> train_biencoder (both trainers) -> hybrid_biencoder on
     16 functions, then the signature index through the query CLI."""
     import json
-    import os
-    import subprocess
-    import sys
     from pathlib import Path
 
     import pandas as pd
+    from _stagerun import run_stage_here
 
     root = Path(__file__).resolve().parents[2]
     names = ["add", "read", "parse", "mean", "upper", "fetch", "sort", "even"]
@@ -217,8 +215,6 @@ def test_biencoder_stages_end_to_end(model_dir, tmp_path):
         "    tune: {trials: 1, startup_trials: 1, seeds: [100]}\n    rows:\n"
         "      be_a: {loss: infonce, search: {lr: {type: float, low: 1.0e-5, high: 1.0e-3, log: true}}}\n"
         "      be_st: {trainer: sentence_transformers, loss: infonce, learn_temperature: false}\n")
-    env = {**os.environ, "CONTRASTLAB_MLFLOW": "0", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
-           "PYTHONPATH": str(root / "src")}
     io = ["--params", str(params), "--functions", str(d / "f.parquet"), "--splits", str(d / "s.parquet")]
     cache = ["--cache", str(d / "cache.safetensors")]
     out = ["--models", str(d / "models"), "--metrics", str(tmp_path / "m"), "--data", str(tmp_path / "r"),
@@ -231,9 +227,8 @@ def test_biencoder_stages_end_to_end(model_dir, tmp_path):
              ["stages/hybrid_biencoder.py", *io, "--models", str(d / "models"),
               "--baselines", str(d / "baselines.json"), "--metrics", str(tmp_path / "m" / "hybrids_biencoder.json"),
               "--ranks", str(tmp_path / "r" / "hybrids_biencoder_ranks.csv")]]
-    for s in steps:
-        r = subprocess.run([sys.executable, str(root / s[0]), *s[1:]], cwd=root, env=env,
-                           capture_output=True, text=True, timeout=400)
+    for s in steps:  # each stage's main in this process (tests/_stagerun.py)
+        r = run_stage_here(root / s[0], s[1:], root)
         assert r.returncode == 0, f"{s[0]}: {r.stderr[-2000:]}"
     a = json.loads((tmp_path / "m" / "be_a.json").read_text())
     st = json.loads((tmp_path / "m" / "be_st.json").read_text())

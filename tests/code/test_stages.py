@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from _stagerun import StageResult, run_stage_here
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,10 +21,10 @@ def {name}(items, factor={k}):
 '''
 
 
-def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "CONTRASTLAB_MLFLOW": "0", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=240)
+def _run(args: list[str], cwd: Path) -> StageResult:
+    """A stage script's ``main`` in this process (tests/_stagerun.py): one interpreter's imports
+    for the whole chain instead of one per stage."""
+    return run_stage_here(args[0], args[1:], cwd)
 
 
 @pytest.mark.slow

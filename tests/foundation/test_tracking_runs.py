@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from _stagerun import run_stage_here
+
 from contrastlab.invocation import Invocation, using
 
 from contrastlab.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, variant_run
@@ -233,23 +235,31 @@ def _tiny_multilabel(tmp: Path) -> None:
     tuned.mkdir(parents=True)
     (tuned / "logreg.json").write_text('{"params": {}}')
     (tuned / "mulsupcon.json").write_text('{"params": {"temperature": 0.25}}')
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_"))}
-    env.update(CONTRASTLAB_MLFLOW="0", PYTHONPATH=SRC, OMP_NUM_THREADS="1")
-    subprocess.run([sys.executable, str(Path(SRC).parent / "stages" / "build_multilabel.py"),
-                    "--dataset", "mine", "--out", "data/multilabel/mine",
-                    "--report-dir", "reports/data/multilabel"], cwd=tmp, env=env, check=True,
-                   capture_output=True, timeout=300)
+    r = run_stage_here(Path(SRC).parent / "stages" / "build_multilabel.py",
+                       ["--dataset", "mine", "--out", "data/multilabel/mine",
+                        "--report-dir", "reports/data/multilabel"], tmp, _NO_TRACKING)
+    assert r.returncode == 0, r.stderr
 
 
-def _train_multilabel(tmp: Path, variant: str, mlflow_env: dict[str, str]) -> None:
+#: the untracked runs: no MLflow, no DVC experiment (as outside ``dvc exp run``)
+_NO_TRACKING = {"CONTRASTLAB_MLFLOW": "0", "MLFLOW_TRACKING_URI": None, "DVC_EXP_NAME": None,
+                "DVC_EXP_BASELINE_REV": None, "DVC_ROOT": None}
+
+
+def _train_multilabel(tmp: Path, variant: str, mlflow_env: dict[str, str] | None) -> None:
+    """The stage in a new interpreter with ``mlflow_env``, or (``None``) untracked in this one."""
+    argv = ["--dataset", "mine", "--loss", variant, "--data-dir", "data/multilabel",
+            "--tuned-dir", "reports/tuned/multilabel", "--metrics-dir", "reports/metrics/multilabel",
+            "--plots-dir", "reports/plots/multilabel"]
+    script = Path(SRC).parent / "stages" / "train_multilabel.py"
+    if mlflow_env is None:
+        p = run_stage_here(script, argv, tmp, _NO_TRACKING)
+        assert p.returncode == 0, p.stderr
+        return
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_"))}
     env.update(PYTHONPATH=SRC, OMP_NUM_THREADS="1", **mlflow_env)
     env.pop("RANK", None)
-    p = subprocess.run([sys.executable, str(Path(SRC).parent / "stages" / "train_multilabel.py"),
-                        "--dataset", "mine", "--loss", variant, "--data-dir", "data/multilabel",
-                        "--tuned-dir", "reports/tuned/multilabel",
-                        "--metrics-dir", "reports/metrics/multilabel",
-                        "--plots-dir", "reports/plots/multilabel"], cwd=tmp, env=env,
+    p = subprocess.run([sys.executable, str(script), *argv], cwd=tmp, env=env,
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     assert "tracking unavailable" not in p.stderr and "disabled" not in p.stderr, p.stderr
@@ -263,8 +273,8 @@ def test_multilabel_stage_logs_one_run_per_dataset_variant(tmp_path):
     outs = ["reports/metrics/multilabel/mine_{v}.json", "reports/plots/multilabel/mine_{v}.csv",
             "reports/metrics/multilabel/reps/mine_{v}.npz"]
     untracked = {}
-    for v in ("logreg", "mulsupcon"):
-        _train_multilabel(tmp_path, v, {"CONTRASTLAB_MLFLOW": "0"})
+    for v in ("logreg", "mulsupcon"):  # untracked, in this process
+        _train_multilabel(tmp_path, v, None)
         untracked.update({o.format(v=v): (tmp_path / o.format(v=v)).read_bytes() for o in outs})
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracked = {"CONTRASTLAB_MLFLOW": "1", "MLFLOW_TRACKING_URI": uri, "DVC_EXP_NAME": "tiny-ml"}

@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from _stagerun import run_stage_here
+
 from contrastlab.utils import repo_root
 
 ROOT = repo_root(Path(__file__).parent)
@@ -33,34 +35,9 @@ def _params(tmp: Path, **train) -> Path:
     return f
 
 
-class _Result:
-    def __init__(self, returncode, stderr):
-        self.returncode, self.stderr = returncode, stderr
-
-
 def _run(args, cwd):
-    """Run a stage script's ``main`` in-process through ``run_stage`` (exit status + stderr),
-    with the working directory set to ``cwd`` (cheaper than a new interpreter per call)."""
-    import contextlib
-    import importlib.util
-    import io
-    import os
-
-    from contrastlab.cli import run_stage
-
-    script, argv = Path(args[0]), list(args[1:])
-    spec = importlib.util.spec_from_file_location(f"_stage_{script.stem}", script)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    err = io.StringIO()
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            rc = run_stage(lambda: mod.main(argv))
-    finally:
-        os.chdir(old)
-    return _Result(rc, err.getvalue())
+    """A stage script's ``main`` in this process, in ``cwd`` (tests/_stagerun.py)."""
+    return run_stage_here(args[0], args[1:], cwd)
 
 
 @pytest.mark.slow
