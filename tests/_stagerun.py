@@ -58,3 +58,20 @@ def run_stage_here(script: str | Path, argv: list[str], cwd: str | Path,
         torch.set_num_threads(old[1])
         torch.use_deterministic_algorithms(old[2])
     return StageResult(rc, out.getvalue(), err.getvalue())
+
+
+if __name__ == "__main__":
+    # ``python tests/_stagerun.py '[["stages/a.py", "--x", "1"], ...]'``: several stages one
+    # after another in one new interpreter (the imports paid once), in the working directory,
+    # each with the ``contrastlab`` and ``stages/_dvc.py`` found from there (a copy of the
+    # project on PYTHONPATH gets its own); stops at the first nonzero status, which it exits with.
+    import json
+    import sys
+
+    for script, *argv in json.loads(sys.argv[1]):
+        sys.path.insert(0, str(Path(script).resolve().parent))
+        r = run_stage_here(script, argv, os.getcwd())
+        sys.stdout.write(r.stdout)
+        sys.stderr.write(r.stderr)
+        if r.returncode:
+            sys.exit(r.returncode)

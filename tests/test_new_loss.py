@@ -137,6 +137,12 @@ def run(root: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
     return r
 
 
+def run_chain(root: Path, *steps: list[str]) -> subprocess.CompletedProcess:
+    """Several stages (each ``stage_argv``-style) one after another in one new interpreter
+    (tests/_stagerun.py), as they would run one by one; every one must succeed."""
+    return run(root, str(ROOT / "tests" / "_stagerun.py"), json.dumps([list(s) for s in steps]))
+
+
 def stage_argv(root: Path, stage: str, **subst: str) -> list[str]:
     """The script and arguments of ``stage`` (``name@instance``) as its ``cmd`` in the copy's
     dvc.yaml gives them (the paths are written there only); ``subst`` fills ``${item.x}``."""
@@ -203,12 +209,11 @@ def test_new_two_view_loss_reaches_the_graph_table(tmp_path):
 
     # tuning (two trials over the search space the variant inherits from graph.tune.search),
     # final training (3 steps, 2 seeds) with its test evaluation, then the report
-    run(root, *stage_argv(root, "fetch_graph"), "--vendor", str(ROOT / "data/vendor/planetoid/Cora"))
-    run(root, *stage_argv(root, "tune_graph@dcl"))
+    run_chain(root, [*stage_argv(root, "fetch_graph"), "--vendor", str(ROOT / "data/vendor/planetoid/Cora")],
+              stage_argv(root, "tune_graph@dcl"), stage_argv(root, "train_graph@dcl"))
     tuned = json.loads((root / "reports/tuned/graph/dcl.json").read_text())
     assert tuned["n_complete"] == 2 and set(tuned["space"]) == set(
         yaml.safe_load((root / "params.yaml").read_text())["graph"]["tune"]["search"])
-    run(root, *stage_argv(root, "train_graph@dcl"))
     m = json.loads((root / "reports/metrics/graph/dcl.json").read_text())
     assert m["n_seeds"] == 2 and m["loss"] == "dcl" and 0.0 < m["logreg_acc_mean"] <= 1.0
     curve = (root / "reports/plots/graph/dcl.csv").read_text().splitlines()
@@ -269,10 +274,10 @@ def test_new_multilabel_loss_reaches_the_multilabel_tables(tmp_path):
     assert loss_files(root, "multilabel", "jaccard") == ["src/contrastlab/losses/jaccard.py"]
     assert "src/contrastlab/losses/jaccard.py" not in loss_files(root, "multilabel", "any")
 
-    run(root, *stage_argv(root, "build_multilabel@yeast"))
-    for loss in ("jaccard", "any"):  # the new loss and one it is compared with
-        run(root, *stage_argv(root, f"tune_multilabel@{loss}"))  # same protocol: tuned first
-        run(root, *stage_argv(root, "train_multilabel", dataset="yeast", loss=loss))
+    run_chain(root, stage_argv(root, "build_multilabel@yeast"),
+              *[argv for loss in ("jaccard", "any")  # the new loss and one it is compared with
+                for argv in (stage_argv(root, f"tune_multilabel@{loss}"),  # same protocol: tuned first
+                             stage_argv(root, "train_multilabel", dataset="yeast", loss=loss))])
     m = json.loads((root / "reports/metrics/multilabel/yeast_jaccard.json").read_text())
     assert m["n_seeds"] == 1 and 0.0 < m["micro_f1"] <= 1.0 and "time_s" not in m
     run(root, *stage_argv(root, "report"))

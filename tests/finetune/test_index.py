@@ -62,6 +62,8 @@ def test_mlflow_model_reloads_with_the_same_embeddings(index_dir, snippets, tmp_
 
     folder, enc = index_dir
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    # its artifacts under tmp_path (MLflow's default, ./mlruns, is the checkout)
+    mlflow.create_experiment("finetune-test", artifact_location=(tmp_path / "artifacts").as_uri())
     mlflow.set_experiment("finetune-test")
     codes = [s for _, _, s in snippets]
     with mlflow.start_run():

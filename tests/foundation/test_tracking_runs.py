@@ -30,7 +30,8 @@ def store(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("CONTRASTLAB_MLFLOW", "1")
     monkeypatch.delenv("RANK", raising=False)
-    with using(Invocation(experiment="tangy-rail")):  # as stages/_dvc.py sets it under dvc exp run
+    # as stages/_dvc.py sets it under dvc exp run; the artifacts under tmp_path, not the checkout
+    with using(Invocation(experiment="tangy-rail", store_root=tmp_path)):
         yield uri
 
 
