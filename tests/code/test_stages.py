@@ -24,7 +24,7 @@ def {name}(items, factor={k}):
 def _run(args: list[str], cwd: Path) -> StageResult:
     """A stage script's ``main`` in this process (tests/_stagerun.py): one interpreter's imports
     for the whole chain instead of one per stage."""
-    return run_stage_here(args[0], args[1:], cwd)
+    return run_stage_here(args[0], args[1:], cwd, {"CONTRASTLAB_MLFLOW": "0"})
 
 
 @pytest.mark.slow
