@@ -27,6 +27,15 @@ class StageResult:
     stderr: str
 
 
+def stage_main(script: str | Path):
+    """The ``main`` of the stage script at ``script``, loaded from its file."""
+    script = Path(script)
+    spec = importlib.util.spec_from_file_location(f"_stage_{script.stem}", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.main
+
+
 def run_stage_here(script: str | Path, argv: list[str], cwd: str | Path,
                    env: dict[str, str | None] | None = None) -> StageResult:
     """``script``'s ``main(argv)`` run in ``cwd`` as ``stages/_dvc.py`` runs it (through
@@ -38,10 +47,7 @@ def run_stage_here(script: str | Path, argv: list[str], cwd: str | Path,
 
     from contrastlab.cli import run_stage
 
-    script = Path(script)
-    spec = importlib.util.spec_from_file_location(f"_stage_{script.stem}", script)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    main = stage_main(script)
     out, err = io.StringIO(), io.StringIO()
     old = (os.getcwd(), torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
     saved = {k: os.environ.get(k) for k in env or {}}
@@ -50,7 +56,7 @@ def run_stage_here(script: str | Path, argv: list[str], cwd: str | Path,
         for k, v in (env or {}).items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-            rc = run_stage(lambda: mod.main(list(argv)), _dvc.invocation())
+            rc = run_stage(lambda: main(list(argv)), _dvc.invocation())
     finally:
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)

@@ -155,12 +155,9 @@ def test_params_n_hard_cross_checks(tmp_path):
 
 
 def _stage(name):
-    import importlib.util
+    from _stagerun import stage_main
 
-    spec = importlib.util.spec_from_file_location(name, ROOT / "stages" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.main
+    return stage_main(ROOT / "stages" / f"{name}.py")
 
 
 _TINY = {

@@ -355,12 +355,9 @@ def test_headline_sentences_say_helped_or_not():
 
 # ------------------------------------------------------------------ stages on real Cora
 def _stage(name):
-    import importlib.util
+    from _stagerun import stage_main
 
-    spec = importlib.util.spec_from_file_location(name, ROOT / "stages" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.main
+    return stage_main(ROOT / "stages" / f"{name}.py")
 
 
 def test_supervised_stages_on_real_cora(tmp_path):
