@@ -39,6 +39,17 @@ def timed(cmd: list[str], env: dict | None = None, on_line=None) -> tuple[int, f
     return rc, time.time() - t0, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; ``"unknown CPU"`` elsewhere): run times differ
+    by machine type, so a measurement names its own."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
+                        "unknown CPU")
+    except OSError:
+        return "unknown CPU"
+
+
 def main() -> int:
     root = Path(__file__).resolve().parents[1]
     os.chdir(root)
@@ -63,8 +74,8 @@ def main() -> int:
                    "scripts/fresh_clone_timing.py)",
            "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
            "date": date.today().isoformat(),
-           "machine": f"{os.cpu_count()} CPU cores, idle; cpu_s counts the run's own processes only, "
-                      "per stage not measured (null)",
+           "machine": f"{os.cpu_count()} CPU cores ({cpu_model()}), idle; cpu_s counts the run's own "
+                      "processes only, per stage not measured (null)",
            "exit_status": rc or rc2, "env": {"wall_s": round(wall), "cpu_s": round(cpu)},
            "stages": [{"stage": s, "wall_s": round(e - t), "cpu_s": None} for (s, t), e in zip(starts, ends)],
            "skipped_unchanged": skipped, "repro_wall_s": round(wall2), "repro_cpu_s": round(cpu2)}
