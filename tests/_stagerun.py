@@ -6,7 +6,12 @@ times. Here the script is loaded from its file and its ``main(argv)`` runs throu
 :func:`contrastlab.cli.run_stage` (the stage's exit status, 2 and a one-line message on bad
 input), in ``cwd``, with stdout and stderr captured. What a stage sets for its whole process
 (torch's thread count and determinism flag, the working directory) is put back afterwards, so
-the tests that follow in the same worker see none of it. Tests of a script's own interpreter
+the tests that follow in the same worker see none of it (torch's settings where the process
+had imported torch before the call; each stage that uses torch sets its own threads).
+
+A test on a copy of the project runs the copy's own package in one new interpreter: a chain of
+stages (``python tests/_stagerun.py '[[script, args...], ...]'``), or :class:`StageServer`,
+call by call, when the test edits files between them. Tests of a script's own interpreter
 start (its exit status from the shell, a traceback on stderr) run it as a subprocess instead.
 """
 
@@ -16,6 +21,7 @@ import contextlib
 import importlib.util
 import io
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +38,7 @@ def stage_main(script: str | Path):
     script = Path(script)
     spec = importlib.util.spec_from_file_location(f"_stage_{script.stem}", script)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # as an import would (dataclasses look their module up there)
     spec.loader.exec_module(mod)
     return mod.main
 
@@ -40,30 +47,104 @@ def run_stage_here(script: str | Path, argv: list[str], cwd: str | Path,
                    env: dict[str, str | None] | None = None) -> StageResult:
     """``script``'s ``main(argv)`` run in ``cwd`` as ``stages/_dvc.py`` runs it (through
     ``run_stage``, in the invocation DVC's variables describe), with ``env`` set for the call
-    (a ``None`` value unsets the variable); a non-input exception propagates, as a traceback
-    would end the process."""
+    (a ``None`` value unsets the variable). ``SystemExit`` gives its status, as the script's
+    process would exit; any other non-input exception propagates, as a traceback would end the
+    process."""
     import _dvc  # stages/_dvc.py (stages/ is on pytest's pythonpath)
-    import torch
 
     from contrastlab.cli import run_stage
 
     main = stage_main(script)
     out, err = io.StringIO(), io.StringIO()
-    old = (os.getcwd(), torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
+    # torch's settings are put back if this process had torch before the call (a stage that
+    # does not use torch does not pay its import here either)
+    torch = sys.modules.get("torch")
+    old = (os.getcwd(), *((torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
+                          if torch else ()))
     saved = {k: os.environ.get(k) for k in env or {}}
     os.chdir(cwd)
     try:
         for k, v in (env or {}).items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-            rc = run_stage(lambda: main(list(argv)), _dvc.invocation())
+            try:
+                rc = run_stage(lambda: main(list(argv)), _dvc.invocation())
+            except SystemExit as e:  # a usage error (argparse) or the script's own sys.exit
+                rc = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+                if not isinstance(e.code, (int, type(None))):
+                    print(e.code, file=sys.stderr)  # as the interpreter prints it
     finally:
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
         os.chdir(old[0])
-        torch.set_num_threads(old[1])
-        torch.use_deterministic_algorithms(old[2])
+        if torch:
+            torch.set_num_threads(old[1])
+            torch.use_deterministic_algorithms(old[2])
     return StageResult(rc, out.getvalue(), err.getvalue())
+
+
+class StageServer:
+    """One new interpreter that runs script after script (``[script, *argv]``, each through
+    :func:`run_stage_here`) for a test that edits files between them: the imports are paid once,
+    as in the ``__main__`` chain below, but the test reads each call's exit status and output
+    before it makes the next. It runs in ``cwd`` with ``env`` (a project copy on ``PYTHONPATH``
+    gets its own ``contrastlab``); call :meth:`close` (or use it as a context manager).
+
+    Each call's exit status is what the script's own process would exit with: ``main``'s value,
+    2 after an input error, a ``SystemExit``'s status, 1 after any other exception (its
+    traceback in ``stderr``)."""
+
+    def __init__(self, cwd: str | Path, env: dict[str, str]):
+        import subprocess
+        import tempfile
+
+        self._log = tempfile.TemporaryFile(mode="w+")
+        self._proc = subprocess.Popen([sys.executable, __file__, "--serve"], cwd=cwd, env=env,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=self._log, text=True)
+
+    def run(self, script: str, *argv: str) -> StageResult:
+        import json
+
+        self._proc.stdin.write(json.dumps([script, *argv]) + "\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline()
+        if not line:  # the interpreter itself died
+            self._log.seek(0)
+            raise RuntimeError(f"stage server ended ({self._proc.wait()}): {self._log.read()[-3000:]}")
+        return StageResult(**json.loads(line))
+
+    def close(self) -> None:
+        self._proc.stdin.close()
+        self._proc.wait(timeout=60)
+        self._log.close()
+
+    def __enter__(self) -> "StageServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _serve() -> None:
+    """The :class:`StageServer` side: one JSON line per call on stdin, one JSON line of
+    :class:`StageResult` back, on the stdout it started with (anything written to file
+    descriptor 1 meanwhile goes to stderr)."""
+    import json
+    import traceback
+
+    reply = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.path.insert(0, str(Path.cwd() / "stages"))  # stages/_dvc.py, for scripts/ too
+    for line in sys.stdin:
+        script, *argv = json.loads(line)
+        sys.path.insert(0, str(Path(script).resolve().parent))
+        try:
+            r = run_stage_here(script, argv, os.getcwd())
+        except BaseException:  # noqa: BLE001 - a traceback, as the script's process would show
+            r = StageResult(1, "", traceback.format_exc())
+        reply.write(json.dumps(vars(r)) + "\n")
+        reply.flush()
 
 
 if __name__ == "__main__":
@@ -71,9 +152,12 @@ if __name__ == "__main__":
     # after another in one new interpreter (the imports paid once), in the working directory,
     # each with the ``contrastlab`` and ``stages/_dvc.py`` found from there (a copy of the
     # project on PYTHONPATH gets its own); stops at the first nonzero status, which it exits with.
+    # ``--serve``: the :class:`StageServer` side.
     import json
-    import sys
 
+    if sys.argv[1] == "--serve":
+        _serve()
+        sys.exit(0)
     for script, *argv in json.loads(sys.argv[1]):
         sys.path.insert(0, str(Path(script).resolve().parent))
         r = run_stage_here(script, argv, os.getcwd())

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _stagerun import StageResult, StageServer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -126,21 +127,37 @@ def edit_params(root: Path, edit) -> None:
     p.write_text(yaml.safe_dump(raw, sort_keys=False))
 
 
-def run(root: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(root / "src"), "CONTRASTLAB_MLFLOW": "0",
-           "CONTRASTLAB_TIMINGS": str(root / "reports/timings"), "OMP_NUM_THREADS": "1",
-           "MKL_NUM_THREADS": "1"}
-    r = subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True,
-                       text=True, timeout=600)
+_SERVERS: dict[Path, StageServer] = {}
+
+
+@pytest.fixture(autouse=True)
+def _stage_servers():
+    """Each test's stage interpreters (one per project copy), ended with the test."""
+    yield
+    while _SERVERS:
+        _SERVERS.popitem()[1].close()
+
+
+def run(root: Path, script: str, *args: str, ok: bool = True) -> StageResult:
+    """``python script args...`` in the copy ``root`` (its ``src`` on ``PYTHONPATH``), run by the
+    copy's one stage interpreter (tests/_stagerun.py: the imports paid once per test; each call
+    reads the files the test edited before it): its exit status, stdout and stderr."""
+    if root not in _SERVERS:
+        _SERVERS[root] = StageServer(root, {
+            **os.environ, "PYTHONPATH": str(root / "src"), "CONTRASTLAB_MLFLOW": "0",
+            "CONTRASTLAB_TIMINGS": str(root / "reports/timings"), "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1"})
+    r = _SERVERS[root].run(script, *args)
     if ok:
-        assert r.returncode == 0, f"{args}:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
+        assert r.returncode == 0, f"{script} {args}:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
     return r
 
 
-def run_chain(root: Path, *steps: list[str]) -> subprocess.CompletedProcess:
-    """Several stages (each ``stage_argv``-style) one after another in one new interpreter
-    (tests/_stagerun.py), as they would run one by one; every one must succeed."""
-    return run(root, str(ROOT / "tests" / "_stagerun.py"), json.dumps([list(s) for s in steps]))
+def run_chain(root: Path, *steps: list[str]) -> None:
+    """Several stages (each ``stage_argv``-style) one after another, as they would run one by
+    one; every one must succeed."""
+    for step in steps:
+        run(root, *step)
 
 
 def stage_argv(root: Path, stage: str, **subst: str) -> list[str]:
