@@ -33,14 +33,20 @@ class StageResult:
     stderr: str
 
 
-def stage_main(script: str | Path):
-    """The ``main`` of the stage script at ``script``, loaded from its file."""
+def load_script(script: str | Path):
+    """The module of the script at ``script`` (a stage, a test's worker), loaded from its file
+    as an import would load it, not as ``__main__``."""
     script = Path(script)
     spec = importlib.util.spec_from_file_location(f"_stage_{script.stem}", script)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # as an import would (dataclasses look their module up there)
     spec.loader.exec_module(mod)
-    return mod.main
+    return mod
+
+
+def stage_main(script: str | Path):
+    """The ``main`` of the stage script at ``script``, loaded from its file."""
+    return load_script(script).main
 
 
 def run_stage_here(script: str | Path, argv: list[str], cwd: str | Path,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _stagerun import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = str(Path(__file__).with_name("biencoder_dist_worker.py"))
@@ -30,9 +31,18 @@ def _run(cmd: list[str]) -> None:
 def steps(tmp_path_factory):
     """Prefixes of the 1-process and the 2-process results (every case, one launch each)."""
     d = tmp_path_factory.mktemp("biencoder_dist")
-    _run([sys.executable, WORKER, "prepare", str(d)])
     one, two = d / "one", d / "two"
-    _run([sys.executable, WORKER, "step", str(d), str(one)])
+    threads = torch.get_num_threads()
+    with pytest.MonkeyPatch.context() as mp:  # the inputs and the one-process reference here
+        mp.syspath_prepend(str(Path(WORKER).parent))  # the worker imports its test module
+        mp.setenv("CONTRASTLAB_MLFLOW", "0")
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        worker = load_script(WORKER)
+        try:
+            worker.prepare(d)
+            worker.step(d, str(one))
+        finally:
+            torch.set_num_threads(threads)
     _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
           WORKER, "step", str(d), str(two)])
     return one, two

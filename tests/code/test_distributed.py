@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
+from _stagerun import load_script
 from contrastlab import distributed as D
-from contrastlab.losses import get_loss
 from contrastlab.training import code as C
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +33,11 @@ def _run(cmd: list[str]) -> None:
 @pytest.mark.parametrize("loss", ["infonce_hardneg", "smoothl1"])
 def test_two_process_step_equals_one_process(tmp_path, loss):
     one, two = tmp_path / "one.pt", tmp_path / "two.pt"
-    _run([sys.executable, WORKER, str(one), loss])
+    threads = torch.get_num_threads()
+    try:  # the one-process reference in this process (its imports are this test's)
+        load_script(WORKER).main(str(one), loss)
+    finally:
+        torch.set_num_threads(threads)
     _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
           WORKER, str(two), loss])
     a, b = torch.load(one), torch.load(two)
