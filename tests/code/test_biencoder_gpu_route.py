@@ -23,6 +23,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from _stagerun import run_stage_here
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = "biencoder_infonce_hardneg"  # mines hard negatives: FAISS in training and in scoring
@@ -132,16 +133,19 @@ def _inputs(d: Path) -> dict[str, str]:
             "cache": d / "cache.safetensors"}
 
 
-def _stage(d: Path, name: str, inputs: dict, launcher: list[str]) -> subprocess.CompletedProcess:
+def _stage_args(d: Path, name: str, inputs: dict) -> list[str]:
     o = d / name
-    args = ["stages/train_biencoder.py", "--params", str(d / f"{name}.yaml"), "--row", ROW,
+    return ["stages/train_biencoder.py", "--params", str(d / f"{name}.yaml"), "--row", ROW,
             *[x for k, v in inputs.items() for x in (f"--{k}", str(v))], "--tuned", str(o / "tuned"),
             "--models", str(o / "models"), "--metrics", str(o / "metrics"), "--data", str(o / "data"),
             "--plots", str(o / "plots")]
+
+
+def _stage(d: Path, name: str, inputs: dict, launcher: list[str]) -> subprocess.CompletedProcess:
     env = {**os.environ, "CONTRASTLAB_MLFLOW": "0", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT / 'stages'}"}
-    r = subprocess.run([sys.executable, *launcher, *args], cwd=ROOT, env=env, capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run([sys.executable, *launcher, *_stage_args(d, name, inputs)], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     return r
 
@@ -158,7 +162,9 @@ def test_gpu_preset_route_on_two_gloo_ranks(tmp_path):
     sys.path.insert(0, str(Path(__file__).parent))
     inputs = _inputs(tmp_path)
     two = _stage(tmp_path, "two", inputs, ["-m", "contrastlab.launch", "--standalone", "--nproc_per_node=2"])
-    _stage(tmp_path, "one", inputs, [])
+    script, *args = _stage_args(tmp_path, "one", inputs)  # the one-process run in this process
+    one = run_stage_here(ROOT / script, args, ROOT, {"CONTRASTLAB_MLFLOW": "0", "HF_HUB_OFFLINE": "1"})
+    assert one.returncode == 0, one.stdout[-2000:] + one.stderr[-3000:]
     assert two.stdout.count(f"train_biencoder {ROW}:") == 1  # rank 0 alone reports and writes
     m = json.loads((tmp_path / "two/metrics" / f"{ROW}.json").read_text())
     m1 = json.loads((tmp_path / "one/metrics" / f"{ROW}.json").read_text())
@@ -170,7 +176,7 @@ def test_gpu_preset_route_on_two_gloo_ranks(tmp_path):
     be = load_params(tmp_path / "two.yaml").code.biencoder
     start = {n: p for n, p in make_encoder(be).named_parameters() if ".pooler." not in n}  # unused
     tower = FinetuneEncoder.load(tmp_path / "two/models" / ROW / "index/model")
-    moved = {n: float((p.detach() - start[n]).abs().max()) for n, p in tower.named_parameters()
+    moved = {n: float((p.detach() - start[n].detach()).abs().max()) for n, p in tower.named_parameters()
              if n in start}
     assert len(moved) == len(start) and any("embeddings" in n for n in moved)
     assert min(moved.values()) > 0, [n for n, v in moved.items() if v == 0]
