@@ -117,7 +117,8 @@ class StageServer:
         line = self._proc.stdout.readline()
         if not line:  # the interpreter itself died
             self._log.seek(0)
-            raise RuntimeError(f"stage server ended ({self._proc.wait()}): {self._log.read()[-3000:]}")
+            raise RuntimeError(f"stage server ended ({self._proc.wait()}): "
+                               f"{self._log.read()[-3000:]}")
         return StageResult(**json.loads(line))
 
     def close(self) -> None:
