@@ -1,10 +1,11 @@
-"""The README's fresh-clone run time against its measurement and the pipeline as it is.
+"""The README's fresh-clone run times against their measurements and the pipeline as it is.
 
-``reports/fresh_clone.json`` records one measured ``bash scripts/run.sh`` on a clean clone
-without a DVC remote (per stage: wall and CPU seconds; which stages DVC skipped). The README
-states its total, each track's share and what the same run costs now: the measured total less
-the stages that ran for want of a DVC-cached output (one not ``cache: false`` in the measured
-commit's ``dvc.yaml``) and have none now, so a fresh clone no longer reruns them."""
+Each ``reports/fresh_clone*.json`` records one measured ``bash scripts/run.sh`` on a clean
+clone without a DVC remote, on one machine type (per stage: wall and CPU seconds; which stages
+DVC skipped). The README states each one's total, each track's share and what the same run
+costs now: the measured total less the stages that ran for want of a DVC-cached output (one not
+``cache: false`` in the measured commit's ``dvc.yaml``) and have none now, so a fresh clone no
+longer reruns them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import json
 import re
 import subprocess
 
+import pytest
 import yaml
 
 from contrastlab.utils import repo_root
@@ -24,8 +26,11 @@ CHAINS = {"code": ("fetch_repos", "extract_functions", "split_by_repo", "teacher
           "finetune": ("finetune_",)}
 
 
-def _measured() -> dict:
-    return json.loads((ROOT / "reports" / "fresh_clone.json").read_text(encoding="utf-8"))
+RECORDS = sorted(p.name for p in (ROOT / "reports").glob("fresh_clone*.json"))
+
+
+def _measured(name: str = "fresh_clone.json") -> dict:
+    return json.loads((ROOT / "reports" / name).read_text(encoding="utf-8"))
 
 
 def _cached(stage: str, stages: dict) -> bool:
@@ -43,8 +48,10 @@ def _minutes(seconds: float) -> int:
     return int(round(seconds / 60))
 
 
-def test_readme_states_the_measured_fresh_clone_run():
-    m = _measured()
+@pytest.mark.parametrize("record", RECORDS)
+def test_readme_states_the_measured_fresh_clone_run(record):
+    m = _measured(record)
+    assert f"`reports/{record}`" in " ".join((ROOT / "README.md").read_text().split())
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     then = yaml.safe_load(subprocess.run(["git", "show", f"{m['commit']}:dvc.yaml"], cwd=ROOT,
                                          capture_output=True, text=True, check=True).stdout)["stages"]
@@ -88,7 +95,7 @@ def test_a_stage_without_cached_outputs_is_counted_as_saved(tmp_path):
         "b: {foreach: [1, 2], do: {cmd: y, outs: [{reports/b.json: {cache: false}}]}}\n"
         "c: {cmd: z, outs: [{reports/c.json: {cache: false}}, data/c]}\n")
     assert _cached("a", stages) and not _cached("b@1", stages) and _cached("c", stages)
-    assert re.fullmatch(r"[0-9a-f]{40}", _measured()["commit"])
+    assert RECORDS and all(re.fullmatch(r"[0-9a-f]{40}", _measured(r)["commit"]) for r in RECORDS)
 
 
 def test_the_lock_size_docs_usage_states():
