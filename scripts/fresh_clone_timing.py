@@ -1,6 +1,8 @@
 """Measure README command 1 (``bash scripts/run.sh``) on a fresh clone, stage by stage, into
-``reports/fresh_clone.json`` (what ``tests/foundation/test_fresh_clone.py`` checks the README
-against). Run it inside the clone, with nothing else on the machine:
+``reports/fresh_clone.json`` (``tests/foundation/test_fresh_clone.py`` checks the README
+against every ``reports/fresh_clone*.json``; a measurement on another machine type is kept
+under its own name, e.g. ``reports/fresh_clone_amd.json``, with the CPU model in ``machine``).
+Run it inside the clone, with nothing else on the machine:
 
     d=$(mktemp -d) && git clone . "$d" && cd "$d" && python3 scripts/fresh_clone_timing.py
 
