@@ -9,10 +9,10 @@ input), in ``cwd``, with stdout and stderr captured. What a stage sets for its w
 the tests that follow in the same worker see none of it (torch's settings where the process
 had imported torch before the call; each stage that uses torch sets its own threads).
 
-A test on a copy of the project runs the copy's own package in one new interpreter: a chain of
-stages (``python tests/_stagerun.py '[[script, args...], ...]'``), or :class:`StageServer`,
-call by call, when the test edits files between them. Tests of a script's own interpreter
-start (its exit status from the shell, a traceback on stderr) run it as a subprocess instead.
+A test on a copy of the project runs the copy's own package in one new interpreter,
+:class:`StageServer`, call by call (the test edits files between the calls). Tests of a
+script's own interpreter start (its exit status from the shell, a traceback on stderr) run it
+as a subprocess instead.
 """
 
 from __future__ import annotations
@@ -92,9 +92,8 @@ def run_stage_here(script: str | Path, argv: list[str], cwd: str | Path,
 class StageServer:
     """One new interpreter that runs script after script (``[script, *argv]``, each through
     :func:`run_stage_here`) for a test that edits files between them: the imports are paid once,
-    as in the ``__main__`` chain below, but the test reads each call's exit status and output
-    before it makes the next. It runs in ``cwd`` with ``env`` (a project copy on ``PYTHONPATH``
-    gets its own ``contrastlab``); call :meth:`close` (or use it as a context manager).
+    and the test reads each call's exit status and output before it makes the next. It runs in ``cwd`` with ``env`` (a project copy on ``PYTHONPATH``
+    gets its own ``contrastlab``); :meth:`close` ends it.
 
     Each call's exit status is what the script's own process would exit with: ``main``'s value,
     2 after an input error, a ``SystemExit``'s status, 1 after any other exception (its
@@ -126,12 +125,6 @@ class StageServer:
         self._proc.wait(timeout=60)
         self._log.close()
 
-    def __enter__(self) -> "StageServer":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
 
 def _serve() -> None:
     """The :class:`StageServer` side: one JSON line per call on stdin, one JSON line of
@@ -154,21 +147,5 @@ def _serve() -> None:
         reply.flush()
 
 
-if __name__ == "__main__":
-    # ``python tests/_stagerun.py '[["stages/a.py", "--x", "1"], ...]'``: several stages one
-    # after another in one new interpreter (the imports paid once), in the working directory,
-    # each with the ``contrastlab`` and ``stages/_dvc.py`` found from there (a copy of the
-    # project on PYTHONPATH gets its own); stops at the first nonzero status, which it exits with.
-    # ``--serve``: the :class:`StageServer` side.
-    import json
-
-    if sys.argv[1] == "--serve":
-        _serve()
-        sys.exit(0)
-    for script, *argv in json.loads(sys.argv[1]):
-        sys.path.insert(0, str(Path(script).resolve().parent))
-        r = run_stage_here(script, argv, os.getcwd())
-        sys.stdout.write(r.stdout)
-        sys.stderr.write(r.stderr)
-        if r.returncode:
-            sys.exit(r.returncode)
+if __name__ == "__main__":  # ``python tests/_stagerun.py --serve``: the StageServer side
+    _serve()
