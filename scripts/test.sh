@@ -5,7 +5,7 @@
 # one, at most 4, since many tests wait on a server, a sandbox or a child process), tests handed
 # out one by one and taken over from a busy worker by an idle one (--dist worksteal: the long
 # end-to-end tests do not queue behind each other). Measured times on clean clones are in
-# docs/usage.md ("Tests and benchmarks"): 9 min 34 s to 11 min 6 s on an AMD EPYC
+# docs/usage.md ("Tests and benchmarks"): 9 min 21 s to 11 min 6 s on an AMD EPYC
 # machine with 2 cores (2026-12-01), 6 min 56 s on another machine type (2026-11-30).
 # CONTRASTLAB_TEST_WORKERS=0 runs it in this process.
 set -euo pipefail
