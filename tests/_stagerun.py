@@ -138,7 +138,8 @@ def _serve() -> None:
     sys.path.insert(0, str(Path.cwd() / "stages"))  # stages/_dvc.py, for scripts/ too
     for line in sys.stdin:
         script, *argv = json.loads(line)
-        sys.path.insert(0, str(Path(script).resolve().parent))
+        if (folder := str(Path(script).resolve().parent)) not in sys.path:  # once, not per call
+            sys.path.insert(0, folder)
         try:
             r = run_stage_here(script, argv, os.getcwd())
         except BaseException:  # noqa: BLE001 - a traceback, as the script's process would show
