@@ -3,8 +3,9 @@
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh tests/losses -x`).
 # The suite runs on CONTRASTLAB_TEST_WORKERS pytest-xdist workers (default: one per core plus
 # one, at most 4, since many tests wait on a server, a sandbox or a child process), tests handed
-# out one by one and taken over from a busy worker by an idle one (--dist worksteal: the long
-# end-to-end tests do not queue behind each other). Measured times on clean clones are in
+# out a module at a time (--dist loadscope), the modules with the most tests marked `slow` first
+# (tests/conftest.py): the long end-to-end tests start early, on every worker, and the run ends
+# on short tests instead of one worker's queue of long ones. Measured times on clean clones are in
 # docs/usage.md ("Tests and benchmarks"): 9 min 21 s to 11 min 6 s on an AMD EPYC
 # machine with 2 cores (2026-12-01), 6 min 56 s on another machine type (2026-11-30).
 # CONTRASTLAB_TEST_WORKERS=0 runs it in this process.
@@ -19,6 +20,6 @@ export PATH="$PWD/.venv/bin:$PATH"
 unset PYTHONDONTWRITEBYTECODE
 workers=${CONTRASTLAB_TEST_WORKERS:-$(python -c 'import os; print(min(4, len(os.sched_getaffinity(0)) + 1))')}
 if [ "$workers" -gt 0 ]; then
-  exec python -m pytest -n "$workers" --dist worksteal "$@"
+  exec python -m pytest -n "$workers" --dist loadscope --no-loadscope-reorder "$@"
 fi
 exec python -m pytest "$@"

@@ -29,7 +29,10 @@ def _load_path_once(fs_path, fs, **kwargs):
     return _parsed[key]
 
 
-param.load_path = _load_path_once  # dvc.dependency.param.read_param_file calls it by this name
+# dvc.dependency.param.read_param_file calls it by this global name; should a DVC release stop
+# doing so, the cache would silently do nothing (the same output, only slower): fail instead
+assert "load_path" in param.read_param_file.__code__.co_names, "DVC no longer reads params via load_path"
+param.load_path = _load_path_once
 
 if __name__ == "__main__":
     from dvc.cli import main

@@ -50,3 +50,20 @@ def dvc_stage_cmd(stage: str, root: Path = ROOT, **subst: str) -> list[str]:
 def stage_cmd():
     """:func:`dvc_stage_cmd` for a test: ``stage_cmd("build_multilabel@yeast")``."""
     return dvc_stage_cmd
+
+
+def pytest_collection_modifyitems(config, items):
+    """Order the modules for ``--dist loadscope`` (scripts/test.sh): the modules with the most
+    ``slow`` tests first, the others in collection order; tests keep their order inside a module.
+    A worker takes a whole module at a time (its module fixtures, a browser or a server, start
+    once), in this order: the long end-to-end modules start while the short ones still fill the
+    other workers, instead of ending the run on one busy worker and idle others (greedy list
+    scheduling, longest jobs first)."""
+
+    def module(item) -> str:
+        return item.nodeid.split("::")[0]
+
+    slow: dict[str, int] = {}
+    for item in items:
+        slow[module(item)] = slow.get(module(item), 0) + bool(item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[module(item)])

@@ -304,6 +304,7 @@ def test_new_multilabel_loss_reaches_the_multilabel_tables(tmp_path):
 
 
 # ---------------------------------------------------------------- code track (validation only)
+@pytest.mark.slow
 def test_new_regression_loss_is_accepted_by_the_code_track(tmp_path):
     root = copy_project(tmp_path / "proj")
     add_loss(root, "mse", MSE_PY,

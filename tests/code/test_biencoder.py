@@ -56,6 +56,7 @@ def _pairs(n=len(SIGS)):
     return Pairs(np.arange(n), SIGS[:n], BODIES[:n], split, np.array(["r"] * n), np.arange(n), [])
 
 
+@pytest.mark.slow
 def test_cached_states_give_the_embeddings_of_the_raw_texts(model_dir):
     from contrastlab.finetune.train import embed_inputs
 

@@ -86,6 +86,7 @@ def test_finetune_nproc_auto_is_one_process_without_cuda(monkeypatch):
 
 
 @pytest.mark.distributed
+@pytest.mark.slow
 def test_relaunch_runs_a_plain_stage_on_n_ranks(tmp_path):
     """How ``stages/finetune_encoder.py`` honours ``finetune.nproc`` with its cmd unchanged."""
     script = tmp_path / "stage.py"

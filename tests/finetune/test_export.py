@@ -65,6 +65,7 @@ def saved(tmp_path, tiny_bert, tokenizer):
     return export_sentence_transformers(folder, enc), enc
 
 
+@pytest.mark.slow
 def test_clean_interpreter_reloads_with_the_same_embeddings(saved, snippets, tmp_path):
     folder, enc = saved
     long = "def f(x):\n" + "\n".join(f"    x = x + {i}" for i in range(40)) + "\n    return x"

@@ -54,6 +54,7 @@ def test_query_cli_bad_input(index_dir, tmp_path):
         load_index(tmp_path)
 
 
+@pytest.mark.slow
 def test_mlflow_model_reloads_with_the_same_embeddings(index_dir, snippets, tmp_path, monkeypatch):
     """The logged model is the sentence-transformers flavour (no contrastlab in its
     requirements) and embeds prepared texts as the index's encoder does."""

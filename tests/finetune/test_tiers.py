@@ -157,6 +157,7 @@ def test_random_cases_match_the_plain_loops(seed):
                 assert np.isfinite(want[m]).sum() > 0, (s, m)
 
 
+@pytest.mark.slow
 def test_tierblind_reference_is_the_expectation_of_random_order_inside_the_problem():
     problems, tiers, texts, _ = _random_case(5, n_problems=6, per=7)
     sets = problem_sets(problems, tiers, [code_tokens(t) for t in texts], problems, tiers,

@@ -53,6 +53,7 @@ with open(dest, "w") as f:
 """
 
 
+@pytest.mark.slow
 def test_every_benchmark_runs_in_smoke_mode(tmp_path):
     """All benchmarks in one new interpreter (their imports paid once: a new interpreter per
     benchmark cost about 25 CPU-seconds more on 2 cores), each through its ``__main__`` block

@@ -52,6 +52,7 @@ def test_error_hierarchy_and_return_codes(tmp_path):
     assert run_stage(lambda: None) == 0 and run_stage(lambda: 3) == 3
 
 
+@pytest.mark.slow
 def test_stage_bad_input_exit_2_without_traceback(tmp_path, stage_cmd):
     bad = tmp_path / "params.yaml"
     bad.write_text("graph: [not, a, mapping]\n")

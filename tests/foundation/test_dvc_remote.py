@@ -37,6 +37,7 @@ def sh(*cmd: str, cwd: Path) -> str:
     return out.stdout
 
 
+@pytest.mark.slow
 def test_a_clone_pulls_the_outputs_from_a_local_remote(tmp_path):
     a, remote, b = tmp_path / "a", tmp_path / "remote", tmp_path / "b"
     a.mkdir()

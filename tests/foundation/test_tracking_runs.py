@@ -248,20 +248,13 @@ _NO_TRACKING = {"CONTRASTLAB_MLFLOW": "0", "MLFLOW_TRACKING_URI": None, "DVC_EXP
 
 
 def _train_multilabel(tmp: Path, variant: str, mlflow_env: dict[str, str] | None) -> None:
-    """The stage in a new interpreter with ``mlflow_env``, or (``None``) untracked in this one."""
+    """The stage in this process, tracked with ``mlflow_env`` (as ``dvc exp run`` sets it) or
+    (``None``) untracked."""
     argv = ["--dataset", "mine", "--loss", variant, "--data-dir", "data/multilabel",
             "--tuned-dir", "reports/tuned/multilabel", "--metrics-dir", "reports/metrics/multilabel",
             "--plots-dir", "reports/plots/multilabel"]
     script = Path(SRC).parent / "stages" / "train_multilabel.py"
-    if mlflow_env is None:
-        p = run_stage_here(script, argv, tmp, _NO_TRACKING)
-        assert p.returncode == 0, p.stderr
-        return
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_"))}
-    env.update(PYTHONPATH=SRC, OMP_NUM_THREADS="1", **mlflow_env)
-    env.pop("RANK", None)
-    p = subprocess.run([sys.executable, str(script), *argv], cwd=tmp, env=env,
-                       capture_output=True, text=True, timeout=600)
+    p = run_stage_here(script, argv, tmp, {**_NO_TRACKING, "RANK": None, **(mlflow_env or {})})
     assert p.returncode == 0, p.stderr
     assert "tracking unavailable" not in p.stderr and "disabled" not in p.stderr, p.stderr
 

@@ -57,6 +57,7 @@ def test_a_rerun_with_the_same_seed_gives_the_same_scores():
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_the_thread_count_does_not_change_the_scores():
     """A study may continue with more threads (``threads_per_worker`` is not part of its name):
     scikit-learn builds each feature's histogram in one thread, so the scores are identical."""

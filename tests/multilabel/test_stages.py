@@ -106,6 +106,7 @@ def test_build_tune_train_weights_report_on_yeast(tmp_path, stage_cmd):
     assert all(f.path.exists() for f in s.figures)
 
 
+@pytest.mark.slow
 def test_hyperband_pruned_search_is_its_own_study(tmp_path, stage_cmd):
     """multilabel.tune.pruner: hyperband over the folds (step = folds done, as graph and code
     prune over seeds): trials are pruned after one fold, the winner is a COMPLETE trial, the

@@ -98,6 +98,7 @@ def test_fast_stratified_reps_have_the_law_of_the_pipelines():
 RARE = (0.003, 0.003, 0.005, 0.005, 0.01, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3)
 
 
+@pytest.mark.slow
 def test_rare_labels_map_fails_and_map_over_labels_with_enough_positives_covers():
     """Where labels are rare the sample AP of a label with a few positives is biased up and no
     bootstrap interval covers mAP over all labels; mAP over labels with >= 10 test positives

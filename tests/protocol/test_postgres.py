@@ -72,6 +72,7 @@ def _enqueue_all(storage, name: str) -> None:
         study.enqueue_trial({"c": c})
 
 
+@pytest.mark.slow
 def test_two_workers_share_one_study_on_postgres(pg_server, tmp_path):
     """Two processes run one 6-trial study concurrently on PostgreSQL.
 
@@ -240,6 +241,7 @@ with stage_run("graph", f"tune_pg@{i}", {"i": i}) as tr:
 """
 
 
+@pytest.mark.slow
 def test_mlflow_server_on_postgres_takes_concurrent_stages(pg_server, tmp_path):
     """``mlflow server`` with a PostgreSQL backend store; three processes run a tracked stage
     (contrastlab.tracking.stage_run + a 2-trial study with nested trial runs) at once."""

@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 SCORES = {"a": 0.1, "b": 0.5, "c": 0.3, "d": 0.9, "e": 0.2, "f": 0.4}
 
 # One worker; marks each trial it starts with a file <pid>-<choice>; "sleep" per trial.
@@ -44,6 +46,7 @@ def _start(tmp: Path, url: str, sleep: float, marks: Path) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, env=env)
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_trial_is_failed_requeued_and_the_budget_met(pg_server, tmp_path):
     import optuna
     from optuna.trial import TrialState

@@ -207,6 +207,7 @@ def _glance_sections(report_dir: Path) -> list:
     return out
 
 
+@pytest.mark.slow
 def test_each_track_at_a_glance_in_chromium(browser, sections, report_dir):
     secs = _glance_sections(report_dir)
     page = report_dir / "glance.html"

@@ -50,6 +50,7 @@ def _expected_plots() -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("command", [["plots", "show"], ["plots", "diff", "HEAD"]])
+@pytest.mark.slow
 def test_dvc_plots_render_offline(browser, tmp_path, command):
     out = tmp_path / "plots"
     env = {k: v for k, v in os.environ.items() if not k.startswith("DVC_")}
