@@ -61,7 +61,6 @@ def run_stage_here(script: str | Path, argv: list[str], cwd: str | Path,
     from contrastlab.cli import run_stage
 
     main = stage_main(script)
-    out, err = io.StringIO(), io.StringIO()
     # torch's settings are put back if this process had torch before the call (a stage that
     # does not use torch does not pay its import here either)
     torch = sys.modules.get("torch")
@@ -72,13 +71,7 @@ def run_stage_here(script: str | Path, argv: list[str], cwd: str | Path,
     try:
         for k, v in (env or {}).items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-            try:
-                rc = run_stage(lambda: main(list(argv)), _dvc.invocation())
-            except SystemExit as e:  # a usage error (argparse) or the script's own sys.exit
-                rc = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
-                if not isinstance(e.code, (int, type(None))):
-                    print(e.code, file=sys.stderr)  # as the interpreter prints it
+        return _captured(lambda: run_stage(lambda: main(list(argv)), _dvc.invocation()))
     finally:
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
@@ -86,14 +79,49 @@ def run_stage_here(script: str | Path, argv: list[str], cwd: str | Path,
         if torch:
             torch.set_num_threads(old[1])
             torch.use_deterministic_algorithms(old[2])
+
+
+def _captured(call) -> StageResult:
+    """``call()``'s value as the exit status, with what it printed; a ``SystemExit`` (a usage
+    error from argparse, the script's own ``sys.exit``) gives its status as the interpreter
+    would, its message printed to stderr. Other exceptions propagate."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            rc = call()
+        except SystemExit as e:
+            rc = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+            if not isinstance(e.code, (int, type(None))):
+                print(e.code, file=sys.stderr)  # as the interpreter prints it
     return StageResult(rc, out.getvalue(), err.getvalue())
 
 
+def run_main_here(script: str | Path, argv: list[str]) -> StageResult:
+    """``python script argv...`` in this process: the script's ``__main__`` block (``runpy``),
+    with ``sys.argv`` set and its folder first on ``sys.path`` for the call; exit status as
+    :func:`_captured` gives it. For scripts without a ``main(argv)`` (the benchmarks)."""
+    import runpy
+
+    old_argv = sys.argv
+    sys.argv = [str(script), *argv]
+    sys.path.insert(0, str(Path(script).resolve().parent))
+    def call() -> int:
+        runpy.run_path(str(script), run_name="__main__")
+        return 0
+
+    try:
+        return _captured(call)
+    finally:
+        sys.path.pop(0)
+        sys.argv = old_argv
+
+
 class StageServer:
-    """One new interpreter that runs script after script (``[script, *argv]``, each through
-    :func:`run_stage_here`) for a test that edits files between them: the imports are paid once,
-    and the test reads each call's exit status and output before it makes the next. It runs in ``cwd`` with ``env`` (a project copy on ``PYTHONPATH``
-    gets its own ``contrastlab``); :meth:`close` ends it.
+    """One new interpreter that runs script after script, each through :func:`run_stage_here`
+    (:meth:`run`) or :func:`run_main_here` (:meth:`run_main`): the imports are paid once, and a
+    test that edits files between the calls reads each call's exit status and output before it
+    makes the next. It runs in ``cwd`` with ``env`` (a project copy on ``PYTHONPATH`` gets its
+    own ``contrastlab``); :meth:`close` ends it.
 
     Each call's exit status is what the script's own process would exit with: ``main``'s value,
     2 after an input error, a ``SystemExit``'s status, 1 after any other exception (its
@@ -109,9 +137,17 @@ class StageServer:
                                       stderr=self._log, text=True)
 
     def run(self, script: str, *argv: str) -> StageResult:
+        """``script``'s ``main(argv)``, as :func:`run_stage_here` runs it."""
+        return self._call("stage", script, argv)
+
+    def run_main(self, script: str, *argv: str) -> StageResult:
+        """``script``'s ``__main__`` block, as :func:`run_main_here` runs it."""
+        return self._call("main", script, argv)
+
+    def _call(self, how: str, script: str, argv) -> StageResult:
         import json
 
-        self._proc.stdin.write(json.dumps([script, *argv]) + "\n")
+        self._proc.stdin.write(json.dumps([how, script, *argv]) + "\n")
         self._proc.stdin.flush()
         line = self._proc.stdout.readline()
         if not line:  # the interpreter itself died
@@ -137,11 +173,12 @@ def _serve() -> None:
     os.dup2(2, 1)
     sys.path.insert(0, str(Path.cwd() / "stages"))  # stages/_dvc.py, for scripts/ too
     for line in sys.stdin:
-        script, *argv = json.loads(line)
-        if (folder := str(Path(script).resolve().parent)) not in sys.path:  # once, not per call
-            sys.path.insert(0, folder)
+        how, script, *argv = json.loads(line)
+        if how == "stage" and (folder := str(Path(script).resolve().parent)) not in sys.path:
+            sys.path.insert(0, folder)  # once, not per call
         try:
-            r = run_stage_here(script, argv, os.getcwd())
+            r = (run_stage_here(script, argv, os.getcwd()) if how == "stage"
+                 else run_main_here(script, argv))
         except BaseException:  # noqa: BLE001 - a traceback, as the script's process would show
             r = StageResult(1, "", traceback.format_exc())
         reply.write(json.dumps(vars(r)) + "\n")
