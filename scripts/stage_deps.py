@@ -219,7 +219,6 @@ class Analyzer:
     def registry(self) -> dict[str, set[str]]:
         """``needs -> {module}`` from the ``target`` strings of ``losses/registry.yaml``."""
         if self._registry is None:
-
             reg = self.root / REGISTRY_TABLE
             self._registry = {}
             doc = _yaml(reg.read_text(encoding="utf-8")) if reg.is_file() else {}
@@ -663,7 +662,6 @@ def stage_scripts(cmd: str | list, root: Path) -> list[Path]:
 
 
 def load_stages(root: Path) -> dict:
-
     path = Path(root) / "dvc.yaml"
     doc = _yaml(path.read_text(encoding="utf-8")) or {}
     return doc.get("stages", {})
@@ -695,7 +693,6 @@ def required(root: Path, stages: dict | None = None) -> dict[str, list[str]]:
 
 
 def _params_doc(root: Path) -> dict:
-
     p = Path(root) / "params.yaml"
     return (_yaml(p.read_text(encoding="utf-8")) or {}) if p.is_file() else {}
 

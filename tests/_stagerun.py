@@ -105,6 +105,7 @@ def run_main_here(script: str | Path, argv: list[str]) -> StageResult:
     old_argv = sys.argv
     sys.argv = [str(script), *argv]
     sys.path.insert(0, str(Path(script).resolve().parent))
+
     def call() -> int:
         runpy.run_path(str(script), run_name="__main__")
         return 0
