@@ -27,17 +27,29 @@ import pytest  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def yaml_load(text: str):
+    """``yaml.safe_load`` through libyaml's C loader where PyYAML has it (the same objects,
+    about 9 times faster on dvc.yaml)."""
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def yaml_dump(data) -> str:
+    """``yaml.safe_dump(data, sort_keys=False)`` through libyaml's C emitter where PyYAML has it."""
+    import yaml
+
+    return yaml.dump(data, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
+
+
 def dvc_stage_cmd(stage: str, root: Path = ROOT, **subst: str) -> list[str]:
     """``[script, *args]`` of ``stage`` (``name`` or ``name@instance``) as its ``cmd`` in
     ``root``'s dvc.yaml gives them: the script as an absolute path, the stage's data paths
     relative (run it in a folder laid out like the repository). ``${key}``/``${item}`` become
     the instance, ``${item.<k>}`` the keyword argument ``k``. Stage scripts hold no paths of
     their own: dvc.yaml is where they are written."""
-    import yaml
-
     base, _, inst = stage.partition("@")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's C: the same objects, faster
-    st = yaml.load((root / "dvc.yaml").read_text(), Loader=loader)["stages"][base]
+    st = yaml_load((root / "dvc.yaml").read_text())["stages"][base]
     cmd = st.get("do", st)["cmd"].replace("${key}", inst).replace("${item}", inst)
     for k, v in subst.items():
         cmd = cmd.replace("${item.%s}" % k, str(v))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -20,13 +19,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
 from _stagerun import StageResult, StageServer
+from conftest import dvc_stage_cmd, yaml_dump, yaml_load
 
 ROOT = Path(__file__).resolve().parents[1]
-#: PyYAML's safe loader and dumper in libyaml's C (several times faster on dvc.yaml and params.yaml)
-C_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-C_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 # ---------------------------------------------------------------- the user's loss files
 DCL_PY = '''
@@ -125,9 +121,9 @@ def add_loss(root: Path, module: str, code: str, entry: str) -> None:
 
 def edit_params(root: Path, edit) -> None:
     p = root / "params.yaml"
-    raw = yaml.load(p.read_text(), Loader=C_LOADER)
+    raw = yaml_load(p.read_text())
     edit(raw)
-    p.write_text(yaml.dump(raw, Dumper=C_DUMPER, sort_keys=False))
+    p.write_text(yaml_dump(raw))
 
 
 _SERVERS: dict[Path, StageServer] = {}
@@ -157,23 +153,10 @@ def run(root: Path, script: str, *args: str, ok: bool = True) -> StageResult:
 
 
 def run_chain(root: Path, *steps: list[str]) -> None:
-    """Several stages (each ``stage_argv``-style) one after another, as they would run one by
+    """Several stages (each ``dvc_stage_cmd``-style) one after another, as they would run one by
     one; every one must succeed."""
     for step in steps:
         run(root, *step)
-
-
-def stage_argv(root: Path, stage: str, **subst: str) -> list[str]:
-    """The script and arguments of ``stage`` (``name@instance``) as its ``cmd`` in the copy's
-    dvc.yaml gives them (the paths are written there only); ``subst`` fills ``${item.x}``."""
-    base, _, inst = stage.partition("@")
-    st = yaml.load((root / "dvc.yaml").read_text(), Loader=C_LOADER)["stages"][base]
-    cmd = st.get("do", st)["cmd"].replace("${key}", inst).replace("${item}", inst)
-    for k, v in subst.items():
-        cmd = cmd.replace("${item.%s}" % k, v)
-    argv = shlex.split(cmd)
-    assert argv[0] == "python" and "${" not in cmd, cmd
-    return argv[1:]
 
 
 def closure(root: Path, stage: str) -> list[str]:
@@ -182,7 +165,7 @@ def closure(root: Path, stage: str) -> list[str]:
 
 def loss_files(root: Path, track: str, variant: str) -> list[str]:
     """The files of ``data/loss_code.yaml`` (written by validate_params) for one variant."""
-    doc = yaml.safe_load((root / "data/loss_code.yaml").read_text())
+    doc = yaml_load((root / "data/loss_code.yaml").read_text())
     loss = doc["variants"][track][variant]["loss"]
     return next(g[loss]["files"] for g in doc["needs"].values() if loss in g) if loss else []
 
@@ -209,13 +192,13 @@ def test_new_two_view_loss_reaches_the_graph_table(tmp_path):
 
     edit_params(root, tiny)
     # before the params key: the stage refuses the unknown variant
-    assert run(root, *stage_argv(root, "train_graph@dcl"), ok=False).returncode == 2
+    assert run(root, *dvc_stage_cmd("train_graph@dcl", root), ok=False).returncode == 2
     edit_params(root, one_key)
 
     # validation: the knobs are the loss's keyword arguments, checked generically
-    run(root, *stage_argv(root, "validate_params"))
+    run(root, *dvc_stage_cmd("validate_params", root))
     edit_params(root, lambda r: r["graph"]["variants"]["dcl"].update(sigmaa=1.0))
-    bad = run(root, *stage_argv(root, "validate_params"), ok=False)
+    bad = run(root, *dvc_stage_cmd("validate_params", root), ok=False)
     assert bad.returncode == 2 and "graph.variants.dcl.sigmaa" in bad.stderr and "sigma" in bad.stderr
     edit_params(root, lambda r: r["graph"]["variants"]["dcl"].pop("sigmaa"))
 
@@ -229,11 +212,12 @@ def test_new_two_view_loss_reaches_the_graph_table(tmp_path):
 
     # tuning (two trials over the search space the variant inherits from graph.tune.search),
     # final training (3 steps, 2 seeds) with its test evaluation, then the report
-    run_chain(root, [*stage_argv(root, "fetch_graph"), "--vendor", str(ROOT / "data/vendor/planetoid/Cora")],
-              stage_argv(root, "tune_graph@dcl"), stage_argv(root, "train_graph@dcl"))
+    run_chain(root, [*dvc_stage_cmd("fetch_graph", root), "--vendor",
+                     str(ROOT / "data/vendor/planetoid/Cora")],
+              dvc_stage_cmd("tune_graph@dcl", root), dvc_stage_cmd("train_graph@dcl", root))
     tuned = json.loads((root / "reports/tuned/graph/dcl.json").read_text())
     assert tuned["n_complete"] == 2 and set(tuned["space"]) == set(
-        yaml.safe_load((root / "params.yaml").read_text())["graph"]["tune"]["search"])
+        yaml_load((root / "params.yaml").read_text())["graph"]["tune"]["search"])
     m = json.loads((root / "reports/metrics/graph/dcl.json").read_text())
     assert m["n_seeds"] == 2 and m["loss"] == "dcl" and 0.0 < m["logreg_acc_mean"] <= 1.0
     curve = (root / "reports/plots/graph/dcl.csv").read_text().splitlines()
@@ -241,7 +225,7 @@ def test_new_two_view_loss_reaches_the_graph_table(tmp_path):
     timing = root / "reports/timings/graph/dcl.json"  # as contrastlab.timings writes it
     timing.parent.mkdir(parents=True, exist_ok=True)
     timing.write_text('{"time_s": 1.5}')
-    run(root, *stage_argv(root, "report"))
+    run(root, *dvc_stage_cmd("report", root))
     md = (root / "reports/comparison.md").read_text()
     # the row carries its short label (title up to " ("), the legend spells it out
     row = next(line for line in md.splitlines() if line.startswith("| DCL |"))
@@ -252,7 +236,7 @@ def test_new_two_view_loss_reaches_the_graph_table(tmp_path):
     page = (root / "reports/index.html").read_bytes()
     assert "| graph | dcl | 1.5 |" in (root / "reports/timings/stage_times.md").read_text()
     timing.write_text('{"time_s": 4321.5}')
-    run(root, *stage_argv(root, "report"))
+    run(root, *dvc_stage_cmd("report", root))
     assert (root / "reports/comparison.md").read_text() == md
     assert (root / "reports/index.html").read_bytes() == page
     assert "| graph | dcl | 4321.5 |" in (root / "reports/timings/stage_times.md").read_text()
@@ -281,26 +265,26 @@ def test_new_multilabel_loss_reaches_the_multilabel_tables(tmp_path):
 
     edit_params(root, tiny)
     edit_params(root, one_key)
-    run(root, *stage_argv(root, "validate_params"))
+    run(root, *dvc_stage_cmd("validate_params", root))
     # its own knob, validated against its signature
     edit_params(root, lambda r: r["multilabel"]["variants"].update(
         jaccard={"temperature": 0.1, "kwargs": {"min_jaccard": 0.2}}))
-    run(root, *stage_argv(root, "validate_params"))
+    run(root, *dvc_stage_cmd("validate_params", root))
     edit_params(root, lambda r: r["multilabel"]["variants"]["jaccard"]["kwargs"].update(weighting="x"))
-    bad = run(root, *stage_argv(root, "validate_params"), ok=False)
+    bad = run(root, *dvc_stage_cmd("validate_params", root), ok=False)
     assert "multilabel.variants.jaccard.kwargs.weighting" in bad.stderr
     edit_params(root, lambda r: r["multilabel"]["variants"]["jaccard"]["kwargs"].pop("weighting"))
 
     assert loss_files(root, "multilabel", "jaccard") == ["src/contrastlab/losses/jaccard.py"]
     assert "src/contrastlab/losses/jaccard.py" not in loss_files(root, "multilabel", "any")
 
-    run_chain(root, stage_argv(root, "build_multilabel@yeast"),
+    run_chain(root, dvc_stage_cmd("build_multilabel@yeast", root),
               *[argv for loss in ("jaccard", "any")  # the new loss and one it is compared with
-                for argv in (stage_argv(root, f"tune_multilabel@{loss}"),  # same protocol: tuned first
-                             stage_argv(root, "train_multilabel", dataset="yeast", loss=loss))])
+                for argv in (dvc_stage_cmd(f"tune_multilabel@{loss}", root),  # same protocol: tuned first
+                             dvc_stage_cmd("train_multilabel", root, dataset="yeast", loss=loss))])
     m = json.loads((root / "reports/metrics/multilabel/yeast_jaccard.json").read_text())
     assert m["n_seeds"] == 1 and 0.0 < m["micro_f1"] <= 1.0 and "time_s" not in m
-    run(root, *stage_argv(root, "report"))
+    run(root, *dvc_stage_cmd("report", root))
     md = (root / "reports/comparison.md").read_text()
     rows = [line for line in md.splitlines() if line.startswith("| Jaccard SupCon")]
     assert rows and f"{100 * m['micro_f1']:.2f}" in rows[0]
@@ -314,12 +298,12 @@ def test_new_regression_loss_is_accepted_by_the_code_track(tmp_path):
              'mse: {target: "contrastlab.losses.mse:mse_loss", needs: regression, '
              'family: retrieval, title: MSE}')
     edit_params(root, lambda r: r["code"]["variants"].update(mse={"loss": "mse"}))
-    run(root, *stage_argv(root, "validate_params"))
+    run(root, *dvc_stage_cmd("validate_params", root))
     assert loss_files(root, "code", "mse") == ["src/contrastlab/losses/mse.py"]
     assert "src/contrastlab/losses/mse.py" not in loss_files(root, "graph", "ntxent")
     # a graph variant cannot use it: the registry says what it needs
     edit_params(root, lambda r: r["graph"]["variants"].update(m={"loss": "mse"}))
-    bad = run(root, *stage_argv(root, "validate_params"), ok=False)
+    bad = run(root, *dvc_stage_cmd("validate_params", root), ok=False)
     assert "graph.variants.m.loss" in bad.stderr and "two-view" in bad.stderr
 
 
@@ -373,7 +357,7 @@ def test_recipe_passes_the_params_names_deps_and_report_tests_on_its_copy(tmp_pa
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
     assert " passed" in r.stdout and " failed" not in r.stdout
     # the tests ran on the copy (its params.yaml has the new variant), not on the checkout
-    assert "dcw" in yaml.safe_load((root / "params.yaml").read_text())["graph"]["variants"]
+    assert "dcw" in yaml_load((root / "params.yaml").read_text())["graph"]["variants"]
     assert "reports/plots/graph/dcw.csv" in (root / "dvc.yaml").read_text()
 
 
@@ -415,7 +399,7 @@ def test_adding_a_graph_loss_leaves_the_other_stages_up_to_date(tmp_path):
              'title: DCL (decoupled)}')
     edit_params(root, lambda r: r["graph"]["variants"].update(dcl={"loss": "dcl"}))
     run(root, "scripts/stage_deps.py", "--write")
-    run(root, *stage_argv(root, "validate_params"))
+    run(root, *dvc_stage_cmd("validate_params", root))
     changed = _changed(before, _dvc_status(root))
     new = {s for s in changed if s.endswith("@dcl")}
     assert {"tune_graph@dcl", "train_graph@dcl", "default_graph@dcl"} <= new
@@ -424,13 +408,13 @@ def test_adding_a_graph_loss_leaves_the_other_stages_up_to_date(tmp_path):
 
     # editing the file of NT-Xent, MixCo and MoCHi changes the digests of those variants
     # (the keys the status above follows) and of no variant of another track
-    old = yaml.safe_load((root / "data/loss_code.yaml").read_text())["variants"]
+    old = yaml_load((root / "data/loss_code.yaml").read_text())["variants"]
     with open(root / "src/contrastlab/losses/selfsup.py", "a") as f:
         f.write("\n# an edit\n")
-    run(root, *stage_argv(root, "validate_params"))
-    new_ = yaml.safe_load((root / "data/loss_code.yaml").read_text())["variants"]
+    run(root, *dvc_stage_cmd("validate_params", root))
+    new_ = yaml_load((root / "data/loss_code.yaml").read_text())["variants"]
     moved = {f"{t}.{v}" for t in new_ for v in new_[t] if new_[t][v] != old[t].get(v)}
     # ... and of the graph fine-tuning rows pre-trained with one of them (they train that loss)
-    fts = yaml.safe_load((root / "params.yaml").read_text())["graph"].get("finetune") or {}
+    fts = yaml_load((root / "params.yaml").read_text())["graph"].get("finetune") or {}
     ft = {f"graph.{n}" for n, r in fts.items() if r["pretrain"] in ("ntxent", "mixco", "mochi")}
     assert moved == {"graph.ntxent", "graph.mixco", "graph.mochi"} | ft
