@@ -7,7 +7,6 @@ the statistics in :mod:`.code_stats`; this module assembles the section, its tab
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
 
@@ -303,7 +302,7 @@ def _tuning_rule(inp: Inputs) -> str:
     from their choices (``reports/tuned/code/<variant>.json``)."""
     code = load_params_of(inp.root).code
     files = [inp.tuned / "code" / f"{v}.json" for v, var in code.variants.items() if var.search]
-    objs = sorted({json.loads(f.read_text()).get("objective") for f in files if f.is_file()} - {None})
+    objs = sorted({read_json(f).get("objective") for f in files if f.is_file()} - {None})
     said = {"val_mrr": "validation MRR (the MRR rule)",
             "val_rank_at_10": "validation Rank@10 (the Rank@10 rule)"}
     return ("The tuning studies scored each trial by the kept epochs' "
@@ -350,10 +349,9 @@ def build_section(root: Inputs | Path, figures_dir: Path, digits: int = 3) -> Se
 def _compute_curve(inp: Inputs, bm25) -> tuple | None:
     """``(Plot, Table, finding)`` of the bi-encoder's compute curve (:mod:`.compute_curve`)
     against the strongest baseline's test Rank@10 and CI, or ``None``."""
-    f = inp.metrics / "code_compute_curve" / "curve.json"
-    if bm25 is None or bm25.low is None or not f.exists():
+    curve = read_json(inp.metrics / "code_compute_curve" / "curve.json", optional=True)
+    if bm25 is None or bm25.low is None or curve is None:
         return None
-    curve = json.loads(f.read_text())
     runs = read_json(inp.metrics / GPU_TABLE / "logs" / "device_runs.json", optional=True)
     band = {"value": bm25.estimate, "low": bm25.low, "high": bm25.high, "label": bm25.short}
     return curve_plot(curve, band, gpu_points(runs)), curve_table(curve), curve_finding(curve, band)

@@ -4,7 +4,6 @@ the strongest baseline, :func:`table_stats` and the default-vs-tuned table.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ import pandas as pd
 
 from ..evaluation.stats import (bootstrap_per_item, draws_for, format_p, holm, paired_pvalue,
                                 resample_counts, resolution_note, settle_draws, summarize)
+from ..io import read_json
 from . import Cell, Inputs, Table, load_params_of
 from .code_rows import (BM25, CONTROL_HYBRID, _is_baseline, _is_hybrid, _title, _trained_fusions,
                         _untrained)
@@ -27,10 +27,9 @@ def _seed_matrix(part):
 
 def _load_baselines(t: dict, mdir: Path, ddir: Path) -> None:
     """The untrained baselines (one run each, ``[1, I]``); they fix the query order."""
-    bfile = mdir / "baselines.json"
-    if not (bfile.exists() and (ddir / "baselines_ranks.csv").exists()):
+    b = read_json(mdir / "baselines.json", optional=True)
+    if b is None or not (ddir / "baselines_ranks.csv").exists():
         return
-    b = json.loads(bfile.read_text())
     br = pd.read_csv(ddir / "baselines_ranks.csv")
     for k, m in b["baselines"].items():
         part = br[br["baseline"] == k].sort_values("id")
@@ -58,7 +57,7 @@ def _load_variants(t: dict, mdir: Path, ddir: Path) -> None:
     for f in sorted(mdir.glob("*.json")):
         csv = ddir / f"{f.stem}_ranks.csv"
         if f.stem != "baselines" and not f.stem.startswith("hybrids") and csv.exists():
-            _keep(t, f.stem, json.loads(f.read_text()), pd.read_csv(csv))
+            _keep(t, f.stem, read_json(f), pd.read_csv(csv))
 
 
 def _load_hybrids(t: dict, mdir: Path, ddir: Path) -> None:
@@ -68,7 +67,7 @@ def _load_hybrids(t: dict, mdir: Path, ddir: Path) -> None:
                        if p.exists()), None)
         if hranks is None or t["order"] is None:
             continue
-        h = json.loads(hfile.read_text())
+        h = read_json(hfile)
         hr = pd.read_csv(hranks)
         for k, m in h["hybrids"].items():
             part = hr[hr["hybrid"] == k]
@@ -229,7 +228,7 @@ def default_vs_tuned(root: Inputs | Path, loaded: dict, n_resamples: int | None 
     mdir, ddir = inp.metrics / "code" / "default", inp.data / "code" / "default"
     mats, vals = {}, {}
     for f in sorted(mdir.glob("*.json")):
-        m, v = json.loads(f.read_text()), f.stem
+        m, v = read_json(f), f.stem
         if not m.get("searched") or v not in loaded["ranks"] or not (ddir / f"{v}_ranks.csv").exists():
             continue
         mat = _seed_matrix(pd.read_csv(ddir / f"{v}_ranks.csv"))[0]

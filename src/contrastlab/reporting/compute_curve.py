@@ -5,11 +5,11 @@ with the strongest baseline's test Rank@10 and 95 % CI as a band and the GPU row
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..evaluation.stats import format_p
+from ..io import read_json
 from ..models.grid_picks import FRAGILE_SHARE
 from . import Plot, Table
 from .coverage_rule import HI, LO
@@ -180,15 +180,14 @@ def render_cpu_preset(root: Path, aim_cpu_min: float = 60.0) -> str:
     minutes a seed (``logs/timings.json``) against ``aim_cpu_min``, and its BM25 fusion."""
     root = Path(root)
     mdir = root / "reports" / "metrics" / CPU_PRESET
-    summary = root / "reports" / "summary.json"
-    more = (json.loads(summary.read_text()).get("answer", {}).get("code", {}).get("more", [])
-            if summary.exists() else [])
+    summary = read_json(root / "reports" / "summary.json", optional=True) or {}
+    more = summary.get("answer", {}).get("code", {}).get("more", [])
     rows = sorted(mdir.glob("biencoder_*.json"))
     if not more or not rows:
         return (f"{PRESET_BEGIN}\nNo results of the CPU-budget preset yet "
                 f"(`bash scripts/biencoder_cpu.sh`).\n{PRESET_END}")
-    a, m = more[0], json.loads(rows[0].read_text())
-    cov = json.loads((root / "reports/metrics/coverage.json").read_text()).get("delta", {}).get("code_more1")
+    a, m = more[0], read_json(rows[0])
+    cov = read_json(root / "reports/metrics/coverage.json").get("delta", {}).get("code_more1")
     ci = (f" [{100 * a['delta_low']:+.1f}, {100 * a['delta_high']:+.1f}]"
           if cov is not None and LO <= cov <= HI else "°")
     verdict = {"above": "significantly above", "below": "significantly below"}.get(a["verdict"], "level with")
@@ -199,17 +198,14 @@ def render_cpu_preset(root: Path, aim_cpu_min: float = 60.0) -> str:
             f"{100 * a['delta']:+.1f}{ci} points against {a['baseline_label']}'s "
             f"{100 * a['baseline_value']:.1f} %: {verdict} it "
             f"(Holm {format_p(a['p'], floor=a.get('p_floor'))})")
-    tf = mdir / "logs" / "timings.json"
-    if tf.exists():
-        t = json.loads(tf.read_text())
+    if (t := read_json(mdir / "logs" / "timings.json", optional=True)) is not None:
         per_seed = t[f"train_{rows[0].stem}"]["cpu_s"] / 60 / m["n_seeds"]
         cache = t["cache"]["cpu_s"] / 60
         within = "within" if per_seed + cache <= aim_cpu_min else "beyond"
         text += (f". A seed costs {per_seed:.0f} CPU-minutes (training and scoring; the lower-layer "
                  f"cache, built once, {cache:.0f} more), {within} the {aim_cpu_min:.0f}-minute aim")
-    h = mdir / "hybrids_biencoder.json"
-    if h.exists():
-        f = json.loads(h.read_text())["hybrids"].get(f"fusion_{rows[0].stem}")
+    if (h := read_json(mdir / "hybrids_biencoder.json", optional=True)) is not None:
+        f = h["hybrids"].get(f"fusion_{rows[0].stem}")
         if f:
             pick = f.get("pick") or {}
             fragile = (f"; a fragile pick, margin {pick['margin_items']:.1f} validation items"

@@ -7,10 +7,10 @@ the estimate alone, marked ° (docs/statistics.md, "Coverage").
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
 
+from ..io import read_json
 from . import Cell
 from .finetune import HEADS, TIER_HEADS
 from .multilabel_rows import METRICS
@@ -26,10 +26,9 @@ NOTE = ("°: no interval shown: the coverage simulation at this column's operati
 def load(metrics_dir: Path) -> dict:
     """``<metrics_dir>/coverage.json`` (``{}`` when absent), with each preset folder's sets as
     ``"multilabel_<preset>/<set>"``."""
-    f = Path(metrics_dir) / "coverage.json"
-    cov = json.loads(f.read_text()) if f.exists() else {}
+    cov = read_json(Path(metrics_dir) / "coverage.json", optional=True) or {}
     for p in sorted(Path(metrics_dir).glob("multilabel_*/coverage.json")):
-        cov.update({f"{p.parent.name}/{ds}": e for ds, e in json.loads(p.read_text()).items()
+        cov.update({f"{p.parent.name}/{ds}": e for ds, e in read_json(p).items()
                     if not ds.startswith("_")})
     return cov
 

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..losses.registry import method_row, track_variants
@@ -258,7 +257,7 @@ def tuning_table(root: Inputs | Path) -> Table | None:
 
     rows, inp = [], Inputs.of(root)
     for f in sorted((inp.tuned / "finetune").glob("*.json")):
-        t = json.loads(f.read_text())
+        t = read_json(f)
         hist = inp.plots / "tune" / "finetune" / f"{f.stem}.csv"
         if not t.get("params") or not hist.exists():
             continue
@@ -287,10 +286,8 @@ def tuning_table(root: Inputs | Path) -> Table | None:
 
 def _data_note(inp: Inputs, summary: dict, tuned: bool) -> str | None:
     """The data and cells paragraph (``None`` without the data set's summary)."""
-    ds = inp.data / "finetune" / "humaneval_dataset.json"
-    if not ds.exists():
+    if (d := read_json(inp.data / "finetune" / "humaneval_dataset.json", optional=True)) is None:
         return None
-    d = json.loads(ds.read_text())
     return (
         f"Data: {d['n_variants']} HumanEval variants of {d['n_problems']} problems (canonical + AST "
         f"mutants, tier by sandboxed execution of each assertion), splits {d['splits']}. Split (a): "
@@ -351,10 +348,8 @@ def _picks_table(inp: Inputs) -> Table | None:
 def build_section(root: Inputs | Path, figures_dir: Path) -> Section | None:
     """The fine-tuning section, or ``None`` when ``summary.json`` is missing."""
     inp = Inputs.of(root)
-    f = inp.metrics / "finetune" / "summary.json"
-    if not f.exists():
+    if (summary := read_json(inp.metrics / "finetune" / "summary.json", optional=True)) is None:
         return None
-    summary = json.loads(f.read_text())
     tuned = tuning_table(inp)
     tier = "tier" in summary
     g = read_json(inp.metrics / "finetune_gpu" / "summary.json", optional=True)

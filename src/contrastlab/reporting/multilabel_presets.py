@@ -11,10 +11,10 @@ estimate alone, marked °.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..evaluation.stats import format_p
+from ..io import read_json
 from . import Cell, Table, short_label
 from . import coverage_rule as rule
 from .picks import unrecorded_note
@@ -46,11 +46,10 @@ def read_presets(metrics: Path, root: Path) -> list[tuple[Path, dict, str, str, 
     """
     out = []
     for f in sorted(Path(metrics).glob("multilabel_*/combined_table.json")):
-        t = json.loads(f.read_text(encoding="utf-8"))
+        t = read_json(f)
         t["source"] = {k: str(Path(root) / v) for k, v in t["source"].items()}
         ds = _dataset(f.parent, t)
-        runs = {n: json.loads((Path(t["source"][n]) / f"{ds}_{n}.json").read_text(encoding="utf-8"))
-                for n in t["rows"]}
+        runs = {n: read_json(Path(t["source"][n]) / f"{ds}_{n}.json") for n in t["rows"]}
         out.append((f.parent, t, ds, f.parent.name.replace("_", "-"), runs))
     return out
 

@@ -10,11 +10,11 @@ and pick, the runs, the median and smallest margin, and the runs whose pick is f
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
+from ..io import read_json
 from . import Table
 
 __all__ = ["PICK_TITLES", "MULTILABEL_NOTE", "picks_table", "missing_picks", "runs_in",
@@ -38,8 +38,7 @@ def unrecorded_note(metrics: Path, folder: str) -> str:
     """A sentence for the note of a table built from ``<metrics>/<folder>`` when none of its
     ``*.json`` (at any depth) records a validation pick's margin: the runs predate the record
     (a preset run before it existed); ``""`` when some run records one."""
-    if any(_records_picks(json.loads(f.read_text(encoding="utf-8")))
-           for f in sorted((Path(metrics) / folder).rglob("*.json"))):
+    if any(_records_picks(read_json(f)) for f in sorted((Path(metrics) / folder).rglob("*.json"))):
         return ""
     return (f" Margins: the runs in reports/metrics/{folder}/ predate the record of validation "
             "picks, so their picks (early stopping, thresholds, C, fusion weights) carry no "
@@ -49,8 +48,7 @@ def unrecorded_note(metrics: Path, folder: str) -> str:
 def runs_in(folder: Path) -> dict[str, dict]:
     """``{stem: metrics}`` of every ``*.json`` in ``folder`` (sorted; none when it is absent):
     the runs of one group of a picks table."""
-    return {f.stem: json.loads(f.read_text(encoding="utf-8"))
-            for f in sorted(Path(folder).glob("*.json"))}
+    return {f.stem: read_json(f) for f in sorted(Path(folder).glob("*.json"))}
 
 
 def missing_picks(run: dict) -> list[str]:
