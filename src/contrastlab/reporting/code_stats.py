@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from ..evaluation.stats import (bootstrap_per_item, draws_for, format_p, holm, paired_pvalue,
-                                resample_counts, resolution_note, settle_draws, summarize)
+                                resample_counts, resolution_note, settle_draws, summarize,
+                                table_resolution)
 from ..io import read_json
 from . import Cell, Inputs, Table, load_params_of
 from .code_rows import (BM25, CONTROL_HYBRID, _is_baseline, _is_hybrid, _title, _trained_fusions,
@@ -31,12 +32,9 @@ def _load_baselines(t: dict, mdir: Path, ddir: Path) -> None:
     if b is None or not (ddir / "baselines_ranks.csv").exists():
         return
     br = pd.read_csv(ddir / "baselines_ranks.csv")
-    for k, m in b["baselines"].items():
-        part = br[br["baseline"] == k].sort_values("id")
-        if t["order"] is None:
-            t["order"], t["repo"] = part["id"].to_numpy(), part["repo"].astype(str).to_numpy()
-        t["metrics"][k] = {**m, "corpus_size": b["corpus_size"], "n_seeds": 0}
-        t["ranks"][k] = part["rank"].to_numpy()[None, :]
+    for k, m in b["baselines"].items():  # one run: seed 0
+        _keep(t, k, {**m, "corpus_size": b["corpus_size"], "n_seeds": 0},
+              br[br["baseline"] == k].assign(seed=0))
 
 
 def _keep(t: dict, name: str, m: dict, frame) -> bool:
@@ -199,10 +197,7 @@ def _metric_stats(mats: dict, f, draws, names: list[str], repo, seed: int, basel
 def _resolution(stats: dict) -> str:
     """Draws, family size and floor of a :func:`table_stats` result, for its caption."""
     rows = stats["rank_at_10"]["best"]
-    tested = [e for e in rows.values() if "test" in e]
-    n_res = next(iter(rows.values()))["n_resamples"]
-    return (resolution_note(n_res, tested[0]["family_size"]) if tested
-            else f"{n_res:,} bootstrap draws")
+    return table_resolution(rows) or f"{next(iter(rows.values()))['n_resamples']:,} bootstrap draws"
 
 
 def _declared(code, names: list[str]) -> str:
