@@ -102,9 +102,9 @@ def run_main_here(script: str | Path, argv: list[str]) -> StageResult:
     :func:`_captured` gives it. For scripts without a ``main(argv)`` (the benchmarks)."""
     import runpy
 
-    old_argv = sys.argv
+    old_argv, folder = sys.argv, str(Path(script).resolve().parent)
     sys.argv = [str(script), *argv]
-    sys.path.insert(0, str(Path(script).resolve().parent))
+    sys.path.insert(0, folder)
 
     def call() -> int:
         runpy.run_path(str(script), run_name="__main__")
@@ -113,7 +113,7 @@ def run_main_here(script: str | Path, argv: list[str]) -> StageResult:
     try:
         return _captured(call)
     finally:
-        sys.path.pop(0)
+        sys.path.remove(folder)  # the entry added here, wherever the script moved it
         sys.argv = old_argv
 
 
