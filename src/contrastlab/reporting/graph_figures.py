@@ -66,9 +66,8 @@ def _tuning_figure(plots_dir: Path, names: list[str], path: Path,
 @style.styled
 def _curve_figure(plots_dir: Path, names: list[str], path: Path,
                   titles: dict[str, str]) -> bool:
-    import matplotlib.pyplot as plt
-
-    curves = style.frames(plots_dir, names)
+    if not (curves := style.frames(plots_dir, names)):
+        return False
     fig, axes = style.panels(len(names), height=3.4)
     for ax, n in zip(axes, names):
         if n not in curves:
@@ -82,11 +81,8 @@ def _curve_figure(plots_dir: Path, names: list[str], path: Path,
         ax.set_xlabel("epoch")
     axes[0].set_ylabel("training loss (nats)")
     axes[0].legend()
-    if curves:
-        style.save(fig, path)
-    else:
-        plt.close(fig)
-    return bool(curves)
+    style.save(fig, path)
+    return True
 
 
 @style.styled
