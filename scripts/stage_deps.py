@@ -58,7 +58,9 @@ of ``data/loss_code.yaml``. A stage whose code reads a role lists that key in it
 ``data/loss_code.yaml`` params entry, by hand (code shared by several stages reads a role
 for some rows only, e.g. the hybrid rows of ``training/multilabel_final.py``, so the import
 closure cannot tell which stage reads it): ``--write`` keeps these keys and the check reports
-one that names no role of the table. Where a stage's ``deps``/``params`` must name a role's
+one that names no role of the table. A stage that trains the row a role names may also list
+its track's whole variant section, ``variants.<track>``, by hand (``finetune_index``: every
+fine-tuning row, the index variant's among them); ``--write`` keeps it too. Where a stage's ``deps``/``params`` must name a role's
 value, ``--write`` writes it as a literal (:func:`hybrid_inputs`: the multi-label hybrid
 stage's tuned choices and variant params, of ``hybrid_base`` and of each hybrid's
 ``model_of``), and the check reports a literal that differs from the table.
@@ -807,25 +809,35 @@ def _loss_param(body: dict):
     return False
 
 
+def _by_hand(key) -> bool:
+    """A key declared by hand: a role (``roles.<track>.<role>``), or a track's whole variant
+    section (``variants.<track>``), for a stage that trains the row a role names (DVC
+    cannot resolve the role to its row's key)."""
+    k = str(key)
+    return k.startswith(ROLE_PREFIX) or (k.startswith("variants.") and k.count(".") == 1)
+
+
 def _split_roles(v):
-    """``(the computed part, the role keys)`` of a :func:`_loss_param` value: role keys
-    (``roles.<track>.<role>``) are declared by hand; the rest is :func:`analyse`'s."""
+    """``(the computed part, the keys declared by hand)`` of a :func:`_loss_param` value
+    (:func:`_by_hand`); the rest is :func:`analyse`'s."""
     if not v:
         return v, []
-    roles = [k for k in v if str(k).startswith(ROLE_PREFIX)]
-    rest = [k for k in v if not str(k).startswith(ROLE_PREFIX)]
+    roles = [k for k in v if _by_hand(k)]
+    rest = [k for k in v if not _by_hand(k)]
     return (rest if rest else False), roles
 
 
 def known_roles(root: Path) -> set[str] | None:
-    """``roles.<track>.<role>`` for every role of the variant table (None: no table)."""
+    """``roles.<track>.<role>`` for every role of the variant table and ``variants.<track>``
+    for each of its tracks (None: no table)."""
 
     f = Path(root) / VARIANT_TABLE
     if not f.is_file():
         return None
     doc = _yaml(f.read_text(encoding="utf-8")) or {}
-    return {f"{ROLE_PREFIX}{t}.{r}" for t, sec in doc.items() if isinstance(sec, dict)
-            for r in (sec.get("roles") or {})}
+    tracks = {t: sec for t, sec in doc.items() if isinstance(sec, dict)}
+    return ({f"{ROLE_PREFIX}{t}.{r}" for t, sec in tracks.items() for r in (sec.get("roles") or {})}
+            | {f"variants.{t}" for t in tracks})
 
 
 def gate(stages: dict) -> str | None:
@@ -861,7 +873,7 @@ def missing(root: Path) -> dict[str, list[str]]:
         declared, roles = _split_roles(_loss_param(_body(st)))
         if name in info and declared != keys:
             lack.append(f"params {LOSS_CODE}: {keys or 'none'}")
-        lack += [f"params {LOSS_CODE}: {r} (no such role in {VARIANT_TABLE})" for r in roles
+        lack += [f"params {LOSS_CODE}: {r} (no such role or track in {VARIANT_TABLE})" for r in roles
                  if known is not None and r not in known]
         if lack:
             gaps[name] = lack

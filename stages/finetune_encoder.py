@@ -2,7 +2,7 @@
 (:func:`contrastlab.finetune.final.run_final_variant`).
 
 Writes ``reports/metrics/finetune/<variant>.json``, ``reports/metrics/finetune/items/<variant>.npz``
-and ``data/finetune/runs/<variant>/`` (embeddings; the index variant's encoder in ``model/``);
+and ``data/finetune/runs/<variant>/`` (embeddings and ``run.json``; committed);
 MLflow: one ``contrastlab-finetune`` run per variant. ``--tuned FILE``: the row's
 ``tune_finetune`` choices (``reports/tuned/finetune/<variant>.json``). ``--override FILE`` (repeatable) merges
 YAML over the params (``presets/finetune-gpu.yaml``). ``finetune.nproc`` > 1 (or ``auto``: one

@@ -1,17 +1,15 @@
-"""DVC stage ``finetune_evaluate``: the per-query tier metrics from the embeddings, and the index.
+"""DVC stage ``finetune_evaluate``: the per-query tier metrics from the embeddings.
 
 The within-problem tier comparison's per-query arrays
 (:func:`contrastlab.finetune.evaluate.tier_arrays`: same-tier AUC, nearest same-problem
 neighbour's tier, one-token mutants of another tier, with the tier-blind reference and the
 ceiling as rows) are computed from every row's stored embeddings
-(``data/finetune/runs/<row>/``). Then writes the FAISS index of the role
-``finetune.index_variant`` (first seed) with its encoder and logs it to MLflow
-(``mlflow.pytorch`` model + ``index/`` artifacts). The tables with their intervals and tests
-are stage ``finetune_summary``'s, from these arrays: a change of the statistics reruns that
-stage alone.
+(``data/finetune/runs/<row>/``). The tables with their intervals and tests are stage
+``finetune_summary``'s, from these arrays: a change of the statistics reruns that stage alone.
+The query index is stage ``finetune_index``'s.
 
-Outputs: ``reports/metrics/finetune/tier_items.npz`` (``<row>/<split>/<metric>`` ``[S, Q]``;
-committed) and ``data/finetune/index/``.
+Output: ``reports/metrics/finetune/tier_items.npz`` (``<row>/<split>/<metric>`` ``[S, Q]``;
+committed).
 """
 
 import io
@@ -24,14 +22,12 @@ from _dvc import run
 
 from contrastlab.cli import stage_parser
 from contrastlab.finetune.evaluate import tier_arrays
-from contrastlab.finetune.index import log_to_mlflow, write_variant_index
 from contrastlab.io import atomic_path
 from contrastlab.params import load_params
-from contrastlab.tracking import variant_run
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = stage_parser(__doc__, "--data", "--metrics-dir", "--runs-dir", "--index")
+    ap = stage_parser(__doc__, "--data", "--metrics-dir", "--runs-dir")
     args = ap.parse_args(argv)
     ft = load_params(args.params).finetune
     df = pd.read_parquet(args.data)
@@ -40,12 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         buf = io.BytesIO()
         np.savez_compressed(buf, **tier_items)
         Path(tmp).write_bytes(buf.getvalue())
-    write_variant_index(ft, df, args.runs_dir, args.index)
-    with variant_run("finetune", "index", {"rows": sorted({k.split("/")[0] for k in tier_items})},
-                     stage="finetune_evaluate") as tracker:
-        if tracker.active:
-            print(f"finetune_evaluate: MLflow model {log_to_mlflow(args.index)}")
-    print(f"finetune_evaluate: {len(tier_items)} per-query arrays, index {args.index}")
+    print(f"finetune_evaluate: {len(tier_items)} per-query arrays")
     return 0
 
 

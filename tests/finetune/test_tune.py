@@ -146,3 +146,42 @@ def test_the_cache_bytes_do_not_depend_on_threads_or_batch_size(tiny_setup):
     assert f32.shape == cache["states"].shape
     torch.testing.assert_close(cache["states"], f32, rtol=2 ** -15, atol=1e-5)
     assert not torch.equal(cache["states"], f32)  # rounded: not the float32 bytes
+
+
+def test_the_index_stage_keeps_the_final_runs_first_seed(tiny_setup):
+    """Stage finetune_index retrains the index variant's first seed with its tuned choices:
+    its index holds the embeddings finetune_encoder stored for that seed, and the compared
+    row's run folder holds no encoder (it is committed)."""
+    import yaml
+    from safetensors.torch import load_file, save_file
+
+    from contrastlab.finetune.final import run_final_variant, run_index_variant
+    from contrastlab.finetune.index import load_index
+
+    from contrastlab.finetune.run import build_cache
+
+    ft, df, _, tmp = tiny_setup
+    ft = ft.model_copy(update={"seeds": [5, 6]})
+    df = pd.concat([df, *(df[df["split"] == "train"].assign(split=s, text=df["text"] + f"\n# {s}")
+                          for s in ("test_a", "test_b"))], ignore_index=True)
+    cache = build_cache(ft, df["text"].tolist())
+    params = tmp / "params.yaml"
+    params.write_text(yaml.safe_dump({"finetune": ft.model_dump(mode="json", exclude={"index_variant"})}))
+    v = ft.index_variant
+    data, cfile, tuned = tmp / "v.parquet", tmp / "cache.safetensors", tmp / "tuned"
+    df.assign(id=[f"s{i}" for i in range(len(df))]).to_parquet(data)
+    save_file(cache, str(cfile))
+    tuned.mkdir()
+    (tuned / f"{v}.json").write_text(json.dumps({"params": {"temperature": 0.33, "lr_head": 3e-3}}))
+    run_final_variant(params, [], v, data, cfile, tmp / "m", tmp / "runs", tuned / f"{v}.json")
+    run_index_variant(params, data, cfile, tuned, tmp / "index")
+    run = tmp / "runs" / v
+    assert sorted(p.name for p in run.iterdir()) == ["embeddings.safetensors", "run.json"]
+    assert json.loads((run / "run.json").read_text()) == {"variant": v, "seeds": [5, 6]}
+    kept = load_file(str(run / "embeddings.safetensors"))["embeddings"]
+    index, meta, _ = load_index(tmp / "index")
+    got = index.reconstruct_n(0, index.ntotal)
+    want = (kept[0] / kept[0].norm(dim=1, keepdim=True)).numpy()
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    assert not np.allclose(got, (kept[1] / kept[1].norm(dim=1, keepdim=True)).numpy(), atol=1e-3)
+    assert (meta["variant"], meta["seed"]) == (v, 5) and len(meta["rows"]) == len(df)

@@ -357,19 +357,22 @@ def test_role_keys_of_loss_code_are_kept_and_checked(tmp_path):
     def role_keys(name):
         return sd._split_roles(sd._loss_param(sd._body(stages[name])))[1]
     assert role_keys("train_multilabel_hybrid") == ["roles.multilabel.hybrid_base"]
-    assert role_keys("finetune_encoder") == role_keys("finetune_evaluate") == [
-        "roles.finetune.index_variant"]
+    # the index stage trains the row the role names: every fine-tuning row's key, by hand
+    assert role_keys("finetune_index") == ["roles.finetune.index_variant", "variants.finetune"]
+    assert role_keys("finetune_encoder") == role_keys("finetune_evaluate") == []
     assert role_keys("finetune_baseline") == role_keys("tune_finetune_baseline") == [
         "roles.finetune.head_loss"]
     assert role_keys("train_multilabel") == []  # its rows read no role
-    assert set(role_keys("finetune_encoder")) <= sd.known_roles(ROOT)
+    assert set(role_keys("finetune_index")) <= sd.known_roles(ROOT)
     root = _copy_project(tmp_path)
     shutil.copy2(ROOT / "params.yaml", root / "params.yaml")
     doc = yaml.safe_load((root / "dvc.yaml").read_text())
-    entry = next(p for p in doc["stages"]["finetune_evaluate"]["params"]
+    entry = next(p for p in doc["stages"]["finetune_index"]["params"]
                  if isinstance(p, dict) and sd.LOSS_CODE in p)
-    entry[sd.LOSS_CODE] = ["code.finetune_evaluate", "roles.finetune.index_varaint"]
+    entry[sd.LOSS_CODE] = ["code.finetune_index", "needs.multilabels",
+                           "roles.finetune.index_varaint", "variants.finetunes"]
     (root / "dvc.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    assert sd.missing(root) == {"finetune_evaluate": [
-        f"params {sd.LOSS_CODE}: roles.finetune.index_varaint (no such role in {sd.VARIANT_TABLE})"]}
+    assert sd.missing(root) == {"finetune_index": [
+        f"params {sd.LOSS_CODE}: {k} (no such role or track in {sd.VARIANT_TABLE})"
+        for k in ("roles.finetune.index_varaint", "variants.finetunes")]}
 

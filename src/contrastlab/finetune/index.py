@@ -26,8 +26,7 @@ from ..errors import InputError
 from .encoder import FinetuneEncoder
 from .export import export_sentence_transformers
 
-__all__ = ["EmbeddingModel", "write_index", "write_variant_index", "load_index", "search_codes", "prepare_code",
-           "log_to_mlflow"]
+__all__ = ["EmbeddingModel", "write_index", "load_index", "search_codes", "prepare_code", "log_to_mlflow"]
 
 
 def prepare_code(source: str, strip: bool) -> str:
@@ -149,20 +148,3 @@ def log_to_mlflow(folder: str | Path, name: str = "encoder") -> str | None:
     mlflow.log_artifacts(str(folder), artifact_path="index")
     return info.model_uri
 
-
-def write_variant_index(ft, df, runs_dir: str | Path, folder: str | Path) -> None:
-    """The FAISS index of ``ft.index_variant`` (its first seed's embeddings of every
-    submission of ``df`` and its encoder) written to ``folder`` with :func:`write_index`.
-
-    Raises:
-        FileNotFoundError: the variant's run folder is missing (run finetune_encoder first).
-    """
-    from safetensors.torch import load_file
-
-    run = Path(runs_dir) / ft.index_variant
-    emb = load_file(str(run / "embeddings.safetensors"))["embeddings"][0]
-    enc = FinetuneEncoder.load(run / "model")
-    rows = [{"id": str(i), "problem": str(pr), "tier": str(t), "split": str(sp)}
-            for i, pr, t, sp in zip(df["id"], df["problem"], df["tier"], df["split"])]
-    write_index(folder, emb, rows, enc, {"variant": ft.index_variant, "seed": ft.seeds[0],
-                                         "strip_docstrings": ft.strip_docstrings})
