@@ -6,8 +6,10 @@
 #   dvc repro finetune_data                      # the HumanEval variants (CPU, sandboxed)
 #   bash scripts/gpu_finetune.sh [override.yaml ...]
 #   python stages/finetune_evaluate.py --data data/finetune/humaneval/variants.parquet \
-#       --metrics-dir reports/metrics/finetune_gpu \
-#       --runs-dir data/finetune_gpu/runs --index data/finetune_gpu/index
+#       --metrics-dir reports/metrics/finetune_gpu --runs-dir data/finetune_gpu/runs
+#   python stages/finetune_index.py --data data/finetune/humaneval/variants.parquet \
+#       --cache data/finetune_gpu/cache.safetensors --index data/finetune_gpu/index \
+#       --override presets/finetune-gpu.yaml
 #   python stages/finetune_summary.py --data data/finetune/humaneval/variants.parquet \
 #       --metrics-dir reports/metrics/finetune_gpu --preset presets/finetune-gpu.yaml
 #

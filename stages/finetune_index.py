@@ -9,6 +9,7 @@ that encoder's embeddings of every submission with the encoder itself
 data/finetune/index --code f.py``.
 
 Output: ``data/finetune/index/`` (``index.faiss``, ``meta.json``, ``model/``; DVC cache).
+``--override FILE`` (repeatable) merges YAML over the params (the GPU route's preset).
 """
 
 from _dvc import run
@@ -19,10 +20,15 @@ from contrastlab.utils import set_cpu_threads
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = stage_parser(__doc__, "--data", "--cache", "--tuned-dir", "--index")
+    ap = stage_parser(__doc__, "--data", "--cache", "--index")
+    ap.add_argument("--tuned-dir", default=None,
+                    help="the rows' tune_finetune choices (default: none, the params as they are)")
+    ap.add_argument("--override", action="append", default=[],
+                    help="YAML merged over the params (e.g. presets/finetune-gpu.yaml)")
     args = ap.parse_args(argv)
     set_cpu_threads()
-    uri = run_index_variant(args.params, args.data, args.cache, args.tuned_dir, args.index)
+    uri = run_index_variant(args.params, args.data, args.cache, args.tuned_dir, args.index,
+                            args.override)
     print(f"finetune_index: {args.index}" + (f", MLflow model {uri}" if uri else ""))
     return 0
 

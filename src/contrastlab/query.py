@@ -12,7 +12,7 @@ optionally ``id``) or a ``.json`` list of such objects; files may start with a U
 submission's ``k`` nearest indexed submissions are printed with problem, tier and cosine
 similarity (``--json``: as JSON). Each submission is parsed and stripped of its docstrings in
 a forked child under limits (:data:`PARSE_SECONDS`, :data:`PARSE_MEMORY`, :data:`PARSE_FRAMES`).
-The index folder is written by ``finetune_evaluate``
+The index folder is written by ``finetune_index``
 (:func:`contrastlab.finetune.index.write_index`).
 
 ``--signature`` (repeatable) searches a code-retrieval index (``train_biencoder@<row>``,
@@ -166,7 +166,7 @@ def _index_meta(folder: str | Path) -> dict:
         return json.loads((Path(folder) / "meta.json").read_text())
     except (OSError, ValueError):
         raise InputError(f"{folder}: no readable meta.json (not an index folder written by "
-                         "finetune_evaluate or train_biencoder)") from None
+                         "finetune_index or train_biencoder)") from None
 
 
 def search_fused(folder: str | Path, signatures: list[str], k: int, functions: str | Path,
@@ -229,7 +229,7 @@ def _index_dir(value: str) -> str:
     p = Path(value)
     if not p.exists():
         raise argparse.ArgumentTypeError(f"{p}: no such index folder (written by "
-                                         "finetune_evaluate or train_biencoder)")
+                                         "finetune_index or train_biencoder)")
     if not p.is_dir():
         raise argparse.ArgumentTypeError(f"{p}: not a folder (--index takes the index folder)")
     return value
@@ -239,11 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = ArgParser(prog="python -m contrastlab.query", description=__doc__,
                    formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--index", required=True, type=_index_dir,
-                    help="index folder: finetune_evaluate's (submissions: --code, --codes) or "
+                    help="index folder: finetune_index's (submissions: --code, --codes) or "
                          "train_biencoder@<row>'s (code retrieval: --signature)")
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--code", type=text_file("--code file"),
-                     help="one Python file (a submissions index, finetune_evaluate)")
+                     help="one Python file (a submissions index, finetune_index)")
     src.add_argument("--codes", type=text_file("--codes file"),
                      help=".jsonl or .json file of submissions (a submissions index)")
     src.add_argument("--signature", action="append", help=_signature_help())
@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     if (meta.get("kind") == "code") != bool(args.signature):
         raise InputError("this index is " + (
             f"a code-retrieval index (train_biencoder@{row}): use --signature" if not args.signature
-            else f"a submissions index (finetune_evaluate, variant {meta.get('variant', '?')}): "
+            else f"a submissions index (finetune_index, variant {meta.get('variant', '?')}): "
                  "use --code or --codes"))
     if not args.signature:
         from .finetune.index import search_codes

@@ -125,7 +125,7 @@ def test_a_byte_order_mark_is_accepted(idx, tmp_path, capsys):
      ("error: this index is a code-retrieval index (train_biencoder@tiny): use --signature",)),
     (["--index", "{code}", "--codes", "{jsonl}"], ("code-retrieval index", "use --signature")),
     (["--index", "{subs}", "--signature", "def f(x):"],
-     ("error: this index is a submissions index (finetune_evaluate, variant v): use --code or --codes",)),
+     ("error: this index is a submissions index (finetune_index, variant v): use --code or --codes",)),
     (["--index", "{subs}", "--code", "{py}", "--dense"], ("--dense goes with --signature",)),
     (["--index", "{code}", "--signature", "def f(x):", "--functions", "{missing}"], ("no such functions",)),
     (["--index", "{code}", "--signature", "def f(x):", "--functions", "{other}"], ("not the functions",)),

@@ -34,8 +34,8 @@ def run_final_variant(params_path: str | Path, overrides: list[str | Path], vari
     import pandas as pd
 
     from ..distributed import init_distributed
-    from ..params.finetune import ROW_METHOD
     from ..io import write_json
+    from ..params.finetune import ROW_METHOD
     from ..timings import write_timing
     from ..tracking import variant_run
     from .tune import load_tuned
@@ -67,11 +67,11 @@ def run_final_variant(params_path: str | Path, overrides: list[str | Path], vari
 
 
 def run_index_variant(params_path: str | Path, data: str | Path, cache: str | Path,
-                      tuned_dir: str | Path, index: str | Path,
+                      tuned_dir: str | Path | None, index: str | Path,
                       overrides: list[str | Path] = ()) -> str | None:
     """Stage ``finetune_index``: train the first seed of the role ``finetune.index_variant``
-    with its ``tune_finetune`` choices (``<tuned_dir>/<variant>.json``) as
-    ``finetune_encoder@<variant>`` trains it, and write the FAISS index of that encoder's
+    with its ``tune_finetune`` choices (``<tuned_dir>/<variant>.json``; ``None``: the params
+    as they are, as for a preset) as ``finetune_encoder@<variant>`` trains it, and write the FAISS index of that encoder's
     embeddings of every submission of ``data`` with the encoder itself to ``index``
     (:func:`contrastlab.finetune.index.write_index`; ``overrides`` merged over the params as
     in :func:`run_final_variant`); logs the encoder to MLflow as a
@@ -96,7 +96,7 @@ def run_index_variant(params_path: str | Path, data: str | Path, cache: str | Pa
 
     base = load_with_overrides(params_path, list(overrides)).finetune
     v = base.index_variant
-    ft = load_tuned(base, Path(tuned_dir) / f"{v}.json")
+    ft = load_tuned(base, None if tuned_dir is None else Path(tuned_dir) / f"{v}.json")
     df = pd.read_parquet(data)
     rows = [{"id": str(i), "problem": str(pr), "tier": str(t), "split": str(sp)}
             for i, pr, t, sp in zip(df["id"], df["problem"], df["tier"], df["split"])]
