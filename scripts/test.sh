@@ -6,7 +6,7 @@
 # out a module at a time (--dist loadscope), the modules with the most tests marked `slow` first
 # (tests/conftest.py): the long end-to-end tests start early, on every worker, and the run ends
 # on short tests instead of one worker's queue of long ones. Measured times on clean clones are in
-# docs/usage.md ("Tests and benchmarks"): 9 min 9 s to 9 min 53 s in the last thirteen runs on an AMD
+# docs/usage.md ("Tests and benchmarks"): 9 min 9 s to 9 min 53 s in the last fourteen runs on an AMD
 # EPYC machine with 2 cores (2026-12-01/02), 6 min 56 s on another machine type (2026-11-30).
 # CONTRASTLAB_TEST_WORKERS=0 runs it in this process.
 set -euo pipefail
