@@ -817,7 +817,7 @@ def _by_hand(key) -> bool:
     return k.startswith(ROLE_PREFIX) or (k.startswith("variants.") and k.count(".") == 1)
 
 
-def _split_roles(v):
+def _split_by_hand(v):
     """``(the computed part, the keys declared by hand)`` of a :func:`_loss_param` value
     (:func:`_by_hand`); the rest is :func:`analyse`'s."""
     if not v:
@@ -827,7 +827,7 @@ def _split_roles(v):
     return (rest if rest else False), roles
 
 
-def known_roles(root: Path) -> set[str] | None:
+def known_by_hand(root: Path) -> set[str] | None:
     """``roles.<track>.<role>`` for every role of the variant table and ``variants.<track>``
     for each of its tracks (None: no table)."""
 
@@ -857,7 +857,7 @@ def missing(root: Path) -> dict[str, list[str]]:
     stages = load_stages(root)
     info = analyse(root, stages)
     g = gate(stages)
-    known = known_roles(root)
+    known = known_by_hand(root)
     every = sorted({f for files, _ in info.values() for f in files})
     gaps = {}
     for name, st in stages.items():
@@ -870,7 +870,7 @@ def missing(root: Path) -> dict[str, list[str]]:
             dirs = {f.rpartition("/")[0] for f in files if not f.startswith("src/")}
             lack += [f"{d} listed (the digest {CODE_PREFIX}{name} covers the code)"
                      for d in deps if _is_code_dep(d, dirs)]
-        declared, roles = _split_roles(_loss_param(_body(st)))
+        declared, roles = _split_by_hand(_loss_param(_body(st)))
         if name in info and declared != keys:
             lack.append(f"params {LOSS_CODE}: {keys or 'none'}")
         lack += [f"params {LOSS_CODE}: {r} (no such role or track in {VARIANT_TABLE})" for r in roles
@@ -926,7 +926,7 @@ def write(root: Path) -> list[str]:
                     if not _is_code_dep(d, script_dirs, g) and d not in head]
         new_list = head + [old[i] for i in keep_idx]
         keys = info[name][1] if name in info else False
-        declared, roles = _split_roles(_loss_param(body))
+        declared, roles = _split_by_hand(_loss_param(body))
         if declared != keys:
             _set_loss_param(body, keys, roles)
             changed.append(name)

@@ -355,7 +355,7 @@ def test_role_keys_of_loss_code_are_kept_and_checked(tmp_path):
     stages = sd.load_stages(ROOT)
 
     def role_keys(name):
-        return sd._split_roles(sd._loss_param(sd._body(stages[name])))[1]
+        return sd._split_by_hand(sd._loss_param(sd._body(stages[name])))[1]
     assert role_keys("train_multilabel_hybrid") == ["roles.multilabel.hybrid_base"]
     # the index stage trains the row the role names: every fine-tuning row's key, by hand
     assert role_keys("finetune_index") == ["roles.finetune.index_variant", "variants.finetune"]
@@ -363,7 +363,7 @@ def test_role_keys_of_loss_code_are_kept_and_checked(tmp_path):
     assert role_keys("finetune_baseline") == role_keys("tune_finetune_baseline") == [
         "roles.finetune.head_loss"]
     assert role_keys("train_multilabel") == []  # its rows read no role
-    assert set(role_keys("finetune_index")) <= sd.known_roles(ROOT)
+    assert set(role_keys("finetune_index")) <= sd.known_by_hand(ROOT)
     root = _copy_project(tmp_path)
     shutil.copy2(ROOT / "params.yaml", root / "params.yaml")
     doc = yaml.safe_load((root / "dvc.yaml").read_text())
